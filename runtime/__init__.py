@@ -1,0 +1,1 @@
+"""rnnx.runtime: stateful token-by-token generation over torch / ONNX Runtime / TensorRT (see issue 5)."""
