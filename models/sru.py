@@ -1,0 +1,468 @@
+"""SRU (Simple Recurrent Unit) layers, a drop-in for ``sru.SRU`` / ``sru.SRUCell`` of the published
+``sru`` package 2.6.0 (asappresearch).
+
+Constructor arguments, parameter and buffer names, shapes, layouts and the initialisation recipe
+are those of sru 2.6.0, so ``rnnx.models.SRU(...).load_state_dict(sru_model.state_dict())`` works
+unchanged, and the same seed gives the same initial weights. The elementwise recurrence goes through
+:func:`rnnx.models.ops.sru.sru_scan` (the ``SRUScan`` op of docs/ops.md).
+
+Layouts, per layer with ``D`` directions, hidden size ``d`` per direction, output size
+``out = D*d`` and ``k`` projections (3: x~, f, r; 4 adds the highway projection x' when the layer's
+input size differs from ``out`` and there is a skip term):
+
+- ``weight``      (in, out*k), or (projection_size, out*k) with ``weight_proj`` (in, projection_size);
+  its columns viewed as (D, d, k), i.e. the k columns of one (direction, unit) interleave.
+- ``weight_c``    (2*out,)  ``[v_f (D, d); v_r (D, d)]``
+- ``bias``        (2*out,)  ``[b_f (D, d); b_r (D, d)]``
+- ``scale_x``     buffer (1,), the highway rescaling constant (used when ``rescale`` is on).
+- ``layer_norm``  ``nn.LayerNorm`` over the layer input (pre-norm) or the output (``normalize_after``).
+
+The skip input x' of a k = 3 layer is the layer input *before* its layer norm (the residual).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Optional, Union
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from .ops.spec import state_dtype_for
+from .ops.sru import sru_scan
+from .state import SRUState
+
+__all__ = ["SRU", "SRUCell"]
+
+
+def _dropout_mask(like: Tensor, size: tuple[int, int], p: float) -> Tensor:
+    """Inverted-dropout mask of ``size`` in ``like``'s dtype/device, drawn as sru 2.6 draws it."""
+    return like.new_empty(size).bernoulli_(1 - p).div_(1 - p)
+
+
+class SRUCell(nn.Module):
+    """One SRU layer (one or two directions), the counterpart of ``sru.SRUCell`` 2.6.0.
+
+    ``forward(input (L, B, in) or (B, in), c0 (B, out) = None, mask_pad (L, B) = None)``
+    returns ``h`` (L, B, out) (or (B, out) for a 2-D input) and the last cell state ``c`` (B, out).
+    """
+
+    scale_x: Tensor
+    weight_proj: Optional[Tensor]
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        dropout: float = 0.0,
+        rnn_dropout: float = 0.0,
+        bidirectional: bool = False,
+        n_proj: int = 0,
+        use_tanh: bool = False,
+        highway_bias: float = 0.0,
+        has_skip_term: bool = True,
+        layer_norm: bool = False,
+        rescale: bool = True,
+        v1: bool = False,
+        custom_m: Optional[nn.Module] = None,
+        amp_recurrence_fp16: bool = False,
+        normalize_after: bool = False,
+        weight_c_init: Optional[float] = None,
+    ) -> None:
+        """Arguments as ``sru.SRUCell`` 2.6.0. ``custom_m`` is not supported (NotImplementedError);
+        ``amp_recurrence_fp16`` is accepted and ignored (the recurrence always runs in fp32)."""
+        super().__init__()
+        if custom_m is not None:
+            raise NotImplementedError(
+                "rnnx SRU does not support custom_m (a custom module computing U); "
+                "only the built-in (optionally factorised) projection is exportable"
+            )
+        if input_size <= 0 or hidden_size <= 0:
+            raise ValueError(f"input_size and hidden_size must be positive, got {input_size}, {hidden_size}")
+        if not 0.0 <= dropout < 1.0 or not 0.0 <= rnn_dropout < 1.0:
+            raise ValueError(f"dropout and rnn_dropout must be in [0, 1), got {dropout}, {rnn_dropout}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_directions = 2 if bidirectional else 1
+        self.output_size = hidden_size * self.num_directions
+        self.dropout = float(dropout)
+        self.rnn_dropout = float(rnn_dropout)
+        self.bidirectional = bidirectional
+        self.has_skip_term = has_skip_term
+        self.highway_bias = highway_bias
+        self.v1 = v1
+        self.rescale = rescale
+        self.use_tanh = use_tanh
+        self.activation_type = 1 if use_tanh else 0
+        self.activation = "tanh" if use_tanh else "none"
+        self.custom_m = None
+        self.amp_recurrence_fp16 = amp_recurrence_fp16
+        self.normalize_after = normalize_after
+        self.weight_c_init = weight_c_init
+
+        self.projection_size = n_proj if 0 < n_proj < min(input_size, self.output_size) else 0
+        self.num_matrices = 4 if has_skip_term and input_size != self.output_size else 3
+
+        k, out = self.num_matrices, self.output_size
+        if self.projection_size == 0:
+            self.weight_proj = None
+            self.weight = nn.Parameter(torch.empty(input_size, out * k))
+        else:
+            self.weight_proj = nn.Parameter(torch.empty(input_size, self.projection_size))
+            self.weight = nn.Parameter(torch.empty(self.projection_size, out * k))
+        self.weight_c = nn.Parameter(torch.empty(2 * out))
+        self.bias = nn.Parameter(torch.empty(2 * out))
+        self.register_buffer("scale_x", torch.zeros(1))
+        self._scale_value = 1.0
+
+        self.layer_norm: Optional[nn.LayerNorm] = None
+        if layer_norm:
+            self.layer_norm = nn.LayerNorm(out if normalize_after else input_size)
+        self.reset_parameters()
+
+    @property
+    def highway_scale(self) -> float:
+        """x' = highway_scale * x for a k = 3 layer: ``scale_x`` when ``rescale`` is on, else 1."""
+        return self._scale_value if self.rescale else 1.0
+
+    def reset_parameters(self) -> None:
+        """sru 2.6.0's recipe, drawing random numbers in the same order (same seed, same weights).
+
+        weight ~ U(+-sqrt(3/rows)) (variance 1/rows); x~ columns * sqrt(1-dropout) when dropout > 0;
+        all * sqrt(1-rnn_dropout) when rnn_dropout > 0; all * 0.1 with layer norm; x' columns
+        * scale_x when k = 4 and rescale; f, r columns * sqrt(1/2) unless v1. weight_proj ~
+        U(+-sqrt(3/in)). weight_c ~ U(+-sqrt(3/2)) (variance 1/2) or U(+-weight_c_init); zero and
+        frozen with v1. bias = [0 (forget); highway_bias (reset)]. scale_x = sqrt(1 + 2 e^hb) when
+        rescale and has_skip_term, else 1.
+        """
+        out, d, k = self.output_size, self.hidden_size, self.num_matrices
+        with torch.no_grad():
+            self.bias.zero_()
+            self.bias[out:].fill_(self.highway_bias)
+            scale_val = (1 + math.exp(self.highway_bias) * 2) ** 0.5
+            self.scale_x.fill_(scale_val if self.rescale and self.has_skip_term else 1.0)
+            self._refresh_scale_value()
+
+            rows = self.weight.size(0)
+            bound = (3.0 / rows) ** 0.5
+            self.weight.uniform_(-bound, bound)
+            if self.weight_proj is not None:
+                bound = (3.0 / self.weight_proj.size(0)) ** 0.5
+                self.weight_proj.uniform_(-bound, bound)
+            w = self.weight.view(rows, self.num_directions, d, k)
+            if self.dropout > 0:
+                w[..., 0].mul_((1 - self.dropout) ** 0.5)
+            if self.rnn_dropout > 0:
+                w.mul_((1 - self.rnn_dropout) ** 0.5)
+            if self.layer_norm is not None:
+                w.mul_(0.1)
+            if self.rescale and self.has_skip_term and k == 4:
+                w[..., 3].mul_(scale_val)
+
+            if self.v1:
+                self.weight_c.zero_()
+                self.weight_c.requires_grad_(False)
+            else:
+                if self.weight_c_init is None:
+                    self.weight_c.uniform_(-(3.0**0.5), 3.0**0.5)
+                    self.weight_c.mul_(0.5**0.5)
+                else:
+                    self.weight_c.uniform_(-self.weight_c_init, self.weight_c_init)
+                w[..., 1].mul_(0.5**0.5)
+                w[..., 2].mul_(0.5**0.5)
+
+    def _refresh_scale_value(self) -> None:
+        self._scale_value = float(self.scale_x.detach().reshape(-1)[0].item())
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        """Loads as nn.Module does, then re-reads ``scale_x`` into the Python float the scan gets."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._refresh_scale_value()
+
+    def compute_U(self, input: Tensor) -> Tensor:
+        """(..., in) -> U (..., out*k), laid out (..., D, d, k): ``input @ [weight_proj @] weight``."""
+        x = input.reshape(-1, self.input_size)
+        if self.weight_proj is not None:
+            x = x.mm(self.weight_proj)
+        return x.mm(self.weight).view(*input.shape[:-1], -1)
+
+    def forward(
+        self, input: Tensor, c0: Optional[Tensor] = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor]:
+        """input (L, B, in) or one step (B, in); c0 (B, out), zeros in the state dtype when None;
+        mask_pad (L, B), non-zero marks a pad step (c carried, h = 0 before a post layer norm).
+
+        Returns h (L, B, out) (or (B, out)) in the activation dtype and c (B, out) in c0's dtype.
+        """
+        if input.dim() not in (2, 3):
+            raise ValueError(f"SRUCell input must be (L, B, in) or (B, in), got shape {tuple(input.shape)}")
+        if input.size(-1) != self.input_size:
+            raise ValueError(f"SRUCell expects input_size {self.input_size}, got last dim {input.size(-1)}")
+        single_step = input.dim() == 2
+        x = input.unsqueeze(0) if single_step else input
+        L, B = x.shape[0], x.shape[1]
+        if c0 is None:
+            c0 = torch.zeros(B, self.output_size, dtype=state_dtype_for(x.dtype), device=x.device)
+        elif tuple(c0.shape) != (B, self.output_size):
+            raise ValueError(f"c0 must be (batch, output_size) = {(B, self.output_size)}, got {tuple(c0.shape)}")
+        if mask_pad is not None:
+            if mask_pad.numel() != L * B:
+                raise ValueError(f"mask_pad must be (length, batch) = {(L, B)}, got {tuple(mask_pad.shape)}")
+            mask_pad = mask_pad.reshape(L, B)
+
+        residual = x
+        if self.layer_norm is not None and not self.normalize_after:
+            x = self.layer_norm(x)
+        if self.training and self.rnn_dropout > 0:
+            x = x * _dropout_mask(self.bias, (B, self.input_size), self.rnn_dropout)
+        mask_c = None
+        if self.training and self.dropout > 0:
+            mask_c = _dropout_mask(self.bias, (B, self.output_size), self.dropout)
+
+        U = self.compute_U(x)
+        k3_skip = self.has_skip_term and self.num_matrices == 3
+        h, c = sru_scan(
+            U,
+            residual if k3_skip else None,
+            self.weight_c,
+            self.bias,
+            c0,
+            mask_pad,
+            hidden_size=self.hidden_size,
+            num_directions=self.num_directions,
+            num_matrices=self.num_matrices,
+            has_skip_term=self.has_skip_term,
+            use_tanh=self.use_tanh,
+            scale_x=self.highway_scale,
+        )
+        if mask_c is not None:
+            h = self._apply_hidden_dropout(h, U, residual, mask_c, mask_pad)
+        if self.layer_norm is not None and self.normalize_after:
+            h = self.layer_norm(h)
+        return (h.squeeze(0) if single_step else h), c
+
+    def _apply_hidden_dropout(
+        self, h: Tensor, U: Tensor, residual: Tensor, mask_c: Tensor, mask_pad: Optional[Tensor]
+    ) -> Tensor:
+        """sru's dropout between layers, h_t = x'_t + mask_c * r_t * (g(c_t) - x'_t), from the
+        scan's h_t = x'_t + r_t * (g(c_t) - x'_t); pad steps stay 0. All (L, B, out); mask_c (B, out)."""
+        if not self.has_skip_term:
+            return h * mask_c
+        if self.num_matrices == 4:
+            L, B = U.shape[0], U.shape[1]
+            skip = U.view(L, B, self.output_size, 4)[..., 3]
+        else:
+            skip = residual * self.highway_scale
+        h = skip + mask_c * (h - skip)
+        if mask_pad is not None:
+            h = h.masked_fill((mask_pad != 0).unsqueeze(-1), 0.0)
+        return h
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.projection_size > 0:
+            s += f", projection_size={self.projection_size}"
+        if self.dropout > 0:
+            s += f", dropout={self.dropout}"
+        if self.rnn_dropout > 0:
+            s += f", rnn_dropout={self.rnn_dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        if self.highway_bias != 0:
+            s += f", highway_bias={self.highway_bias}"
+        if self.use_tanh:
+            s += ", activation=tanh"
+        if self.v1:
+            s += ", v1=True"
+        s += f", rescale={self.rescale}"
+        if not self.has_skip_term:
+            s += ", has_skip_term=False"
+        if self.layer_norm is not None:
+            s += ", layer_norm=True" + (", normalize_after=True" if self.normalize_after else "")
+        return s
+
+
+class SRU(nn.Module):
+    """Stacked SRU, a drop-in for ``sru.SRU`` 2.6.0 plus the rnnx state API.
+
+    ``forward(input (L, B, in) or PackedSequence, c0 (num_layers, B, out) = None, mask_pad (L, B) = None)``
+    returns ``(h (L, B, out), c (num_layers, B, out))``; with ``nn_rnn_compatible_return`` c is
+    (num_layers*D, B, d) as ``nn.LSTM`` lays it out. ``forward_state`` / ``init_state`` carry the
+    cell states between calls in an :class:`~rnnx.models.state.SRUState` (unidirectional only).
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        rnn_dropout: float = 0.0,
+        bidirectional: bool = False,
+        projection_size: int = 0,
+        use_tanh: bool = False,
+        layer_norm: bool = False,
+        highway_bias: float = 0.0,
+        has_skip_term: bool = True,
+        rescale: bool = False,
+        v1: bool = False,
+        nn_rnn_compatible_return: bool = False,
+        custom_m: Optional[Union[nn.Module, list[nn.Module]]] = None,
+        proj_input_to_hidden_first: bool = False,
+        amp_recurrence_fp16: bool = False,
+        normalize_after: bool = False,
+        weight_c_init: Optional[float] = None,
+    ) -> None:
+        """Arguments as ``sru.SRU`` 2.6.0 (see :class:`SRUCell` for what is not supported).
+
+        ``dropout`` acts between layers (on every layer but the last), as in sru.
+        """
+        super().__init__()
+        if num_layers <= 0:
+            raise ValueError(f"num_layers must be positive, got {num_layers}")
+        if custom_m is not None:
+            raise NotImplementedError("rnnx SRU does not support custom_m")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_directions = 2 if bidirectional else 1
+        self.output_size = hidden_size * self.num_directions
+        self.num_layers = num_layers
+        self.dropout = dropout
+        self.rnn_dropout = rnn_dropout
+        self.projection_size = projection_size
+        self.bidirectional = bidirectional
+        self.use_layer_norm = layer_norm
+        self.has_skip_term = has_skip_term
+        self.nn_rnn_compatible_return = nn_rnn_compatible_return
+        self.amp_recurrence_fp16 = amp_recurrence_fp16
+        if rnn_dropout > 0:
+            warnings.warn("rnn_dropout > 0 is deprecated in sru; use dropout instead", DeprecationWarning, stacklevel=2)
+        if use_tanh:
+            warnings.warn("use_tanh=True is deprecated in sru", DeprecationWarning, stacklevel=2)
+
+        self.input_to_hidden: Optional[nn.Linear] = None
+        first_input_size = input_size
+        if proj_input_to_hidden_first and input_size != self.output_size:
+            self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False)
+            first_input_size = self.output_size
+        self.rnn_lst = nn.ModuleList(
+            SRUCell(
+                first_input_size if i == 0 else self.output_size,
+                hidden_size,
+                dropout=dropout if i + 1 != num_layers else 0.0,
+                rnn_dropout=rnn_dropout,
+                bidirectional=bidirectional,
+                n_proj=projection_size,
+                use_tanh=use_tanh,
+                layer_norm=layer_norm,
+                highway_bias=highway_bias,
+                has_skip_term=has_skip_term,
+                rescale=rescale,
+                v1=v1,
+                amp_recurrence_fp16=amp_recurrence_fp16,
+                normalize_after=normalize_after,
+                weight_c_init=weight_c_init,
+            )
+            for i in range(num_layers)
+        )
+
+    def reset_parameters(self) -> None:
+        """Re-initialises every layer (sru's order: layers first, then ``input_to_hidden``)."""
+        for rnn in self.rnn_lst:
+            rnn.reset_parameters()
+        if self.input_to_hidden is not None:
+            self.input_to_hidden.reset_parameters()
+
+    def forward(
+        self,
+        input: Union[Tensor, PackedSequence],
+        c0: Optional[Tensor] = None,
+        mask_pad: Optional[Tensor] = None,
+    ) -> tuple[Union[Tensor, PackedSequence], Tensor]:
+        """input (L, B, in) or a PackedSequence (then mask_pad comes from its lengths);
+        c0 (num_layers, B, out), zeros in the state dtype when None; mask_pad (L, B), non-zero = pad.
+
+        Returns h (L, B, out) (a PackedSequence for a packed input) and the last cell states
+        c (num_layers, B, out) in c0's dtype, or (num_layers*D, B, d) with nn_rnn_compatible_return.
+        """
+        lengths = None
+        if isinstance(input, PackedSequence):
+            input, lengths = pad_packed_sequence(input)
+            steps = torch.arange(input.size(0)).unsqueeze(1)
+            mask_pad = (steps >= lengths.unsqueeze(0)).to(input.device)
+        self._check_input(input, mask_pad)
+        B = input.size(1)
+        if c0 is None:
+            c0 = self._zeros_state(B, input.device, state_dtype_for(input.dtype))
+        elif tuple(c0.shape) != (self.num_layers, B, self.output_size):
+            raise ValueError(
+                f"c0 must be (num_layers, batch, output_size) = {(self.num_layers, B, self.output_size)}, "
+                f"got {tuple(c0.shape)}"
+            )
+        h, c = self._run_layers(input, c0, mask_pad)
+        if self.nn_rnn_compatible_return:
+            c = (
+                c.view(self.num_layers, B, self.num_directions, self.hidden_size)
+                .transpose(1, 2)
+                .reshape(self.num_layers * self.num_directions, B, self.hidden_size)
+            )
+        if lengths is not None:
+            return pack_padded_sequence(h, lengths, enforce_sorted=False), c
+        return h, c
+
+    def init_state(self, batch_size: int, device: Optional[Union[str, torch.device]] = None) -> SRUState:
+        """Zero state: c (num_layers, batch_size, out), fp32 (fp64 for an fp64 model)."""
+        param = self.rnn_lst[0].bias
+        device = param.device if device is None else device
+        return SRUState(c=self._zeros_state(batch_size, device, state_dtype_for(param.dtype)))
+
+    def forward_state(
+        self, x: Tensor, state: Optional[SRUState] = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, SRUState]:
+        """Runs x (L, B, in), any L >= 1, from ``state`` (zeros when None); returns h (L, B, out) and
+        the new state (fp32 c whatever x's dtype). Prefill n steps then m single steps gives the
+        same h and state as one call over n + m. Pad steps (mask_pad != 0) leave the state as is.
+        """
+        if self.bidirectional:
+            raise RuntimeError(
+                "forward_state needs a causal SRU, but this model is bidirectional: its backward "
+                "direction reads the whole sequence, so it has no step-by-step state; use forward()"
+            )
+        self._check_input(x, mask_pad)
+        B = x.size(1)
+        acc = state_dtype_for(x.dtype)
+        if state is None:
+            c0 = self._zeros_state(B, x.device, acc)
+        else:
+            if tuple(state.c.shape) != (self.num_layers, B, self.output_size):
+                raise ValueError(
+                    f"state.c must be (num_layers, batch, output_size) = "
+                    f"{(self.num_layers, B, self.output_size)}, got {tuple(state.c.shape)}"
+                )
+            c0 = state.c.to(acc)
+        h, c = self._run_layers(x, c0, mask_pad)
+        return h, SRUState(c=c)
+
+    def _zeros_state(self, batch_size: int, device: Any, dtype: torch.dtype) -> Tensor:
+        return torch.zeros(self.num_layers, batch_size, self.output_size, dtype=dtype, device=device)
+
+    def _check_input(self, x: Tensor, mask_pad: Optional[Tensor]) -> None:
+        if x.dim() != 3:
+            raise ValueError(f"SRU input must be (length, batch, input_size), got shape {tuple(x.shape)}")
+        if x.size(-1) != self.input_size:
+            raise ValueError(f"SRU expects input_size {self.input_size}, got last dim {x.size(-1)}")
+        if x.size(0) == 0:
+            raise ValueError("SRU input has length 0")
+        if mask_pad is not None and tuple(mask_pad.shape) != tuple(x.shape[:2]):
+            raise ValueError(f"mask_pad must be (length, batch) = {tuple(x.shape[:2])}, got {tuple(mask_pad.shape)}")
+
+    def _run_layers(self, x: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """x (L, B, in), c0 (num_layers, B, out) -> h (L, B, out), c (num_layers, B, out)."""
+        h = x if self.input_to_hidden is None else self.input_to_hidden(x)
+        cs = []
+        for i, rnn in enumerate(self.rnn_lst):
+            h, c = rnn(h, c0[i], mask_pad=mask_pad)
+            cs.append(c)
+        return h, torch.stack(cs)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up a machine for rnnx development and CI: torch (kept if present), rnnx editable with its test
+# extra, the published `sru` packages the parity tests compare against, and the compiled CPU kernel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+pipi() { "$PY" -m pip install --disable-pip-version-check --no-input "$@"; }
+
+# A machine that already has torch (a CUDA build on a GPU box, say) keeps it; otherwise take the
+# CPU build, so that the loose `torch` requirement never pulls a multi-GB CUDA build.
+if "$PY" -c "import torch" 2>/dev/null; then
+  echo "setup: keeping torch $("$PY" -c 'import torch; print(torch.__version__)')"
+else
+  echo "setup: installing torch==2.13.0 (CPU build)"
+  pipi torch==2.13.0
+fi
+
+echo "setup: installing rnnx (editable) with the test extra"
+pipi -e ".[test]"
+
+# sru 2.6.0 (SRU) and 3.0.0.dev6 (SRU++) cannot share one environment: each goes into its own
+# folder, which the parity tests put on PYTHONPATH of a subprocess.
+for v in 2.6.0 3.0.0.dev6; do
+  if [ ! -f ".reference/sru-$v/sru/__init__.py" ]; then
+    echo "setup: installing the published sru==$v into .reference/sru-$v"
+    pipi --no-deps --target ".reference/sru-$v" "sru==$v"
+  fi
+done
+
+echo "setup: compiling the rnnx CPU kernels"
+"$PY" -m rnnx.models.ops.build
+echo "setup: done"
