@@ -1,0 +1,671 @@
+"""SRU++ (Lei 2021, "When Attention Meets Fast Recurrence") with softmax or causal linear attention.
+
+:class:`SRUpp` takes the constructor arguments, parameter and buffer names of ``sru.SRUpp`` from the
+published ``sru`` 3.0.0.dev6 release, so its ``state_dict`` loads unchanged, and its ``forward``
+matches that package numerically (softmax attention). Layer ``i`` is an :class:`SRUppCell` whose
+``transform_module`` computes ``U`` (L, B, out*k) from the (optionally pre-normed) layer input:
+
+- :class:`SRUppAttention`: softmax self-attention (the package's module),
+- :class:`SRUppLinearAttention`: causal linear attention, same parameters (``attention="linear"``),
+- :class:`SRUppProjectedLinear`: ``linear2(LN(linear1(x)))`` on layers without attention.
+
+The elementwise recurrence runs through :func:`rnnx.models.ops.sru.sru_scan`, linear attention
+through :func:`rnnx.models.ops.linear_attention.causal_linear_attention`.
+
+Streaming (unidirectional only): :meth:`SRUpp.init_state` and :meth:`SRUpp.forward_state` carry an
+:class:`~rnnx.models.state.SRUppState` between calls; attention is causal over everything fed so
+far (the KV cache of softmax layers grows, linear-attention layers keep a fixed-size ``(S, z)``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .ops import linear_attention as _linear_attention
+from .ops.spec import state_dtype_for
+from .ops.sru import sru_scan
+from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
+
+#: Key value written at pad positions for linear attention: phi(-1e4) = elu(-1e4) + 1 == 0 exactly
+#: in fp32/bf16/fp16 (exp(-1e4) underflows to 0), so a pad adds nothing to S or z.
+LINEAR_ATTENTION_PAD_KEY: float = -1e4
+
+ATTENTION_KINDS = ("softmax", "linear")
+
+
+def _check_mask_pad(mask_pad: Optional[Tensor], length: int, batch: int) -> None:
+    """Raises ValueError unless ``mask_pad`` is None or (length, batch)."""
+    if mask_pad is not None and tuple(mask_pad.shape) != (length, batch):
+        raise ValueError(f"mask_pad has shape {tuple(mask_pad.shape)} but expected {(length, batch)}")
+
+
+def _pad_bool(mask_pad: Optional[Tensor], length: int, batch: int, device: torch.device) -> Tensor:
+    """(length, batch) bool, True at pad positions (all False when ``mask_pad`` is None)."""
+    if mask_pad is None:
+        return torch.zeros(length, batch, dtype=torch.bool, device=device)
+    return mask_pad.to(device=device) != 0
+
+
+class SRUppProjectedLinear(nn.Module):
+    """``U = linear2(dropout(LN(linear1(x))))`` for SRU++ layers without attention.
+
+    input (L, B, in_features) -> U (L, B, out_features). Parameters: ``linear1`` (proj, in),
+    ``linear2`` (out, proj), optional ``layer_norm`` over proj_features.
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, proj_features: int, dropout: float = 0.0, layer_norm: bool = False
+    ) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.proj_features = proj_features
+        self.dropout = nn.Dropout(dropout)
+        self.linear1 = nn.Linear(in_features, proj_features, bias=False)
+        self.linear2 = nn.Linear(proj_features, out_features, bias=False)
+        self.layer_norm: Optional[nn.LayerNorm] = nn.LayerNorm(proj_features) if layer_norm else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights; ``linear2`` scaled by sqrt(1 - dropout) as in the package."""
+        nn.init.xavier_uniform_(self.linear1.weight)
+        nn.init.xavier_uniform_(self.linear2.weight)
+        if self.dropout.p > 0:
+            self.linear2.weight.data.mul_((1 - self.dropout.p) ** 0.5)
+
+    def forward(
+        self,
+        input: Tensor,
+        mask_pad: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        memory: Optional[Tensor] = None,
+        memory_mask_pad: Optional[Tensor] = None,
+    ) -> Tensor:
+        """input (L, B, in) -> U (L, B, out); the mask and memory arguments are ignored."""
+        out = self.linear1(input)
+        if self.layer_norm is not None:
+            out = self.layer_norm(out)
+        return self.linear2(self.dropout(out))
+
+    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> None:
+        """No state: returns None."""
+        return None
+
+    def forward_state(
+        self, input: Tensor, state: None = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, None]:
+        """Token-wise, so streaming is the plain forward: returns ``(U, None)``."""
+        return self.forward(input), None
+
+
+class _AttentionBase(nn.Module):
+    """Parameters and the shared projections of the SRU++ attention sub-layer.
+
+    Parameters (names as in ``sru.SRUppAttention``): ``linear1`` (proj, in), ``linear2``
+    (2*proj, proj) giving [key; value], ``linear3`` (out, proj), ``alpha`` (1,), optional
+    ``layer_norm`` over proj_features. Heads split proj_features into ``num_heads`` contiguous
+    blocks of ``head_dim = proj_features // num_heads``.
+
+    With ``normalize_after=True`` (what ``SRUpp`` builds) the layer norm is applied after the
+    residual: ``out = linear3(dropout(LN(alpha * attn + linear1(x))))``; otherwise it is applied to
+    ``linear1(x)`` before q, k, v are taken and ``out = linear3(dropout(alpha * attn + linear1(x)))``.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        proj_features: int,
+        num_heads: int = 1,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        rezero_init_alpha: float = 0.0,
+        layer_norm: bool = False,
+        normalize_after: bool = True,
+    ) -> None:
+        super().__init__()
+        if proj_features % num_heads != 0:
+            raise ValueError(f"proj_features ({proj_features}) must be divisible by num_heads ({num_heads})")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.proj_features = proj_features
+        self.num_heads = num_heads
+        self.head_dim = proj_features // num_heads
+        self.dropout = nn.Dropout(dropout)
+        self.attn_dropout = float(attn_dropout)
+        self.rezero_init_alpha = float(rezero_init_alpha)
+        self.normalize_after = normalize_after
+        self.linear1 = nn.Linear(in_features, proj_features, bias=False)
+        self.linear2 = nn.Linear(proj_features, proj_features * 2, bias=False)
+        self.linear3 = nn.Linear(proj_features, out_features, bias=False)
+        self.alpha = nn.Parameter(torch.tensor([self.rezero_init_alpha]))
+        self.layer_norm: Optional[nn.LayerNorm] = nn.LayerNorm(proj_features) if layer_norm else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights, ``alpha = rezero_init_alpha``, ``linear3`` scaled by sqrt(1 - dropout)."""
+        nn.init.xavier_uniform_(self.linear1.weight)
+        nn.init.xavier_uniform_(self.linear2.weight)
+        nn.init.xavier_uniform_(self.linear3.weight)
+        self.alpha.data.fill_(self.rezero_init_alpha)
+        if self.dropout.p > 0:
+            self.linear3.weight.data.mul_((1 - self.dropout.p) ** 0.5)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(L, B, proj) -> (B, H, L, head_dim)."""
+        length, batch = x.shape[0], x.shape[1]
+        return x.reshape(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def _project(self, input: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """input (L, B, in) -> q, k, v (B, H, L, head_dim) and the residual linear1(input) (L, B, proj)."""
+        z = residual = self.linear1(input)
+        if self.layer_norm is not None and not self.normalize_after:
+            z = self.layer_norm(z)
+        k, v = self.linear2(z).chunk(2, dim=-1)
+        return self._heads(z), self._heads(k), self._heads(v), residual
+
+    def _output(self, attn: Tensor, residual: Tensor) -> Tensor:
+        """attn (B, H, L, head_dim), residual (L, B, proj) -> U (L, B, out)."""
+        length, batch = residual.shape[0], residual.shape[1]
+        out = attn.permute(2, 0, 1, 3).reshape(length, batch, self.proj_features)
+        out = out * self.alpha + residual
+        if self.layer_norm is not None and self.normalize_after:
+            out = self.layer_norm(out)
+        return self.linear3(self.dropout(out))
+
+
+def _masked_softmax(scores: Tensor, allowed: Optional[Tensor]) -> Tensor:
+    """Softmax over the last axis where ``allowed`` (broadcastable bool); a row with no allowed
+    position gives zeros instead of NaN."""
+    if allowed is None:
+        return F.softmax(scores, dim=-1)
+    weights = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return weights.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+
+
+class SRUppAttention(_AttentionBase):
+    """Softmax multi-head self-attention of SRU++ (``sru.SRUppAttention``), plus a KV-cache stream.
+
+    ``attn = softmax(q k^T / sqrt(head_dim) + attn_mask, pads -> -inf) v``; see
+    :class:`_AttentionBase` for the projections and the residual / layer norm / ``linear3`` path.
+    """
+
+    def forward(
+        self,
+        input: Tensor,
+        mask_pad: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        memory: Optional[Tensor] = None,
+        memory_mask_pad: Optional[Tensor] = None,
+    ) -> Tensor:
+        """Package-compatible forward (not causal unless ``attn_mask`` makes it so).
+
+        input (L, B, in); mask_pad (L, B) non-zero = pad (never attended to); attn_mask (L, T+L)
+        additive float; memory (T, B, in) extra keys/values in front of the input; memory_mask_pad
+        (T, B). Returns U (L, B, out).
+        """
+        length, batch, in_dim = input.shape
+        mem_len = 0
+        if memory is not None:
+            if memory.dim() != 3 or tuple(memory.shape[1:]) != (batch, in_dim):
+                raise ValueError(f"memory has shape {tuple(memory.shape)} but expected (*, {batch}, {in_dim})")
+            mem_len = memory.shape[0]
+            q, k, v, residual = self._project(torch.cat([memory, input], dim=0))
+            q, residual = q[:, :, mem_len:], residual[mem_len:]
+        else:
+            q, k, v, residual = self._project(input)
+        src_len = mem_len + length
+
+        scores = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))  # (B, H, L, src_len)
+        if attn_mask is not None:
+            if tuple(attn_mask.shape) != (length, src_len):
+                raise ValueError(f"attn_mask has shape {tuple(attn_mask.shape)} but expected {(length, src_len)}")
+            scores = scores + attn_mask
+        allowed = None
+        if mask_pad is not None or memory_mask_pad is not None:
+            _check_mask_pad(mask_pad, length, batch)
+            pads = [_pad_bool(mask_pad, length, batch, input.device)]
+            if mem_len > 0:
+                _check_mask_pad(memory_mask_pad, mem_len, batch)
+                pads.insert(0, _pad_bool(memory_mask_pad, mem_len, batch, input.device))
+            allowed = ~torch.cat(pads, dim=0).t()[:, None, None, :]  # (B, 1, 1, src_len)
+        weights = _masked_softmax(scores, allowed)
+        weights = F.dropout(weights, p=self.attn_dropout, training=self.training)
+        return self._output(torch.matmul(weights, v), residual)
+
+    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> KVCache:
+        """Empty cache: key/value (B, H, 0, head_dim) in the parameter dtype, valid (B, 0) bool."""
+        dtype = self.linear1.weight.dtype
+        device = self.linear1.weight.device if device is None else device
+        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, dtype=dtype, device=device)
+        valid = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
+        return KVCache(key=empty, value=empty.clone(), valid=valid)
+
+    def forward_state(
+        self, input: Tensor, state: Optional[KVCache] = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, KVCache]:
+        """Causal attention of L new tokens over cache + themselves; returns ``(U, grown cache)``.
+
+        input (L, B, in); mask_pad (L, B): pads are cached with ``valid=False`` and never attended
+        to. The cache holds key/value after ``linear2`` and the head split, (B, H, T, head_dim).
+        """
+        length, batch = input.shape[0], input.shape[1]
+        _check_mask_pad(mask_pad, length, batch)
+        if state is None:
+            state = self.init_state(batch, input.device)
+        q, k, v, residual = self._project(input)
+        key = torch.cat([state.key.to(k.dtype), k], dim=2)
+        value = torch.cat([state.value.to(v.dtype), v], dim=2)
+        valid = torch.cat([state.valid, ~_pad_bool(mask_pad, length, batch, input.device).t()], dim=1)
+        past = state.key.shape[2]
+        t_query = torch.arange(length, device=input.device)[:, None] + past
+        causal = torch.arange(past + length, device=input.device)[None, :] <= t_query  # (L, T+L)
+        allowed = causal[None, None] & valid[:, None, None, :]  # (B, 1, L, T+L)
+        scores = torch.matmul(q * self.head_dim**-0.5, key.transpose(-1, -2))
+        weights = F.dropout(_masked_softmax(scores, allowed), p=self.attn_dropout, training=self.training)
+        out = self._output(torch.matmul(weights, value), residual)
+        return out, KVCache(key=key, value=value, valid=valid)
+
+
+class SRUppLinearAttention(_AttentionBase):
+    """Causal linear attention in place of SRU++'s softmax attention; same parameters and names.
+
+    Per head, with q, k, v as in :class:`SRUppAttention` (q from the ``linear1`` output, normed first
+    only when ``normalize_after=False``), and phi(x) = elu(x) + 1 applied inside the op::
+
+        attn_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps),  S_t = S_{t-1} + phi(k_t) v_t^T,  z_t = z_{t-1} + phi(k_t)
+
+    q is NOT scaled by 1/sqrt(head_dim) (the normalisation by ``phi(q)^T z`` takes its place).
+    Causal by construction; the state per layer is ``(S (B, H, E, E), z (B, H, E))`` fp32 with
+    E = head_dim, whatever the sequence length. Pad positions get the key
+    :data:`LINEAR_ATTENTION_PAD_KEY` (-1e4, so phi(k) == 0 exactly): they never change ``(S, z)``.
+    ``attn_dropout`` has no attention map to act on and is not used.
+    """
+
+    def __init__(self, *args, eps: float = 1e-6, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.eps = float(eps)
+
+    def forward(
+        self,
+        input: Tensor,
+        mask_pad: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        memory: Optional[Tensor] = None,
+        memory_mask_pad: Optional[Tensor] = None,
+    ) -> Tensor:
+        """input (L, B, in), mask_pad (L, B) -> U (L, B, out), from a zero state.
+
+        Raises ValueError for ``attn_mask`` / ``memory`` (causal by construction; carry a state with
+        :meth:`forward_state` instead of memory).
+        """
+        if attn_mask is not None or memory is not None or memory_mask_pad is not None:
+            raise ValueError(
+                "linear attention is causal by construction and takes no attn_mask / memory / "
+                "memory_mask_pad; use forward_state to carry context between calls"
+            )
+        return self.forward_state(input, None, mask_pad)[0]
+
+    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> LinearAttentionState:
+        """Zeros: S (B, H, E, E), z (B, H, E) in the state dtype (fp32; fp64 for an fp64 model)."""
+        dtype = state_dtype_for(self.linear1.weight.dtype)
+        device = self.linear1.weight.device if device is None else device
+        shape = (batch_size, self.num_heads, self.head_dim)
+        return LinearAttentionState(
+            S=torch.zeros(*shape, self.head_dim, dtype=dtype, device=device),
+            z=torch.zeros(*shape, dtype=dtype, device=device),
+        )
+
+    def forward_state(
+        self, input: Tensor, state: Optional[LinearAttentionState] = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, LinearAttentionState]:
+        """input (L, B, in), mask_pad (L, B) -> ``(U (L, B, out), new state)``."""
+        length, batch = input.shape[0], input.shape[1]
+        _check_mask_pad(mask_pad, length, batch)
+        q, k, v, residual = self._project(input)
+        if mask_pad is not None:
+            pad = _pad_bool(mask_pad, length, batch, input.device).t()[:, None, :, None]  # (B, 1, L, 1)
+            k = k.masked_fill(pad, LINEAR_ATTENTION_PAD_KEY)
+        prev = None if state is None else (state.S, state.z)
+        attn, (S, z) = _linear_attention.causal_linear_attention(q, k, v, prev, eps=self.eps)
+        return self._output(attn, residual), LinearAttentionState(S=S, z=z)
+
+
+TransformModule = Union[SRUppAttention, SRUppLinearAttention, SRUppProjectedLinear]
+
+
+class SRUppCell(nn.Module):
+    """One SRU++ layer (``sru.SRUppCell``): U from the transform module, then the SRU recurrence.
+
+    input (L, B, input_size) -> h (L, B, D*hidden_size), c (B, D*hidden_size). Parameters and
+    buffers: ``transform_module``, ``weight_c`` (2*D*d,) = [v_f; v_r], ``bias`` (2*D*d,) =
+    [b_f; b_r], buffer ``scale_x`` (1,), optional ``layer_norm`` (over the input when
+    ``normalize_after=False``, over the output otherwise). The skip term is the un-normed input
+    (times ``scale_x`` when ``rescale``), or the 4th projection of U when input_size != D*d.
+    """
+
+    scale_x: Tensor
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        transform_module: TransformModule,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        highway_bias: float = 0.0,
+        layer_norm: bool = False,
+        normalize_after: bool = True,
+        rescale: bool = False,
+        weight_c_init: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_directions = 2 if bidirectional else 1
+        self.output_size = hidden_size * self.num_directions
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.highway_bias = highway_bias
+        self.normalize_after = normalize_after
+        self.rescale = rescale
+        self.weight_c_init = weight_c_init
+        self.num_matrices = 3 if input_size == self.output_size else 4
+        self.transform_module = transform_module
+        self.weight_c = nn.Parameter(torch.empty(2 * self.output_size))
+        self.bias = nn.Parameter(torch.empty(2 * self.output_size))
+        self.register_buffer("scale_x", torch.ones(1))
+        self.layer_norm: Optional[nn.LayerNorm] = None
+        if layer_norm:
+            self.layer_norm = nn.LayerNorm(self.output_size if normalize_after else input_size)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Package init: b_f = 0, b_r = highway_bias, weight_c ~ U(-weight_c_init, weight_c_init),
+        scale_x = sqrt(1 + 2 exp(highway_bias)) when ``rescale`` else 1. Random draws come in the
+        package's order (transform module, then weight_c), so a seed gives the package's weights."""
+        with torch.no_grad():
+            self.bias.zero_()
+            self.bias[self.output_size :] = self.highway_bias
+            self.scale_x.fill_(math.sqrt(1 + 2 * math.exp(self.highway_bias)) if self.rescale else 1.0)
+            self.transform_module.reset_parameters()
+            self.weight_c.uniform_(-self.weight_c_init, self.weight_c_init)
+
+    def _recurrence(self, U: Tensor, residual: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """sru_scan plus, in training, the package's dropout on h (a (B, D*d) mask shared over time).
+
+        c0 is cast to the state dtype (fp32, fp64 for fp64), the dtype of the returned c."""
+        skip = residual if self.num_matrices == 3 else None
+        c0 = c0.to(state_dtype_for(U.dtype))
+        scale_x = float(self.scale_x) if self.rescale else 1.0
+        h, c = sru_scan(
+            U, skip, self.weight_c, self.bias, c0, mask_pad,
+            hidden_size=self.hidden_size, num_directions=self.num_directions,
+            num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=scale_x,
+        )  # fmt: skip
+        if self.training and self.dropout > 0:
+            length, batch = U.shape[0], U.shape[1]
+            if skip is not None:
+                skip = skip * scale_x
+            else:
+                skip = U.reshape(length, batch, self.output_size, 4)[..., 3]
+            keep = h.new_empty(batch, self.output_size).bernoulli_(1 - self.dropout) / (1 - self.dropout)
+            h = skip + (h - skip) * keep  # = x' + (g(c) - x') * r * keep, as the package applies it
+            if mask_pad is not None:
+                h = h.masked_fill(_pad_bool(mask_pad, length, batch, h.device)[..., None], 0.0)
+        return h, c
+
+    def forward(
+        self,
+        input: Tensor,
+        c0: Optional[Tensor] = None,
+        mask_pad: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        memory: Optional[Tensor] = None,
+        memory_mask_pad: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor]:
+        """input (L, B, in), c0 (B, D*d) (zeros if None) -> h (L, B, D*d), c (B, D*d) in the state
+        dtype (fp32 for fp32/fp16/bf16 activations)."""
+        if input.dim() != 3:
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}")
+        if c0 is None:
+            c0 = input.new_zeros(input.shape[1], self.output_size, dtype=state_dtype_for(input.dtype))
+        residual = input
+        if self.layer_norm is not None and not self.normalize_after:
+            input = self.layer_norm(input)
+        U = self.transform_module(
+            input, mask_pad=mask_pad, attn_mask=attn_mask, memory=memory, memory_mask_pad=memory_mask_pad
+        )
+        h, c = self._recurrence(U, residual, c0, mask_pad)
+        if self.layer_norm is not None and self.normalize_after:
+            h = self.layer_norm(h)
+        return h, c
+
+    def forward_state(
+        self, input: Tensor, c0: Tensor, attention: AttentionState, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor, AttentionState]:
+        """Streaming step: input (L, B, in), c0 (B, d) fp32, the layer's attention state ->
+        h (L, B, d), c (B, d) in c0's dtype, the new attention state."""
+        residual = input
+        if self.layer_norm is not None and not self.normalize_after:
+            input = self.layer_norm(input)
+        U, attention = self.transform_module.forward_state(input, attention, mask_pad)
+        h, c = self._recurrence(U, residual, c0, mask_pad)
+        if self.layer_norm is not None and self.normalize_after:
+            h = self.layer_norm(h)
+        return h, c, attention
+
+
+class SRUpp(nn.Module):
+    """Stacked SRU++ layers, compatible with ``sru.SRUpp`` 3.0.0.dev6 checkpoints.
+
+    Constructor arguments are the package's, plus ``attention``: ``"softmax"`` (the package's
+    attention) or ``"linear"`` (:class:`SRUppLinearAttention`, same parameters; every layer then has
+    O(1) state). Layer ``i`` has attention when ``(i + 1) % attention_every_n_layers == 0``, or, when
+    ``attention_last_n_layers != -1``, when it is among the last ``attention_last_n_layers``;
+    other layers use :class:`SRUppProjectedLinear`. ``proj_input_to_hidden_first`` adds
+    ``input_to_hidden`` (out, in) in front when input_size != output_size.
+
+    Parameter names: ``input_to_hidden.weight``, ``rnn_lst.{i}.{weight_c, bias, scale_x,
+    layer_norm.*, transform_module.{linear1, linear2, linear3, alpha, layer_norm}.*}``.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        proj_size: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        num_heads: int = 1,
+        bidirectional: bool = False,
+        layer_norm: bool = False,
+        normalize_after: bool = False,
+        attn_layer_norm: bool = True,
+        highway_bias: float = -2.0,
+        attention_every_n_layers: int = 1,
+        attention_last_n_layers: int = -1,
+        rescale: bool = False,
+        nn_rnn_compatible_return: bool = False,
+        proj_input_to_hidden_first: bool = False,
+        weight_c_init: float = 1.0,
+        attention: str = "softmax",
+    ) -> None:
+        super().__init__()
+        if attention_every_n_layers != 1 and attention_last_n_layers != -1:
+            raise ValueError("cannot set both attention_every_n_layers and attention_last_n_layers")
+        if attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.proj_size = proj_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.bidirectional = bidirectional
+        self.num_directions = 2 if bidirectional else 1
+        self.output_size = hidden_size * self.num_directions
+        self.use_layer_norm = layer_norm
+        self.nn_rnn_compatible_return = nn_rnn_compatible_return
+        self.attention = attention
+        self.input_to_hidden: Optional[nn.Linear] = None
+        first_in = input_size
+        if proj_input_to_hidden_first and input_size != self.output_size:
+            first_in = self.output_size
+            self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False)
+            nn.init.xavier_uniform_(self.input_to_hidden.weight)
+
+        attention_cls = SRUppAttention if attention == "softmax" else SRUppLinearAttention
+        self.rnn_lst = nn.ModuleList()
+        for i in range(num_layers):
+            in_features = first_in if i == 0 else self.output_size
+            out_features = self.output_size * (3 if in_features == self.output_size else 4)
+            if attention_last_n_layers != -1:
+                has_attention = num_layers - i <= attention_last_n_layers
+            else:
+                has_attention = (i + 1) % attention_every_n_layers == 0
+            if has_attention:
+                transform: TransformModule = attention_cls(
+                    in_features, out_features, proj_size, num_heads=num_heads, dropout=dropout,
+                    attn_dropout=attn_dropout, layer_norm=attn_layer_norm,
+                )  # fmt: skip
+            else:
+                transform = SRUppProjectedLinear(
+                    in_features, out_features, proj_size, dropout=dropout, layer_norm=attn_layer_norm
+                )
+            self.rnn_lst.append(
+                SRUppCell(
+                    in_features, hidden_size, transform,
+                    dropout=dropout if i + 1 != num_layers else 0.0, bidirectional=bidirectional,
+                    highway_bias=highway_bias, layer_norm=layer_norm, normalize_after=normalize_after,
+                    rescale=rescale, weight_c_init=weight_c_init,
+                )  # fmt: skip
+            )
+
+    def __getitem__(self, n: int) -> SRUppCell:
+        """The n-th layer."""
+        return self.rnn_lst[n]
+
+    def reset_parameters(self) -> None:
+        """Re-initialises every layer (and ``input_to_hidden``) as the package does."""
+        for layer in self.rnn_lst:
+            layer.reset_parameters()
+        if self.input_to_hidden is not None:
+            nn.init.xavier_uniform_(self.input_to_hidden.weight)
+
+    def _check_input(self, input: Tensor) -> None:
+        if input.dim() != 3 or input.shape[2] != self.input_size:
+            raise ValueError(
+                f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}"
+            )
+
+    def forward(
+        self,
+        input: Tensor,
+        c0: Optional[Tensor] = None,
+        mask_pad: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+        memory: Optional[list[Optional[Tensor]]] = None,
+        memory_mask_pad: Optional[Tensor] = None,
+    ) -> tuple[Tensor, Tensor, dict[str, list[Tensor]]]:
+        """The package's forward.
+
+        input (L, B, input_size); c0 (num_layers, B, D*d) or None (zeros); mask_pad (L, B) non-zero
+        = pad; attn_mask (L, T+L) additive (softmax only); memory: per layer (T, B, layer input) or
+        None (softmax only); memory_mask_pad (T, B).
+
+        Returns h (L, B, D*d), c (num_layers, B, D*d) in the state dtype (fp32; fp64 for fp64) — or
+        (num_layers*D, B, d) with
+        ``nn_rnn_compatible_return`` — and ``{'saved_inputs': [input of layer i, ...]}``.
+        """
+        self._check_input(input)
+        length, batch = input.shape[0], input.shape[1]
+        if c0 is None:
+            c0 = input.new_zeros(self.num_layers, batch, self.output_size, dtype=state_dtype_for(input.dtype))
+        elif tuple(c0.shape) != (self.num_layers, batch, self.output_size):
+            raise ValueError(
+                f"c0 has shape {tuple(c0.shape)} but expected {(self.num_layers, batch, self.output_size)}"
+            )
+        _check_mask_pad(mask_pad, length, batch)
+        if memory is not None and (not isinstance(memory, list) or len(memory) != self.num_layers):
+            raise ValueError(f"memory must be a list of {self.num_layers} optional tensors")
+
+        x = input if self.input_to_hidden is None else self.input_to_hidden(input)
+        x = x.contiguous()
+        saved_inputs: list[Tensor] = []
+        cs: list[Tensor] = []
+        for i, layer in enumerate(self.rnn_lst):
+            saved_inputs.append(x)
+            x, c = layer(
+                x, c0[i], mask_pad=mask_pad, attn_mask=attn_mask,
+                memory=None if memory is None else memory[i], memory_mask_pad=memory_mask_pad,
+            )  # fmt: skip
+            cs.append(c)
+        c_all = torch.stack(cs)
+        if self.nn_rnn_compatible_return:
+            c_all = c_all.reshape(self.num_layers, batch, self.num_directions, self.hidden_size)
+            c_all = c_all.transpose(1, 2).reshape(self.num_layers * self.num_directions, batch, self.hidden_size)
+        return x, c_all, {"saved_inputs": saved_inputs}
+
+    def _check_streaming(self) -> None:
+        if self.bidirectional:
+            raise ValueError(
+                "streaming (init_state / forward_state) needs a unidirectional SRUpp; this one is bidirectional"
+            )
+
+    def init_state(self, batch_size: int, device: Optional[Union[str, torch.device]] = None) -> SRUppState:
+        """Empty state: c zeros (num_layers, B, d) fp32 (fp64 for an fp64 model); per layer a zero
+        ``LinearAttentionState``, an empty ``KVCache`` or None (no attention)."""
+        self._check_streaming()
+        weight = self.rnn_lst[0].weight_c
+        device = weight.device if device is None else torch.device(device)
+        c = torch.zeros(
+            self.num_layers, batch_size, self.output_size, dtype=state_dtype_for(weight.dtype), device=device
+        )
+        return SRUppState(c=c, attention=[m.transform_module.init_state(batch_size, device) for m in self.rnn_lst])
+
+    def _check_state(self, state: SRUppState, batch: int) -> None:
+        expected_c = (self.num_layers, batch, self.output_size)
+        if tuple(state.c.shape) != expected_c:
+            raise ValueError(f"state.c has shape {tuple(state.c.shape)} but expected {expected_c}")
+        if len(state.attention) != self.num_layers:
+            raise ValueError(
+                f"state.attention has {len(state.attention)} entries but the model has {self.num_layers} layers"
+            )
+        for i, (layer, att) in enumerate(zip(self.rnn_lst, state.attention)):
+            kind = {SRUppAttention: KVCache, SRUppLinearAttention: LinearAttentionState}.get(
+                type(layer.transform_module), type(None)
+            )
+            if not isinstance(att, kind):
+                raise ValueError(f"state.attention[{i}] is {type(att).__name__}, expected {kind.__name__}")
+
+    def forward_state(
+        self, input: Tensor, state: Optional[SRUppState] = None, mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, SRUppState]:
+        """Feeds L more tokens: input (L, B, input_size), mask_pad (L, B) non-zero = pad.
+
+        Attention is causal over all tokens fed so far; pads are never attended to and leave c
+        (and a linear-attention state) unchanged. Returns h (L, B, d) and the new state (c in the
+        state dtype whatever the activation dtype). ``state=None`` starts from :meth:`init_state`.
+        """
+        self._check_streaming()
+        self._check_input(input)
+        length, batch = input.shape[0], input.shape[1]
+        _check_mask_pad(mask_pad, length, batch)
+        if state is None:
+            state = self.init_state(batch, input.device)
+        self._check_state(state, batch)
+        x = input if self.input_to_hidden is None else self.input_to_hidden(input)
+        cs: list[Tensor] = []
+        attention: list[AttentionState] = []
+        for i, layer in enumerate(self.rnn_lst):
+            x, c, att = layer.forward_state(x, state.c[i], state.attention[i], mask_pad)
+            cs.append(c)
+            attention.append(att)
+        return x, SRUppState(c=torch.stack(cs), attention=attention)
