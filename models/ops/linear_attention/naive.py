@@ -1,0 +1,100 @@
+"""Causal linear attention written the obvious ways: slow references for the tests and benchmarks.
+
+Layouts are those of :data:`rnnx.models.ops.spec.CAUSAL_LINEAR_ATTENTION`::
+
+    q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)
+
+Per (batch, head), with phi(x) = elu(x) + 1::
+
+    S_t = S_{t-1} + phi(k_t) v_t^T
+    z_t = z_{t-1} + phi(k_t)
+    o_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps)
+
+Both functions compute in the state dtype (fp32, or fp64 for fp64 inputs), return ``out`` in q's
+dtype and the final ``(S, z)`` in the state dtype. Absent initial states are zeros. They are plain
+differentiable torch code, so autograd through them is the reference for the gradients.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..spec import CAUSAL_LINEAR_ATTENTION, state_dtype_for
+
+DEFAULT_EPS: float = float(CAUSAL_LINEAR_ATTENTION.attributes["eps"])
+
+
+def feature_map(x: Tensor) -> Tensor:
+    """phi(x) = elu(x) + 1, elementwise; positive everywhere."""
+    return F.elu(x) + 1.0
+
+
+def _initial_state(
+    q: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor]
+) -> tuple[Tensor, Tensor]:
+    """``(S0, z0)`` in the state dtype; zeros (B, H, E, M) / (B, H, E) where absent."""
+    B, H, _, E = q.shape
+    M = v.shape[-1]
+    dtype = state_dtype_for(q.dtype)
+    S = S0.to(dtype) if S0 is not None else q.new_zeros((B, H, E, M), dtype=dtype)
+    z = z0.to(dtype) if z0 is not None else q.new_zeros((B, H, E), dtype=dtype)
+    return S, z
+
+
+def causal_linear_attention_quadratic(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor] = None,
+    z0: Optional[Tensor] = None,
+    eps: float = DEFAULT_EPS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """O(L^2) masked form: all (t, s) pairs with s <= t, plus the initial state as a prefix.
+
+    o_t = (phi(q_t)^T S0 + sum_{s<=t} (phi(q_t).phi(k_s)) v_s)
+          / (phi(q_t)^T z0 + sum_{s<=t} phi(q_t).phi(k_s) + eps)
+
+    Returns ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``.
+    """
+    dtype = state_dtype_for(q.dtype)
+    S, z = _initial_state(q, v, S0, z0)
+    qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
+    L = q.shape[-2]
+    mask = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+    scores = torch.einsum("bhte,bhse->bhts", qf, kf).masked_fill(~mask, 0.0)  # (B, H, L, L)
+    num = torch.einsum("bhte,bhem->bhtm", qf, S) + torch.einsum("bhts,bhsm->bhtm", scores, vf)
+    den = torch.einsum("bhte,bhe->bht", qf, z) + scores.sum(-1) + eps
+    out = num / den.unsqueeze(-1)
+    S_last = S + torch.einsum("bhse,bhsm->bhem", kf, vf)
+    z_last = z + kf.sum(-2)
+    return out.to(q.dtype), S_last, z_last
+
+
+def causal_linear_attention_recurrent(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor] = None,
+    z0: Optional[Tensor] = None,
+    eps: float = DEFAULT_EPS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The recurrence itself: one step per time index t = 0 .. L-1.
+
+    Returns ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``.
+    """
+    dtype = state_dtype_for(q.dtype)
+    S, z = _initial_state(q, v, S0, z0)
+    qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
+    outs = []
+    for t in range(q.shape[-2]):
+        S = S + kf[:, :, t, :, None] * vf[:, :, t, None, :]
+        z = z + kf[:, :, t]
+        num = (qf[:, :, t, :, None] * S).sum(-2)  # (B, H, M)
+        den = (qf[:, :, t] * z).sum(-1) + eps  # (B, H)
+        outs.append(num / den.unsqueeze(-1))
+    out = torch.stack(outs, dim=2) if outs else q.new_zeros(v.shape, dtype=dtype)
+    return out.to(q.dtype), S, z
