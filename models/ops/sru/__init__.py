@@ -1,6 +1,53 @@
-"""SRU scan op. Entry point: :func:`sru_scan` (being replaced by the registered op)."""
+"""The SRU scan op: :func:`sru_scan` calls the registered ``torch.ops.rnnx.sru_scan``.
 
-from .naive import sru_scan_naive as sru_scan
+``sru_scan_naive`` is the plain-loop reference the tests compare against; ``op.py`` holds the
+registration (CPU C++ kernel, device-agnostic torch loop, fake impl, autograd).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..spec import SRU_SCAN, TORCH_NAMESPACE
+from .checks import check_sru_scan_inputs
 from .naive import sru_scan_naive
+from .op import cpu_kernel_in_use, sru_scan_reference_path
 
-__all__ = ["sru_scan", "sru_scan_naive"]
+
+def sru_scan(
+    U: Tensor,
+    x: Optional[Tensor],
+    weight_c: Tensor,
+    bias: Tensor,
+    c0: Tensor,
+    mask_pad: Optional[Tensor] = None,
+    *,
+    hidden_size: int,
+    num_directions: int = 1,
+    num_matrices: int = 3,
+    has_skip_term: bool = True,
+    use_tanh: bool = False,
+    scale_x: float = 1.0,
+) -> tuple[Tensor, Tensor]:
+    """SRU recurrence over a sequence; layouts of :data:`rnnx.models.ops.spec.SRU_SCAN`.
+
+    U (L, B, D*d*k); x (L, B, D*d), required when k == 3 with the skip term; weight_c and bias
+    (2*D*d,); c0 (B, D*d) in ``spec.state_dtype_for(U.dtype)``; mask_pad (L, B), non-zero = pad.
+    Returns h (L, B, D*d) in U's dtype and c_last (B, D*d) in c0's dtype. Differentiable in
+    U, x, weight_c, bias and c0. Raises ValueError / TypeError naming the offending input.
+    """
+    check_sru_scan_inputs(
+        U, x, weight_c, bias, c0, mask_pad, hidden_size=hidden_size,
+        num_directions=num_directions, num_matrices=num_matrices, has_skip_term=has_skip_term,
+    )
+    op = getattr(getattr(torch.ops, TORCH_NAMESPACE), SRU_SCAN.torch_name)
+    return op(
+        U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
+        bool(has_skip_term), bool(use_tanh), float(scale_x),
+    )
+
+
+__all__ = ["sru_scan", "sru_scan_naive", "sru_scan_reference_path", "cpu_kernel_in_use"]

@@ -50,23 +50,31 @@ def sru_scan_naive(
     if has_skip_term:
         skip = u[..., 3] if k == 4 else x.to(acc).reshape(L, B, D, d) * scale_x
     pad = None if mask_pad is None else (mask_pad.reshape(L, B) != 0)
+    # Inputs are taken apart per step (unbind) and h_t is stacked at the end, rather than indexing
+    # and writing the whole (L, ...) tensors at every step, so autograd through the loop stays
+    # linear in L.
+    u_steps = u.unbind(0)
+    skip_steps = skip.unbind(0) if has_skip_term else None
 
-    h = torch.zeros(L, B, D, d, dtype=acc, device=U.device)
-    c_last = torch.empty(B, D, d, dtype=acc, device=U.device)
+    h_dirs, c_last = [], []
     for dr in range(D):
         c = c_init[:, dr]
+        h_of_t: dict[int, Tensor] = {}
         steps = range(L) if dr == 0 else range(L - 1, -1, -1)
         for t in steps:
-            f = torch.sigmoid(u[t, :, dr, :, 1] + v_f[dr] * c + b_f[dr])
-            r = torch.sigmoid(u[t, :, dr, :, 2] + v_r[dr] * c + b_r[dr])
-            c_new = f * c + (1 - f) * u[t, :, dr, :, 0]
+            f = torch.sigmoid(u_steps[t][:, dr, :, 1] + v_f[dr] * c + b_f[dr])
+            r = torch.sigmoid(u_steps[t][:, dr, :, 2] + v_r[dr] * c + b_r[dr])
+            c_new = f * c + (1 - f) * u_steps[t][:, dr, :, 0]
             g = torch.tanh(c_new) if use_tanh else c_new
-            h_t = r * g + (1 - r) * skip[t, :, dr] if has_skip_term else r * g
+            h_t = r * g + (1 - r) * skip_steps[t][:, dr] if has_skip_term else r * g
             if pad is not None:
                 keep = pad[t].unsqueeze(-1)
                 c_new = torch.where(keep, c, c_new)
                 h_t = torch.where(keep, torch.zeros_like(h_t), h_t)
             c = c_new
-            h[t, :, dr] = h_t
-        c_last[:, dr] = c
+            h_of_t[t] = h_t
+        h_dirs.append(torch.stack([h_of_t[t] for t in range(L)]) if L > 0 else u.new_zeros(0, B, d))
+        c_last.append(c)
+    h = torch.stack(h_dirs, dim=2)
+    c_last = torch.stack(c_last, dim=1)
     return h.reshape(L, B, D * d).to(U.dtype), c_last.reshape(B, D * d).to(c0.dtype)

@@ -1,0 +1,72 @@
+"""Lazy loader of the C++ CPU kernel of the SRU scan (``csrc/sru_scan_cpu.cpp``).
+
+The kernel is compiled on first use with :func:`torch.utils.cpp_extension.load` (ninja, OpenMP)
+into torch's extension cache under the versioned name :data:`EXTENSION_BASE` plus an instruction
+set suffix (``_avx2`` where torch reports AVX2 or AVX-512). If it cannot be built (no compiler,
+...), :func:`load` warns once with the compiler's error and returns ``None``;
+the op then runs the torch loop instead, so a missing compiler costs speed, never correctness.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Optional
+
+#: Name of the built extension; bump the suffix when the kernel's Python interface changes.
+#: The instruction-set suffix keeps builds for different CPUs apart in a shared cache.
+EXTENSION_BASE = "rnnx_sru_cpu_v1"
+SOURCE = Path(__file__).resolve().parent / "csrc" / "sru_scan_cpu.cpp"
+LDFLAGS = ["-fopenmp"]
+
+
+def _isa_flags() -> tuple[str, list[str]]:
+    """(name suffix, compiler flags) for the vector instructions torch reports for this CPU."""
+    import torch
+
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    if x86 and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        return "_avx2", ["-mavx2", "-mfma"]
+    return "", []
+
+
+_lock = threading.Lock()
+_module: Optional[ModuleType] = None
+_error: Optional[str] = None
+
+
+def load() -> Optional[ModuleType]:
+    """The compiled kernel module (``forward``, ``backward``), or ``None`` if it cannot be built."""
+    global _module, _error
+    if _module is not None or _error is not None:
+        return _module
+    with _lock:
+        if _module is None and _error is None:
+            try:
+                from torch.utils.cpp_extension import load as build
+
+                suffix, isa = _isa_flags()
+                _module = build(
+                    name=EXTENSION_BASE + suffix,
+                    sources=[str(SOURCE)],
+                    extra_cflags=["-O3", "-fopenmp", "-fno-trapping-math", *isa],
+                    extra_ldflags=LDFLAGS,
+                    verbose=False,
+                )
+            except Exception as exc:  # any build failure falls back; the reason is shown once
+                _error = f"{type(exc).__name__}: {exc}"
+                warnings.warn(
+                    f"rnnx: could not build the SRU scan CPU kernel ({EXTENSION_BASE}); "
+                    f"using the slower torch loop instead. Build error:\n{_error}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+    return _module
+
+
+def build_error() -> Optional[str]:
+    """The build error of the last failed :func:`load`, or ``None``."""
+    return _error
