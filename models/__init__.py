@@ -2,11 +2,17 @@
 
 Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx.models.ops.spec``):
 ``sru_scan`` and ``causal_linear_attention``. Layers: ``SRU`` (drop-in for ``sru.SRU`` 2.6) and
-``SRUpp`` (drop-in for ``sru.SRUpp`` 3.0.0.dev6, plus linear attention).
+``SRUpp`` (drop-in for ``sru.SRUpp`` 3.0.0.dev6, plus linear attention). Language models sharing
+one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + state): ``SRULM``,
+``SRUppLM``, ``LinearTransformerLM``; checkpoints (``load_checkpoint``) and the shipped demos.
 """
 
+from .checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path, load_checkpoint, save_checkpoint
+from .linear_transformer import LinearTransformerLM
+from .lm import SRULM, RecurrentLM, SRUppLM
 from .ops.linear_attention import causal_linear_attention
 from .ops.sru import sru_scan
+from .registry import MODEL_TYPES, build_model
 from .sru import SRU, SRUCell
 from .srupp import SRUpp
 from .state import (
@@ -22,6 +28,17 @@ from .state import (
 )
 
 __all__ = [
+    "DEMO_CHECKPOINTS",
+    "CheckpointError",
+    "demo_checkpoint_path",
+    "load_checkpoint",
+    "save_checkpoint",
+    "LinearTransformerLM",
+    "RecurrentLM",
+    "SRULM",
+    "SRUppLM",
+    "MODEL_TYPES",
+    "build_model",
     "causal_linear_attention",
     "sru_scan",
     "SRU",

@@ -31,9 +31,6 @@ from .ops.spec import state_dtype_for
 from .ops.sru import sru_scan
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
 
-#: Key value written at pad positions for linear attention: phi(-1e4) = elu(-1e4) + 1 == 0 exactly
-#: in fp32/bf16/fp16 (exp(-1e4) underflows to 0), so a pad adds nothing to S or z.
-LINEAR_ATTENTION_PAD_KEY: float = -1e4
 
 ATTENTION_KINDS = ("softmax", "linear")
 
@@ -283,7 +280,7 @@ class SRUppLinearAttention(_AttentionBase):
     q is NOT scaled by 1/sqrt(head_dim) (the normalisation by ``phi(q)^T z`` takes its place).
     Causal by construction; the state per layer is ``(S (B, H, E, E), z (B, H, E))`` fp32 with
     E = head_dim, whatever the sequence length. Pad positions get the key
-    :data:`LINEAR_ATTENTION_PAD_KEY` (-1e4, so phi(k) == 0 exactly): they never change ``(S, z)``.
+    :data:`rnnx.models.ops.linear_attention.PAD_KEY` (-1e4, so phi(k) == 0 exactly): they never change ``(S, z)``.
     ``attn_dropout`` has no attention map to act on and is not used.
     """
 
@@ -330,7 +327,7 @@ class SRUppLinearAttention(_AttentionBase):
         q, k, v, residual = self._project(input)
         if mask_pad is not None:
             pad = _pad_bool(mask_pad, length, batch, input.device).t()[:, None, :, None]  # (B, 1, L, 1)
-            k = k.masked_fill(pad, LINEAR_ATTENTION_PAD_KEY)
+            k, v = _linear_attention.mask_pad_positions(k, v, pad)
         prev = None if state is None else (state.S, state.z)
         attn, (S, z) = _linear_attention.causal_linear_attention(q, k, v, prev, eps=self.eps)
         return self._output(attn, residual), LinearAttentionState(S=S, z=z)

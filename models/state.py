@@ -60,9 +60,11 @@ class SRUppState:
 
 @dataclass
 class LinearTransformerState:
-    """State of a causal linear-attention transformer: one ``LinearAttentionState`` per layer."""
+    """State of a causal linear-attention transformer: one ``LinearAttentionState`` per layer, and
+    the index of each row's next token, position (B,) fp32 (None for a model without positions)."""
 
     layers: list[LinearAttentionState]
+    position: Optional[Tensor] = None
 
 
 def map_tensors(state: S, fn: Callable[[Tensor], Tensor]) -> S:

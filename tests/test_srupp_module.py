@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 import sru_reference
 from rnnx.models.ops.sru import sru_scan_naive
-from rnnx.models.srupp import LINEAR_ATTENTION_PAD_KEY, SRUpp
+from rnnx.models.ops.linear_attention import PAD_KEY
+from rnnx.models.srupp import SRUpp
 from rnnx.models.state import KVCache, LinearAttentionState, SRUppState, flatten_state
 
 TOL = 1e-5
@@ -309,7 +310,7 @@ def test_linear_attention_matches_recurrent_loop() -> None:
     assert max_err(c[0], c_ref) <= TOL
     assert max_err(state.attention[0].S, S) <= TOL
     assert max_err(state.attention[0].z, norm) <= TOL
-    assert F.elu(torch.tensor(LINEAR_ATTENTION_PAD_KEY)) + 1 == 0
+    assert F.elu(torch.tensor(PAD_KEY)) + 1 == 0
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])

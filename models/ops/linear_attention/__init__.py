@@ -5,5 +5,6 @@
 """
 
 from .op import causal_linear_attention, causal_linear_attention_op, check_inputs
+from .padding import PAD_KEY, mask_pad_positions
 
-__all__ = ["causal_linear_attention", "causal_linear_attention_op", "check_inputs"]
+__all__ = ["causal_linear_attention", "causal_linear_attention_op", "check_inputs", "PAD_KEY", "mask_pad_positions"]

@@ -1,0 +1,163 @@
+"""Decoder-only causal linear-attention transformer ("Transformers are RNNs", Katharopoulos et al. 2020).
+
+Every attention layer is :func:`rnnx.models.ops.linear_attention.causal_linear_attention` over heads:
+the parallel (chunked) form over the whole sequence for training and prefill, and the same op with
+L = 1 for a decode step; both start from the carried state, so the two forms give the same numbers.
+
+Positions. A learned or absolute table of positions would cap the sequence length and break the
+O(1)-state promise, so there is none. Two choices, set by ``positions``:
+
+* ``"sinusoidal"`` (default): the fixed sinusoidal encoding of the token's absolute index is added to
+  its embedding. The index is computed, not looked up, so there is no length limit; the next index
+  of each row is carried in the state (``position``, (B,) fp32, exact up to 2**24 tokens) and does
+  not advance on pad steps. This is what makes tasks that address tokens by offset — the copy task —
+  learnable in minutes.
+* ``"none"``: no positional signal at all; causal linear attention is still order-aware through its
+  prefix sums. The state is then the attention states only (``position`` is None).
+
+Layout: batch-first activations (B, L, d_model); heads split d_model into num_heads x head_dim.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from .lm import Device, RecurrentLM, _check_inputs
+from .ops.linear_attention import causal_linear_attention, mask_pad_positions
+from .state import LinearAttentionState, LinearTransformerState
+
+
+def sinusoidal_encoding(position: Tensor, dim: int) -> Tensor:
+    """Sinusoidal encoding of positions ``(...)`` (any float/int tensor) -> ``(..., dim)`` fp32.
+
+    Channel 2i is sin(p / 10000^(2i/dim)) and channel 2i+1 is cos of the same angle.
+    """
+    half = torch.arange(0, dim, 2, device=position.device, dtype=torch.float32)
+    freq = torch.exp(half * (-math.log(10000.0) / dim))
+    angle = position.to(torch.float32).unsqueeze(-1) * freq
+    enc = torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)
+    return enc[..., :dim]
+
+
+class LinearSelfAttention(nn.Module):
+    """Multi-head causal linear self-attention: (B, L, d_model) + layer state -> (B, L, d_model) + state."""
+
+    def __init__(self, d_model: int, num_heads: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        if d_model % num_heads:
+            raise TypeError(f"d_model={d_model} is not a multiple of num_heads={num_heads}")
+        self.num_heads, self.head_dim, self.eps = num_heads, d_model // num_heads, eps
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(
+        self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, LinearAttentionState]:
+        B, L, D = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if pad_mask is not None:
+            k, v = mask_pad_positions(k, v, pad_mask[:, None, :, None])
+        out, (S, z) = causal_linear_attention(q, k, v, state=(state.S, state.z), eps=self.eps)
+        return self.out(out.transpose(1, 2).reshape(B, L, D)), LinearAttentionState(S, z)
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm block: x + attn(norm(x)), then x + ffn(norm(x)) with a GELU feed-forward."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, eps: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = LinearSelfAttention(d_model, num_heads, eps)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ffn = nn.Sequential(
+            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+        )
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, LinearAttentionState]:
+        a, state = self.attn(self.norm1(x), state, pad_mask)
+        x = x + self.drop(a)
+        return x + self.drop(self.ffn(self.norm2(x))), state
+
+
+class LinearTransformerLM(RecurrentLM):
+    """Token embedding (+ sinusoidal positions) -> N pre-LN linear-attention blocks -> norm -> LM head.
+
+    State: :class:`LinearTransformerState`; per layer S (B, H, E, E) and z (B, H, E) fp32
+    with E = d_model / num_heads, plus ``position`` (B,) fp32 when ``positions == "sinusoidal"``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 128,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        d_ff: Optional[int] = None,
+        dropout: float = 0.0,
+        positions: str = "sinusoidal",
+        tie_weights: bool = False,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        if positions not in ("sinusoidal", "none"):
+            raise TypeError(f"positions must be 'sinusoidal' or 'none', got {positions!r}")
+        d_ff = d_ff or 4 * d_model
+        self.vocab_size = vocab_size
+        self.config = dict(
+            vocab_size=vocab_size, d_model=d_model, num_layers=num_layers, num_heads=num_heads,
+            d_ff=d_ff, dropout=dropout, positions=positions, tie_weights=tie_weights, eps=eps,
+        )
+        self.d_model, self.num_heads, self.positions = d_model, num_heads, positions
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff, dropout, eps) for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_weights:
+            self.head.weight = self.embedding.weight
+
+    def init_state(self, batch_size: int, device: Device = None) -> LinearTransformerState:
+        dev, dt = self._device(device), self.state_dtype
+        E = self.d_model // self.num_heads
+        layers = [
+            LinearAttentionState(
+                S=torch.zeros(batch_size, self.num_heads, E, E, device=dev, dtype=dt),
+                z=torch.zeros(batch_size, self.num_heads, E, device=dev, dtype=dt),
+            )
+            for _ in self.blocks
+        ]
+        position = torch.zeros(batch_size, device=dev, dtype=dt) if self.positions == "sinusoidal" else None
+        return LinearTransformerState(layers=layers, position=position)
+
+    def forward(
+        self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, LinearTransformerState]:
+        _check_inputs(tokens, pad_mask)
+        if state is None:
+            state = self.init_state(tokens.shape[0], tokens.device)
+        if len(state.layers) != len(self.blocks):
+            raise ValueError(f"state has {len(state.layers)} layers, the model {len(self.blocks)}")
+        if (getattr(state, "position", None) is None) != (self.positions == "none"):
+            raise ValueError(f"state.position must be set exactly when positions='sinusoidal' (got {self.positions!r})")
+        pad = None if pad_mask is None else pad_mask.to(torch.bool)
+        x = self.embedding(tokens)
+        position = getattr(state, "position", None)
+        if self.positions == "sinusoidal":
+            keep = torch.ones_like(tokens, dtype=position.dtype) if pad is None else (~pad).to(position.dtype)
+            index = position[:, None] + keep.cumsum(1) - keep  # pads repeat the next real index
+            x = x + sinusoidal_encoding(index, self.d_model).to(x.dtype)
+            position = position + keep.sum(1)
+        x = self.drop(x)
+        layers = []
+        for block, layer_state in zip(self.blocks, state.layers):
+            x, layer_state = block(x, layer_state, pad)
+            layers.append(layer_state)
+        logits = self.head(self.norm(x))
+        return logits, LinearTransformerState(layers=layers, position=position)
