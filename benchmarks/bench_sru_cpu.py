@@ -49,46 +49,50 @@ def main() -> None:
     published = import_published_sru()
     ours = SRU(d, d, num_layers=n).eval()
     lstm = torch.nn.LSTM(d, d, num_layers=n).eval()
-    rows: list[list[object]] = []
+    layer_rows: list[list[object]] = []
+    scan_rows: list[list[object]] = []
+    train_rows: list[list[object]] = []
 
-    def add(name: str, seconds: float, base: float) -> None:
+    def add(rows: list[list[object]], name: str, seconds: float) -> None:
+        base = float(rows[0][1]) / 1e3 if rows else seconds
         rows.append([name, f"{seconds * 1e3:.2f}", f"{seconds / base:.2f}x"])
 
+    ref = None
+    if published is not None:
+        ref = published.SRU(d, d, num_layers=n).eval()
+        ref.load_state_dict(ours.state_dict())
     with torch.inference_mode():
-        t_ours = measure(lambda: ours(x))
-        add("rnnx.models.SRU forward (inference)", t_ours, t_ours)
-        if published is not None:
-            ref = published.SRU(d, d, num_layers=n).eval()
-            ref.load_state_dict(ours.state_dict())
-            add("sru 2.6.0 SRU forward (its C++ CPU kernel)", measure(lambda: ref(x)), t_ours)
-        add("torch.nn.LSTM forward", measure(lambda: lstm(x)), t_ours)
+        add(layer_rows, "rnnx.models.SRU", measure(lambda: ours(x)))
+        if ref is not None:
+            add(layer_rows, "sru 2.6.0 SRU (its C++ CPU kernel)", measure(lambda: ref(x)))
+        add(layer_rows, "torch.nn.LSTM", measure(lambda: lstm(x)))
 
         U = torch.randn(L, B, 3 * d)
         wc, bias, c0 = torch.randn(2 * d), torch.randn(2 * d), torch.zeros(B, d)
-        kw = dict(hidden_size=d)
-        t_scan = measure(lambda: sru_scan(U, x, wc, bias, c0, **kw))
-        add("recurrence only: rnnx sru_scan (C++ CPU)", t_scan, t_ours)
+        add(scan_rows, "rnnx sru_scan (C++ CPU kernel)", measure(lambda: sru_scan(U, x, wc, bias, c0, hidden_size=d)))
         if published is not None:
-            scale = torch.ones(1)
             from sru.ops import elementwise_recurrence_inference as published_scan
 
-            add(
-                "recurrence only: sru 2.6.0 C++ CPU kernel",
-                measure(lambda: published_scan(U, x, wc, bias, c0, 0, d, False, True, scale)),
-                t_ours,
-            )
-        add("recurrence only: naive time loop", measure(lambda: sru_scan_naive(U, x, wc, bias, c0, **kw), repeat=3), t_ours)
+            scale = torch.ones(1)
+            add(scan_rows, "sru 2.6.0 C++ CPU kernel", measure(lambda: published_scan(U, x, wc, bias, c0, 0, d, False, True, scale)))
+        add(scan_rows, "naive time loop (reference)", measure(lambda: sru_scan_naive(U, x, wc, bias, c0, hidden_size=d), repeat=3))
 
     xg = x.clone().requires_grad_()
-    t_train = measure(lambda: ours(xg)[0].sum().backward(), repeat=5)
-    train_rows = [["rnnx.models.SRU forward+backward", f"{t_train * 1e3:.2f}", "1.00x"]]
-    t_lstm = measure(lambda: lstm(xg)[0].sum().backward(), repeat=5)
-    train_rows.append(["torch.nn.LSTM forward+backward", f"{t_lstm * 1e3:.2f}", f"{t_lstm / t_train:.2f}x"])
+    add(train_rows, "rnnx.models.SRU", measure(lambda: ours(xg)[0].sum().backward(), repeat=5))
+    if ref is not None:
+        ref.train()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            add(train_rows, "sru 2.6.0 SRU (Python loop: it has no CPU backward kernel)",
+                measure(lambda: ref(xg)[0].sum().backward(), repeat=3))
+    add(train_rows, "torch.nn.LSTM", measure(lambda: lstm(xg)[0].sum().backward(), repeat=5))
 
     print(f"SRU CPU benchmark: L={L}, B={B}, d={d}, layers={n}, fp32; {machine_line()}\n")
-    print(markdown_table(["what", "ms", "time / rnnx SRU forward"], rows))
+    print(markdown_table(["layer forward (inference)", "ms", "time / rnnx"], layer_rows))
     print()
-    print(markdown_table(["training step", "ms", "time / rnnx"], train_rows))
+    print(markdown_table(["recurrence only, forward", "ms", "time / rnnx"], scan_rows))
+    print()
+    print(markdown_table(["layer forward + backward", "ms", "time / rnnx"], train_rows))
 
 
 if __name__ == "__main__":
