@@ -34,15 +34,54 @@ from .ops.spec import state_dtype_for
 from .ops.sru import sru_scan
 from .state import SRUState
 
-__all__ = ["SRU", "SRUCell"]
+__all__ = ["SRU", "SRUCell", "ScaleXMixin", "highway_dropout"]
 
 
-def _dropout_mask(like: Tensor, size: tuple[int, int], p: float) -> Tensor:
+def dropout_mask(like: Tensor, size: tuple[int, int], p: float) -> Tensor:
     """Inverted-dropout mask of ``size`` in ``like``'s dtype/device, drawn as sru 2.6 draws it."""
     return like.new_empty(size).bernoulli_(1 - p).div_(1 - p)
 
 
-class SRUCell(nn.Module):
+def highway_dropout(h: Tensor, skip: Optional[Tensor], mask_c: Tensor, mask_pad: Optional[Tensor]) -> Tensor:
+    """sru's dropout on the recurrent part of h: from the scan's h_t = x'_t + r_t (g(c_t) - x'_t),
+    h_t = x'_t + mask_c r_t (g(c_t) - x'_t) (h * mask_c without a skip term); pad steps stay 0.
+
+    h (L, B, out); skip x' (L, B, out) already scaled, or None; mask_c (B, out); mask_pad (L, B).
+    """
+    if skip is None:
+        return h * mask_c
+    h = skip + mask_c * (h - skip)
+    if mask_pad is not None:
+        h = h.masked_fill((mask_pad != 0).unsqueeze(-1), 0.0)
+    return h
+
+
+class ScaleXMixin(nn.Module):
+    """Keeps the ``scale_x`` buffer's value as a Python float, the ``scale_x`` attribute of the scan.
+
+    Read once at init and on every ``load_state_dict`` rather than per forward: reading a tensor's
+    value would synchronise a GPU on every step, and export takes the attribute as a constant.
+    """
+
+    scale_x: Tensor
+    rescale: bool
+    _scale_value: float = 1.0
+
+    @property
+    def highway_scale(self) -> float:
+        """x' = highway_scale * x for a k = 3 layer: ``scale_x`` when ``rescale`` is on, else 1."""
+        return self._scale_value if self.rescale else 1.0
+
+    def _refresh_scale_value(self) -> None:
+        self._scale_value = float(self.scale_x.detach().reshape(-1)[0].item())
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        """Loads as nn.Module does, then re-reads ``scale_x`` into the Python float the scan gets."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._refresh_scale_value()
+
+
+class SRUCell(ScaleXMixin):
     """One SRU layer (one or two directions), the counterpart of ``sru.SRUCell`` 2.6.0.
 
     ``forward(input (L, B, in) or (B, in), c0 (B, out) = None, mask_pad (L, B) = None)``
@@ -115,17 +154,11 @@ class SRUCell(nn.Module):
         self.weight_c = nn.Parameter(torch.empty(2 * out))
         self.bias = nn.Parameter(torch.empty(2 * out))
         self.register_buffer("scale_x", torch.zeros(1))
-        self._scale_value = 1.0
 
         self.layer_norm: Optional[nn.LayerNorm] = None
         if layer_norm:
             self.layer_norm = nn.LayerNorm(out if normalize_after else input_size)
         self.reset_parameters()
-
-    @property
-    def highway_scale(self) -> float:
-        """x' = highway_scale * x for a k = 3 layer: ``scale_x`` when ``rescale`` is on, else 1."""
-        return self._scale_value if self.rescale else 1.0
 
     def reset_parameters(self) -> None:
         """sru 2.6.0's recipe, drawing random numbers in the same order (same seed, same weights).
@@ -173,14 +206,6 @@ class SRUCell(nn.Module):
                 w[..., 1].mul_(0.5**0.5)
                 w[..., 2].mul_(0.5**0.5)
 
-    def _refresh_scale_value(self) -> None:
-        self._scale_value = float(self.scale_x.detach().reshape(-1)[0].item())
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
-        """Loads as nn.Module does, then re-reads ``scale_x`` into the Python float the scan gets."""
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self._refresh_scale_value()
-
     def compute_U(self, input: Tensor) -> Tensor:
         """(..., in) -> U (..., out*k), laid out (..., D, d, k): ``input @ [weight_proj @] weight``."""
         x = input.reshape(-1, self.input_size)
@@ -216,10 +241,10 @@ class SRUCell(nn.Module):
         if self.layer_norm is not None and not self.normalize_after:
             x = self.layer_norm(x)
         if self.training and self.rnn_dropout > 0:
-            x = x * _dropout_mask(self.bias, (B, self.input_size), self.rnn_dropout)
+            x = x * dropout_mask(self.bias, (B, self.input_size), self.rnn_dropout)
         mask_c = None
         if self.training and self.dropout > 0:
-            mask_c = _dropout_mask(self.bias, (B, self.output_size), self.dropout)
+            mask_c = dropout_mask(self.bias, (B, self.output_size), self.dropout)
 
         U = self.compute_U(x)
         k3_skip = self.has_skip_term and self.num_matrices == 3
@@ -238,27 +263,18 @@ class SRUCell(nn.Module):
             scale_x=self.highway_scale,
         )
         if mask_c is not None:
-            h = self._apply_hidden_dropout(h, U, residual, mask_c, mask_pad)
+            h = highway_dropout(h, self._skip_input(U, residual), mask_c, mask_pad)
         if self.layer_norm is not None and self.normalize_after:
             h = self.layer_norm(h)
         return (h.squeeze(0) if single_step else h), c
 
-    def _apply_hidden_dropout(
-        self, h: Tensor, U: Tensor, residual: Tensor, mask_c: Tensor, mask_pad: Optional[Tensor]
-    ) -> Tensor:
-        """sru's dropout between layers, h_t = x'_t + mask_c * r_t * (g(c_t) - x'_t), from the
-        scan's h_t = x'_t + r_t * (g(c_t) - x'_t); pad steps stay 0. All (L, B, out); mask_c (B, out)."""
+    def _skip_input(self, U: Tensor, residual: Tensor) -> Optional[Tensor]:
+        """The scaled highway input x' (L, B, out) the scan used, or None without a skip term."""
         if not self.has_skip_term:
-            return h * mask_c
+            return None
         if self.num_matrices == 4:
-            L, B = U.shape[0], U.shape[1]
-            skip = U.view(L, B, self.output_size, 4)[..., 3]
-        else:
-            skip = residual * self.highway_scale
-        h = skip + mask_c * (h - skip)
-        if mask_pad is not None:
-            h = h.masked_fill((mask_pad != 0).unsqueeze(-1), 0.0)
-        return h
+            return U.view(U.shape[0], U.shape[1], self.output_size, 4)[..., 3]
+        return residual * self.highway_scale
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from .ops import linear_attention as _linear_attention
 from .ops.spec import state_dtype_for
 from .ops.sru import sru_scan
+from .sru import ScaleXMixin, dropout_mask, highway_dropout
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
 
 
@@ -336,7 +337,7 @@ class SRUppLinearAttention(_AttentionBase):
 TransformModule = Union[SRUppAttention, SRUppLinearAttention, SRUppProjectedLinear]
 
 
-class SRUppCell(nn.Module):
+class SRUppCell(ScaleXMixin):
     """One SRU++ layer (``sru.SRUppCell``): U from the transform module, then the SRU recurrence.
 
     input (L, B, input_size) -> h (L, B, D*hidden_size), c (B, D*hidden_size). Parameters and
@@ -390,6 +391,7 @@ class SRUppCell(nn.Module):
             self.bias.zero_()
             self.bias[self.output_size :] = self.highway_bias
             self.scale_x.fill_(math.sqrt(1 + 2 * math.exp(self.highway_bias)) if self.rescale else 1.0)
+            self._refresh_scale_value()
             self.transform_module.reset_parameters()
             self.weight_c.uniform_(-self.weight_c_init, self.weight_c_init)
 
@@ -399,22 +401,18 @@ class SRUppCell(nn.Module):
         c0 is cast to the state dtype (fp32, fp64 for fp64), the dtype of the returned c."""
         skip = residual if self.num_matrices == 3 else None
         c0 = c0.to(state_dtype_for(U.dtype))
-        scale_x = float(self.scale_x) if self.rescale else 1.0
         h, c = sru_scan(
             U, skip, self.weight_c, self.bias, c0, mask_pad,
             hidden_size=self.hidden_size, num_directions=self.num_directions,
-            num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=scale_x,
+            num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=self.highway_scale,
         )  # fmt: skip
         if self.training and self.dropout > 0:
-            length, batch = U.shape[0], U.shape[1]
             if skip is not None:
-                skip = skip * scale_x
+                skip = skip * self.highway_scale
             else:
-                skip = U.reshape(length, batch, self.output_size, 4)[..., 3]
-            keep = h.new_empty(batch, self.output_size).bernoulli_(1 - self.dropout) / (1 - self.dropout)
-            h = skip + (h - skip) * keep  # = x' + (g(c) - x') * r * keep, as the package applies it
-            if mask_pad is not None:
-                h = h.masked_fill(_pad_bool(mask_pad, length, batch, h.device)[..., None], 0.0)
+                skip = U.reshape(U.shape[0], U.shape[1], self.output_size, 4)[..., 3]
+            keep = dropout_mask(h, (U.shape[1], self.output_size), self.dropout)
+            h = highway_dropout(h, skip, keep, mask_pad)
         return h, c
 
     def forward(

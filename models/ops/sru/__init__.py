@@ -12,7 +12,6 @@ import torch
 from torch import Tensor
 
 from ..spec import SRU_SCAN, TORCH_NAMESPACE
-from .checks import check_sru_scan_inputs
 from .naive import sru_scan_naive
 from .op import cpu_kernel_in_use, sru_scan_reference_path
 
@@ -37,12 +36,8 @@ def sru_scan(
     U (L, B, D*d*k); x (L, B, D*d), required when k == 3 with the skip term; weight_c and bias
     (2*D*d,); c0 (B, D*d) in ``spec.state_dtype_for(U.dtype)``; mask_pad (L, B), non-zero = pad.
     Returns h (L, B, D*d) in U's dtype and c_last (B, D*d) in c0's dtype. Differentiable in
-    U, x, weight_c, bias and c0. Raises ValueError / TypeError naming the offending input.
+    U, x, weight_c, bias and c0. The op raises ValueError / TypeError naming the offending input.
     """
-    check_sru_scan_inputs(
-        U, x, weight_c, bias, c0, mask_pad, hidden_size=hidden_size,
-        num_directions=num_directions, num_matrices=num_matrices, has_skip_term=has_skip_term,
-    )
     op = getattr(getattr(torch.ops, TORCH_NAMESPACE), SRU_SCAN.torch_name)
     return op(
         U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
