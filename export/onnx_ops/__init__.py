@@ -1,0 +1,21 @@
+"""The ONNX side of the two rnnx custom ops (``rnnx::SRUScan``, ``rnnx::CausalLinearAttention``).
+
+Usage, with ``t`` one of :data:`TARGETS`::
+
+    with custom_op_schemas():
+        program = torch.onnx.export(model, args, dynamo=True,
+                                    custom_translation_table=translation_table(t), ...)
+    model_proto = finalize(program.model_proto, t)
+
+``finalize`` adds a model-local function with a standard-op body for every rnnx node, so the file
+passes ``onnx.checker`` (full check) and runs on stock ONNX Runtime; TensorRT maps the same nodes to
+the rnnx plugins by op type, ``plugin_version`` and ``plugin_namespace``.
+"""
+
+from __future__ import annotations
+
+from .finalize import finalize
+from .schemas import custom_op_schemas, op_schema
+from .translate import TARGETS, translation_table
+
+__all__ = ["TARGETS", "custom_op_schemas", "finalize", "op_schema", "translation_table"]

@@ -1,0 +1,79 @@
+"""The standard-op body of ``rnnx::CausalLinearAttention``: the exact O(L^2) masked form.
+
+With phi(x) = elu(x) + 1, per (batch, head)::
+
+    A      = tril(phi(q) phi(k)^T)                       (L, L), mask from Trilu on ones (L, L)
+    out    = (A v + phi(q) S0) / (A 1 + phi(q) z0 + eps)
+    S_last = S0 + phi(k)^T v          z_last = z0 + sum_t phi(k_t)
+
+Exact, and cheap for the L = 1 decode step; quadratic in L for a prefill. The body computes in the
+state dtype (fp32, or fp64 for fp64 q) and casts ``out`` back to q's dtype; absent initial states
+are zeros (the terms are left out). ``eps`` is read from the node's attribute. phi is ``Elu`` + 1, or
+for fp64 the equivalent ``Where(x > 0, x + 1, Exp(x))`` (ONNX Runtime has no fp64 Elu on CPU).
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from rnnx.models.ops import spec
+
+from .builder import NodeWriter
+from .overloads import AttentionVariant
+from .schemas import node_attribute_defaults
+from .sru_function import state_elem_type
+
+ATTENTION = spec.CAUSAL_LINEAR_ATTENTION
+
+
+def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.FunctionProto:
+    """FunctionProto ``rnnx::CausalLinearAttention`` overload ``variant.name``.
+
+    Inputs q, k (B, H, L, E), v (B, H, L, M), S0 (B, H, E, M), z0 (B, H, E) (each read only when
+    the variant has it); outputs out (B, H, L, M) in q's dtype, S_last, z_last in the state dtype.
+    """
+    acc = state_elem_type(variant.double)
+    w = NodeWriter("")
+    one = w.op("Cast", [w.scalar_float(1.0)], "one", to=acc)
+
+    def phi(name: str) -> str:
+        x = w.op("Cast", [name], to=acc)
+        if not variant.double:
+            return w.op("Add", [w.op("Elu", [x]), one], f"phi_{name}")
+        # ONNX Runtime's CPU Elu has no fp64 kernel: elu(x) + 1 = x + 1 for x > 0, else exp(x)
+        positive = w.op("Greater", [x, w.op("Cast", [w.scalar_float(0.0)], to=acc)])
+        return w.op("Where", [positive, w.op("Add", [x, one]), w.op("Exp", [x])], f"phi_{name}")
+
+    qf, kf, vf = phi("q"), phi("k"), w.op("Cast", ["v"], "vf", to=acc)
+    kT = w.op("Transpose", [kf], "kT", perm=[0, 1, 3, 2])  # (B, H, E, L)
+    L = w.op("Shape", ["q"], "L", start=2, end=3)
+    ones_ll = w.op("ConstantOfShape", [w.op("Concat", [L, L], axis=0)], "ones_LL",
+                   value=helper.make_tensor("one", acc, [1], [1.0]))
+    A = w.op("Mul", [w.op("MatMul", [qf, kT], "scores"), w.op("Trilu", [ones_ll], "causal", upper=0)], "A")
+    num = w.op("MatMul", [A, vf], "num")  # (B, H, L, M)
+    den = w.op("ReduceSum", [A, w.ints([-1])], "den", keepdims=1)  # (B, H, L, 1)
+    S_last = w.op("MatMul", [kT, vf], "kv")  # (B, H, E, M)
+    z_last = w.op("ReduceSum", [kf, w.ints([2])], "ksum", keepdims=0)  # (B, H, E)
+    if variant.has_S0:
+        S0 = w.op("Cast", ["S0"], "S0f", to=acc)
+        num = w.op("Add", [num, w.op("MatMul", [qf, S0])], "num_s")
+        S_last = w.op("Add", [S0, S_last], "S_sum")
+    if variant.has_z0:
+        z0 = w.op("Cast", ["z0"], "z0f", to=acc)
+        den = w.op("Add", [den, w.op("MatMul", [qf, w.op("Unsqueeze", [z0, w.ints([-1])])])], "den_z")
+        z_last = w.op("Add", [z0, z_last], "z_sum")
+    eps = w.op("Cast", [w.attribute_float("eps")], "eps", to=acc)
+    out = w.op("Div", [num, w.op("Add", [den, eps], "den_eps")], "out_acc")
+    w.nodes.append(helper.make_node("CastLike", [out, "q"], ["out"], name="n_out"))
+    w.nodes.append(helper.make_node("Identity", [S_last], ["S_last"], name="n_S_last"))
+    w.nodes.append(helper.make_node("Identity", [z_last], ["z_last"], name="n_z_last"))
+
+    defaults = node_attribute_defaults(ATTENTION)
+    return helper.make_function(
+        spec.ONNX_DOMAIN, ATTENTION.onnx_name, list(ATTENTION.inputs), list(ATTENTION.outputs), w.nodes,
+        [helper.make_opsetid("", opset_version)],
+        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
+        doc_string=f"CausalLinearAttention, overload {variant.name}: masked O(L^2) standard-op body.",
+        overload=variant.name,
+    )

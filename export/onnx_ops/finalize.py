@@ -1,0 +1,191 @@
+"""``finalize``: give every rnnx node of an exported model its model-local function.
+
+After the torch exporter has written the rnnx custom nodes (:mod:`.translate`), this adds one
+``FunctionProto`` (domain ``rnnx``) per distinct overload in use, with a standard-op body
+(:mod:`.sru_function`, :mod:`.attention_function`), checks each node's ``plugin_version`` /
+``plugin_namespace`` and adds the opset imports. The result passes ``onnx.checker`` (full check)
+and strict shape inference without the rnnx schemas registered, and stock ONNX Runtime runs it by
+inlining the functions. TensorRT ignores function bodies and overloads for a node whose plugin it
+finds (by op type, ``plugin_version``, ``plugin_namespace``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import onnx
+
+from rnnx.models.ops import spec
+
+from .attention_function import attention_function
+from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
+from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION
+from .schemas import node_attribute_defaults
+from .sru_function import sru_scan_function
+from .translate import TARGETS
+
+#: Lowest default-domain opset the function bodies are written for (Shape start/end, CastLike).
+MIN_OPSET = 15
+#: IR version that introduced function overloads.
+MIN_IR_VERSION = 10
+_SPECS = {op.onnx_name: op for op in spec.ALL_OPS}
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Nodes of ``graph`` and of all its subgraphs (If / Loop / Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _all_nodes(g)
+
+
+def _model_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    yield from _all_nodes(model.graph)
+    for function in model.functions:
+        if function.domain != spec.ONNX_DOMAIN:
+            for node in function.node:
+                yield node
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Known element types by value name (graph inputs, outputs, value_info, initializers)."""
+    types = {i.name: i.data_type for i in model.graph.initializer}
+    for vi in (*model.graph.input, *model.graph.output, *model.graph.value_info):
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    return types
+
+
+def _present(node: onnx.NodeProto, op: spec.OpSpec, name: str) -> bool:
+    i = op.inputs.index(name)
+    return i < len(node.input) and node.input[i] != ""
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _is_double(node: onnx.NodeProto, parse, types: dict[str, int]) -> bool:
+    """fp64 state: from the overload the translation wrote, else from the first input's known dtype."""
+    if node.overload:
+        try:
+            return parse(node.overload).double
+        except ValueError:
+            pass
+    return types.get(node.input[0]) == onnx.TensorProto.DOUBLE
+
+
+def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | AttentionVariant:
+    op = _SPECS[node.op_type]
+    if op is spec.SRU_SCAN:
+        a = {n: _attr(node, n, d) for n, d in op.attributes.items()}
+        variant: SRUVariant | AttentionVariant = SRUVariant(
+            int(a["num_directions"]), int(a["num_matrices"]), bool(a["has_skip_term"]), bool(a["use_tanh"]),
+            _present(node, op, "mask_pad"), _is_double(node, parse_sru_overload, types),
+        )
+        if variant.uses_x and not _present(node, op, "x"):
+            raise ValueError(f"SRUScan node {node.name!r}: k = 3 with the skip term needs input x")
+        if int(_attr(node, "hidden_size", 0)) <= 0:
+            raise ValueError(f"SRUScan node {node.name!r}: hidden_size must be a positive int")
+        return variant
+    return AttentionVariant(
+        _present(node, op, "S0"), _present(node, op, "z0"), _is_double(node, parse_attention_overload, types)
+    )
+
+
+def _check_plugin_attributes(node: onnx.NodeProto) -> None:
+    """Adds missing plugin_version / plugin_namespace; ``ValueError`` if one has another value."""
+    for name in (spec.PLUGIN_VERSION_ATTR, spec.PLUGIN_NAMESPACE_ATTR):
+        expected = node_attribute_defaults(_SPECS[node.op_type])[name]
+        value = _attr(node, name, None)
+        if value is None:
+            node.attribute.append(onnx.helper.make_attribute(name, expected))
+        elif value != expected.encode():
+            raise ValueError(f"{node.op_type} node {node.name!r}: {name} is {value!r}, expected {expected!r}")
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    raise ValueError("model has no default-domain (ai.onnx) opset import")
+
+
+def _set_opset(model: onnx.ModelProto, domain: str, version: int) -> None:
+    for imp in model.opset_import:
+        if imp.domain == domain:
+            if imp.version != version:
+                raise ValueError(f"model imports {domain!r} version {imp.version}, expected {version}")
+            return
+    model.opset_import.append(onnx.helper.make_opsetid(domain, version))
+
+
+def _restore_output_types(model: onnx.ModelProto) -> None:
+    """Types graph outputs that have none, by shape inference through the local functions.
+
+    The exporter's optimizer runs ONNX inference on the rnnx schemas, which cannot bind the state
+    type of an attention node without S0 / z0 and drops the type of such outputs.
+    """
+    if all(o.type.HasField("tensor_type") for o in model.graph.output):
+        return
+    inferred = onnx.shape_inference.infer_shapes(model)
+    known = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output) if vi.type.HasField("tensor_type")}
+    for output in model.graph.output:
+        if not output.type.HasField("tensor_type") and output.name in known:
+            output.type.CopyFrom(known[output.name])
+
+
+def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
+    """A copy of ``model`` with a local function for every rnnx node and the opset imports set.
+
+    ``target`` is one of ``TARGETS``; a ``tensorrt`` model must not contain com.microsoft nodes.
+    Nodes get their overload name from the node (attributes, present inputs); the state dtype comes
+    from the overload the translation wrote or from the first input's declared type (fp32 if
+    unknown). Existing rnnx functions of the same overload are replaced. Raises ``ValueError`` for
+    an unknown rnnx op, a bad plugin attribute, or a default opset below ``MIN_OPSET``.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    opset = _default_opset(out)
+    if opset < MIN_OPSET:
+        raise ValueError(f"default opset {opset} < {MIN_OPSET}: the rnnx function bodies need opset >= {MIN_OPSET}")
+    types = _elem_types(out)
+    functions: dict[str, onnx.FunctionProto] = {}
+    uses_ms = False
+    for node in _model_nodes(out):
+        uses_ms |= node.domain == MS_DOMAIN
+        if node.domain != spec.ONNX_DOMAIN:
+            continue
+        if node.op_type not in _SPECS:
+            raise ValueError(f"unknown rnnx op {node.op_type!r} (node {node.name!r}); known: {sorted(_SPECS)}")
+        _check_plugin_attributes(node)
+        variant = _variant(node, types)
+        node.overload = variant.name
+        key = f"{node.op_type}:{variant.name}"
+        if key not in functions:
+            build = sru_scan_function if isinstance(variant, SRUVariant) else attention_function
+            functions[key] = build(variant, opset)
+    if uses_ms and target == "tensorrt":
+        raise ValueError("a tensorrt-target model contains com.microsoft nodes (exported for onnxruntime?)")
+    kept = [f for f in out.functions if not (f.domain == spec.ONNX_DOMAIN and f"{f.name}:{f.overload}" in functions)]
+    del out.functions[:]
+    out.functions.extend([*kept, *functions.values()])
+    if functions:
+        _set_opset(out, spec.ONNX_DOMAIN, spec.ONNX_DOMAIN_VERSION)
+    if uses_ms:
+        _set_opset(out, MS_DOMAIN, MS_DOMAIN_VERSION)
+    out.ir_version = max(out.ir_version, MIN_IR_VERSION)
+    _restore_output_types(out)
+    return out
+
+
+__all__ = ["finalize", "MIN_OPSET"]

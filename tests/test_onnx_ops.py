@@ -1,0 +1,300 @@
+"""The ONNX side of the rnnx ops: custom nodes, local functions, the onnxruntime lowering.
+
+Each test exports a tiny module that calls one op with ``torch.onnx.export(dynamo=True)`` and the
+translation table of a target, finalizes it, checks the file with ``onnx.checker`` (full check) and
+strict shape inference outside the schema context, runs it on plain ONNX Runtime (CPU) at sequence
+lengths and batch sizes other than the exported ones, and compares with the naive torch references
+(``sru_scan_naive``, ``causal_linear_attention_recurrent``), which share no code with the bodies.
+
+Tolerances: fp32 outputs ``atol = rtol = 1e-5``; fp16 outputs (computed in fp32, rounded once)
+``atol = rtol = 2e-3`` (a few fp16 ulps); fp32 states of fp16 runs ``1e-5``; fp64 (state fp64)
+``1e-10``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+ort = pytest.importorskip("onnxruntime")
+
+from rnnx.export.onnx_ops import TARGETS, custom_op_schemas, finalize, translation_table  # noqa: E402
+from rnnx.export.onnx_ops.schemas import attribute_type, node_attribute_defaults  # noqa: E402
+from rnnx.models.ops import spec  # noqa: E402
+from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
+from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent  # noqa: E402
+from rnnx.models.ops.sru import sru_scan, sru_scan_naive  # noqa: E402
+
+FP32_TOL = dict(atol=1e-5, rtol=1e-5)
+FP16_TOL = dict(atol=2e-3, rtol=2e-3)
+FP64_TOL = dict(atol=1e-10, rtol=1e-10)
+TOLERANCES = {torch.float32: FP32_TOL, torch.float16: FP16_TOL, torch.float64: FP64_TOL}
+
+
+class SRUScanModule(torch.nn.Module):
+    """Calls the SRU scan op with fixed attributes; inputs U, x?, weight_c, bias, c0, mask_pad?."""
+
+    def __init__(self, **attrs: object) -> None:
+        super().__init__()
+        self.attrs = attrs
+
+    def forward(self, U, x, weight_c, bias, c0, mask_pad):
+        return sru_scan(U, x, weight_c, bias, c0, mask_pad, **self.attrs)
+
+
+class AttentionModule(torch.nn.Module):
+    """Calls causal linear attention with or without an initial state."""
+
+    def __init__(self, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, q, k, v, S0: Optional[torch.Tensor] = None, z0: Optional[torch.Tensor] = None):
+        out, (S, z) = causal_linear_attention(q, k, v, None if S0 is None else (S0, z0), eps=self.eps)
+        return out, S, z
+
+
+def export(module: torch.nn.Module, args: tuple, dynamic_shapes: tuple, target: str, path: Path) -> onnx.ModelProto:
+    """Export, finalize and save to ``path``; then full checker + strict shape inference."""
+    with custom_op_schemas():
+        program = torch.onnx.export(
+            module, args, dynamo=True, custom_translation_table=translation_table(target),
+            dynamic_shapes=dynamic_shapes, verbose=False,
+        )
+    assert not onnx.defs.has(spec.SRU_SCAN.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
+    model = finalize(program.model_proto, target)
+    onnx.save(model, path)
+    onnx.checker.check_model(str(path), full_check=True)
+    onnx.shape_inference.infer_shapes_path(str(path), str(path.with_suffix(".inferred.onnx")), strict_mode=True)
+    return model
+
+
+def run(path: Path, args: tuple) -> list[np.ndarray]:
+    """Runs the file on the CPU provider; None args are not graph inputs and are skipped."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    tensors = [a for a in args if a is not None]
+    names = [i.name for i in session.get_inputs()]
+    assert len(names) == len(tensors)
+    return session.run(None, {n: t.numpy() for n, t in zip(names, tensors)})
+
+
+def assert_close(got: np.ndarray, want: torch.Tensor, tol: dict) -> None:
+    assert got.dtype == torch.empty(0, dtype=want.dtype).numpy().dtype
+    np.testing.assert_allclose(got.astype(np.float64), want.double().numpy(), **tol)
+
+
+def rnnx_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.domain == spec.ONNX_DOMAIN]
+
+
+# ---------------------------------------------------------------------------------------------- SRU
+
+SRU_CASES = [
+    # D, k, has_skip_term, use_tanh, mask dtype (None: no mask), scale_x, activation dtype
+    (1, 3, True, False, None, 1.0, torch.float32),
+    (2, 3, True, True, torch.bool, 0.5, torch.float32),
+    (1, 4, True, True, torch.float32, 1.0, torch.float32),
+    (2, 4, False, False, None, 1.0, torch.float32),
+    (1, 3, False, True, torch.uint8, 1.0, torch.float32),
+    (2, 3, True, False, torch.bool, 2.0, torch.float16),
+    (2, 3, True, True, torch.bool, 1.0, torch.float64),
+]
+
+
+def sru_inputs(L: int, B: int, D: int, d: int, k: int, skip: bool, mask_dtype, dtype, seed: int) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    U = torch.randn(L, B, D * d * k, generator=g).to(dtype)
+    x = torch.randn(L, B, D * d, generator=g).to(dtype) if (k == 3 and skip) else None
+    weight_c = (0.5 * torch.randn(2 * D * d, generator=g)).to(dtype)
+    bias = (0.5 * torch.randn(2 * D * d, generator=g)).to(dtype)
+    c0 = torch.randn(B, D * d, generator=g).to(spec.state_dtype_for(dtype))
+    mask = None
+    if mask_dtype is not None:
+        mask = torch.rand(L, B, generator=g) < 0.3
+        mask[0, 0] = True
+        mask = mask.to(mask_dtype)
+    return U, x, weight_c, bias, c0, mask
+
+
+@pytest.mark.parametrize("D,k,skip,tanh,mask_dtype,scale_x,dtype", SRU_CASES)
+def test_sru_scan_runs_on_onnxruntime(tmp_path, D, k, skip, tanh, mask_dtype, scale_x, dtype):
+    d = 4
+    attrs = dict(hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip, use_tanh=tanh, scale_x=scale_x)
+    module = SRUScanModule(**attrs)
+    example = sru_inputs(5, 3, D, d, k, skip, mask_dtype, dtype, seed=0)
+    L, B = torch.export.Dim("L"), torch.export.Dim("B")
+    seq = {0: L, 1: B}
+    dyn = (seq, seq if example[1] is not None else None, None, None, {0: B}, seq if example[5] is not None else None)
+    path = tmp_path / "sru.onnx"
+    model = export(module, example, dyn, "tensorrt", path)
+    (node,) = rnnx_nodes(model)
+    assert node.op_type == spec.SRU_SCAN.onnx_name
+    assert [f.overload for f in model.functions] == [node.overload]
+
+    tol = TOLERANCES[dtype]
+    state_tol = FP64_TOL if dtype == torch.float64 else FP32_TOL
+    for seed, (steps, batch) in enumerate([(7, 2), (1, 3)], start=1):
+        args = sru_inputs(steps, batch, D, d, k, skip, mask_dtype, dtype, seed)
+        h, c_last = run(path, args)
+        want_h, want_c = sru_scan_naive(*args, **attrs)
+        assert_close(h, want_h, tol)
+        assert_close(c_last, want_c, state_tol)
+        assert h.shape == (steps, batch, D * d)
+
+
+def test_sru_scan_function_is_used_for_onnxruntime_target(tmp_path):
+    """Target onnxruntime keeps SRUScan as a custom node with its function."""
+    attrs = dict(hidden_size=3, num_directions=1, num_matrices=3, has_skip_term=True, use_tanh=False, scale_x=1.0)
+    example = sru_inputs(4, 2, 1, 3, 3, True, None, torch.float32, seed=3)
+    model = export(SRUScanModule(**attrs), example, None, "onnxruntime", tmp_path / "sru_ort.onnx")
+    assert [n.op_type for n in rnnx_nodes(model)] == [spec.SRU_SCAN.onnx_name]
+    h, c = run(tmp_path / "sru_ort.onnx", example)
+    want_h, want_c = sru_scan_naive(*example, **attrs)
+    assert_close(h, want_h, FP32_TOL)
+    assert_close(c, want_c, FP32_TOL)
+
+
+# ---------------------------------------------------------------------------------------- attention
+
+
+def attention_inputs(B: int, H: int, L: int, E: int, M: int, dtype, with_state: bool, seed: int) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, H, L, n, generator=g).to(dtype) for n in (E, E, M))
+    if not with_state:
+        return q, k, v
+    state = spec.state_dtype_for(dtype)
+    S0 = (torch.rand(B, H, E, M, generator=g) * 3).to(state)
+    z0 = (torch.rand(B, H, E, generator=g) * 3 + 0.5).to(state)
+    return q, k, v, S0, z0
+
+
+ATTENTION_CASES = [(t, s, torch.float32) for t in TARGETS for s in (True, False)] + [
+    (t, True, dtype) for t in TARGETS for dtype in (torch.float16, torch.float64)
+]
+
+
+@pytest.mark.parametrize("target,with_state,dtype", ATTENTION_CASES)
+def test_causal_linear_attention_runs_on_onnxruntime(tmp_path, target, with_state, dtype):
+    H, E, M, eps = 2, 4, 3, 1e-3
+    example = attention_inputs(2, H, 5, E, M, dtype, with_state, seed=0)
+    B, L = torch.export.Dim("B"), torch.export.Dim("L")
+    seq = {0: B, 2: L}
+    dyn = (seq, seq, seq) + (({0: B}, {0: B}) if with_state else ())
+    path = tmp_path / "attention.onnx"
+    model = export(AttentionModule(eps), example, dyn, target, path)
+
+    ops = {(n.domain, n.op_type) for n in model.graph.node}
+    if target == "onnxruntime" and dtype != torch.float64:
+        assert ("com.microsoft", "LinearAttention") in ops
+        assert not rnnx_nodes(model)
+    else:
+        (node,) = rnnx_nodes(model)
+        assert node.op_type == spec.CAUSAL_LINEAR_ATTENTION.onnx_name
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs[spec.PLUGIN_VERSION_ATTR] == spec.PLUGIN_VERSION.encode()
+        assert attrs[spec.PLUGIN_NAMESPACE_ATTR] == spec.PLUGIN_NAMESPACE.encode()
+        assert attrs["eps"] == pytest.approx(eps)
+
+    tol = TOLERANCES[dtype]
+    state_tol = FP64_TOL if dtype == torch.float64 else FP32_TOL
+    for seed, (batch, steps) in enumerate([(3, 1), (1, 37)], start=1):
+        args = attention_inputs(batch, H, steps, E, M, dtype, with_state, seed)
+        out, S, z = run(path, args)
+        want_out, want_S, want_z = causal_linear_attention_recurrent(*args, eps=eps)
+        assert_close(out, want_out, tol)
+        assert_close(S, want_S, state_tol)
+        assert_close(z, want_z, state_tol)
+
+
+def test_attention_prefill_then_step_matches_one_pass(tmp_path):
+    """The state a file returns, fed back with L = 1, continues the sequence exactly."""
+    module = AttentionModule()
+    example = attention_inputs(1, 2, 4, 3, 5, torch.float32, True, seed=7)
+    L = torch.export.Dim("L")
+    seq = {2: L}
+    for target in TARGETS:
+        path = tmp_path / f"{target}.onnx"
+        export(module, example, (seq, seq, seq, None, None), target, path)
+        q, k, v, S0, z0 = attention_inputs(1, 2, 9, 3, 5, torch.float32, True, seed=8)
+        out_a, S, z = run(path, (q[:, :, :8], k[:, :, :8], v[:, :, :8], S0, z0))
+        out_b, S, z = run(path, (q[:, :, 8:], k[:, :, 8:], v[:, :, 8:], torch.from_numpy(S), torch.from_numpy(z)))
+        want_out, want_S, want_z = causal_linear_attention_recurrent(q, k, v, S0, z0)
+        assert_close(np.concatenate([out_a, out_b], axis=2), want_out, FP32_TOL)
+        assert_close(S, want_S, FP32_TOL)
+        assert_close(z, want_z, FP32_TOL)
+
+
+# -------------------------------------------------------------------------------- contract with spec
+
+
+def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
+    """For each op of spec.ALL_OPS: the node's attribute names and types are exactly the spec's."""
+    sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=4, has_skip_term=True, use_tanh=True, scale_x=1.0)
+    exported = {
+        spec.SRU_SCAN.onnx_name: export(
+            SRUScanModule(**sru_attrs), sru_inputs(3, 2, 2, 2, 4, True, None, torch.float32, 0), None,
+            "tensorrt", tmp_path / "sru.onnx",
+        ),
+        spec.CAUSAL_LINEAR_ATTENTION.onnx_name: export(
+            AttentionModule(), attention_inputs(1, 1, 3, 2, 2, torch.float32, False, 0), None,
+            "tensorrt", tmp_path / "att.onnx",
+        ),
+    }
+    for op in spec.ALL_OPS:
+        model = exported[op.onnx_name]
+        (node,) = [n for n in rnnx_nodes(model) if n.op_type == op.onnx_name]
+        expected = node_attribute_defaults(op)
+        assert {a.name for a in node.attribute} == set(expected)
+        for a in node.attribute:
+            assert a.type == attribute_type(expected[a.name]), a.name
+        assert {(i.domain, i.version) for i in model.opset_import} >= {(spec.ONNX_DOMAIN, spec.ONNX_DOMAIN_VERSION)}
+        (function,) = [f for f in model.functions if f.name == op.onnx_name]
+        assert (function.domain, function.overload) == (spec.ONNX_DOMAIN, node.overload)
+        assert list(function.input) == list(op.inputs) and list(function.output) == list(op.outputs)
+        assert {a.name for a in function.attribute_proto} == set(expected)
+
+
+def test_schemas_are_registered_only_inside_the_context():
+    def registered() -> list[bool]:
+        return [onnx.defs.has(op.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN) for op in spec.ALL_OPS]
+
+    assert registered() == [False, False]
+    with custom_op_schemas():
+        assert registered() == [True, True]
+        schema = onnx.defs.get_schema(spec.SRU_SCAN.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
+        assert [i.name for i in schema.inputs] == list(spec.SRU_SCAN.inputs)
+        assert set(schema.attributes) == set(node_attribute_defaults(spec.SRU_SCAN))
+    assert registered() == [False, False]
+
+
+def test_unknown_target_is_rejected():
+    with pytest.raises(ValueError, match="target"):
+        translation_table("openvino")
+    with pytest.raises(ValueError, match="target"):
+        finalize(onnx.ModelProto(), "openvino")
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_function_bodies_follow_the_model_opset(tmp_path, opset):
+    """Bodies declare the model's default-domain opset and stay valid at 18 and 21."""
+    attrs = dict(hidden_size=2, num_directions=2, num_matrices=3, has_skip_term=True, use_tanh=False, scale_x=1.0)
+    args = sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float32, 0)
+    with custom_op_schemas():
+        program = torch.onnx.export(
+            SRUScanModule(**attrs), args, dynamo=True, opset_version=opset,
+            custom_translation_table=translation_table("tensorrt"), verbose=False,
+        )
+    model = finalize(program.model_proto, "tensorrt")
+    onnx.checker.check_model(model, full_check=True)
+    (function,) = model.functions
+    assert [(i.domain, i.version) for i in function.opset_import] == [("", opset)]
+    onnx.save(model, tmp_path / "m.onnx")
+    h, c = run(tmp_path / "m.onnx", args)
+    want_h, want_c = sru_scan_naive(*args, **attrs)
+    assert_close(h, want_h, FP32_TOL)
+    assert_close(c, want_c, FP32_TOL)
