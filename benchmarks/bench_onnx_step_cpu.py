@@ -24,6 +24,7 @@ from timing import machine_line, markdown_table, measure
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--contexts", type=int, nargs="+", default=[64, 4096])
+    ap.add_argument("--prefill", type=int, nargs="+", default=[512, 4096])
     args = ap.parse_args()
 
     from rnnx.export import export_model, read_metadata
@@ -34,6 +35,7 @@ def main() -> None:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     rows: list[list[object]] = []
+    prefill_rows: list[list[object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in DEMO_CHECKPOINTS:
             model, _ = load_checkpoint(demo_checkpoint_path(name))
@@ -59,11 +61,29 @@ def main() -> None:
                     t_ort = measure(lambda: sess.run(None, feed))
                     row += [f"{t_ort * 1e3:.3f}", f"{t_torch / t_ort:.2f}x"]
                 rows.append(row)
+            for length in args.prefill:
+                prompt = torch.randint(0, model.vocab_size, (1, length))
+                with torch.inference_mode():
+                    fresh = model.init_state(1)
+                    t_torch = measure(lambda: model(prompt), repeat=3, min_time=0.05)
+                past = [t.numpy() for _, t in flatten_state(fresh)]
+                row = [name, length, f"{t_torch * 1e3:.1f}"]
+                for target in ("tensorrt", "onnxruntime"):
+                    sess, names = sessions[target]
+                    feed = dict(zip(names, [prompt.numpy(), np.ones((1, length), np.int64), *past]))
+                    t_ort = measure(lambda: sess.run(None, feed), repeat=3, min_time=0.05)
+                    row += [f"{t_ort * 1e3:.1f}", f"{t_torch / t_ort:.2f}x"]
+                prefill_rows.append(row)
 
     print(f"Decode step, B=1, fp32; {machine_line()}; onnxruntime {ort.__version__}\n")
     print(markdown_table(
         ["model", "context", "torch eager ms", "ORT function body ms", "speed-up", "ORT native LinearAttention ms", "speed-up"],
         rows,
+    ))
+    print()
+    print(markdown_table(
+        ["model", "prefill length", "torch eager ms", "ORT function body ms", "speed-up", "ORT native LinearAttention ms", "speed-up"],
+        prefill_rows,
     ))
 
 

@@ -63,7 +63,7 @@ def export(module: torch.nn.Module, args: tuple, dynamic_shapes: tuple, target: 
     """Export, finalize and save to ``path``; then full checker + strict shape inference."""
     with custom_op_schemas():
         program = torch.onnx.export(
-            module, args, dynamo=True, custom_translation_table=translation_table(target),
+            module.eval(), args, dynamo=True, custom_translation_table=translation_table(target),
             dynamic_shapes=dynamic_shapes, verbose=False,
         )
     assert not onnx.defs.has(spec.SRU_SCAN.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
@@ -286,7 +286,7 @@ def test_function_bodies_follow_the_model_opset(tmp_path, opset):
     args = sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float32, 0)
     with custom_op_schemas():
         program = torch.onnx.export(
-            SRUScanModule(**attrs), args, dynamo=True, opset_version=opset,
+            SRUScanModule(**attrs).eval(), args, dynamo=True, opset_version=opset,
             custom_translation_table=translation_table("tensorrt"), verbose=False,
         )
     model = finalize(program.model_proto, "tensorrt")
