@@ -175,9 +175,11 @@ def test_metadata_content(exported):
     assert meta["parity"] is None  # exported with check=False
 
 
-def test_fp16_export_state_stays_fp32_and_matches_fp32_torch(tmp_path):
-    model = make_model("srupp_softmax")
-    result = export_model(model, tmp_path / "fp16", precision="fp16", check=False)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fp16_export_state_stays_fp32_and_matches_fp32_torch(tmp_path, family, target):
+    model = make_model(family)
+    result = export_model(model, tmp_path / "fp16", precision="fp16", target=target, check=False)
     graph = onnx.load(str(result.model_path)).graph
     elem = {v.name: v.type.tensor_type.elem_type for v in list(graph.input) + list(graph.output)}
     assert elem["logits"] == onnx.TensorProto.FLOAT16
