@@ -27,6 +27,31 @@ for v in 2.6.0 3.0.0.dev6; do
   fi
 done
 
+# TensorRT headers for building the plugins: TENSORRT_ROOT or a system install wins; otherwise the
+# public TensorRT 10.14 headers shipped in the PyPI wheel kernel-lens==2.0.1 (headers only).
+trt_headers=".cache/tensorrt/include"
+if [ -n "${TENSORRT_ROOT:-}" ] && [ -f "$TENSORRT_ROOT/include/NvInfer.h" ]; then
+  echo "setup: TensorRT headers from TENSORRT_ROOT=$TENSORRT_ROOT"
+elif [ -f /usr/include/x86_64-linux-gnu/NvInfer.h ] || [ -f /usr/include/NvInfer.h ]; then
+  echo "setup: TensorRT headers from the system"
+elif [ ! -f "$trt_headers/NvInferRuntime.h" ]; then
+  echo "setup: fetching the TensorRT 10.14 headers (kernel-lens==2.0.1 wheel) into $trt_headers"
+  tmp=$(mktemp -d)
+  "$PY" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: -d "$tmp" kernel-lens==2.0.1
+  mkdir -p "$trt_headers"
+  "$PY" - "$tmp" "$trt_headers" <<'PYEOF'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("kernel_lens-*.whl"))
+dest = pathlib.Path(sys.argv[2])
+prefix = "kernel_lens/include/tensorrt/"
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and name.endswith(".h"):
+            (dest / name[len(prefix):]).write_bytes(z.read(name))
+PYEOF
+  rm -rf "$tmp"
+fi
+
 echo "setup: compiling the rnnx CPU kernels"
 "$PY" -m rnnx.models.ops.build
 echo "setup: done"
