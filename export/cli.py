@@ -4,11 +4,18 @@
 
     export-model [CHECKPOINT] [--out DIR] [--target tensorrt|onnxruntime] [--precision fp32|fp16]
                  [--opset N] [--check/--no-check] [--steps N]
+                 [--engine [--max-batch N] [--max-length N] [--max-context N] [--cache-dir DIR]]
 
 Prints each step, the files written, the parity table and the ``polygraphy run`` command that
 re-checks the saved inputs/outputs. Any bad input (missing or corrupt checkpoint, unknown model
 type, unsupported target / precision / opset, a failed check) is one ``Error: ...`` line, a
 non-zero exit status, and an output directory left as it was.
+
+``--engine`` also builds (or reuses from the engine cache) a TensorRT engine for the export
+(:func:`rnnx.runtime.tensorrt.build_engine`: decode + prefill profiles for the given limits). Whether
+TensorRT is installed, the target is ``tensorrt`` and the limits are valid is checked *before*
+exporting, so nothing is done in vain; a failed engine build after a successful export is an
+``Error:`` line and a non-zero exit, with the ONNX export left in place.
 """
 
 from __future__ import annotations
@@ -40,15 +47,26 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
               help="Parity against PyTorch in ONNX Runtime, and Polygraphy files.")
 @click.option("--steps", default=DEFAULT_DECODE_STEPS, show_default=True, type=click.IntRange(0),
               help="Chained decode steps of the parity check.")
+@click.option("--engine", is_flag=True, default=False,
+              help="Also build (or reuse from the cache) a TensorRT engine; needs TensorRT and a GPU.")
+@click.option("--max-batch", default=8, show_default=True, type=int, help="With --engine: largest batch.")
+@click.option("--max-length", default=512, show_default=True, type=int,
+              help="With --engine: most tokens per call (prefill profile).")
+@click.option("--max-context", default=None, type=int,
+              help="With --engine: most KV-cache positions (default: --max-length).")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines).")
 def main(
     checkpoint: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
-    check: bool, steps: int,
+    check: bool, steps: int, engine: bool = False, max_batch: int = 8, max_length: int = 512,
+    max_context: Optional[int] = None, cache_dir: Optional[Path] = None,
 ) -> None:
     """Export CHECKPOINT (default: the shipped demo model) to DIR/model.onnx + DIR/rnnx.json."""
     try:
         validate_options(target, precision, opset)
     except ExportError as e:
         raise click.ClickException(_one_line(str(e))) from None
+    limits = _engine_preflight(target, max_batch, max_length, max_context) if engine else None
     if checkpoint is None:
         checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
         click.echo(f"no checkpoint given: exporting the shipped demo {DEMO_CHECKPOINTS[0]!r}")
@@ -72,6 +90,40 @@ def main(
     if result.polygraphy_command is not None:
         click.echo("re-check with stock Polygraphy:")
         click.echo(f"  {shlex.join(result.polygraphy_command)}")
+    if limits is not None:
+        _build_engine(out_dir, limits, cache_dir)
+
+
+def _engine_preflight(target: str, max_batch: int, max_length: int, max_context: Optional[int]) -> object:
+    """Checks, before exporting, that an engine can be built: TensorRT installed, target tensorrt,
+    valid limits. Returns the resolved ProfileLimits; ClickException (one line) otherwise."""
+    from ..runtime.tensorrt import ProfileError, ProfileLimits, tensorrt_available
+
+    if not tensorrt_available():
+        raise click.ClickException(
+            "--engine needs TensorRT, which is not installed: pip install tensorrt (NVIDIA; needs a CUDA GPU); "
+            "nothing was exported"
+        )
+    if target != "tensorrt":
+        raise click.ClickException(f"--engine needs --target tensorrt (got {target!r})")
+    try:
+        return ProfileLimits(max_batch=max_batch, max_length=max_length, max_context=max_context).resolved()
+    except ProfileError as e:
+        raise click.ClickException(_one_line(str(e))) from None
+
+
+def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> None:
+    """Builds or reuses the engine for the export in ``out_dir``; one-line error on failure (the
+    export stays)."""
+    from ..runtime.tensorrt import EngineBuildError, ProfileError, TensorRTNotInstalled, build_engine
+
+    click.echo("TensorRT engine:")
+    try:
+        path = build_engine(out_dir, limits=limits, cache_dir=cache_dir,  # type: ignore[arg-type]
+                            log=lambda message: click.echo(f"- {message}"))  # fmt: skip
+    except (EngineBuildError, ProfileError, TensorRTNotInstalled, ValueError) as e:
+        raise click.ClickException(f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}") from None
+    click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
 
 
 def _one_line(message: str) -> str:

@@ -54,4 +54,12 @@ fi
 
 echo "setup: compiling the rnnx CPU kernels"
 "$PY" -m rnnx.models.ops.build
+
+# The TensorRT plugin library (and its CUDA kernels) needs nvcc and cmake, not a GPU or TensorRT.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: building the TensorRT plugin library (CUDA kernels for sm_80/86/89/90)"
+  "$PY" -m rnnx.runtime.plugins
+else
+  echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.runtime.plugins)"
+fi
 echo "setup: done"

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from ...state import LinearAttentionState
+from .. import cuda as _cuda_kernels
 from ..spec import CAUSAL_LINEAR_ATTENTION, state_dtype_for
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_backward, chunked_forward
 from .naive import DEFAULT_EPS
@@ -119,6 +120,9 @@ def _backward(
 
 
 causal_linear_attention_op.register_autograd(_backward, setup_context=_setup_context)
+
+# CUDA kernels of plugins/kernels where torch has CUDA and a device is present (else nothing).
+_cuda_kernels.register_causal_linear_attention(causal_linear_attention_op)
 
 
 StateLike = Union[LinearAttentionState, tuple[Tensor, Tensor], list, None]

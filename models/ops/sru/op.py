@@ -30,6 +30,7 @@ from typing import Iterator, Optional
 import torch
 from torch import Tensor
 
+from .. import cuda as _cuda_kernels
 from ..spec import SRU_SCAN, TORCH_NAMESPACE, state_dtype_for
 from . import cpu_kernel, torch_loop
 from .checks import check_sru_scan_inputs
@@ -211,3 +212,6 @@ def _backward(ctx, grad_h, grad_c):
 
 
 sru_scan_op.register_autograd(_backward, setup_context=_setup_context)
+
+# CUDA kernels of plugins/kernels where torch has CUDA and a device is present (else nothing).
+_cuda_kernels.register_sru_scan(sru_scan_op)

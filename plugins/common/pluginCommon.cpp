@@ -1,0 +1,319 @@
+#include "pluginCommon.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace rnnx
+{
+namespace plugin
+{
+namespace
+{
+
+std::atomic<LogSink> gLogSink{nullptr};
+std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
+
+using GetLoggerFn = nvinfer1::ILogger* (*) ();
+
+//! TensorRT's global logger when libnvinfer is in the process (looked up, never linked).
+nvinfer1::ILogger* globalTensorRtLogger() noexcept
+{
+    auto const fn = reinterpret_cast<GetLoggerFn>(dlsym(RTLD_DEFAULT, "getLogger"));
+    return fn != nullptr ? fn() : nullptr;
+}
+
+bool isIntType(nvinfer1::PluginFieldType type) noexcept
+{
+    return type == nvinfer1::PluginFieldType::kINT32 || type == nvinfer1::PluginFieldType::kINT64;
+}
+
+bool isFloatType(nvinfer1::PluginFieldType type) noexcept
+{
+    return type == nvinfer1::PluginFieldType::kFLOAT32 || type == nvinfer1::PluginFieldType::kFLOAT64;
+}
+
+//! Reads a field the ONNX parser passes as kCHAR (plugin_version / plugin_namespace): `length` chars, NUL allowed.
+bool checkStringField(char const* pluginName, nvinfer1::PluginField const& field, char const* expected) noexcept
+{
+    if (field.type != nvinfer1::PluginFieldType::kCHAR || field.data == nullptr || field.length < 0)
+    {
+        logError(std::string(pluginName) + ": field '" + field.name + "' must be a kCHAR string");
+        return false;
+    }
+    std::string value(static_cast<char const*>(field.data), static_cast<size_t>(field.length));
+    value = value.substr(0, value.find('\0'));
+    if (value != expected)
+    {
+        logError(std::string(pluginName) + ": field '" + field.name + "' is '" + value + "', expected '" + expected
+            + "'");
+        return false;
+    }
+    return true;
+}
+
+bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginField const& field, double& value)
+{
+    std::string const where = std::string(pluginName) + ": field '" + desc.name + "'";
+    if (field.data == nullptr || field.length != 1)
+    {
+        logError(where + " must hold exactly one value (length " + std::to_string(field.length) + ")");
+        return false;
+    }
+    if (desc.kind == FieldKind::kINT)
+    {
+        if (!isIntType(field.type))
+        {
+            logError(where + " must be kINT32 or kINT64, got PluginFieldType "
+                + std::to_string(static_cast<int32_t>(field.type)));
+            return false;
+        }
+        int64_t v{};
+        if (field.type == nvinfer1::PluginFieldType::kINT32)
+        {
+            int32_t v32{};
+            std::memcpy(&v32, field.data, sizeof(v32));
+            v = v32;
+        }
+        else
+        {
+            std::memcpy(&v, field.data, sizeof(v));
+        }
+        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+        {
+            logError(where + " is out of the int32 range: " + std::to_string(v));
+            return false;
+        }
+        value = static_cast<double>(v);
+        return true;
+    }
+    if (!isFloatType(field.type))
+    {
+        logError(where + " must be kFLOAT32 or kFLOAT64, got PluginFieldType "
+            + std::to_string(static_cast<int32_t>(field.type)));
+        return false;
+    }
+    if (field.type == nvinfer1::PluginFieldType::kFLOAT32)
+    {
+        float v32{};
+        std::memcpy(&v32, field.data, sizeof(v32));
+        value = v32;
+    }
+    else
+    {
+        std::memcpy(&value, field.data, sizeof(value));
+    }
+    if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
+    {
+        logError(where + " must be a finite fp32 value");
+        return false;
+    }
+    return true;
+}
+
+} // namespace
+
+void setLogSink(LogSink sink) noexcept
+{
+    gLogSink.store(sink);
+}
+
+void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
+{
+    gLoggerFinder.store(finder);
+}
+
+void log(Severity severity, std::string const& message) noexcept
+{
+    try
+    {
+        std::string const text = "[rnnx plugins] " + message;
+        if (LogSink const sink = gLogSink.load())
+        {
+            sink(severity, text.c_str());
+            return;
+        }
+        nvinfer1::ILogger* logger{nullptr};
+        if (nvinfer1::ILoggerFinder* const finder = gLoggerFinder.load())
+        {
+            logger = finder->findLogger();
+        }
+        if (logger == nullptr)
+        {
+            logger = globalTensorRtLogger();
+        }
+        if (logger != nullptr)
+        {
+            logger->log(severity, text.c_str());
+        }
+        else if (severity <= Severity::kERROR)
+        {
+            std::fprintf(stderr, "%s\n", text.c_str());
+        }
+    }
+    catch (...)
+    {
+    }
+}
+
+void logError(std::string const& message) noexcept
+{
+    log(Severity::kERROR, message);
+}
+
+nvinfer1::PluginFieldType serializedType(FieldKind kind) noexcept
+{
+    return kind == FieldKind::kINT ? nvinfer1::PluginFieldType::kINT32 : nvinfer1::PluginFieldType::kFLOAT32;
+}
+
+std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& table)
+{
+    std::vector<nvinfer1::PluginField> fields;
+    fields.reserve(table.size());
+    for (FieldDesc const& desc : table)
+    {
+        fields.emplace_back(desc.name, nullptr, serializedType(desc.kind), 1);
+    }
+    return fields;
+}
+
+bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table,
+    nvinfer1::PluginFieldCollection const* fc, bool requireAll, std::vector<double>& values) noexcept
+{
+    try
+    {
+        int32_t const nbFields = fc != nullptr ? fc->nbFields : 0;
+        if (nbFields < 0 || (nbFields > 0 && fc->fields == nullptr))
+        {
+            logError(std::string(pluginName) + ": malformed PluginFieldCollection (nbFields "
+                + std::to_string(nbFields) + ")");
+            return false;
+        }
+        values.assign(table.size(), 0.0);
+        std::vector<bool> seen(table.size(), false);
+        for (int32_t i = 0; i < nbFields; ++i)
+        {
+            nvinfer1::PluginField const& field = fc->fields[i];
+            if (field.name == nullptr)
+            {
+                logError(std::string(pluginName) + ": field " + std::to_string(i) + " has no name");
+                return false;
+            }
+            if (std::strcmp(field.name, kPLUGIN_VERSION_FIELD) == 0)
+            {
+                if (!checkStringField(pluginName, field, kPLUGIN_VERSION))
+                {
+                    return false;
+                }
+                continue;
+            }
+            if (std::strcmp(field.name, kPLUGIN_NAMESPACE_FIELD) == 0)
+            {
+                if (!checkStringField(pluginName, field, kPLUGIN_NAMESPACE))
+                {
+                    return false;
+                }
+                continue;
+            }
+            size_t row = 0;
+            while (row < table.size() && std::strcmp(field.name, table[row].name) != 0)
+            {
+                ++row;
+            }
+            if (row == table.size())
+            {
+                logError(std::string(pluginName) + ": unknown field '" + field.name + "'");
+                return false;
+            }
+            if (seen[row])
+            {
+                logError(std::string(pluginName) + ": field '" + field.name + "' given twice");
+                return false;
+            }
+            if (!readValue(pluginName, table[row], field, values[row]))
+            {
+                return false;
+            }
+            seen[row] = true;
+        }
+        for (size_t row = 0; row < table.size(); ++row)
+        {
+            if (seen[row])
+            {
+                continue;
+            }
+            if (table[row].required || requireAll)
+            {
+                logError(std::string(pluginName) + ": missing field '" + table[row].name + "'");
+                return false;
+            }
+            values[row] = table[row].defaultValue;
+        }
+        return true;
+    }
+    catch (...)
+    {
+        logError(std::string(pluginName) + ": could not read the plugin fields");
+        return false;
+    }
+}
+
+bool isActivationType(nvinfer1::DataType type) noexcept
+{
+    return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF
+        || type == nvinfer1::DataType::kBF16;
+}
+
+bool supportsRole(TensorRole role, nvinfer1::PluginTensorDesc const& desc,
+    nvinfer1::PluginTensorDesc const& firstInput) noexcept
+{
+    if (desc.format != nvinfer1::TensorFormat::kLINEAR)
+    {
+        return false;
+    }
+    switch (role)
+    {
+    case TensorRole::kACTIVATION: return isActivationType(desc.type) && desc.type == firstInput.type;
+    case TensorRole::kSTATE: return desc.type == nvinfer1::DataType::kFLOAT;
+    case TensorRole::kMASK: return desc.type == nvinfer1::DataType::kBOOL || desc.type == nvinfer1::DataType::kUINT8;
+    }
+    return false;
+}
+
+int64_t volume(nvinfer1::Dims const& dims) noexcept
+{
+    if (dims.nbDims < 0 || dims.nbDims > nvinfer1::Dims::MAX_DIMS)
+    {
+        return -1;
+    }
+    int64_t v = 1;
+    for (int32_t i = 0; i < dims.nbDims; ++i)
+    {
+        if (dims.d[i] < 0)
+        {
+            return -1;
+        }
+        v *= dims.d[i];
+    }
+    return v;
+}
+
+std::string toString(nvinfer1::Dims const& dims)
+{
+    std::ostringstream out;
+    out << "(";
+    for (int32_t i = 0; i < dims.nbDims && i < nvinfer1::Dims::MAX_DIMS; ++i)
+    {
+        out << (i > 0 ? ", " : "") << dims.d[i];
+    }
+    out << ")";
+    return out.str();
+}
+
+} // namespace plugin
+} // namespace rnnx

@@ -1,0 +1,307 @@
+/*
+ * Creators: names, field lists, createPlugin with every accepted field type, errors for bad fields,
+ * and the serialise -> deserialise round trip.
+ */
+#include "testHarness.h"
+#include "testUtils.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace rnnx;
+using namespace rnnx::test;
+using nvinfer1::PluginFieldType;
+using nvinfer1::TensorRTPhase;
+
+namespace
+{
+
+//! createPlugin must return nullptr and log at least one error.
+void expectRejected(nvinfer1::IPluginCreatorV3One& creator, Fields& fields, TensorRTPhase phase, int line)
+{
+    takeLoggedErrors();
+    nvinfer1::IPluginV3* plugin = creator.createPlugin("bad", fields.get(), phase);
+    if (plugin != nullptr)
+    {
+        fail(__FILE__, line, "createPlugin accepted bad fields");
+        delete plugin;
+    }
+    if (takeLoggedErrors() == 0)
+    {
+        fail(__FILE__, line, "no error logged for bad fields");
+    }
+}
+
+} // namespace
+
+TEST_CASE("creators report the ONNX op names, version 1 and namespace rnnx")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    CHECK_EQ(std::string(sru.getPluginName()), "SRUScan");
+    CHECK_EQ(std::string(attention.getPluginName()), "CausalLinearAttention");
+    for (nvinfer1::IPluginCreatorV3One* c : {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru),
+             static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
+    {
+        CHECK_EQ(std::string(c->getPluginVersion()), "1");
+        CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
+        CHECK_EQ(std::string(c->getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
+    }
+}
+
+TEST_CASE("creator field lists follow the field tables")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    auto check = [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table) {
+        nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
+        REQUIRE(fc != nullptr);
+        REQUIRE(fc->nbFields == static_cast<int32_t>(table.size()));
+        for (int32_t i = 0; i < fc->nbFields; ++i)
+        {
+            CHECK_EQ(std::string(fc->fields[i].name), std::string(table[i].name));
+            CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
+            CHECK_EQ(fc->fields[i].length, 1);
+        }
+    };
+    check(sru, plugin::SruScanPlugin::fieldTable());
+    check(attention, plugin::CausalLinearAttentionPlugin::fieldTable());
+    std::vector<std::string> names;
+    for (auto const& row : plugin::SruScanPlugin::fieldTable())
+    {
+        names.emplace_back(row.name);
+    }
+    CHECK((names
+        == std::vector<std::string>{"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh",
+            "scale_x"}));
+    CHECK_EQ(std::string(plugin::CausalLinearAttentionPlugin::fieldTable()[0].name), "eps");
+}
+
+TEST_CASE("SRUScan createPlugin reads kINT32 / kFLOAT32 fields")
+{
+    plugin::SruScanPluginCreator creator;
+    Fields f = sruFields(16, 2, 4, 0, 1, 0.5F);
+    auto p = createAs<plugin::SruScanPlugin>(creator, f.get());
+    REQUIRE(p != nullptr);
+    CHECK_EQ(p->parameters().hiddenSize, 16);
+    CHECK_EQ(p->parameters().numDirections, 2);
+    CHECK_EQ(p->parameters().numMatrices, 4);
+    CHECK_EQ(p->parameters().hasSkipTerm, 0);
+    CHECK_EQ(p->parameters().useTanh, 1);
+    CHECK_EQ(p->parameters().scaleX, 0.5F);
+    CHECK_EQ(std::string(p->getPluginName()), "SRUScan");
+    CHECK_EQ(takeLoggedErrors(), 0);
+}
+
+TEST_CASE("SRUScan createPlugin reads kINT64 / kFLOAT64 fields and the plugin_version / plugin_namespace pair")
+{
+    plugin::SruScanPluginCreator creator;
+    Fields f;
+    f.i64("hidden_size", 8)
+        .i64("num_directions", 1)
+        .i64("num_matrices", 3)
+        .i64("has_skip_term", 1)
+        .i64("use_tanh", 0)
+        .f64("scale_x", 2.0)
+        .str("plugin_version", "1")
+        .str("plugin_namespace", "rnnx");
+    auto p = createAs<plugin::SruScanPlugin>(creator, f.get());
+    REQUIRE(p != nullptr);
+    CHECK_EQ(p->parameters().hiddenSize, 8);
+    CHECK_EQ(p->parameters().scaleX, 2.F);
+    Fields g;
+    g.i32("hidden_size", 8).raw("plugin_version", "1", PluginFieldType::kCHAR, 2);
+    CHECK(createAs<plugin::SruScanPlugin>(creator, g.get()) != nullptr);
+}
+
+TEST_CASE("build phase fills spec defaults for optional fields")
+{
+    plugin::SruScanPluginCreator sru;
+    Fields f;
+    f.i32("hidden_size", 4);
+    auto p = createAs<plugin::SruScanPlugin>(sru, f.get());
+    REQUIRE(p != nullptr);
+    CHECK_EQ(p->parameters().numDirections, 1);
+    CHECK_EQ(p->parameters().numMatrices, 3);
+    CHECK_EQ(p->parameters().hasSkipTerm, 1);
+    CHECK_EQ(p->parameters().useTanh, 0);
+    CHECK_EQ(p->parameters().scaleX, 1.F);
+    plugin::CausalLinearAttentionPluginCreator attention;
+    Fields none;
+    auto a = createAs<plugin::CausalLinearAttentionPlugin>(attention, none.get());
+    REQUIRE(a != nullptr);
+    CHECK_EQ(a->parameters().eps, 1e-6F);
+    auto fromNull = std::unique_ptr<nvinfer1::IPluginV3>(attention.createPlugin("x", nullptr, TensorRTPhase::kBUILD));
+    CHECK(fromNull != nullptr);
+}
+
+TEST_CASE("missing fields are errors: hidden_size always, every field when deserialising")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    Fields noHidden;
+    noHidden.i32("num_directions", 1);
+    expectRejected(sru, noHidden, TensorRTPhase::kBUILD, __LINE__);
+    Fields partial;
+    partial.i32("hidden_size", 4);
+    expectRejected(sru, partial, TensorRTPhase::kRUNTIME, __LINE__);
+    Fields none;
+    expectRejected(attention, none, TensorRTPhase::kRUNTIME, __LINE__);
+    takeLoggedErrors();
+    CHECK(sru.createPlugin("x", nullptr, TensorRTPhase::kBUILD) == nullptr);
+    CHECK(takeLoggedErrors() > 0);
+}
+
+TEST_CASE("unknown, duplicated and malformed fields are errors")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    Fields unknown = sruFields(4);
+    unknown.i32("hidden", 4);
+    expectRejected(sru, unknown, TensorRTPhase::kBUILD, __LINE__);
+    Fields twice = sruFields(4);
+    twice.i32("use_tanh", 1);
+    expectRejected(sru, twice, TensorRTPhase::kBUILD, __LINE__);
+    Fields noName;
+    noName.f32("eps", 1e-3F).raw(nullptr, nullptr, PluginFieldType::kINT32, 1);
+    expectRejected(attention, noName, TensorRTPhase::kBUILD, __LINE__);
+    Fields noData;
+    noData.raw("eps", nullptr, PluginFieldType::kFLOAT32, 1);
+    expectRejected(attention, noData, TensorRTPhase::kBUILD, __LINE__);
+    float const two[] = {1.F, 2.F};
+    Fields twoValues;
+    twoValues.raw("eps", two, PluginFieldType::kFLOAT32, 2);
+    expectRejected(attention, twoValues, TensorRTPhase::kBUILD, __LINE__);
+    Fields zeroLength;
+    zeroLength.raw("eps", two, PluginFieldType::kFLOAT32, 0);
+    expectRejected(attention, zeroLength, TensorRTPhase::kBUILD, __LINE__);
+    nvinfer1::PluginFieldCollection negative{-1, nullptr};
+    takeLoggedErrors();
+    CHECK(attention.createPlugin("x", &negative, TensorRTPhase::kBUILD) == nullptr);
+    nvinfer1::PluginFieldCollection dangling{3, nullptr};
+    CHECK(attention.createPlugin("x", &dangling, TensorRTPhase::kBUILD) == nullptr);
+    CHECK_EQ(takeLoggedErrors(), 2);
+    Fields wrongVersion = sruFields(4);
+    wrongVersion.str("plugin_version", "2");
+    expectRejected(sru, wrongVersion, TensorRTPhase::kBUILD, __LINE__);
+    Fields wrongNamespace = sruFields(4);
+    wrongNamespace.str("plugin_namespace", "");
+    expectRejected(sru, wrongNamespace, TensorRTPhase::kBUILD, __LINE__);
+    Fields versionAsInt = sruFields(4);
+    versionAsInt.i32("plugin_version", 1);
+    expectRejected(sru, versionAsInt, TensorRTPhase::kBUILD, __LINE__);
+}
+
+TEST_CASE("wrongly typed fields are errors")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    int64_t const zero = 0;
+    for (PluginFieldType type : {PluginFieldType::kFLOAT16, PluginFieldType::kFLOAT32, PluginFieldType::kFLOAT64,
+             PluginFieldType::kINT8, PluginFieldType::kINT16, PluginFieldType::kCHAR, PluginFieldType::kDIMS,
+             PluginFieldType::kUNKNOWN, PluginFieldType::kBF16, PluginFieldType::kFP8, PluginFieldType::kINT4,
+             PluginFieldType::kFP4, static_cast<PluginFieldType>(99)})
+    {
+        Fields f;
+        f.i32("hidden_size", 4).raw("num_matrices", &zero, type, 1);
+        expectRejected(sru, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+    for (PluginFieldType type : {PluginFieldType::kINT32, PluginFieldType::kINT64, PluginFieldType::kFLOAT16,
+             PluginFieldType::kBF16, PluginFieldType::kCHAR, PluginFieldType::kINT8})
+    {
+        Fields f;
+        f.raw("eps", &zero, type, 1);
+        expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+}
+
+TEST_CASE("out-of-range field values are errors")
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    for (auto f : {sruFields(0), sruFields(-3), sruFields(4, 3), sruFields(4, 0), sruFields(4, 1, 2),
+             sruFields(4, 1, 5), sruFields(4, 1, 3, 2), sruFields(4, 1, 3, 1, -1),
+             sruFields(4, 1, 3, 1, 0, std::numeric_limits<float>::quiet_NaN()),
+             sruFields(4, 1, 3, 1, 0, std::numeric_limits<float>::infinity()),
+             sruFields(std::numeric_limits<int32_t>::max(), 2, 4)})
+    {
+        expectRejected(sru, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+    Fields big;
+    big.i64("hidden_size", int64_t{1} << 40);
+    expectRejected(sru, big, TensorRTPhase::kBUILD, __LINE__);
+    Fields hugeDouble;
+    hugeDouble.i32("hidden_size", 4).f64("scale_x", 1e300);
+    expectRejected(sru, hugeDouble, TensorRTPhase::kBUILD, __LINE__);
+    for (float eps : {-1.F, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
+    {
+        Fields f;
+        f.f32("eps", eps);
+        expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+}
+
+TEST_CASE("serialise -> deserialise round trip keeps every field")
+{
+    plugin::SruScanPluginCreator sruCreator;
+    for (auto const& params : std::vector<std::vector<float>>{{16, 1, 3, 1, 0, 1.F}, {7, 2, 4, 0, 1, 0.25F},
+             {1, 2, 3, 0, 0, -3.5F}})
+    {
+        Fields f = sruFields(static_cast<int32_t>(params[0]), static_cast<int32_t>(params[1]),
+            static_cast<int32_t>(params[2]), static_cast<int32_t>(params[3]), static_cast<int32_t>(params[4]),
+            params[5]);
+        auto built = createAs<plugin::SruScanPlugin>(sruCreator, f.get());
+        REQUIRE(built != nullptr);
+        nvinfer1::PluginFieldCollection const* serialized = built->getFieldsToSerialize();
+        REQUIRE(serialized != nullptr);
+        CHECK_EQ(serialized->nbFields, 6);
+        auto restored = createAs<plugin::SruScanPlugin>(sruCreator, serialized, TensorRTPhase::kRUNTIME);
+        REQUIRE(restored != nullptr);
+        auto const& a = built->parameters();
+        auto const& b = restored->parameters();
+        CHECK(a.hiddenSize == b.hiddenSize && a.numDirections == b.numDirections && a.numMatrices == b.numMatrices
+            && a.hasSkipTerm == b.hasSkipTerm && a.useTanh == b.useTanh && a.scaleX == b.scaleX);
+    }
+    plugin::CausalLinearAttentionPluginCreator attentionCreator;
+    auto built = makeAttention(3.5e-4F);
+    REQUIRE(built != nullptr);
+    auto restored = createAs<plugin::CausalLinearAttentionPlugin>(
+        attentionCreator, built->getFieldsToSerialize(), TensorRTPhase::kRUNTIME);
+    REQUIRE(restored != nullptr);
+    CHECK_EQ(restored->parameters().eps, 3.5e-4F);
+    CHECK_EQ(takeLoggedErrors(), 0);
+}
+
+TEST_CASE("clone and attachToContext copy the parameters; capability interfaces")
+{
+    auto sru = makeSru(12, 2, 4, 1, 1, 1.5F);
+    REQUIRE(sru != nullptr);
+    std::unique_ptr<nvinfer1::IPluginV3> cloned(sru->clone());
+    std::unique_ptr<nvinfer1::IPluginV3> attached(sru->attachToContext(nullptr));
+    for (nvinfer1::IPluginV3* p : {cloned.get(), attached.get()})
+    {
+        REQUIRE(p != nullptr);
+        auto const& q = static_cast<plugin::SruScanPlugin*>(p)->parameters();
+        CHECK(q.hiddenSize == 12 && q.numDirections == 2 && q.numMatrices == 4 && q.useTanh == 1 && q.scaleX == 1.5F);
+        auto* core = static_cast<nvinfer1::IPluginV3OneCore*>(
+            p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
+        REQUIRE(core != nullptr);
+        CHECK_EQ(std::string(core->getPluginName()), "SRUScan");
+        CHECK_EQ(std::string(core->getPluginNamespace()), "rnnx");
+        CHECK_EQ(std::string(core->getPluginVersion()), "1");
+        auto* build = p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD);
+        REQUIRE(build != nullptr);
+        CHECK_EQ(std::string(build->getInterfaceInfo().kind), "PLUGIN_V3ONE_BUILD");
+        CHECK_EQ(build->getInterfaceInfo().major, 2);
+        auto* runtime = p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME);
+        REQUIRE(runtime != nullptr);
+        CHECK_EQ(std::string(runtime->getInterfaceInfo().kind), "PLUGIN_V3ONE_RUNTIME");
+    }
+    auto attention = makeAttention(0.125F);
+    std::unique_ptr<nvinfer1::IPluginV3> a(attention->clone());
+    REQUIRE(a != nullptr);
+    CHECK_EQ(static_cast<plugin::CausalLinearAttentionPlugin*>(a.get())->parameters().eps, 0.125F);
+    auto* core = static_cast<nvinfer1::IPluginV3OneCore*>(
+        a->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
+    CHECK_EQ(std::string(core->getPluginName()), "CausalLinearAttention");
+}

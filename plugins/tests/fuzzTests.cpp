@@ -1,0 +1,182 @@
+/*
+ * Fuzzing the creators: thousands of random, truncated and mutated PluginFieldCollections (names, types,
+ * lengths, contents, null pointers) for both creators in both phases. Every call must return nullptr or a
+ * plugin whose parameters are in range and survive a round trip; nothing may crash or throw.
+ */
+#include "testHarness.h"
+#include "testUtils.h"
+
+#include <cmath>
+#include <random>
+
+using namespace rnnx;
+using namespace rnnx::test;
+using nvinfer1::PluginFieldType;
+
+namespace
+{
+
+char const* const kNames[] = {"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh",
+    "scale_x", "eps", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
+
+//! Random bytes that are often small ints / floats that pass validation.
+void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
+{
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : bytes)
+    {
+        b = static_cast<unsigned char>(byte(rng));
+    }
+    int const mode = static_cast<int>(rng() % 5);
+    if (mode == 0)
+    {
+        int32_t const v = static_cast<int32_t>(rng() % 6) - 1;
+        std::memcpy(bytes.data(), &v, sizeof(v));
+    }
+    else if (mode == 1)
+    {
+        int64_t const v = static_cast<int64_t>(rng() % 6);
+        std::memcpy(bytes.data(), &v, sizeof(v));
+    }
+    else if (mode == 2)
+    {
+        float const v = static_cast<float>(rng() % 100) / 8.F;
+        std::memcpy(bytes.data(), &v, sizeof(v));
+    }
+    else if (mode == 3)
+    {
+        std::memcpy(bytes.data(), "1\0rnnx", 6);
+    }
+}
+
+bool sruParamsValid(plugin::SruScanParameters const& p)
+{
+    return p.hiddenSize > 0 && (p.numDirections == 1 || p.numDirections == 2)
+        && (p.numMatrices == 3 || p.numMatrices == 4) && (p.hasSkipTerm == 0 || p.hasSkipTerm == 1)
+        && (p.useTanh == 0 || p.useTanh == 1) && std::isfinite(p.scaleX);
+}
+
+//! Creates from `fc`; if accepted, checks the parameters and the round trip. Returns whether it was accepted.
+bool exercise(nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc,
+    nvinfer1::TensorRTPhase phase)
+{
+    std::unique_ptr<nvinfer1::IPluginV3> plugin(creator.createPlugin("fuzz", fc, phase));
+    if (plugin == nullptr)
+    {
+        return false;
+    }
+    auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
+        plugin->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
+    nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();
+    std::unique_ptr<nvinfer1::IPluginV3> restored(
+        creator.createPlugin("fuzz", serialized, nvinfer1::TensorRTPhase::kRUNTIME));
+    CHECK(restored != nullptr);
+    if (auto* sru = dynamic_cast<plugin::SruScanPlugin*>(plugin.get()))
+    {
+        CHECK(sruParamsValid(sru->parameters()));
+        if (restored)
+        {
+            auto const& r = static_cast<plugin::SruScanPlugin*>(restored.get())->parameters();
+            CHECK(r.hiddenSize == sru->parameters().hiddenSize && r.scaleX == sru->parameters().scaleX);
+        }
+    }
+    else if (auto* attention = dynamic_cast<plugin::CausalLinearAttentionPlugin*>(plugin.get()))
+    {
+        CHECK(attention->parameters().eps >= 0.F && std::isfinite(attention->parameters().eps));
+    }
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("fuzz: random field collections are rejected or yield valid plugins")
+{
+    std::mt19937 rng(20240611);
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    int32_t accepted = 0;
+    int32_t rejected = 0;
+    for (int32_t iteration = 0; iteration < 20000; ++iteration)
+    {
+        int32_t const nbFields = static_cast<int32_t>(rng() % 9);
+        std::vector<std::vector<unsigned char>> storage(static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
+        std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
+        for (int32_t i = 0; i < nbFields; ++i)
+        {
+            fillRandom(rng, storage[i]);
+            nvinfer1::PluginField& f = fields[i];
+            f.name = rng() % 23 == 0 ? nullptr : kNames[rng() % (sizeof(kNames) / sizeof(kNames[0]))];
+            f.data = rng() % 19 == 0 ? nullptr : storage[i].data();
+            f.type = rng() % 3 == 0 ? static_cast<PluginFieldType>(rng() % 16)
+                                    : (rng() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
+            // Lengths up to 4 elements of at most 8 bytes stay within the 64-byte buffers.
+            f.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
+        }
+        nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
+        if (rng() % 50 == 0)
+        {
+            fc.fields = nullptr;
+        }
+        for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
+        {
+            for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru),
+                     static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
+            {
+                (exercise(*creator, &fc, phase) ? accepted : rejected) += 1;
+            }
+        }
+    }
+    takeLoggedErrors();
+    std::cout << "  fuzz (random): " << accepted << " accepted, " << rejected << " rejected\n";
+    CHECK(accepted > 0);
+    CHECK(rejected > 0);
+}
+
+TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
+{
+    std::mt19937 rng(7);
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    int32_t accepted = 0;
+    int32_t rejected = 0;
+    for (int32_t iteration = 0; iteration < 20000; ++iteration)
+    {
+        bool const isSru = rng() % 2 == 0;
+        std::unique_ptr<nvinfer1::IPluginV3> source(isSru ? static_cast<nvinfer1::IPluginV3*>(makeSru(
+                                                        1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2, 3 + rng() % 2,
+                                                        rng() % 2, rng() % 2, 0.5F).release())
+                                                          : makeAttention(1e-5F).release());
+        auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
+            source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
+        nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();
+        std::vector<nvinfer1::PluginField> fields(serialized->fields, serialized->fields + serialized->nbFields);
+        std::vector<unsigned char> garbage(64);
+        fillRandom(rng, garbage);
+        int32_t const mutation = static_cast<int32_t>(rng() % 6);
+        size_t const at = rng() % fields.size();
+        switch (mutation)
+        {
+        case 0: fields.resize(rng() % (fields.size() + 1)); break;
+        case 1: fields[at].type = static_cast<PluginFieldType>(rng() % 16); break;
+        case 2: fields[at].length = static_cast<int32_t>(rng() % 7) - 2; break;
+        case 3: fields[at].data = garbage.data(); break;
+        case 4: fields.push_back(fields[at]); break;
+        default: std::swap(fields[at], fields[rng() % fields.size()]); break;
+        }
+        nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
+        nvinfer1::IPluginCreatorV3One& creator = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(sru)
+                                                       : static_cast<nvinfer1::IPluginCreatorV3One&>(attention);
+        (exercise(creator, &fc, nvinfer1::TensorRTPhase::kRUNTIME) ? accepted : rejected) += 1;
+        // The other creator must never accept these fields at run time (names do not overlap).
+        nvinfer1::IPluginCreatorV3One& other = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(attention)
+                                                     : static_cast<nvinfer1::IPluginCreatorV3One&>(sru);
+        if (!fields.empty())
+        {
+            CHECK(!exercise(other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
+        }
+    }
+    takeLoggedErrors();
+    std::cout << "  fuzz (mutated): " << accepted << " accepted, " << rejected << " rejected\n";
+    CHECK(accepted > 0);
+    CHECK(rejected > 0);
+}

@@ -1,0 +1,84 @@
+/*
+ * A minimal test harness: TEST_CASE registers a function, CHECK records a failure and goes on,
+ * REQUIRE records one and leaves the test case. main() (testMain.cpp) runs every case and prints
+ * "N passed, N failed".
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace rnnx
+{
+namespace test
+{
+
+struct TestCase
+{
+    char const* name;
+    std::function<void()> body;
+};
+
+std::vector<TestCase>& registry();
+//! Records one failed check of the running test case.
+void fail(char const* file, int line, std::string const& what);
+//! Errors the plugins logged since the last call (the tests install a log sink counting them).
+int32_t takeLoggedErrors();
+
+struct Registrar
+{
+    Registrar(char const* name, std::function<void()> body)
+    {
+        registry().push_back({name, std::move(body)});
+    }
+};
+
+struct AbortTestCase
+{
+};
+
+} // namespace test
+} // namespace rnnx
+
+#define RNNX_CONCAT_INNER(a, b) a##b
+#define RNNX_CONCAT(a, b) RNNX_CONCAT_INNER(a, b)
+#define TEST_CASE(name)                                                                                                \
+    static void RNNX_CONCAT(testBody_, __LINE__)();                                                                     \
+    static ::rnnx::test::Registrar const RNNX_CONCAT(testRegistrar_, __LINE__)(name, &RNNX_CONCAT(testBody_, __LINE__)); \
+    static void RNNX_CONCAT(testBody_, __LINE__)()
+
+#define CHECK(cond)                                                                                                    \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        if (!(cond))                                                                                                   \
+        {                                                                                                              \
+            ::rnnx::test::fail(__FILE__, __LINE__, #cond);                                                             \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                                                 \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        auto const& rnnxA_ = (a);                                                                                      \
+        auto const& rnnxB_ = (b);                                                                                      \
+        if (!(rnnxA_ == rnnxB_))                                                                                       \
+        {                                                                                                              \
+            std::ostringstream rnnxOut_;                                                                               \
+            rnnxOut_ << #a << " == " << #b << " (" << rnnxA_ << " vs " << rnnxB_ << ")";                               \
+            ::rnnx::test::fail(__FILE__, __LINE__, rnnxOut_.str());                                                    \
+        }                                                                                                              \
+    } while (0)
+
+#define REQUIRE(cond)                                                                                                  \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        if (!(cond))                                                                                                   \
+        {                                                                                                              \
+            ::rnnx::test::fail(__FILE__, __LINE__, #cond);                                                             \
+            throw ::rnnx::test::AbortTestCase{};                                                                       \
+        }                                                                                                              \
+    } while (0)

@@ -1,0 +1,125 @@
+/*
+ * rnnx_plugin_tests: runs every TEST_CASE and prints "N passed, N failed".
+ * `rnnx_plugin_tests --fields` prints the creators' field tables as JSON instead (tests/test_plugins.py
+ * compares them with models/ops/spec.py, the single source of the op contract).
+ */
+#include "testHarness.h"
+#include "kernelsDouble.h"
+#include "testUtils.h"
+
+#include <cstring>
+
+namespace rnnx
+{
+namespace test
+{
+namespace
+{
+
+int32_t gFailures{0};
+int32_t gLoggedErrors{0};
+char const* gCurrent{""};
+
+void countingSink(nvinfer1::ILogger::Severity severity, char const*)
+{
+    if (severity <= nvinfer1::ILogger::Severity::kERROR)
+    {
+        ++gLoggedErrors;
+    }
+}
+
+void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator,
+    std::vector<plugin::FieldDesc> const& table, bool last)
+{
+    nvinfer1::PluginFieldCollection const* fc = creator.getFieldNames();
+    std::cout << "  \"" << name << "\": {\"name\": \"" << creator.getPluginName() << "\", \"version\": \""
+              << creator.getPluginVersion() << "\", \"namespace\": \"" << creator.getPluginNamespace()
+              << "\", \"fields\": [";
+    for (int32_t i = 0; i < fc->nbFields; ++i)
+    {
+        nvinfer1::PluginField const& f = fc->fields[i];
+        bool const isInt = f.type == nvinfer1::PluginFieldType::kINT32;
+        std::cout << (i > 0 ? ", " : "") << "{\"name\": \"" << f.name << "\", \"kind\": \""
+                  << (isInt ? "int" : "float") << "\", \"default\": ";
+        std::cout.precision(17);
+        std::cout << table[i].defaultValue << ", \"required\": " << (table[i].required ? "true" : "false") << "}";
+    }
+    std::cout << "]}" << (last ? "" : ",") << "\n";
+}
+
+} // namespace
+
+std::vector<TestCase>& registry()
+{
+    static std::vector<TestCase> cases;
+    return cases;
+}
+
+void fail(char const* file, int line, std::string const& what)
+{
+    ++gFailures;
+    std::cout << "  FAILED " << gCurrent << ": " << file << ":" << line << ": " << what << "\n";
+}
+
+int32_t takeLoggedErrors()
+{
+    int32_t const n = gLoggedErrors;
+    gLoggedErrors = 0;
+    return n;
+}
+
+} // namespace test
+} // namespace rnnx
+
+int main(int argc, char** argv)
+{
+    using namespace rnnx;
+    if (argc > 1 && std::strcmp(argv[1], "--fields") == 0)
+    {
+        plugin::SruScanPluginCreator sru;
+        plugin::CausalLinearAttentionPluginCreator attention;
+        std::cout << "{\n";
+        test::printFields("SRUScan", sru, plugin::SruScanPlugin::fieldTable(), false);
+        test::printFields("CausalLinearAttention", attention, plugin::CausalLinearAttentionPlugin::fieldTable(), true);
+        std::cout << "}\n";
+        return 0;
+    }
+    char const* filter = argc > 1 ? argv[1] : nullptr;
+    plugin::setLogSink(&test::countingSink);
+    int32_t passed = 0;
+    int32_t failed = 0;
+    for (test::TestCase const& testCase : test::registry())
+    {
+        if (filter != nullptr && std::strstr(testCase.name, filter) == nullptr)
+        {
+            continue;
+        }
+        test::gCurrent = testCase.name;
+        test::kernelsDouble() = test::KernelsDouble{};
+        test::takeLoggedErrors();
+        int32_t const before = test::gFailures;
+        try
+        {
+            testCase.body();
+        }
+        catch (test::AbortTestCase const&)
+        {
+        }
+        catch (std::exception const& e)
+        {
+            test::fail(__FILE__, __LINE__, std::string("exception: ") + e.what());
+        }
+        if (test::gFailures == before)
+        {
+            ++passed;
+            std::cout << "ok     " << testCase.name << "\n";
+        }
+        else
+        {
+            ++failed;
+            std::cout << "FAILED " << testCase.name << "\n";
+        }
+    }
+    std::cout << passed << " passed, " << failed << " failed\n";
+    return failed == 0 && passed > 0 ? 0 : 1;
+}

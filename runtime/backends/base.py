@@ -1,0 +1,185 @@
+"""The backend interface every rnnx runtime backend implements (torch, onnxruntime, tensorrt).
+
+A backend runs ONE graph call of the exported contract (docs/export.md)::
+
+    run(input_ids (B, L) int64, attention_mask (B, L) int64, state) -> (logits (B, L, V) fp32 numpy, new state)
+
+and owns the state in its *native, device-resident* form: torch tensors on the device for the torch
+backend, OrtValues (CUDA EP, IO binding) or numpy arrays (CPU EP) for ONNX Runtime, device buffers
+for TensorRT. The :class:`~rnnx.runtime.session.Session` never looks inside a state: it only calls the
+methods below, so a backend is free to keep whatever it likes in :attr:`BackendState.tensors`.
+
+State tensors are described by :class:`StateSpec` (from ``rnnx.json`` "state", graph order): name
+(the flat name of :func:`rnnx.models.state.flatten_state`, e.g. ``layers.0.S``), graph input name
+``past_key_values.<name>``, output name ``present.<name>``, symbolic shape (ints and the dim names
+``batch`` / ``past_length``), dtype (numpy spelling: ``float32``, ``bool``, ...), ``grows`` (a KV-cache
+tensor whose ``past_length`` axis grows by L per call).
+
+Rules a backend must follow:
+
+* :meth:`Backend.run` never mutates the ``state`` it is given in a way visible to another holder of
+  it; it returns a new :class:`BackendState` (it may reuse the *given* state's buffers only when the
+  caller passes ``donate=True``, i.e. promises never to use the old state again).
+* :meth:`Backend.copy_state` returns a state that shares no storage with its argument.
+* Host conversions use plain numpy arrays keyed by the flat state names (``layers.0.S``), with the
+  concrete shapes of :meth:`StateSpec.concrete_shape` and dtypes of :attr:`StateSpec.dtype`.
+* Input validation (dtype/shape/vocabulary) is the Session's job; a backend may assume
+  ``input_ids``/``attention_mask`` are C-contiguous int64 numpy arrays of equal shape (B, L), L >= 1,
+  and a state it created itself (or from :meth:`state_from_host`) with the same batch B.
+* Rows with ``attention_mask == 0`` are pads: they never change that row's state (the graph does it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+BATCH, PAST_LENGTH = "batch", "past_length"
+
+Dim = Union[int, str]
+
+
+class RnnxRuntimeError(RuntimeError):
+    """Base class of rnnx runtime failures that are not bad inputs."""
+
+
+class InputError(ValueError):
+    """A bad input or state (dtype, shape, vocabulary, batch, model); the message names the tensor
+    and the expected vs got value. The session that raised it stays usable."""
+
+
+class BackendUnavailable(RnnxRuntimeError):
+    """A backend that cannot run here (package or device missing); the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One state tensor: flat name, graph input/output names, symbolic shape, numpy dtype name, grows."""
+
+    name: str
+    input: str
+    output: str
+    shape: tuple[Dim, ...]
+    dtype: str
+    grows: bool = False
+
+    @classmethod
+    def from_metadata(cls, entry: dict[str, Any]) -> "StateSpec":
+        """From one item of ``rnnx.json`` "state"."""
+        return cls(entry["name"], entry["input"], entry["output"], tuple(entry["shape"]), entry["dtype"],
+                   bool(entry.get("grows", False)))  # fmt: skip
+
+    @property
+    def batch_axis(self) -> int:
+        """Axis holding the batch (1 for the stacked SRU cell state ``c``, 0 otherwise)."""
+        return self.shape.index(BATCH)
+
+    @property
+    def grow_axis(self) -> Optional[int]:
+        """Axis holding ``past_length`` for a KV-cache tensor, else None."""
+        return self.shape.index(PAST_LENGTH) if PAST_LENGTH in self.shape else None
+
+    def concrete_shape(self, batch: int, past_length: int = 0) -> tuple[int, ...]:
+        """The shape with ``batch`` and ``past_length`` substituted."""
+        subs = {BATCH: batch, PAST_LENGTH: past_length}
+        return tuple(subs[d] if isinstance(d, str) else int(d) for d in self.shape)
+
+
+@dataclass
+class BackendState:
+    """A backend-native state of ``batch`` rows after ``past_length`` fed positions (pads included).
+
+    ``tensors``: flat state name -> native tensor (torch.Tensor / OrtValue / numpy array / device
+    buffer), owned by ``backend`` (the backend's :attr:`Backend.name`). ``signature`` is the
+    :attr:`Backend.signature` of the model it belongs to (checked before every use).
+    """
+
+    tensors: dict[str, Any]
+    batch: int
+    past_length: int
+    backend: str
+    signature: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def model_signature(metadata: dict[str, Any]) -> str:
+    """Hex sha256 identifying a model for state compatibility: model type, config, state layout and
+    the source weights' sha256 (falls back to the ONNX file's sha256 when the weights are unknown).
+    States saved by one backend load into another backend of the same model."""
+    source = metadata.get("source") or {}
+    weights = source.get("weights_sha256") or metadata.get("model_sha256")
+    layout = [[s["name"], list(s["shape"]), s["dtype"], bool(s.get("grows", False))] for s in metadata["state"]]
+    blob = json.dumps([metadata["model_type"], metadata["config"], layout, weights], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class Backend(ABC):
+    """One loaded model on one device. Subclasses set the attributes in ``__init__``.
+
+    Attributes:
+        name: ``"torch"`` | ``"onnxruntime"`` | ``"tensorrt"``.
+        device: ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` allowed).
+        metadata: an ``rnnx.json``-shaped dict (at least model_type, config, vocab_size, state,
+            source, precision); the torch backend builds one from the checkpoint.
+        state_specs: :class:`StateSpec` per state tensor, graph order.
+        vocab_size: V.
+    """
+
+    name: str
+    device: str
+    metadata: dict[str, Any]
+    state_specs: list[StateSpec]
+    vocab_size: int
+
+    @property
+    def signature(self) -> str:
+        """:func:`model_signature` of :attr:`metadata` (cached)."""
+        sig = getattr(self, "_signature", None)
+        if sig is None:
+            sig = self._signature = model_signature(self.metadata)
+        return sig
+
+    @property
+    def state_names(self) -> list[str]:
+        """Flat state names, graph order."""
+        return [s.name for s in self.state_specs]
+
+    @abstractmethod
+    def init_state(self, batch: int) -> BackendState:
+        """A fresh state for ``batch`` rows on the device: zeros, empty KV caches (past_length 0)."""
+
+    @abstractmethod
+    def run(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
+    ) -> tuple[np.ndarray, BackendState]:
+        """One graph call. input_ids, attention_mask: (B, L) int64 host arrays; ``state``: B rows.
+
+        Returns ``(logits (B, L, V) float32 host array, new state with past_length + L)``. With
+        ``donate=True`` the caller gives up ``state`` and the backend may write into its buffers.
+        """
+
+    @abstractmethod
+    def copy_state(self, state: BackendState) -> BackendState:
+        """A deep copy on the same device sharing no storage with ``state``."""
+
+    @abstractmethod
+    def state_to_host(self, state: BackendState) -> dict[str, np.ndarray]:
+        """Flat name -> host numpy array (dtype of the spec, concrete shape), graph order."""
+
+    @abstractmethod
+    def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
+        """The inverse of :meth:`state_to_host`: uploads ``arrays`` (already validated by the caller:
+        every name present, shapes consistent with one batch / past_length, dtypes of the specs)."""
+
+    def close(self) -> None:
+        """Releases device resources (optional)."""
+
+    def describe(self) -> str:
+        """One line: backend, device, precision, model type."""
+        return (f"{self.name} on {self.device} ({self.metadata.get('precision', 'fp32')}, "
+                f"{self.metadata.get('model_type')}, vocab {self.vocab_size})")  # fmt: skip

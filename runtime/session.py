@@ -1,0 +1,249 @@
+"""``Session``: prefill / step / generate over one backend, with validated inputs and state handles.
+
+Shapes: B rows, L positions, V vocabulary. Tokens are int64 in ``[0, V)``.
+
+* :meth:`Session.prefill` ``(tokens (B, L) or list of B lists, lengths (B,)) -> State``: prompts are
+  right-padded; pads get ``attention_mask = 0`` and never change a row's state; ``state.last_logits``
+  holds each row's logits after its last real token.
+* :meth:`Session.step` ``(tokens (B,) or (B, 1)) -> logits (B, V)``: one token per row, advancing the
+  session's current state (or the ``state`` passed) in place.
+* :meth:`Session.generate` streams new tokens step by step (see there).
+
+A bad input (dtype, shape, vocabulary, batch, state of another model) raises
+:class:`~rnnx.runtime.backends.base.InputError` before anything changes, so the session stays usable.
+One session is meant for one thread at a time: concurrent use raises instead of corrupting state.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence, Union
+
+import numpy as np
+
+from .backends.base import Backend, InputError, RnnxRuntimeError
+from .sampling import check_options, row_generators, sample
+from .state import State, check_host_state, load_state_file
+
+TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
+
+
+def _as_int_array(tokens: Any, name: str) -> np.ndarray:
+    """Numpy / torch / nested lists -> int64 array; floats and bools are rejected by name."""
+    if hasattr(tokens, "detach"):
+        tokens = tokens.detach().cpu().numpy()
+    arr = np.asarray(tokens)
+    if arr.dtype == object:
+        raise InputError(f"{name}: ragged or non-numeric input; expected integers")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
+        raise InputError(f"{name}: expected an integer dtype (int64), got {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+class Session:
+    """A model on one backend plus the current :class:`State`. Build with :func:`rnnx.runtime.load`
+    or ``Session(backend)``; several sessions may share one backend (each owns its own states)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.state: Optional[State] = None
+        self._guard = threading.Lock()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.vocab_size
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.backend.metadata
+
+    def __repr__(self) -> str:
+        return f"Session({self.backend.describe()})"
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        if not self._guard.acquire(blocking=False):
+            raise RnnxRuntimeError("session is in use by another thread; use one session per thread")
+        try:
+            yield
+        finally:
+            self._guard.release()
+
+    def _check_vocab(self, tokens: np.ndarray, mask: np.ndarray, name: str) -> None:
+        real = tokens[mask.astype(bool)]
+        bad = real[(real < 0) | (real >= self.vocab_size)]
+        if bad.size:
+            raise InputError(f"{name}: token {int(bad[0])} out of vocabulary; expected 0 <= token < {self.vocab_size}")
+
+    def _check_state(self, state: State, batch: Optional[int] = None) -> None:
+        inner = state.inner
+        if inner.signature != self.backend.signature:
+            raise InputError(
+                f"state: belongs to a different model (signature {inner.signature[:12]}..., "
+                f"expected {self.backend.signature[:12]}...)"
+            )
+        if inner.backend != self.backend.name:
+            raise InputError(
+                f"state: made by backend {inner.backend!r}, this session runs {self.backend.name!r}; "
+                "use session.import_state(state.to_host())"
+            )
+        if batch is not None and inner.batch != batch:
+            raise InputError(f"state: batch mismatch: tokens have {batch} rows, state has {inner.batch}")
+
+    def new_state(self, batch: int) -> State:
+        """A fresh state of ``batch`` rows (not made current)."""
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise InputError(f"batch: expected an integer >= 1, got {batch!r}")
+        return State(self.backend, self.backend.init_state(int(batch)))
+
+    def pad(self, tokens: TokenInput, lengths: Optional[Sequence[int]] = None) -> tuple[np.ndarray, np.ndarray]:
+        """Prompts -> right-padded ``(input_ids (B, L), attention_mask (B, L))`` int64 (pads hold 0).
+
+        ``tokens``: a list of B token lists (lengths from the lists), or a (B, L) array with optional
+        ``lengths`` (B,) (default: all L)."""
+        if isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, (list, tuple, np.ndarray)) for t in tokens):
+            rows = [_as_int_array(list(t), f"tokens[{i}]").reshape(-1) for i, t in enumerate(tokens)]
+            if lengths is not None:
+                raise InputError("lengths: give either ragged token lists or a (B, L) array with lengths, not both")
+            lens = np.array([len(r) for r in rows], dtype=np.int64)
+            width = int(lens.max()) if len(lens) else 0
+            ids = np.zeros((len(rows), max(width, 1)), dtype=np.int64)
+            for i, r in enumerate(rows):
+                ids[i, : len(r)] = r
+        else:
+            ids = _as_int_array(tokens, "tokens")
+            if ids.ndim != 2:
+                raise InputError(f"tokens: expected shape (B, L), got {tuple(ids.shape)}")
+            ids = ids.copy()
+            lens = np.full(ids.shape[0], ids.shape[1], np.int64) if lengths is None else _as_int_array(lengths, "lengths")
+            if lens.shape != (ids.shape[0],):
+                raise InputError(f"lengths: expected shape ({ids.shape[0]},), got {tuple(lens.shape)}")
+            if (lens > ids.shape[1]).any():
+                raise InputError(f"lengths: every length must be <= L = {ids.shape[1]}, got {lens.tolist()}")
+        if ids.shape[0] < 1:
+            raise InputError("tokens: expected at least one row")
+        if (lens < 1).any():
+            raise InputError(f"lengths: every prompt needs at least one token, got lengths {lens.tolist()}")
+        mask = (np.arange(ids.shape[1])[None, :] < lens[:, None]).astype(np.int64)
+        ids[mask == 0] = 0
+        return np.ascontiguousarray(ids), mask
+
+    def prefill(
+        self, tokens: TokenInput, lengths: Optional[Sequence[int]] = None, state: Optional[State] = None
+    ) -> State:
+        """Feeds prompts (right-padded, see :meth:`pad`) from a fresh state, or continuing ``state``
+        (which is then advanced in place). Returns the state, made current; its ``last_logits``
+        (B, V) are each row's logits after its last real token."""
+        ids, mask = self.pad(tokens, lengths)
+        self._check_vocab(ids, mask, "tokens")
+        with self._exclusive():
+            if state is None:
+                state = State(self.backend, self.backend.init_state(ids.shape[0]))
+            else:
+                self._check_state(state, ids.shape[0])
+            logits, inner = self.backend.run(ids, mask, state.inner)
+            state.inner = inner
+            state.last_logits = logits[np.arange(ids.shape[0]), mask.sum(1) - 1]
+            self.state = state
+        return state
+
+    def _step_tokens(self, tokens: Any, batch: int) -> np.ndarray:
+        ids = _as_int_array(tokens, "tokens")
+        if ids.ndim == 1:
+            ids = ids[:, None]
+        if ids.ndim != 2 or ids.shape[1] != 1:
+            raise InputError(f"tokens: expected shape (B,) or (B, 1), got {tuple(np.shape(tokens))}")
+        if ids.shape[0] != batch:
+            raise InputError(f"tokens: batch mismatch: state has {batch} rows, got {ids.shape[0]} tokens")
+        return np.ascontiguousarray(ids)
+
+    def step(self, tokens: Any, state: Optional[State] = None, active: Optional[Sequence[bool]] = None) -> np.ndarray:
+        """One token per row -> logits (B, V) float32; advances ``state`` (default: the current
+        state) in place. ``active`` (B,) bool: rows set False are fed as pads (state unchanged,
+        their returned logits are meaningless and their ``last_logits`` kept)."""
+        state = state if state is not None else self.state
+        if state is None:
+            raise InputError("state: no current state; call prefill() first or pass a state")
+        self._check_state(state)
+        ids = self._step_tokens(tokens, state.batch)
+        mask = np.ones_like(ids) if active is None else np.asarray(active, dtype=bool).reshape(-1, 1).astype(np.int64)
+        if mask.shape != ids.shape:
+            raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
+        self._check_vocab(ids, mask, "tokens")
+        with self._exclusive():
+            logits, inner = self.backend.run(ids, mask, state.inner)
+            state.inner = inner
+            out = logits[:, 0]
+            if state.last_logits is None or active is None:
+                state.last_logits = out.copy()
+            else:
+                state.last_logits = np.where(mask.astype(bool), out, state.last_logits)
+        return out
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        stop_tokens: Sequence[int] = (),
+        seed: Optional[int] = None,
+    ) -> Iterator[list[Optional[int]]]:
+        """Streams generation: yields one list of B entries per step, ``tokens[b]`` the new token of
+        row b or None when row b has already stopped. A row stops after emitting a token in
+        ``stop_tokens`` (the stop token is yielded) or after ``max_new_tokens``; iteration ends when
+        every row has stopped. ``temperature == 0`` is greedy; row b samples from its own generator
+        seeded by ``(seed, b)``. Validation happens on the first ``next()``. The generation's state
+        becomes the session's current state (``session.state``)."""
+        check_options(temperature, top_k, top_p)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+            raise InputError(f"max_new_tokens: expected an integer >= 0, got {max_new_tokens!r}")
+        if not isinstance(prompts, (list, tuple)) or not prompts:
+            raise InputError("prompts: expected a non-empty list of token lists")
+        stops = {int(t) for t in stop_tokens}
+        return self._generate(prompts, int(max_new_tokens), temperature, top_k, top_p, stops, seed)
+
+    def _generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float,
+        top_k: Optional[int], top_p: Optional[float], stops: set[int], seed: Optional[int],
+    ) -> Iterator[list[Optional[int]]]:  # fmt: skip
+        if max_new_tokens == 0:
+            return
+        state = self.prefill([list(p) for p in prompts])
+        rngs = row_generators(seed, state.batch)
+        active = np.ones(state.batch, dtype=bool)
+        for i in range(max_new_tokens):
+            tokens = sample(state.last_logits, rngs, temperature, top_k, top_p)
+            yield [int(t) if a else None for t, a in zip(tokens, active)]
+            active &= ~np.isin(tokens, list(stops))
+            if not active.any() or i == max_new_tokens - 1:
+                return
+            self.step(np.where(active, tokens, 0), state=state, active=active)
+
+    def generate_all(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, **kwargs: Any) -> list[list[int]]:
+        """:meth:`generate` collected: the new tokens of every row (stop token included)."""
+        out: list[list[int]] = [[] for _ in prompts]
+        for tokens in self.generate(prompts, max_new_tokens, **kwargs):
+            for row, t in enumerate(tokens):
+                if t is not None:
+                    out[row].append(t)
+        return out
+
+    def load_state(self, path: Union[str, Path]) -> State:
+        """Reads a state saved with :meth:`State.save` (same model, any backend) and makes it current."""
+        state = load_state_file(self.backend, path)
+        self.state = state
+        return state
+
+    def import_state(self, arrays: dict[str, np.ndarray], last_logits: Optional[np.ndarray] = None) -> State:
+        """A state from host arrays (flat name -> array, e.g. another backend's ``State.to_host()``),
+        validated against this model's state layout; made current."""
+        batch, past = check_host_state(self.backend, arrays, "import_state")
+        inner = self.backend.state_from_host(arrays)
+        inner.past_length = past
+        state = State(self.backend, inner, None if last_logits is None else np.asarray(last_logits, np.float32))
+        self.state = state
+        return state

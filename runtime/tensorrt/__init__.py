@@ -1,0 +1,44 @@
+"""rnnx.runtime.tensorrt: a thin TensorRT layer over the ONNX export.
+
+Pure Python (tested without TensorRT):
+
+* :mod:`.profiles` — decode / prefill optimization profiles from ``rnnx.json``
+  (:func:`build_profiles`, :class:`ProfileLimits`, :func:`select_profile`);
+* :mod:`.cache` — engine cache keys (:class:`KeyParts`), :class:`EngineCache` with atomic writes and
+  corrupt / foreign entry detection, :func:`default_cache_dir`;
+* :mod:`.bindings` — which buffer each engine I/O tensor binds to (:func:`plan_bindings`) and the
+  device buffer sizes for a (batch, max_length, max_context).
+
+Needs TensorRT (imported lazily; :class:`TensorRTNotInstalled` otherwise):
+
+* :func:`build_engine` (:mod:`.builder`) — build or reuse a cached engine;
+* :class:`TensorRTBackend` (:mod:`rnnx.runtime.backends.tensorrt_backend`) — the runtime backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._trt import NOT_INSTALLED, TensorRTNotInstalled, require_tensorrt, tensorrt_available
+from .bindings import BindingError, BindingPlan, BufferSpec, plan_bindings
+from .builder import ENGINE_PRECISIONS, EngineBuildError, build_engine
+from .cache import CACHE_ENV, EngineCache, KeyParts, Lookup, default_cache_dir
+from .profiles import DECODE, PREFILL, Profile, ProfileError, ProfileLimits, ShapeRange, build_profiles, select_profile
+
+__all__ = [
+    "NOT_INSTALLED", "TensorRTNotInstalled", "require_tensorrt", "tensorrt_available",
+    "BindingError", "BindingPlan", "BufferSpec", "plan_bindings",
+    "ENGINE_PRECISIONS", "EngineBuildError", "build_engine",
+    "CACHE_ENV", "EngineCache", "KeyParts", "Lookup", "default_cache_dir",
+    "DECODE", "PREFILL", "Profile", "ProfileError", "ProfileLimits", "ShapeRange", "build_profiles",
+    "select_profile", "TensorRTBackend",
+]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """``TensorRTBackend`` is imported on first use (its module needs torch CUDA + TensorRT at run time only)."""
+    if name == "TensorRTBackend":
+        from ..backends.tensorrt_backend import TensorRTBackend
+
+        return TensorRTBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,177 @@
+"""The on-disk engine cache: keys, atomic writes, and detection of corrupt or foreign entries.
+
+A TensorRT engine is valid only for the exact ONNX file, TensorRT version, GPU (name and compute
+capability), precision, optimization profiles and plugin library it was built with. :class:`KeyParts`
+holds those; :meth:`KeyParts.key` is the sha256 of their canonical JSON and names the files::
+
+    <cache dir>/<model_sha256[:12]>-<precision>-<key[:24]>.engine   the serialized engine
+    <cache dir>/<same stem>.json                                     sidecar: key, parts, engine sha256, size
+
+Writes go to a temporary file in the cache dir, are fsynced, then ``os.replace``\\ d, engine first and
+sidecar last, so a reader sees either the old complete entry, or a new engine whose sidecar does not
+match it yet (detected as corrupt and rebuilt), never a half-written engine that passes. A lookup
+checks that the sidecar's key and parts match and that the engine's sha256 and size are the recorded
+ones. Cache dir: ``$RNNX_ENGINE_CACHE``, else ``$XDG_CACHE_HOME/rnnx/engines``, else
+``~/.cache/rnnx/engines``. Pure Python: no TensorRT needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .profiles import Profile
+
+CACHE_ENV = "RNNX_ENGINE_CACHE"
+SIDECAR_FORMAT = "rnnx-trt-engine"
+SIDECAR_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    """``$RNNX_ENGINE_CACHE`` | ``$XDG_CACHE_HOME/rnnx/engines`` | ``~/.cache/rnnx/engines``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "rnnx" / "engines"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_path(path: Union[str, Path]) -> str:
+    """Hex sha256 of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class KeyParts:
+    """Everything an engine depends on. ``profiles`` are :meth:`Profile.to_dict` dicts;
+    ``plugin_sha256`` is None when no plugin library is loaded."""
+
+    model_sha256: str
+    tensorrt_version: str
+    gpu_name: str
+    compute_capability: str
+    precision: str
+    profiles: tuple[Any, ...]
+    plugin_sha256: Optional[str] = None
+
+    @classmethod
+    def create(
+        cls, *, model_sha256: str, tensorrt_version: str, gpu_name: str, compute_capability: Union[str, tuple[int, int]],
+        precision: str, profiles: list[Profile], plugin_library: Optional[Union[str, Path]] = None,
+    ) -> "KeyParts":  # fmt: skip
+        """Builds the parts, hashing ``plugin_library`` (a file) when given."""
+        if not isinstance(compute_capability, str):
+            compute_capability = ".".join(str(int(v)) for v in compute_capability)
+        plugin = sha256_path(plugin_library) if plugin_library is not None else None
+        return cls(model_sha256, str(tensorrt_version), str(gpu_name), compute_capability, precision,
+                   tuple(p.to_dict() for p in profiles), plugin)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["profiles"] = list(self.profiles)
+        return out
+
+    def key(self) -> str:
+        """Hex sha256 of the canonical JSON of the parts (stable across runs and dict orders)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def file_stem(self) -> str:
+        """``<model_sha256[:12]>-<precision>-<key[:24]>``: readable and unique per key."""
+        return f"{self.model_sha256[:12]}-{self.precision}-{self.key()[:24]}"
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A cache lookup: ``path`` of a valid engine (None otherwise) and, for an invalid entry, why."""
+
+    path: Optional[Path]
+    problem: Optional[str] = None
+
+    @property
+    def hit(self) -> bool:
+        return self.path is not None
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` via a fsynced temporary file in the same dir and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EngineCache:
+    """Engines in one directory, keyed by :class:`KeyParts`."""
+
+    def __init__(self, directory: Optional[Union[str, Path]] = None) -> None:
+        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
+
+    def engine_path(self, parts: KeyParts) -> Path:
+        return self.directory / f"{parts.file_stem()}.engine"
+
+    def sidecar_path(self, parts: KeyParts) -> Path:
+        return self.directory / f"{parts.file_stem()}.json"
+
+    def lookup(self, parts: KeyParts) -> Lookup:
+        """A valid cached engine for ``parts``, or a miss (with ``problem`` set when an entry exists
+        but is corrupt, truncated, or was built for other parts)."""
+        engine, sidecar = self.engine_path(parts), self.sidecar_path(parts)
+        if not engine.is_file() and not sidecar.is_file():
+            return Lookup(None)
+        if not engine.is_file():
+            return Lookup(None, f"{engine.name}: engine file missing (sidecar without engine)")
+        if not sidecar.is_file():
+            return Lookup(None, f"{sidecar.name}: sidecar missing; engine of unknown origin")
+        try:
+            info = json.loads(sidecar.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            return Lookup(None, f"{sidecar.name}: unreadable sidecar ({e})")
+        if not isinstance(info, dict) or info.get("format") != SIDECAR_FORMAT or info.get("format_version") != SIDECAR_VERSION:
+            return Lookup(None, f"{sidecar.name}: not an rnnx engine sidecar")
+        if info.get("key") != parts.key() or info.get("parts") != json.loads(json.dumps(parts.to_dict())):
+            return Lookup(None, f"{sidecar.name}: built for other key parts (foreign entry)")
+        size = engine.stat().st_size
+        if size != info.get("engine_bytes"):
+            return Lookup(None, f"{engine.name}: {size} bytes, sidecar records {info.get('engine_bytes')} (truncated or replaced)")
+        if sha256_path(engine) != info.get("engine_sha256"):
+            return Lookup(None, f"{engine.name}: sha256 does not match its sidecar (corrupt or replaced)")
+        return Lookup(engine)
+
+    def store(self, parts: KeyParts, engine_bytes: bytes) -> Path:
+        """Atomically writes the engine, then its sidecar; returns the engine path."""
+        if not engine_bytes:
+            raise ValueError("refusing to cache an empty engine")
+        engine = self.engine_path(parts)
+        atomic_write_bytes(engine, bytes(engine_bytes))
+        sidecar = {
+            "format": SIDECAR_FORMAT, "format_version": SIDECAR_VERSION, "key": parts.key(),
+            "parts": parts.to_dict(), "engine_file": engine.name,
+            "engine_sha256": sha256_bytes(bytes(engine_bytes)), "engine_bytes": len(engine_bytes),
+        }  # fmt: skip
+        atomic_write_bytes(self.sidecar_path(parts), (json.dumps(sidecar, indent=1) + "\n").encode())
+        return engine
+
+    def remove(self, parts: KeyParts) -> None:
+        """Deletes an entry (both files), e.g. one :meth:`lookup` found corrupt."""
+        self.engine_path(parts).unlink(missing_ok=True)
+        self.sidecar_path(parts).unlink(missing_ok=True)

@@ -1,0 +1,135 @@
+"""The TensorRT plugin library: CMake build, the C++ unit tests (ctest), the field tables against
+models/ops/spec.py, and loading the library without TensorRT (ctypes, exported symbols).
+
+Needs cmake and nvcc (CI has both; no GPU and no TensorRT library needed). The build goes to
+build/plugins and is incremental, so the CUDA kernels compile once per source change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnx.models.ops import spec
+from rnnx.runtime import plugins
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO / "build" / "plugins"
+
+
+def _nvcc() -> str | None:
+    for candidate in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the TensorRT plugins"),
+    pytest.mark.skipif(_nvcc() is None, reason="nvcc not found (CUDA toolkit): cannot build the TensorRT plugins"),
+    pytest.mark.slow,
+]
+
+
+@pytest.fixture(scope="module")
+def build() -> Path:
+    args = [f"-DCMAKE_CUDA_COMPILER={_nvcc()}"]
+    library = plugins.build_plugins(BUILD_DIR, cmake_args=args, quiet=True)
+    assert library.is_file(), f"{library} was not built"
+    return library
+
+
+def test_ctest_passes(build: Path) -> None:
+    result = subprocess.run(
+        ["ctest", "--test-dir", str(BUILD_DIR), "--output-on-failure"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "100% tests passed" in result.stdout, result.stdout
+    assert "plugin_unit_tests" in result.stdout and "plugin_library_dlopen" in result.stdout
+
+
+def test_unit_test_summary(build: Path) -> None:
+    result = subprocess.run([str(BUILD_DIR / "tests" / "rnnx_plugin_tests")], capture_output=True, text=True)
+    summary = result.stdout.strip().splitlines()[-1]
+    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    assert result.returncode == 0 and failed == 0 and passed >= 20, result.stdout
+
+
+def _spec_kind(default: object) -> str:
+    return "float" if isinstance(default, float) else "int"
+
+
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
+def test_field_tables_match_spec(build: Path, op: spec.OpSpec) -> None:
+    """The creators' field names, kinds and defaults are the op's ONNX attributes in spec.py."""
+    result = subprocess.run(
+        [str(BUILD_DIR / "tests" / "rnnx_plugin_tests"), "--fields"], capture_output=True, text=True, check=True
+    )
+    creator = json.loads(result.stdout)[op.onnx_name]
+    assert creator["name"] == op.onnx_name
+    assert creator["version"] == spec.PLUGIN_VERSION
+    assert creator["namespace"] == spec.PLUGIN_NAMESPACE
+    fields = {f["name"]: f for f in creator["fields"]}
+    assert list(fields) == list(op.attributes)
+    for name, default in op.attributes.items():
+        assert fields[name]["kind"] == _spec_kind(default), name
+        if not fields[name]["required"]:
+            assert fields[name]["default"] == pytest.approx(float(default), rel=1e-6), name
+    assert {n for n, f in fields.items() if f["required"]} == ({"hidden_size"} if op is spec.SRU_SCAN else set())
+
+
+def test_library_loads_without_tensorrt(build: Path) -> None:
+    """dlopen through ctypes (as polygraphy --plugins does) in a fresh process; getCreators returns 2."""
+    code = (
+        "import ctypes, sys\n"
+        "lib = ctypes.CDLL(sys.argv[1])\n"
+        "lib.getCreators.restype = ctypes.c_void_p\n"
+        "lib.getCreators.argtypes = [ctypes.POINTER(ctypes.c_int32)]\n"
+        "n = ctypes.c_int32(-1)\n"
+        "creators = lib.getCreators(ctypes.byref(n))\n"
+        "lib.setLoggerFinder.argtypes = [ctypes.c_void_p]\n"
+        "lib.setLoggerFinder(None)\n"
+        "print(n.value, bool(creators))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(build)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "True"]
+
+
+def test_exported_symbols(build: Path) -> None:
+    """Exports exactly the TensorRT entry points; needs no TensorRT library."""
+    if shutil.which("nm") is None or shutil.which("readelf") is None:
+        pytest.skip("binutils (nm, readelf) not found")
+    defined = subprocess.run(
+        ["nm", "-D", "--defined-only", str(build)], capture_output=True, text=True, check=True
+    ).stdout
+    symbols = {line.split()[-1]: line.split()[-2] for line in defined.splitlines() if len(line.split()) >= 2}
+    assert symbols.get("getCreators") == "T"
+    assert symbols.get("setLoggerFinder") == "T"
+    leaked = [s for s in symbols if "rnnx" in s or "nvinfer1" in s]
+    assert not leaked, f"C++ symbols leak from the library: {leaked[:10]}"
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(build)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "getPluginRegistry" not in undefined and "nvinfer" not in undefined.lower()
+    needed = subprocess.run(["readelf", "-d", str(build)], capture_output=True, text=True, check=True).stdout
+    assert "libnvinfer" not in needed
+
+
+def test_plugin_library_path_error_names_the_build_command(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
+    with pytest.raises(plugins.PluginLibraryNotFound, match="python -m rnnx.runtime.plugins"):
+        plugins.plugin_library_path(tmp_path)
+
+
+def test_plugin_library_path_finds_the_build(build: Path, monkeypatch) -> None:
+    monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
+    assert plugins.plugin_library_path(BUILD_DIR) == build
+    monkeypatch.setenv(plugins.LIBRARY_ENV, str(build))
+    assert plugins.plugin_library_path() == build
