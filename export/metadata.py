@@ -24,7 +24,6 @@ directory's metadata and the hash of its model file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -32,6 +31,7 @@ from typing import Any, Optional, Union
 import onnx
 import torch
 
+from ..models.checkpoint import sha256_file
 from ..models.ops.spec import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
 from .wrapper import ATTENTION_MASK, BATCH, INPUT_IDS, LENGTH, LOGITS, PAST_LENGTH, StateTensor
 
@@ -49,15 +49,6 @@ _REQUIRED = {
 
 class MetadataError(ValueError):
     """Metadata that is missing, malformed or does not match its model file; one line."""
-
-
-def sha256_file(path: Union[str, Path]) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def dtype_name(dtype: torch.dtype) -> str:

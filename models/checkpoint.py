@@ -50,7 +50,7 @@ def demo_checkpoint_path(name: str) -> Path:
     return Path(__file__).resolve().parent / "checkpoints" / name
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Union[str, os.PathLike]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -82,7 +82,7 @@ def save_checkpoint(
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a checkpoint is ordinary readable data
         state_dict = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         torch.save(state_dict, tmp / WEIGHTS_FILE)
-        info["weights_sha256"] = _sha256(tmp / WEIGHTS_FILE)
+        info["weights_sha256"] = sha256_file(tmp / WEIGHTS_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(info, indent=2, sort_keys=False) + "\n")
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
@@ -166,7 +166,7 @@ def load_checkpoint(
     if not weights_path.is_file():
         raise CheckpointError(f"{weights_path}: missing weights file")
     expected_sha = info.get("weights_sha256")
-    if expected_sha and _sha256(weights_path) != expected_sha:
+    if expected_sha and sha256_file(weights_path) != expected_sha:
         raise CheckpointError(f"{weights_path}: sha256 mismatch, the weights file is corrupt or was replaced")
     try:
         state_dict = torch.load(weights_path, map_location=map_location, weights_only=True)

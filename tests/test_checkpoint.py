@@ -13,7 +13,7 @@ import torch
 from rnnx.models.checkpoint import (
     CheckpointError,
     DEMO_CHECKPOINTS,
-    _sha256,
+    sha256_file,
     demo_checkpoint_path,
     load_checkpoint,
     save_checkpoint,
@@ -42,7 +42,7 @@ def test_round_trip_gives_identical_logits(tmp_path: Path, model_type: str) -> N
     info = json.loads((path / "config.json").read_text())
     assert info["format"] == "rnnx-checkpoint" and info["format_version"] == 1
     assert info["model_type"] == model_type and info["config"] == model.config
-    assert info["weights_sha256"] == _sha256(path / "model.pt")
+    assert info["weights_sha256"] == sha256_file(path / "model.pt")
     tokens = torch.randint(0, 11, (2, 7))
     for where in (path, path / "config.json", str(path)):
         loaded, loaded_info = load_checkpoint(where)
@@ -86,7 +86,7 @@ def replace_weights(make_state: Callable[[dict], object]) -> Callable[[Path], No
     def edit(path: Path) -> None:
         state = torch.load(path / "model.pt", weights_only=True)
         torch.save(make_state(state), path / "model.pt")
-        edit_config(weights_sha256=_sha256(path / "model.pt"))(path)
+        edit_config(weights_sha256=sha256_file(path / "model.pt"))(path)
 
     return edit
 
@@ -94,7 +94,7 @@ def replace_weights(make_state: Callable[[dict], object]) -> Callable[[Path], No
 def write_bytes(data: Callable[[bytes], bytes]) -> Callable[[Path], None]:
     def edit(path: Path) -> None:
         (path / "model.pt").write_bytes(data((path / "model.pt").read_bytes()))
-        edit_config(weights_sha256=_sha256(path / "model.pt"))(path)
+        edit_config(weights_sha256=sha256_file(path / "model.pt"))(path)
 
     return edit
 

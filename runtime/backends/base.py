@@ -176,6 +176,15 @@ class Backend(ABC):
         """The inverse of :meth:`state_to_host`: uploads ``arrays`` (already validated by the caller:
         every name present, shapes consistent with one batch / past_length, dtypes of the specs)."""
 
+    def host_batch_and_past(self, arrays: dict[str, np.ndarray]) -> tuple[int, int]:
+        """``(batch, past_length)`` of a host state: the batch axis of the first state tensor, the grow
+        axis of a KV cache (0 for a model without one)."""
+        first = self.state_specs[0] if self.state_specs else None
+        batch = int(arrays[first.name].shape[first.batch_axis]) if first is not None else 1
+        grow = next((s for s in self.state_specs if s.grow_axis is not None), None)
+        past = int(arrays[grow.name].shape[grow.grow_axis]) if grow is not None else 0
+        return batch, past
+
     def close(self) -> None:
         """Releases device resources (optional)."""
 

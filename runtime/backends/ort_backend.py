@@ -116,10 +116,7 @@ class OrtBackend(Backend):
         return {s.name: self._host(state.tensors[s.name]) for s in self.state_specs}
 
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
-        first = self.state_specs[0]
-        batch = int(arrays[first.name].shape[first.batch_axis])
-        grow = next((s for s in self.state_specs if s.grows), None)
-        past = int(arrays[grow.name].shape[grow.grow_axis]) if grow is not None else 0
+        batch, past = self.host_batch_and_past(arrays)
         tensors = {
             s.name: self._upload(np.array(arrays[s.name], dtype=_numpy_dtype(s.dtype), copy=True)) for s in self.state_specs
         }

@@ -229,13 +229,8 @@ class TensorRTBackend(Backend):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         import torch
 
-        first = self.state_specs[0] if self.state_specs else None
-        batch = int(arrays[first.name].shape[first.batch_axis]) if first is not None else 1
+        batch, past = self.host_batch_and_past(arrays)
         self._check_batch(batch)
-        past = 0
-        for spec in self.state_specs:
-            if spec.grow_axis is not None:
-                past = int(arrays[spec.name].shape[spec.grow_axis])
         if past > int(self.limits.max_context or 0) and any(s.grows for s in self.state_specs):
             raise InputError(f"state holds {past} positions; the engine's max_context is {self.limits.max_context}")
         storages = {}

@@ -114,10 +114,7 @@ class TorchBackend(Backend):
         return {n: state.tensors[n].detach().cpu().numpy().copy() for n in self.state_names}
 
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
-        first = self.state_specs[0]
-        batch = int(arrays[first.name].shape[first.batch_axis])
-        grow = next((s for s in self.state_specs if s.grows), None)
-        past = int(arrays[grow.name].shape[grow.grow_axis]) if grow is not None else 0
+        batch, past = self.host_batch_and_past(arrays)
         tensors = {
             s.name: torch.from_numpy(np.ascontiguousarray(arrays[s.name], dtype=_numpy_dtype(s.dtype))).to(self._torch_device)
             for s in self.state_specs

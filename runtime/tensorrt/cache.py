@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ...models.checkpoint import sha256_file
 from .profiles import Profile
 
 CACHE_ENV = "RNNX_ENGINE_CACHE"
@@ -42,15 +43,6 @@ def default_cache_dir() -> Path:
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_path(path: Union[str, Path]) -> str:
-    """Hex sha256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -74,7 +66,7 @@ class KeyParts:
         """Builds the parts, hashing ``plugin_library`` (a file) when given."""
         if not isinstance(compute_capability, str):
             compute_capability = ".".join(str(int(v)) for v in compute_capability)
-        plugin = sha256_path(plugin_library) if plugin_library is not None else None
+        plugin = sha256_file(plugin_library) if plugin_library is not None else None
         return cls(model_sha256, str(tensorrt_version), str(gpu_name), compute_capability, precision,
                    tuple(p.to_dict() for p in profiles), plugin)  # fmt: skip
 
@@ -153,7 +145,7 @@ class EngineCache:
         size = engine.stat().st_size
         if size != info.get("engine_bytes"):
             return Lookup(None, f"{engine.name}: {size} bytes, sidecar records {info.get('engine_bytes')} (truncated or replaced)")
-        if sha256_path(engine) != info.get("engine_sha256"):
+        if sha256_file(engine) != info.get("engine_sha256"):
             return Lookup(None, f"{engine.name}: sha256 does not match its sidecar (corrupt or replaced)")
         return Lookup(engine)
 
