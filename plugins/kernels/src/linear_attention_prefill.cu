@@ -6,7 +6,7 @@
 //
 //   A   = tril(Q K^T)                          (kChunk x kChunk)
 //   den = Q z + A 1 + eps
-//   out = (A V + Q S) / den
+//   out = (A V + Q S) / den                    (tensor cores: (A / den) V + (Q S) / den)
 //   S  += K^T V,   z += K^T 1
 //
 // fp16 / bf16: Q, K, V and A are kept in the activation type and the matmuls Q K^T, A V and K^T V
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    // den = Q z + A 1 + eps, one warp per row; the activation-type copy of tril(A).
+    // den = Q z + A 1 + eps, one warp per row; the activation-type copy of tril(A) / den.
     for (int t = warp; t < C; t += kWarps) {
       float sum = 0.f;
       for (int s = lane; s <= t; s += 32) sum += Af[t * Cfg::kLdA + s];
@@ -167,12 +167,15 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0) den[t] = sum + p.eps;
     }
     if constexpr (Cfg::kTensorCores) {
+      // The activation-type copy holds A / den (entries in [0, 1]): raw scores Q K^T overflow
+      // fp16 (> 65504) for large but representable q, k, and tiny ones flush to zero.
+      __syncthreads();  // den
       for (int i = tid; i < C * C; i += kThreads) {
         const int t = i / C, s = i % C;
-        Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? Af[t * Cfg::kLdA + s] : 0.f);
+        Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? Af[t * Cfg::kLdA + s] / den[t] : 0.f);
       }
       __syncthreads();
-      // Os = A V (over the diagonal blocks and those left of it), overwriting the fp32 A.
+      // Os = (A / den) V (over the diagonal blocks and those left of it), overwriting the fp32 A.
       namespace wmma = nvcuda::wmma;
       constexpr int nti = C / kFrag, ntj = TM / kFrag;
       for (int tile = warp; tile < nti * ntj; tile += kWarps) {
@@ -192,7 +195,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
 
-    // out = (A V + Q S) / den: a thread owns one column and every kRowStep-th row.
+    // out = (A V + Q S) / den: a thread owns one column and every kRowStep-th row. With tensor
+    // cores Os already holds (A / den) V and acc gets Q S only.
     {
       constexpr int kRowStep = kThreads / TM;
       constexpr int kRows = C / kRowStep;
@@ -200,10 +204,7 @@ __global__ void __launch_bounds__(kThreads)
       float acc[kRows];
 #pragma unroll
       for (int j = 0; j < kRows; ++j) acc[j] = 0.f;
-      if constexpr (Cfg::kTensorCores) {
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) acc[j] = Os[(r0 + j * kRowStep) * Cfg::kLdO + m];
-      } else {
+      if constexpr (!Cfg::kTensorCores) {
         for (int s = 0; s < C; ++s) {
           const float vs = Vs[s * Cfg::kLdV + m];
 #pragma unroll
@@ -221,7 +222,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
         const int t = r0 + j * kRowStep;
-        if (t < rows) ob[static_cast<size_t>(t0 + t) * M + m0 + m] = fromFloat<T>(acc[j] / den[t]);
+        if (t < rows) {
+          float o = acc[j] / den[t];
+          if constexpr (Cfg::kTensorCores) o += Os[t * Cfg::kLdO + m];
+          ob[static_cast<size_t>(t0 + t) * M + m0 + m] = fromFloat<T>(o);
+        }
       }
     }
     __syncthreads();
