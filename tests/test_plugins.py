@@ -133,3 +133,54 @@ def test_plugin_library_path_finds_the_build(build: Path, monkeypatch) -> None:
     assert plugins.plugin_library_path(BUILD_DIR) == build
     monkeypatch.setenv(plugins.LIBRARY_ENV, str(build))
     assert plugins.plugin_library_path() == build
+
+
+# ---------------------------------------------------------------------------------------------
+# plugin_enqueue_gpu: enqueue on a real device with the real kernels (plugins/tests/enqueueGpuTests.cpp)
+
+GPU_ENQUEUE_TEST = BUILD_DIR / "tests" / "plugin_enqueue_gpu"
+GPU_SKIP_CODE = 77  # SKIP_RETURN_CODE of the ctest entry
+
+
+def _cuda_device_listed() -> bool:
+    """Whether nvidia-smi lists a GPU (independent of the test binary's own probe)."""
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0 and "GPU " in result.stdout
+
+
+def test_gpu_enqueue_test_is_built_and_skips_without_a_device(build: Path) -> None:
+    """The GPU enqueue test compiles with the normal build; with no CUDA device it exits 77 with a SKIP line."""
+    assert GPU_ENQUEUE_TEST.is_file(), f"{GPU_ENQUEUE_TEST} was not built"
+    if _cuda_device_listed():
+        pytest.skip("a CUDA device is present: test_gpu_enqueue_matches_reference runs the GPU path")
+    result = subprocess.run([str(GPU_ENQUEUE_TEST)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == GPU_SKIP_CODE, result.stdout + result.stderr
+    assert result.stdout.startswith("SKIP plugin_enqueue_gpu: no CUDA device"), result.stdout
+
+
+def test_ctest_reports_the_gpu_enqueue_test_skipped_without_a_device(build: Path) -> None:
+    if _cuda_device_listed():
+        pytest.skip("a CUDA device is present: the ctest entry runs instead of skipping")
+    result = subprocess.run(
+        ["ctest", "--test-dir", str(BUILD_DIR), "-R", "^plugin_enqueue_gpu$", "--output-on-failure"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "plugin_enqueue_gpu" in result.stdout and "Skipped" in result.stdout, result.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_device_listed(), reason="needs a CUDA device (nvidia-smi lists none)")
+def test_gpu_enqueue_matches_reference(build: Path) -> None:
+    """Both plugins' enqueue on device buffers against the C++ reference: random shapes, fp32/fp16/bf16,
+    mask_pad, both directions, k = 3/4, head dims 32/64/128, prefill-then-step in place and out of place."""
+    result = subprocess.run([str(GPU_ENQUEUE_TEST)], capture_output=True, text=True, timeout=900)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    assert failed == 0 and passed >= 12, result.stdout

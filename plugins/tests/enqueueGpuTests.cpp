@@ -1,0 +1,1323 @@
+/*
+ * plugin_enqueue_gpu: the plugins' enqueue on a real CUDA device against a plain C++ reference.
+ *
+ * Each case walks a plugin through the calls TensorRT makes: createPlugin (kBUILD) with the fields the ONNX
+ * parser passes (INT -> kINT32, FLOAT -> kFLOAT32, plugin_version / plugin_namespace as kCHAR),
+ * getOutputDataTypes, supportsFormatCombination, configurePlugin, getWorkspaceSize, getAliasedInput,
+ * getFieldsToSerialize -> createPlugin (kRUNTIME) -> attachToContext, then onShapeChange + enqueue on a
+ * cudaStream_t with cudaMalloc'ed buffers. The outputs are compared with naive loops of docs/ops.md written
+ * here (fp64 accumulation, from the same rounded inputs), for random shapes, fp32 / fp16 / bf16 activations,
+ * mask_pad (bool and uint8), both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones), absent
+ * optional state, and prefill-then-step with the state fed back (in place, as getAliasedInput asks, and
+ * out of place).
+ *
+ * Without a CUDA device (cudaGetDeviceCount fails or finds none) it prints a "SKIP ... no CUDA device" line
+ * and exits with 77, ctest's SKIP_RETURN_CODE for this test. Otherwise it prints "N passed, N failed".
+ * Arguments: an optional substring selecting test cases. RNNX_TEST_SEED sets the random seed.
+ */
+#include "testHarness.h"
+#include "testUtils.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+using namespace rnnx;
+using namespace rnnx::test;
+using nvinfer1::DataType;
+using nvinfer1::PluginTensorDesc;
+
+namespace rnnx
+{
+namespace test
+{
+namespace
+{
+int32_t gFailures{0};
+int32_t gLoggedErrors{0};
+char const* gCurrent{""};
+
+void printingSink(nvinfer1::ILogger::Severity severity, char const* message)
+{
+    if (severity <= nvinfer1::ILogger::Severity::kERROR)
+    {
+        ++gLoggedErrors;
+        std::cout << "  plugin error: " << message << "\n";
+    }
+}
+} // namespace
+
+std::vector<TestCase>& registry()
+{
+    static std::vector<TestCase> cases;
+    return cases;
+}
+
+void fail(char const* file, int line, std::string const& what)
+{
+    ++gFailures;
+    std::cout << "  FAILED " << gCurrent << ": " << file << ":" << line << ": " << what << "\n";
+}
+
+int32_t takeLoggedErrors()
+{
+    int32_t const n = gLoggedErrors;
+    gLoggedErrors = 0;
+    return n;
+}
+
+} // namespace test
+} // namespace rnnx
+
+namespace
+{
+
+// ------------------------------------------------------------------------------------------------------------
+// Helpers: CUDA checks, device buffers, activation types, random data, comparison.
+
+#define REQUIRE_CUDA(expr)                                                                                             \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        cudaError_t const rnnxStatus_ = (expr);                                                                        \
+        if (rnnxStatus_ != cudaSuccess)                                                                                \
+        {                                                                                                              \
+            ::rnnx::test::fail(__FILE__, __LINE__,                                                                     \
+                std::string(#expr) + " -> " + cudaGetErrorName(rnnxStatus_) + ": " + cudaGetErrorString(rnnxStatus_)); \
+            throw ::rnnx::test::AbortTestCase{};                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+//! Records a failure with `message` unless it is empty.
+#define CHECK_MSG(message)                                                                                             \
+    do                                                                                                                 \
+    {                                                                                                                  \
+        std::string const rnnxMsg_ = (message);                                                                        \
+        if (!rnnxMsg_.empty())                                                                                         \
+        {                                                                                                              \
+            ::rnnx::test::fail(__FILE__, __LINE__, rnnxMsg_);                                                          \
+        }                                                                                                              \
+    } while (0)
+
+class DeviceBuffer
+{
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t bytes)
+        : mBytes(bytes)
+    {
+        if (bytes > 0)
+        {
+            cudaError_t const status = cudaMalloc(&mPtr, bytes);
+            if (status != cudaSuccess)
+            {
+                mPtr = nullptr;
+                throw std::runtime_error(std::string("cudaMalloc: ") + cudaGetErrorString(status));
+            }
+        }
+    }
+    DeviceBuffer(DeviceBuffer const&) = delete;
+    DeviceBuffer& operator=(DeviceBuffer const&) = delete;
+    DeviceBuffer(DeviceBuffer&& other) noexcept
+        : mPtr(other.mPtr)
+        , mBytes(other.mBytes)
+    {
+        other.mPtr = nullptr;
+        other.mBytes = 0;
+    }
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept
+    {
+        std::swap(mPtr, other.mPtr);
+        std::swap(mBytes, other.mBytes);
+        return *this;
+    }
+    ~DeviceBuffer()
+    {
+        if (mPtr != nullptr)
+        {
+            cudaFree(mPtr);
+        }
+    }
+    void* get() const
+    {
+        return mPtr;
+    }
+    size_t bytes() const
+    {
+        return mBytes;
+    }
+
+private:
+    void* mPtr{nullptr};
+    size_t mBytes{0};
+};
+
+DeviceBuffer upload(std::vector<uint8_t> const& host)
+{
+    DeviceBuffer buffer(host.size());
+    REQUIRE_CUDA(cudaMemcpy(buffer.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    return buffer;
+}
+
+std::vector<uint8_t> download(void const* device, size_t bytes)
+{
+    std::vector<uint8_t> host(bytes);
+    REQUIRE_CUDA(cudaMemcpy(host.data(), device, bytes, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+//! Activation element type.
+enum class Act
+{
+    kF32,
+    kF16,
+    kBF16
+};
+
+Act const kALL_ACTS[] = {Act::kF32, Act::kF16, Act::kBF16};
+
+char const* name(Act a)
+{
+    return a == Act::kF32 ? "fp32" : a == Act::kF16 ? "fp16" : "bf16";
+}
+
+DataType trtType(Act a)
+{
+    return a == Act::kF32 ? DataType::kFLOAT : a == Act::kF16 ? DataType::kHALF : DataType::kBF16;
+}
+
+size_t elementSize(Act a)
+{
+    return a == Act::kF32 ? 4 : 2;
+}
+
+//! Rounds every value to the activation type in place and returns the encoded bytes.
+std::vector<uint8_t> encode(std::vector<double>& values, Act a)
+{
+    std::vector<uint8_t> bytes(values.size() * elementSize(a));
+    for (size_t i = 0; i < values.size(); ++i)
+    {
+        float const f = static_cast<float>(values[i]);
+        if (a == Act::kF32)
+        {
+            std::memcpy(&bytes[4 * i], &f, 4);
+            values[i] = f;
+        }
+        else if (a == Act::kF16)
+        {
+            __half const h = __float2half_rn(f);
+            std::memcpy(&bytes[2 * i], &h, 2);
+            values[i] = __half2float(h);
+        }
+        else
+        {
+            __nv_bfloat16 const b = __float2bfloat16_rn(f);
+            std::memcpy(&bytes[2 * i], &b, 2);
+            values[i] = __bfloat162float(b);
+        }
+    }
+    return bytes;
+}
+
+std::vector<double> decode(std::vector<uint8_t> const& bytes, Act a)
+{
+    size_t const n = bytes.size() / elementSize(a);
+    std::vector<double> values(n);
+    for (size_t i = 0; i < n; ++i)
+    {
+        if (a == Act::kF32)
+        {
+            float f;
+            std::memcpy(&f, &bytes[4 * i], 4);
+            values[i] = f;
+        }
+        else if (a == Act::kF16)
+        {
+            __half h;
+            std::memcpy(&h, &bytes[2 * i], 2);
+            values[i] = __half2float(h);
+        }
+        else
+        {
+            __nv_bfloat16 b;
+            std::memcpy(&b, &bytes[2 * i], 2);
+            values[i] = __bfloat162float(b);
+        }
+    }
+    return values;
+}
+
+//! fp32 state: rounds in place, returns the bytes.
+std::vector<uint8_t> encodeF32(std::vector<double>& values)
+{
+    return encode(values, Act::kF32);
+}
+
+std::vector<double> decodeF32(std::vector<uint8_t> const& bytes)
+{
+    return decode(bytes, Act::kF32);
+}
+
+std::mt19937_64& rng()
+{
+    static std::mt19937_64 engine;
+    return engine;
+}
+
+int32_t randInt(int32_t lo, int32_t hi)
+{
+    return std::uniform_int_distribution<int32_t>(lo, hi)(rng());
+}
+
+std::vector<double> randn(size_t n, double scale)
+{
+    std::normal_distribution<double> dist(0.0, scale);
+    std::vector<double> v(n);
+    for (double& x : v)
+    {
+        x = dist(rng());
+    }
+    return v;
+}
+
+std::vector<double> randu(size_t n, double lo, double hi)
+{
+    std::uniform_real_distribution<double> dist(lo, hi);
+    std::vector<double> v(n);
+    for (double& x : v)
+    {
+        x = dist(rng());
+    }
+    return v;
+}
+
+struct Tolerance
+{
+    double atol;
+    double rtol;
+};
+
+//! "" when |got - ref| <= atol + rtol * |ref| everywhere (and nothing is NaN), else a description of the worst.
+std::string compare(std::string const& what, std::vector<double> const& got, std::vector<double> const& ref,
+    Tolerance tol)
+{
+    if (got.size() != ref.size())
+    {
+        return what + ": size " + std::to_string(got.size()) + " vs reference " + std::to_string(ref.size());
+    }
+    size_t bad = 0;
+    size_t worst = 0;
+    double worstExcess = -1.0;
+    for (size_t i = 0; i < got.size(); ++i)
+    {
+        double const limit = tol.atol + tol.rtol * std::fabs(ref[i]);
+        double const err = std::fabs(got[i] - ref[i]);
+        bool const ok = std::isfinite(got[i]) && err <= limit;
+        double const excess = std::isfinite(got[i]) ? err - limit : INFINITY;
+        if (!ok)
+        {
+            ++bad;
+        }
+        if (excess > worstExcess || (!ok && bad == 1))
+        {
+            worstExcess = excess;
+            worst = i;
+        }
+    }
+    if (bad == 0)
+    {
+        return "";
+    }
+    std::ostringstream out;
+    out.precision(8);
+    out << what << ": " << bad << " of " << got.size() << " elements off (atol " << tol.atol << ", rtol " << tol.rtol
+        << "); worst at flat index " << worst << ": got " << got[worst] << ", reference " << ref[worst];
+    return out.str();
+}
+
+std::string bitwiseEqual(std::string const& what, std::vector<uint8_t> const& a, std::vector<uint8_t> const& b)
+{
+    if (a == b)
+    {
+        return "";
+    }
+    return what + ": not bitwise equal to the one-pass run";
+}
+
+double maxAbs(std::vector<double> const& v)
+{
+    double m = 0.0;
+    for (double x : v)
+    {
+        m = std::max(m, std::fabs(x));
+    }
+    return m;
+}
+
+//! The ONNX parser's fields: attributes (INT as kINT32, FLOAT as kFLOAT32) plus plugin_version / _namespace.
+void addParserExtras(Fields& f)
+{
+    f.str("plugin_version", "1").str("plugin_namespace", "rnnx");
+}
+
+//! Build phase (types, formats, configure, workspace, aliases), then serialise -> deserialise -> attach, as
+//! TensorRT does; returns the plugin that runs. `workspace` and `aliases` report the build plugin's answers.
+template <typename Plugin, typename Creator>
+std::unique_ptr<Plugin> buildThenDeserialize(Fields& fields, std::vector<PluginTensorDesc> const& in,
+    std::vector<PluginTensorDesc> const& out, size_t& workspace, std::vector<int32_t>& aliases)
+{
+    Creator creator;
+    auto build = createAs<Plugin>(creator, fields.get(), nvinfer1::TensorRTPhase::kBUILD);
+    REQUIRE(build != nullptr);
+    auto const nIn = static_cast<int32_t>(in.size());
+    auto const nOut = static_cast<int32_t>(out.size());
+    REQUIRE(build->getNbOutputs() == nOut);
+    std::vector<DataType> inTypes;
+    for (auto const& d : in)
+    {
+        inTypes.push_back(d.type);
+    }
+    std::vector<DataType> outTypes(out.size());
+    REQUIRE(build->getOutputDataTypes(outTypes.data(), nOut, inTypes.data(), nIn) == 0);
+    for (int32_t i = 0; i < nOut; ++i)
+    {
+        CHECK(outTypes[i] == out[i].type);
+    }
+    std::vector<nvinfer1::DynamicPluginTensorDesc> dyn;
+    for (auto const& d : in)
+    {
+        dyn.push_back(dynDesc(d));
+    }
+    for (auto const& d : out)
+    {
+        dyn.push_back(dynDesc(d));
+    }
+    for (int32_t pos = 0; pos < nIn + nOut; ++pos)
+    {
+        CHECK(build->supportsFormatCombination(pos, dyn.data(), nIn, nOut));
+    }
+    REQUIRE(build->configurePlugin(dyn.data(), nIn, dyn.data() + nIn, nOut) == 0);
+    workspace = build->getWorkspaceSize(dyn.data(), nIn, dyn.data() + nIn, nOut);
+    aliases.clear();
+    for (int32_t o = 0; o < nOut; ++o)
+    {
+        aliases.push_back(build->getAliasedInput(o));
+    }
+    nvinfer1::PluginFieldCollection const* serialized = build->getFieldsToSerialize();
+    REQUIRE(serialized != nullptr);
+    auto runtime = createAs<Plugin>(creator, serialized, nvinfer1::TensorRTPhase::kRUNTIME);
+    REQUIRE(runtime != nullptr);
+    std::unique_ptr<Plugin> attached(static_cast<Plugin*>(runtime->attachToContext(nullptr)));
+    REQUIRE(attached != nullptr);
+    return attached;
+}
+
+//! onShapeChange + enqueue + synchronise.
+template <typename Plugin>
+void run(Plugin& plugin, std::vector<PluginTensorDesc> const& in, std::vector<PluginTensorDesc> const& out,
+    std::vector<void const*> const& inPtr, std::vector<void*> const& outPtr, void* workspace, cudaStream_t stream)
+{
+    REQUIRE(plugin.onShapeChange(in.data(), static_cast<int32_t>(in.size()), out.data(),
+                static_cast<int32_t>(out.size()))
+        == 0);
+    REQUIRE(plugin.enqueue(in.data(), out.data(), inPtr.data(), outPtr.data(), workspace, stream) == 0);
+    REQUIRE_CUDA(cudaStreamSynchronize(stream));
+    REQUIRE_CUDA(cudaGetLastError());
+}
+
+class Stream
+{
+public:
+    Stream()
+    {
+        if (cudaStreamCreateWithFlags(&mStream, cudaStreamNonBlocking) != cudaSuccess)
+        {
+            throw std::runtime_error("cudaStreamCreate failed");
+        }
+    }
+    ~Stream()
+    {
+        cudaStreamDestroy(mStream);
+    }
+    Stream(Stream const&) = delete;
+    Stream& operator=(Stream const&) = delete;
+    cudaStream_t get() const
+    {
+        return mStream;
+    }
+
+private:
+    cudaStream_t mStream{};
+};
+
+void* byteOffset(void* base, size_t bytes)
+{
+    return static_cast<uint8_t*>(base) + bytes;
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// SRU scan: reference and cases.
+
+struct SruConfig
+{
+    int32_t L, B, d, D, k;
+    bool skip, tanh, mask, maskUint8;
+    float scaleX;
+    Act act;
+
+    bool hasX() const
+    {
+        return k == 3 && skip;
+    }
+    int32_t width() const
+    {
+        return D * d;
+    }
+    std::string str() const
+    {
+        std::ostringstream s;
+        s << name(act) << " L=" << L << " B=" << B << " d=" << d << " D=" << D << " k=" << k << " skip=" << skip
+          << " tanh=" << tanh << " mask=" << (mask ? (maskUint8 ? "uint8" : "bool") : "none") << " scale_x=" << scaleX;
+        return s.str();
+    }
+};
+
+//! Host inputs, already rounded to their types.
+struct SruData
+{
+    std::vector<double> U, x, w, b, c0;
+    std::vector<uint8_t> mask;
+};
+
+SruData sruData(SruConfig const& c)
+{
+    SruData in;
+    size_t const LB = static_cast<size_t>(c.L) * c.B;
+    in.U = randn(LB * c.width() * c.k, 1.0);
+    in.x = randn(LB * c.width(), 1.0);
+    in.w = randn(2 * static_cast<size_t>(c.width()), 0.5);
+    in.b = randn(2 * static_cast<size_t>(c.width()), 0.5);
+    in.c0 = randn(static_cast<size_t>(c.B) * c.width(), 1.0);
+    in.mask.assign(LB, 0);
+    if (c.mask)
+    {
+        for (int32_t b = 0; b < c.B; ++b)
+        {
+            int32_t const rightPad = randInt(0, std::min(c.L, 3));
+            for (int32_t t = 0; t < c.L; ++t)
+            {
+                bool const pad = t >= c.L - rightPad || randInt(0, 9) == 0;
+                in.mask[static_cast<size_t>(t) * c.B + b] = pad ? static_cast<uint8_t>(randInt(1, 255)) : 0;
+            }
+        }
+        if (!c.maskUint8)
+        {
+            for (uint8_t& m : in.mask)
+            {
+                m = m != 0 ? 1 : 0;
+            }
+        }
+    }
+    return in;
+}
+
+double sigmoid(double x)
+{
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+//! docs/ops.md "SRU scan", one time loop per (batch row, direction, unit), in fp64.
+void sruReference(SruConfig const& c, SruData const& in, std::vector<double>& h, std::vector<double>& cLast)
+{
+    int32_t const W = c.width();
+    h.assign(static_cast<size_t>(c.L) * c.B * W, 0.0);
+    cLast.assign(static_cast<size_t>(c.B) * W, 0.0);
+    for (int32_t b = 0; b < c.B; ++b)
+    {
+        for (int32_t dir = 0; dir < c.D; ++dir)
+        {
+            for (int32_t j = 0; j < c.d; ++j)
+            {
+                int32_t const col = dir * c.d + j;
+                double const vf = in.w[col];
+                double const vr = in.w[W + col];
+                double const bf = in.b[col];
+                double const br = in.b[W + col];
+                double cell = in.c0[static_cast<size_t>(b) * W + col];
+                for (int32_t s = 0; s < c.L; ++s)
+                {
+                    int32_t const t = dir == 0 ? s : c.L - 1 - s;
+                    size_t const row = static_cast<size_t>(t) * c.B + b;
+                    size_t const out = row * W + col;
+                    if (c.mask && in.mask[row] != 0)
+                    {
+                        h[out] = 0.0;
+                        continue;
+                    }
+                    double const* u = &in.U[(row * W + col) * c.k];
+                    double const f = sigmoid(u[1] + vf * cell + bf);
+                    double const r = sigmoid(u[2] + vr * cell + br);
+                    cell = f * cell + (1.0 - f) * u[0];
+                    double const g = c.tanh ? std::tanh(cell) : cell;
+                    double value = r * g;
+                    if (c.skip)
+                    {
+                        double const xPrime = c.k == 4 ? u[3] : c.scaleX * in.x[out];
+                        value += (1.0 - r) * xPrime;
+                    }
+                    h[out] = value;
+                }
+                cLast[static_cast<size_t>(b) * W + col] = cell;
+            }
+        }
+    }
+}
+
+Fields sruParserFields(SruConfig const& c)
+{
+    Fields f = sruFields(c.d, c.D, c.k, c.skip ? 1 : 0, c.tanh ? 1 : 0, c.scaleX);
+    addParserExtras(f);
+    return f;
+}
+
+//! Input / output descriptors for `length` steps.
+void sruDescs(SruConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in, std::vector<PluginTensorDesc>& out)
+{
+    DataType const t = trtType(c.act);
+    int32_t const W = c.width();
+    in = {desc({length, c.B, W * c.k}, t)};
+    if (c.hasX())
+    {
+        in.push_back(desc({length, c.B, W}, t));
+    }
+    in.push_back(desc({2 * W}, t));
+    in.push_back(desc({2 * W}, t));
+    in.push_back(desc({c.B, W}, DataType::kFLOAT));
+    if (c.mask)
+    {
+        in.push_back(desc({length, c.B}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL));
+    }
+    out = {desc({length, c.B, W}, t), desc({c.B, W}, DataType::kFLOAT)};
+}
+
+//! Device copies of one SRU problem; time-major tensors, so steps [t0, t1) are pointer offsets.
+struct SruDevice
+{
+    DeviceBuffer U, x, w, b, c0, mask, h, cLast;
+    std::vector<uint8_t> c0Bytes;
+
+    SruDevice(SruConfig const& c, SruData& in)
+    {
+        U = upload(encode(in.U, c.act));
+        x = upload(encode(in.x, c.act));
+        w = upload(encode(in.w, c.act));
+        b = upload(encode(in.b, c.act));
+        c0Bytes = encodeF32(in.c0);
+        c0 = upload(c0Bytes);
+        mask = upload(in.mask);
+        h = DeviceBuffer(static_cast<size_t>(c.L) * c.B * c.width() * elementSize(c.act));
+        cLast = DeviceBuffer(c0Bytes.size());
+    }
+
+    //! Pointers for steps [t0, t0 + n); `state` is c0's buffer, `cOut` c_last's.
+    void pointers(SruConfig const& c, int32_t t0, void* state, void* cOut, std::vector<void const*>& inPtr,
+        std::vector<void*>& outPtr) const
+    {
+        size_t const es = elementSize(c.act);
+        size_t const rowElems = static_cast<size_t>(t0) * c.B * c.width();
+        inPtr = {byteOffset(U.get(), rowElems * c.k * es)};
+        if (c.hasX())
+        {
+            inPtr.push_back(byteOffset(x.get(), rowElems * es));
+        }
+        inPtr.push_back(w.get());
+        inPtr.push_back(b.get());
+        inPtr.push_back(state);
+        if (c.mask)
+        {
+            inPtr.push_back(byteOffset(mask.get(), static_cast<size_t>(t0) * c.B));
+        }
+        outPtr = {byteOffset(h.get(), rowElems * es), cOut};
+    }
+};
+
+Tolerance sruTolerance(Act a)
+{
+    double const t = a == Act::kF32 ? 1e-5 : a == Act::kF16 ? 2e-3 : 1.6e-2;
+    return {t, t};
+}
+
+Tolerance const kSTATE_TOLERANCE{1e-4, 1e-4};
+
+SruConfig randomSruConfig(Act act, int32_t D, int32_t k, bool skip, bool mask)
+{
+    SruConfig c{};
+    c.act = act;
+    c.D = D;
+    c.k = k;
+    c.skip = skip;
+    c.mask = mask;
+    c.maskUint8 = randInt(0, 1) == 1;
+    c.tanh = randInt(0, 1) == 1;
+    c.scaleX = static_cast<float>(randu(1, 0.5, 1.5)[0]);
+    int32_t const pick = randInt(0, 5);
+    c.L = pick == 0 ? 1 : pick == 1 ? randInt(2, 4) : randInt(5, 90);
+    c.B = randInt(1, 5);
+    c.d = randInt(0, 3) == 0 ? randInt(1, 8) : randInt(9, 160);
+    return c;
+}
+
+//! One SRU problem in a single enqueue, against the reference.
+void sruOnePass(SruConfig const& c)
+{
+    SruData in = sruData(c);
+    SruDevice dev(c, in);
+    std::vector<double> hRef, cRef;
+    sruReference(c, in, hRef, cRef);
+
+    std::vector<PluginTensorDesc> inDesc, outDesc;
+    sruDescs(c, c.L, inDesc, outDesc);
+    Fields fields = sruParserFields(c);
+    size_t workspace = 0;
+    std::vector<int32_t> aliases;
+    auto plugin = buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
+        fields, inDesc, outDesc, workspace, aliases);
+    CHECK_EQ(workspace, size_t{0});
+    int32_t const c0Index = c.hasX() ? 4 : 3;
+    CHECK(aliases == (std::vector<int32_t>{-1, c0Index}));
+
+    // Poison the outputs so a missing write shows.
+    REQUIRE_CUDA(cudaMemset(dev.h.get(), 0xff, dev.h.bytes()));
+    REQUIRE_CUDA(cudaMemset(dev.cLast.get(), 0xff, dev.cLast.bytes()));
+    Stream stream;
+    std::vector<void const*> inPtr;
+    std::vector<void*> outPtr;
+    dev.pointers(c, 0, dev.c0.get(), dev.cLast.get(), inPtr, outPtr);
+    run(*plugin, inDesc, outDesc, inPtr, outPtr, nullptr, stream.get());
+
+    auto const h = decode(download(dev.h.get(), dev.h.bytes()), c.act);
+    auto const cLast = decodeF32(download(dev.cLast.get(), dev.cLast.bytes()));
+    CHECK_MSG(compare("h [" + c.str() + "]", h, hRef, sruTolerance(c.act)));
+    CHECK_MSG(compare("c_last [" + c.str() + "]", cLast, cRef, kSTATE_TOLERANCE));
+    // c0 is an input: untouched when c_last has its own buffer.
+    CHECK_MSG(bitwiseEqual("c0 after an out-of-place run [" + c.str() + "]",
+        download(dev.c0.get(), dev.c0.bytes()), dev.c0Bytes));
+}
+
+void sruRandomShapes(Act act)
+{
+    int32_t runs = 0;
+    for (int32_t D : {1, 2})
+    {
+        for (int32_t k : {3, 4})
+        {
+            for (bool skip : {true, false})
+            {
+                for (bool mask : {false, true})
+                {
+                    sruOnePass(randomSruConfig(act, D, k, skip, mask));
+                    ++runs;
+                }
+            }
+        }
+    }
+    CHECK_EQ(runs, 16);
+}
+
+//! Prefill n steps then single steps, c fed back (in place: c_last aliases c0; or ping-pong), against the
+//! reference over all L steps and bitwise against one enqueue over all steps.
+void sruPrefillThenStep(Act act, bool inPlace)
+{
+    for (int32_t k : {3, 4})
+    {
+        SruConfig c = randomSruConfig(act, 1, k, randInt(0, 1) == 1, randInt(0, 1) == 1);
+        c.L = randInt(8, 60);
+        int32_t const n = randInt(1, c.L - 4);
+        SruData in = sruData(c);
+        SruDevice dev(c, in);
+        std::vector<double> hRef, cRef;
+        sruReference(c, in, hRef, cRef);
+
+        std::vector<PluginTensorDesc> inDesc, outDesc;
+        sruDescs(c, c.L, inDesc, outDesc);
+        Fields fields = sruParserFields(c);
+        size_t workspace = 0;
+        std::vector<int32_t> aliases;
+        auto plugin = buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
+            fields, inDesc, outDesc, workspace, aliases);
+        Stream stream;
+
+        // One pass over all steps (out of place).
+        std::vector<void const*> inPtr;
+        std::vector<void*> outPtr;
+        dev.pointers(c, 0, dev.c0.get(), dev.cLast.get(), inPtr, outPtr);
+        run(*plugin, inDesc, outDesc, inPtr, outPtr, nullptr, stream.get());
+        auto const hAllBytes = download(dev.h.get(), dev.h.bytes());
+        auto const cAllBytes = download(dev.cLast.get(), dev.cLast.bytes());
+
+        // Prefill + steps into the same h buffer (poisoned first).
+        REQUIRE_CUDA(cudaMemset(dev.h.get(), 0xff, dev.h.bytes()));
+        DeviceBuffer stateA = upload(dev.c0Bytes);
+        DeviceBuffer stateB(dev.c0Bytes.size());
+        void* state = stateA.get();
+        void* other = stateB.get();
+        int32_t t0 = 0;
+        while (t0 < c.L)
+        {
+            int32_t const len = t0 == 0 ? n : 1;
+            sruDescs(c, len, inDesc, outDesc);
+            void* cOut = inPlace ? state : other;
+            dev.pointers(c, t0, state, cOut, inPtr, outPtr);
+            run(*plugin, inDesc, outDesc, inPtr, outPtr, nullptr, stream.get());
+            if (!inPlace)
+            {
+                std::swap(state, other);
+            }
+            t0 += len;
+        }
+        std::string const what = c.str() + " prefill " + std::to_string(n) + (inPlace ? " in place" : " ping-pong");
+        auto const hBytes = download(dev.h.get(), dev.h.bytes());
+        auto const cBytes = download(state, dev.c0Bytes.size());
+        CHECK_MSG(compare("h [" + what + "]", decode(hBytes, c.act), hRef, sruTolerance(c.act)));
+        CHECK_MSG(compare("c_last [" + what + "]", decodeF32(cBytes), cRef, kSTATE_TOLERANCE));
+        CHECK_MSG(bitwiseEqual("h [" + what + "]", hBytes, hAllBytes));
+        CHECK_MSG(bitwiseEqual("c_last [" + what + "]", cBytes, cAllBytes));
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Causal linear attention: reference and cases.
+
+struct AttentionConfig
+{
+    int32_t B, H, L, E, M;
+    bool hasS0, hasZ0;
+    float eps;
+    Act act;
+
+    std::string str() const
+    {
+        std::ostringstream s;
+        s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M
+          << " inputs=q,k,v" << (hasS0 ? ",S0" : "") << (hasZ0 ? ",z0" : "") << " eps=" << eps;
+        return s.str();
+    }
+};
+
+struct AttentionData
+{
+    std::vector<double> q, k, v, S0, z0;
+};
+
+AttentionData attentionData(AttentionConfig const& c)
+{
+    size_t const BH = static_cast<size_t>(c.B) * c.H;
+    AttentionData in;
+    in.q = randn(BH * c.L * c.E, 0.5);
+    in.k = randn(BH * c.L * c.E, 0.5);
+    in.v = randn(BH * c.L * c.M, 1.0);
+    in.S0 = randn(BH * c.E * c.M, 0.5);
+    in.z0 = randu(BH * c.E, 0.0, 4.0);
+    if (!c.hasS0)
+    {
+        std::fill(in.S0.begin(), in.S0.end(), 0.0);
+    }
+    if (!c.hasZ0)
+    {
+        std::fill(in.z0.begin(), in.z0.end(), 0.0);
+    }
+    return in;
+}
+
+double phi(double x)
+{
+    return x > 0.0 ? x + 1.0 : std::exp(x);
+}
+
+//! docs/ops.md "Causal linear attention" as the time loop, in fp64. S0 / z0 hold zeros when absent.
+void attentionReference(AttentionConfig const& c, AttentionData const& in, std::vector<double>& out,
+    std::vector<double>& S, std::vector<double>& z)
+{
+    int32_t const E = c.E, M = c.M;
+    out.assign(static_cast<size_t>(c.B) * c.H * c.L * M, 0.0);
+    S = in.S0;
+    z = in.z0;
+    std::vector<double> pq(E), pk(E), num(M);
+    for (int32_t bh = 0; bh < c.B * c.H; ++bh)
+    {
+        double* Sbh = &S[static_cast<size_t>(bh) * E * M];
+        double* zbh = &z[static_cast<size_t>(bh) * E];
+        for (int32_t t = 0; t < c.L; ++t)
+        {
+            size_t const row = static_cast<size_t>(bh) * c.L + t;
+            double const* v = &in.v[row * M];
+            for (int32_t e = 0; e < E; ++e)
+            {
+                pq[e] = phi(in.q[row * E + e]);
+                pk[e] = phi(in.k[row * E + e]);
+            }
+            for (int32_t e = 0; e < E; ++e)
+            {
+                zbh[e] += pk[e];
+                for (int32_t m = 0; m < M; ++m)
+                {
+                    Sbh[static_cast<size_t>(e) * M + m] += pk[e] * v[m];
+                }
+            }
+            double den = c.eps;
+            std::fill(num.begin(), num.end(), 0.0);
+            for (int32_t e = 0; e < E; ++e)
+            {
+                den += pq[e] * zbh[e];
+                for (int32_t m = 0; m < M; ++m)
+                {
+                    num[m] += pq[e] * Sbh[static_cast<size_t>(e) * M + m];
+                }
+            }
+            for (int32_t m = 0; m < M; ++m)
+            {
+                out[row * M + m] = num[m] / den;
+            }
+        }
+    }
+}
+
+Tolerance attentionTolerance(Act a)
+{
+    return a == Act::kF32 ? Tolerance{1e-4, 1e-4} : a == Act::kF16 ? Tolerance{1e-2, 1e-2} : Tolerance{6e-2, 3e-2};
+}
+
+//! State tolerance, relative to the state's magnitude (the test_cuda_kernels.py convention).
+Tolerance attentionStateTolerance(Act a, std::vector<double> const& ref)
+{
+    double const rtol = attentionTolerance(a).rtol;
+    return {rtol * (maxAbs(ref) + 1.0), rtol};
+}
+
+void attentionDescs(AttentionConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in,
+    std::vector<PluginTensorDesc>& out)
+{
+    DataType const t = trtType(c.act);
+    auto const qd = desc({c.B, c.H, length, c.E}, t);
+    auto const vd = desc({c.B, c.H, length, c.M}, t);
+    auto const Sd = desc({c.B, c.H, c.E, c.M}, DataType::kFLOAT);
+    auto const zd = desc({c.B, c.H, c.E}, DataType::kFLOAT);
+    in = {qd, qd, vd};
+    if (c.hasS0)
+    {
+        in.push_back(Sd);
+    }
+    if (c.hasZ0)
+    {
+        in.push_back(zd);
+    }
+    out = {vd, Sd, zd};
+}
+
+Fields attentionParserFields(float eps)
+{
+    Fields f;
+    f.f32("eps", eps);
+    addParserExtras(f);
+    return f;
+}
+
+//! Steps [t0, t1) of a (B, H, L, X) tensor.
+std::vector<double> timeSlice(std::vector<double> const& full, int32_t BH, int32_t L, int32_t X, int32_t t0, int32_t t1)
+{
+    std::vector<double> part;
+    part.reserve(static_cast<size_t>(BH) * (t1 - t0) * X);
+    for (int32_t bh = 0; bh < BH; ++bh)
+    {
+        auto const begin = full.begin() + (static_cast<size_t>(bh) * L + t0) * X;
+        part.insert(part.end(), begin, begin + static_cast<size_t>(t1 - t0) * X);
+    }
+    return part;
+}
+
+void timeScatter(std::vector<double>& full, std::vector<double> const& part, int32_t BH, int32_t L, int32_t X, int32_t t0,
+    int32_t t1)
+{
+    for (int32_t bh = 0; bh < BH; ++bh)
+    {
+        std::copy(part.begin() + static_cast<size_t>(bh) * (t1 - t0) * X,
+            part.begin() + static_cast<size_t>(bh + 1) * (t1 - t0) * X,
+            full.begin() + (static_cast<size_t>(bh) * L + t0) * X);
+    }
+}
+
+void attentionOnePass(AttentionConfig const& c)
+{
+    AttentionData in = attentionData(c);
+    size_t const es = elementSize(c.act);
+    DeviceBuffer q = upload(encode(in.q, c.act));
+    DeviceBuffer k = upload(encode(in.k, c.act));
+    DeviceBuffer v = upload(encode(in.v, c.act));
+    auto const S0Bytes = encodeF32(in.S0);
+    auto const z0Bytes = encodeF32(in.z0);
+    DeviceBuffer S0 = upload(S0Bytes);
+    DeviceBuffer z0 = upload(z0Bytes);
+    std::vector<double> outRef, SRef, zRef;
+    attentionReference(c, in, outRef, SRef, zRef);
+
+    std::vector<PluginTensorDesc> inDesc, outDesc;
+    attentionDescs(c, c.L, inDesc, outDesc);
+    Fields fields = attentionParserFields(c.eps);
+    size_t workspaceBytes = 0;
+    std::vector<int32_t> aliases;
+    auto plugin = buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+        fields, inDesc, outDesc, workspaceBytes, aliases);
+    int32_t const zIndex = c.hasZ0 ? (c.hasS0 ? 4 : 3) : -1;
+    CHECK(aliases == (std::vector<int32_t>{-1, c.hasS0 ? 3 : -1, zIndex}));
+    DeviceBuffer workspace(std::max<size_t>(workspaceBytes, 16));
+
+    DeviceBuffer out(outRef.size() * es);
+    DeviceBuffer S(S0Bytes.size());
+    DeviceBuffer z(z0Bytes.size());
+    REQUIRE_CUDA(cudaMemset(out.get(), 0xff, out.bytes()));
+    REQUIRE_CUDA(cudaMemset(S.get(), 0xff, S.bytes()));
+    REQUIRE_CUDA(cudaMemset(z.get(), 0xff, z.bytes()));
+    std::vector<void const*> inPtr{q.get(), k.get(), v.get()};
+    if (c.hasS0)
+    {
+        inPtr.push_back(S0.get());
+    }
+    if (c.hasZ0)
+    {
+        inPtr.push_back(z0.get());
+    }
+    std::vector<void*> outPtr{out.get(), S.get(), z.get()};
+    Stream stream;
+    run(*plugin, inDesc, outDesc, inPtr, outPtr, workspace.get(), stream.get());
+
+    CHECK_MSG(compare("out [" + c.str() + "]", decode(download(out.get(), out.bytes()), c.act), outRef,
+        attentionTolerance(c.act)));
+    CHECK_MSG(compare("S_last [" + c.str() + "]", decodeF32(download(S.get(), S.bytes())), SRef,
+        attentionStateTolerance(c.act, SRef)));
+    CHECK_MSG(compare("z_last [" + c.str() + "]", decodeF32(download(z.get(), z.bytes())), zRef,
+        attentionStateTolerance(c.act, zRef)));
+    CHECK_MSG(bitwiseEqual("S0 after an out-of-place run", download(S0.get(), S0.bytes()), S0Bytes));
+    CHECK_MSG(bitwiseEqual("z0 after an out-of-place run", download(z0.get(), z0.bytes()), z0Bytes));
+}
+
+int32_t randomLength()
+{
+    int32_t const pick = randInt(0, 6);
+    switch (pick)
+    {
+    case 0: return 1;
+    case 1: return 2;
+    case 2: return randInt(63, 65);
+    case 3: return randInt(127, 129);
+    default: return randInt(3, 200);
+    }
+}
+
+//! Head dims 32 / 64 / 128 (chunked prefill; L = 1 decode), every state-input variant, random B, H, L.
+void attentionRandomShapes(Act act)
+{
+    int32_t variant = randInt(0, 3);
+    for (int32_t E : {32, 64, 128})
+    {
+        for (int32_t M : {32, 64, 128})
+        {
+            AttentionConfig c{};
+            c.act = act;
+            c.B = randInt(1, 3);
+            c.H = randInt(1, 3);
+            c.L = randomLength();
+            c.E = E;
+            c.M = M;
+            c.hasS0 = (variant & 1) != 0;
+            c.hasZ0 = (variant & 2) != 0;
+            c.eps = randInt(0, 3) == 0 ? 0.25F : 1e-6F;
+            ++variant;
+            variant %= 4;
+            attentionOnePass(c);
+        }
+    }
+}
+
+//! Other head dims (the per-token decode kernel for every L) and L = 1 with state.
+void attentionGenericDims(Act act)
+{
+    struct Dims
+    {
+        int32_t E, M, L;
+    };
+    for (Dims d : {Dims{48, 80, 9}, Dims{8, 24, 5}, Dims{1, 3, 4}, Dims{64, 64, 1}, Dims{128, 32, 1}, Dims{16, 16, 1}})
+    {
+        AttentionConfig c{};
+        c.act = act;
+        c.B = randInt(1, 3);
+        c.H = randInt(1, 3);
+        c.L = d.L;
+        c.E = d.E;
+        c.M = d.M;
+        c.hasS0 = true;
+        c.hasZ0 = true;
+        c.eps = 1e-6F;
+        attentionOnePass(c);
+    }
+}
+
+/*
+ * Prefill n tokens then single steps with the state fed back, against the reference over all L tokens:
+ *   mode 0: q, k, v, S0, z0 with S_last / z_last aliasing S0 / z0 (in place, as getAliasedInput answers);
+ *   mode 1: the same out of place (two state buffers, swapped after each call);
+ *   mode 2: prefill from zero state with three inputs (a second plugin instance), then in-place steps.
+ */
+void attentionPrefillThenStep(Act act, int32_t mode)
+{
+    for (int32_t D : {32, 64, 128})
+    {
+        AttentionConfig c{};
+        c.act = act;
+        c.B = randInt(1, 2);
+        c.H = randInt(1, 3);
+        c.L = randInt(70, 140);
+        c.E = D;
+        c.M = D;
+        c.hasS0 = mode != 2;
+        c.hasZ0 = mode != 2;
+        c.eps = 1e-6F;
+        int32_t const n = c.L - randInt(3, 8);
+        int32_t const BH = c.B * c.H;
+        size_t const es = elementSize(c.act);
+        AttentionData in = attentionData(c);
+        // Round q, k, v to the activation type in place; the per-call slices below are then encoded exactly.
+        encode(in.q, act);
+        encode(in.k, act);
+        encode(in.v, act);
+        auto const S0Bytes = encodeF32(in.S0);
+        auto const z0Bytes = encodeF32(in.z0);
+        std::vector<double> outRef, SRef, zRef;
+        attentionReference(c, in, outRef, SRef, zRef);
+
+        // The steps run with state inputs in every mode.
+        AttentionConfig stepConfig = c;
+        stepConfig.hasS0 = true;
+        stepConfig.hasZ0 = true;
+        std::vector<PluginTensorDesc> inDesc, outDesc;
+        attentionDescs(stepConfig, c.L, inDesc, outDesc);
+        Fields fields = attentionParserFields(c.eps);
+        size_t workspaceBytes = 0;
+        std::vector<int32_t> aliases;
+        auto stepPlugin
+            = buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+                fields, inDesc, outDesc, workspaceBytes, aliases);
+        CHECK(aliases == (std::vector<int32_t>{-1, 3, 4}));
+        std::unique_ptr<plugin::CausalLinearAttentionPlugin> prefillPlugin;
+        if (mode == 2)
+        {
+            attentionDescs(c, c.L, inDesc, outDesc);
+            Fields prefillFields = attentionParserFields(c.eps);
+            size_t prefillWorkspace = 0;
+            prefillPlugin = buildThenDeserialize<plugin::CausalLinearAttentionPlugin,
+                plugin::CausalLinearAttentionPluginCreator>(
+                prefillFields, inDesc, outDesc, prefillWorkspace, aliases);
+            CHECK(aliases == (std::vector<int32_t>{-1, -1, -1}));
+            workspaceBytes = std::max(workspaceBytes, prefillWorkspace);
+        }
+        DeviceBuffer workspace(std::max<size_t>(workspaceBytes, 16));
+        DeviceBuffer SA = upload(S0Bytes);
+        DeviceBuffer zA = upload(z0Bytes);
+        DeviceBuffer SB(S0Bytes.size());
+        DeviceBuffer zB(z0Bytes.size());
+        void* S = SA.get();
+        void* z = zA.get();
+        void* SOther = SB.get();
+        void* zOther = zB.get();
+        std::vector<double> outAll(outRef.size(), NAN);
+        Stream stream;
+        int32_t t0 = 0;
+        while (t0 < c.L)
+        {
+            int32_t const len = t0 == 0 ? n : 1;
+            bool const first = t0 == 0;
+            auto qPart = timeSlice(in.q, BH, c.L, c.E, t0, t0 + len);
+            auto kPart = timeSlice(in.k, BH, c.L, c.E, t0, t0 + len);
+            auto vPart = timeSlice(in.v, BH, c.L, c.M, t0, t0 + len);
+            DeviceBuffer q = upload(encode(qPart, act));
+            DeviceBuffer k = upload(encode(kPart, act));
+            DeviceBuffer v = upload(encode(vPart, act));
+            DeviceBuffer out(vPart.size() * es);
+            bool const statefulCall = !(first && mode == 2);
+            attentionDescs(statefulCall ? stepConfig : c, len, inDesc, outDesc);
+            std::vector<void const*> inPtr{q.get(), k.get(), v.get()};
+            if (statefulCall)
+            {
+                inPtr.push_back(S);
+                inPtr.push_back(z);
+            }
+            bool const outOfPlace = mode == 1;
+            std::vector<void*> outPtr{out.get(), outOfPlace ? SOther : S, outOfPlace ? zOther : z};
+            run(statefulCall ? *stepPlugin : *prefillPlugin, inDesc, outDesc, inPtr, outPtr, workspace.get(),
+                stream.get());
+            if (outOfPlace)
+            {
+                std::swap(S, SOther);
+                std::swap(z, zOther);
+            }
+            timeScatter(outAll, decode(download(out.get(), out.bytes()), act), BH, c.L, c.M, t0, t0 + len);
+            t0 += len;
+        }
+        std::string const what = c.str() + " prefill " + std::to_string(n) + " mode " + std::to_string(mode);
+        CHECK_MSG(compare("out [" + what + "]", outAll, outRef, attentionTolerance(act)));
+        CHECK_MSG(compare("S_last [" + what + "]", decodeF32(download(S, S0Bytes.size())), SRef,
+            attentionStateTolerance(act, SRef)));
+        CHECK_MSG(compare("z_last [" + what + "]", decodeF32(download(z, z0Bytes.size())), zRef,
+            attentionStateTolerance(act, zRef)));
+    }
+}
+
+} // namespace
+
+// ------------------------------------------------------------------------------------------------------------
+// Test cases.
+
+TEST_CASE("SRUScan fp32 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
+{
+    sruRandomShapes(Act::kF32);
+}
+TEST_CASE("SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
+{
+    sruRandomShapes(Act::kF16);
+}
+TEST_CASE("SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
+{
+    sruRandomShapes(Act::kBF16);
+}
+TEST_CASE("SRUScan prefill-then-step, c_last aliasing c0 (in place), all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        sruPrefillThenStep(a, true);
+    }
+}
+TEST_CASE("SRUScan prefill-then-step, state ping-pong (out of place), all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        sruPrefillThenStep(a, false);
+    }
+}
+TEST_CASE("CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes")
+{
+    attentionRandomShapes(Act::kF32);
+}
+TEST_CASE("CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, random shapes")
+{
+    attentionRandomShapes(Act::kF16);
+}
+TEST_CASE("CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, random shapes")
+{
+    attentionRandomShapes(Act::kBF16);
+}
+TEST_CASE("CausalLinearAttention generic head dims and L=1 decode, all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        attentionGenericDims(a);
+    }
+}
+TEST_CASE("CausalLinearAttention prefill-then-step, S/z aliasing S0/z0 (in place), all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        attentionPrefillThenStep(a, 0);
+    }
+}
+TEST_CASE("CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        attentionPrefillThenStep(a, 1);
+    }
+}
+TEST_CASE("CausalLinearAttention prefill from zero state (3 inputs) then in-place steps, all dtypes")
+{
+    for (Act a : kALL_ACTS)
+    {
+        attentionPrefillThenStep(a, 2);
+    }
+}
+
+int main(int argc, char** argv)
+{
+    int deviceCount = 0;
+    cudaError_t const status = cudaGetDeviceCount(&deviceCount);
+    if (status != cudaSuccess || deviceCount == 0)
+    {
+        std::cout << "SKIP plugin_enqueue_gpu: no CUDA device ("
+                  << (status != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ": "
+                              + cudaGetErrorString(status)
+                                            : std::string("cudaGetDeviceCount found 0 devices"))
+                  << ")\n";
+        return 77;
+    }
+    cudaDeviceProp prop{};
+    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+    {
+        std::cout << "cannot use CUDA device 0\n";
+        return 1;
+    }
+    uint64_t seed = 20240611;
+    if (char const* env = std::getenv("RNNX_TEST_SEED"))
+    {
+        seed = std::strtoull(env, nullptr, 10);
+    }
+    std::cout << "device 0: " << prop.name << " (sm_" << prop.major << prop.minor << "), seed " << seed << "\n";
+
+    char const* filter = argc > 1 ? argv[1] : nullptr;
+    plugin::setLogSink(&test::printingSink);
+    int32_t passed = 0;
+    int32_t failed = 0;
+    for (test::TestCase const& testCase : test::registry())
+    {
+        if (filter != nullptr && std::strstr(testCase.name, filter) == nullptr)
+        {
+            continue;
+        }
+        // Each case draws from its own stream of the seed, so a filter reproduces the full run's data.
+        rng().seed(seed + std::hash<std::string>{}(testCase.name));
+        test::gCurrent = testCase.name;
+        test::takeLoggedErrors();
+        int32_t const before = test::gFailures;
+        try
+        {
+            testCase.body();
+        }
+        catch (test::AbortTestCase const&)
+        {
+        }
+        catch (std::exception const& e)
+        {
+            test::fail(__FILE__, __LINE__, std::string("exception: ") + e.what());
+        }
+        int32_t const logged = test::takeLoggedErrors();
+        if (logged > 0)
+        {
+            test::fail(__FILE__, __LINE__, std::to_string(logged) + " plugin error(s) logged");
+        }
+        if (test::gFailures == before)
+        {
+            ++passed;
+            std::cout << "ok     " << testCase.name << "\n";
+        }
+        else
+        {
+            ++failed;
+            std::cout << "FAILED " << testCase.name << "\n";
+        }
+    }
+    std::cout << passed << " passed, " << failed << " failed\n";
+    return failed == 0 && passed > 0 ? 0 : 1;
+}
