@@ -41,38 +41,15 @@ namespace test
 {
 namespace
 {
-int32_t gFailures{0};
-int32_t gLoggedErrors{0};
-char const* gCurrent{""};
-
 void printingSink(nvinfer1::ILogger::Severity severity, char const* message)
 {
     if (severity <= nvinfer1::ILogger::Severity::kERROR)
     {
-        ++gLoggedErrors;
+        countLoggedError();
         std::cout << "  plugin error: " << message << "\n";
     }
 }
 } // namespace
-
-std::vector<TestCase>& registry()
-{
-    static std::vector<TestCase> cases;
-    return cases;
-}
-
-void fail(char const* file, int line, std::string const& what)
-{
-    ++gFailures;
-    std::cout << "  FAILED " << gCurrent << ": " << file << ":" << line << ": " << what << "\n";
-}
-
-int32_t takeLoggedErrors()
-{
-    int32_t const n = gLoggedErrors;
-    gLoggedErrors = 0;
-    return n;
-}
 
 } // namespace test
 } // namespace rnnx
@@ -1278,46 +1255,8 @@ int main(int argc, char** argv)
 
     char const* filter = argc > 1 ? argv[1] : nullptr;
     plugin::setLogSink(&test::printingSink);
-    int32_t passed = 0;
-    int32_t failed = 0;
-    for (test::TestCase const& testCase : test::registry())
-    {
-        if (filter != nullptr && std::strstr(testCase.name, filter) == nullptr)
-        {
-            continue;
-        }
-        // Each case draws from its own stream of the seed, so a filter reproduces the full run's data.
-        rng().seed(seed + std::hash<std::string>{}(testCase.name));
-        test::gCurrent = testCase.name;
-        test::takeLoggedErrors();
-        int32_t const before = test::gFailures;
-        try
-        {
-            testCase.body();
-        }
-        catch (test::AbortTestCase const&)
-        {
-        }
-        catch (std::exception const& e)
-        {
-            test::fail(__FILE__, __LINE__, std::string("exception: ") + e.what());
-        }
-        int32_t const logged = test::takeLoggedErrors();
-        if (logged > 0)
-        {
-            test::fail(__FILE__, __LINE__, std::to_string(logged) + " plugin error(s) logged");
-        }
-        if (test::gFailures == before)
-        {
-            ++passed;
-            std::cout << "ok     " << testCase.name << "\n";
-        }
-        else
-        {
-            ++failed;
-            std::cout << "FAILED " << testCase.name << "\n";
-        }
-    }
-    std::cout << passed << " passed, " << failed << " failed\n";
-    return failed == 0 && passed > 0 ? 0 : 1;
+    // Each case draws from its own stream of the seed, so a filter reproduces the full run's data.
+    auto const seedCase = [seed](test::TestCase const& testCase)
+    { rng().seed(seed + std::hash<std::string>{}(testCase.name)); };
+    return test::runTestCases(filter, seedCase, /*failOnLoggedErrors=*/true);
 }

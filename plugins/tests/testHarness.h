@@ -1,7 +1,7 @@
 /*
  * A minimal test harness: TEST_CASE registers a function, CHECK records a failure and goes on,
- * REQUIRE records one and leaves the test case. main() (testMain.cpp) runs every case and prints
- * "N passed, N failed".
+ * REQUIRE records one and leaves the test case. runTestCases (testHarness.cpp), called by each test
+ * executable's main(), runs the cases and prints "N passed, N failed".
  */
 #pragma once
 
@@ -26,8 +26,14 @@ struct TestCase
 std::vector<TestCase>& registry();
 //! Records one failed check of the running test case.
 void fail(char const* file, int line, std::string const& what);
+//! Counts one error the plugins logged (called by the test executables' log sinks).
+void countLoggedError();
 //! Errors the plugins logged since the last call (the tests install a log sink counting them).
 int32_t takeLoggedErrors();
+//! Runs the registered cases whose name contains ``filter`` (all when null), calling ``beforeEach``
+//! first; with ``failOnLoggedErrors`` a case that made a plugin log an error fails. Prints one line
+//! per case and "N passed, N failed"; returns the exit code (0: all passed and at least one ran).
+int runTestCases(char const* filter, std::function<void(TestCase const&)> const& beforeEach, bool failOnLoggedErrors);
 
 struct Registrar
 {

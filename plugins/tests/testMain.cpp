@@ -16,15 +16,11 @@ namespace test
 namespace
 {
 
-int32_t gFailures{0};
-int32_t gLoggedErrors{0};
-char const* gCurrent{""};
-
 void countingSink(nvinfer1::ILogger::Severity severity, char const*)
 {
     if (severity <= nvinfer1::ILogger::Severity::kERROR)
     {
-        ++gLoggedErrors;
+        countLoggedError();
     }
 }
 
@@ -49,25 +45,6 @@ void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator,
 
 } // namespace
 
-std::vector<TestCase>& registry()
-{
-    static std::vector<TestCase> cases;
-    return cases;
-}
-
-void fail(char const* file, int line, std::string const& what)
-{
-    ++gFailures;
-    std::cout << "  FAILED " << gCurrent << ": " << file << ":" << line << ": " << what << "\n";
-}
-
-int32_t takeLoggedErrors()
-{
-    int32_t const n = gLoggedErrors;
-    gLoggedErrors = 0;
-    return n;
-}
-
 } // namespace test
 } // namespace rnnx
 
@@ -86,40 +63,6 @@ int main(int argc, char** argv)
     }
     char const* filter = argc > 1 ? argv[1] : nullptr;
     plugin::setLogSink(&test::countingSink);
-    int32_t passed = 0;
-    int32_t failed = 0;
-    for (test::TestCase const& testCase : test::registry())
-    {
-        if (filter != nullptr && std::strstr(testCase.name, filter) == nullptr)
-        {
-            continue;
-        }
-        test::gCurrent = testCase.name;
-        test::kernelsDouble() = test::KernelsDouble{};
-        test::takeLoggedErrors();
-        int32_t const before = test::gFailures;
-        try
-        {
-            testCase.body();
-        }
-        catch (test::AbortTestCase const&)
-        {
-        }
-        catch (std::exception const& e)
-        {
-            test::fail(__FILE__, __LINE__, std::string("exception: ") + e.what());
-        }
-        if (test::gFailures == before)
-        {
-            ++passed;
-            std::cout << "ok     " << testCase.name << "\n";
-        }
-        else
-        {
-            ++failed;
-            std::cout << "FAILED " << testCase.name << "\n";
-        }
-    }
-    std::cout << passed << " passed, " << failed << " failed\n";
-    return failed == 0 && passed > 0 ? 0 : 1;
+    auto const resetKernels = [](test::TestCase const&) { test::kernelsDouble() = test::KernelsDouble{}; };
+    return test::runTestCases(filter, resetKernels, /*failOnLoggedErrors=*/false);
 }
