@@ -109,3 +109,30 @@ def test_cli_parity_and_generate(exports):
     assert result.output.split()[-10:] == "3 5 7 1 2 3 4 5 6 7".split()
     result = CliRunner().invoke(generate_main, [path, "--prompt", "3 12", "--max-new-tokens", "2"])
     assert result.exit_code != 0 and "token 12 out of vocabulary" in result.output
+
+
+def _ort_cuda_available() -> bool:
+    import onnxruntime
+
+    try:
+        import torch
+    except ImportError:
+        return False
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers() and torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _ort_cuda_available(), reason="needs onnxruntime-gpu (CUDAExecutionProvider) and a CUDA device")
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+def test_ort_cuda_keeps_state_on_device_and_matches_cpu(name, exports):
+    """The CUDA EP with IO binding: state stays in device OrtValues between steps, and 64 greedy steps
+    give the CPU EP's tokens with logits within the fp32 tolerance."""
+    cpu = rt.load(exports[(name, "onnxruntime")], device="cpu")
+    gpu = rt.load(exports[(name, "onnxruntime")], device="cuda")
+    assert gpu.backend.device.startswith("cuda")
+    state = gpu.prefill(MIXED)
+    for tensor in state.inner.tensors.values():
+        assert tensor.device_name().lower() == "cuda"
+    assert gpu.generate_all(MIXED, 64, temperature=0) == cpu.generate_all(MIXED, 64, temperature=0)
+    report = compare_sessions(cpu, gpu, MIXED, steps=64, tolerance=TOLERANCE)
+    assert report.worst_rel <= TOLERANCE and report.divergence is None
