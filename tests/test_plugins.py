@@ -51,7 +51,8 @@ def test_ctest_passes(build: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "100% tests passed" in result.stdout, result.stdout
-    assert "plugin_unit_tests" in result.stdout and "plugin_library_dlopen" in result.stdout
+    for name in ("plugin_unit_tests", "plugin_library_dlopen", "plugin_enqueue_emulated", "kernel_emulation_selftest"):
+        assert name in result.stdout, f"ctest did not run {name}:\n{result.stdout}"
 
 
 def test_unit_test_summary(build: Path) -> None:
@@ -184,3 +185,32 @@ def test_gpu_enqueue_matches_reference(build: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     passed, failed = int(summary.split()[0]), int(summary.split()[2])
     assert failed == 0 and passed >= 12, result.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The same enqueue test and the emulation's self-tests on the CUDA host emulation (plugins/kernels/emulation)
+
+EMULATED_ENQUEUE_TEST = BUILD_DIR / "tests" / "plugin_enqueue_emulated"
+EMULATION_SELFTEST = BUILD_DIR / "tests" / "kernel_emulation_selftest"
+
+
+def _run_summary(executable: Path) -> tuple[subprocess.CompletedProcess, int, int]:
+    result = subprocess.run([str(executable)], capture_output=True, text=True, timeout=900)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "0 passed, 0 failed"
+    return result, int(summary.split()[0]), int(summary.split()[2])
+
+
+def test_enqueue_on_the_emulation_matches_reference(build: Path) -> None:
+    """enqueueGpuTests.cpp linked with the emulated kernels and runtime (AddressSanitizer + UBSan where the
+    compiler has them): the plugins' real enqueue code runs the real kernel sources against the C++
+    reference of docs/ops.md, all 12 cases, no GPU."""
+    result, passed, failed = _run_summary(EMULATED_ENQUEUE_TEST)
+    assert result.returncode == 0 and failed == 0 and passed >= 12, result.stdout + result.stderr
+    assert "device 0: rnnx CUDA host emulation" in result.stdout, result.stdout
+    assert "AddressSanitizer" not in result.stderr, result.stderr
+
+
+def test_emulation_self_tests(build: Path) -> None:
+    """The emulation reports the defects it claims to catch (races, divergent warps, misaligned wmma, ...)."""
+    result, passed, failed = _run_summary(EMULATION_SELFTEST)
+    assert result.returncode == 0 and failed == 0 and passed >= 8, result.stdout + result.stderr

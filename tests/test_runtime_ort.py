@@ -1,6 +1,8 @@
 """ONNX Runtime (CPU EP) backend against the torch backend on the exported demo models: 256 greedy
 steps with identical tokens and per-step logits / state errors within tolerance, batched generation
-with mixed prompt lengths, forks, cross-backend state save / load, and the CLIs."""
+with mixed prompt lengths, forks, cross-backend state save / load, and the CLIs. The IO-binding path
+(the CUDA EP's) runs on the CPU EP too, checked against the unbound session by the same helper as the
+CUDA test, with forks and save / load across bound and unbound sessions."""
 
 import json
 
@@ -14,10 +16,12 @@ import rnnx.runtime as rt  # noqa: E402
 from rnnx.export import export_model  # noqa: E402
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path  # noqa: E402
 from rnnx.runtime.cli import generate_main, parity_main  # noqa: E402
-from rnnx.runtime.parity import compare_sessions, default_prompts  # noqa: E402
+from rnnx.runtime.parity import RuntimeParityReport, compare_sessions, default_prompts  # noqa: E402
 
 #: fp32 export vs PyTorch, relative to each tensor's magnitude, at every one of 256 steps.
 TOLERANCE = 1e-4
+#: io_binding=True vs False on the CPU EP: the same graph on the same EP, absolute and relative.
+BOUND_TOLERANCE = 1e-6
 CASES = [(name, target) for name in DEMO_CHECKPOINTS for target in ("tensorrt", "onnxruntime")]
 MIXED = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 10], [4, 4, 2, 10], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 10]]
 
@@ -111,6 +115,116 @@ def test_cli_parity_and_generate(exports):
     assert result.exit_code != 0 and "token 12 out of vocabulary" in result.output
 
 
+def _assert_bound_state(state: rt.State, device_type: str) -> None:
+    """Every state tensor is an OrtValue on ``device_type``: the session really runs the bound path."""
+    import onnxruntime
+
+    assert state.inner.tensors and state.inner.extra["placement"].startswith(f"OrtValues on {device_type}:")
+    for name, tensor in state.inner.tensors.items():
+        assert isinstance(tensor, onnxruntime.OrtValue), f"{name}: {type(tensor).__name__}"
+        assert tensor.device_name().lower() == device_type, f"{name}: on {tensor.device_name()}"
+
+
+def _check_bound_session(
+    bound: rt.Session, reference: rt.Session, device_type: str, tolerance: float
+) -> RuntimeParityReport:
+    """``bound`` (io_binding on ``device_type``) keeps OrtValue state there across prefill and 64 steps,
+    gives ``reference``'s greedy tokens over 64 steps of generate with the MIXED prompts, and per-step
+    logits / state within ``tolerance`` (relative). Returns the parity report."""
+    assert bound.backend.io_binding and "IO binding" in bound.backend.describe()
+    _assert_bound_state(bound.prefill(MIXED), device_type)
+    assert bound.generate_all(MIXED, 64, temperature=0) == reference.generate_all(MIXED, 64, temperature=0)
+    _assert_bound_state(bound.state, device_type)
+    assert bound.state.past_length == reference.state.past_length
+    report = compare_sessions(reference, bound, MIXED, steps=64, tolerance=tolerance)
+    assert len(report.steps) == 65 and report.divergence is None
+    worst = max(report.steps, key=lambda s: max(s.logits_rel, s.state_rel))
+    assert report.worst_rel <= tolerance, f"step {worst.step}: {worst}"
+    return report
+
+
+@pytest.mark.parametrize("case", CASES, ids=["-".join(c) for c in CASES])
+def test_ort_io_binding_on_cpu_matches_unbound(case, exports):
+    """The CUDA EP's IO-binding code on the CPU EP: OrtValue state, and the unbound session's greedy
+    tokens, logits and state within 1e-6 (absolute and relative) at every one of 64 steps."""
+    unbound = rt.load(exports[case])
+    bound = rt.load(exports[case], backend="onnxruntime", device="cpu", io_binding=True)
+    assert unbound.backend.io_binding is False and bound.backend.device == "cpu"
+    assert isinstance(unbound.prefill(MIXED).inner.tensors[unbound.backend.state_names[0]], np.ndarray)
+    report = _check_bound_session(bound, unbound, "cpu", BOUND_TOLERANCE)
+    assert max(max(s.logits_abs, s.state_abs) for s in report.steps) <= BOUND_TOLERANCE
+
+
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+def test_ort_io_binding_fork_is_independent(name, exports):
+    """A fork of a bound state owns new OrtValues: advancing the parent leaves it unchanged, and it
+    continues exactly like a fresh run of the parent; host copies never alias the state either."""
+    bound = rt.load(exports[(name, "onnxruntime")], io_binding=True)
+    tokens = [[1, 2, 3], [4, 5, 6], [7, 8, 9], [0, 10, 1]]
+    parent = bound.prefill(MIXED)
+    child = parent.fork()
+    _assert_bound_state(child, "cpu")
+    for key, tensor in child.inner.tensors.items():
+        assert tensor.data_ptr() != parent.inner.tensors[key].data_ptr(), key
+    before, past = child.to_host(), child.past_length
+    scribbled = child.to_host()
+    for array in scribbled.values():
+        array.fill(123.0)  # a host copy: writing to it must not reach the state
+    parent_logits = [bound.step(t, state=parent) for t in tokens]
+    assert child.past_length == past and parent.past_length == past + len(tokens)
+    for key, array in child.to_host().items():
+        np.testing.assert_array_equal(array, before[key], err_msg=key)
+    fresh = bound.prefill(MIXED)
+    want = [bound.step(t, state=fresh) for t in tokens]
+    got = [bound.step(t, state=child) for t in tokens]
+    np.testing.assert_array_equal(np.stack(got), np.stack(want))
+    np.testing.assert_array_equal(np.stack(parent_logits), np.stack(want))
+    for key, array in child.to_host().items():
+        np.testing.assert_array_equal(array, fresh.to_host()[key], err_msg=key)
+    _assert_bound_state(child, "cpu")
+
+
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+def test_ort_io_binding_state_save_load_across_bound_and_unbound(name, exports, tmp_path):
+    """bound -> file -> unbound -> file -> bound: identical host tensors, last logits and next steps;
+    a bound state handed straight to an unbound session is refused with a pointer to import_state."""
+    path = exports[(name, "onnxruntime")]
+    bound, unbound = rt.load(path, io_binding=True), rt.load(path, io_binding=False)
+    state = bound.prefill(MIXED)
+    for t in ([1, 2, 3], [4, 5, 6]):
+        bound.step(t, state=state, active=[True, False, True])
+    moved = unbound.load_state(state.save(tmp_path / "bound.npz"))
+    assert isinstance(moved.inner.tensors[unbound.backend.state_names[0]], np.ndarray)
+    assert (moved.batch, moved.past_length) == (state.batch, state.past_length)
+    np.testing.assert_array_equal(moved.last_logits, state.last_logits)
+    for key, array in state.to_host().items():
+        np.testing.assert_array_equal(moved.to_host()[key], array, err_msg=key)
+    back = bound.load_state(moved.save(tmp_path / "unbound.npz"))
+    _assert_bound_state(back, "cpu")
+    assert back.past_length == state.past_length
+    steps = [session.step([7, 8, 9], state=s) for session, s in ((bound, state), (unbound, moved), (bound, back))]
+    np.testing.assert_allclose(steps[1], steps[0], rtol=0, atol=BOUND_TOLERANCE)
+    np.testing.assert_array_equal(steps[2], steps[0])
+    for key, array in state.to_host().items():
+        np.testing.assert_array_equal(back.to_host()[key], array, err_msg=key)
+    with pytest.raises(rt.InputError, match=r"holds OrtValues on cpu:0.*numpy arrays.*import_state"):
+        unbound.step([1, 2, 3], state=state)
+    with pytest.raises(rt.InputError, match=r"holds numpy arrays.*OrtValues on cpu:0"):
+        bound.step([1, 2, 3], state=moved)
+    _assert_bound_state(bound.import_state(moved.to_host()), "cpu")
+
+
+def test_io_binding_option_errors(exports):
+    path = exports[("linear_transformer_copy", "onnxruntime")]
+    with pytest.raises(rt.InputError, match="io_binding: only the onnxruntime backend takes it, but backend 'torch'"):
+        rt.load(path, backend="torch", io_binding=True)
+    with pytest.raises(rt.InputError, match="backend 'auto' chose 'torch'"):
+        rt.load(demo_checkpoint_path("linear_transformer_copy"), io_binding=False)
+    with pytest.raises(rt.InputError, match="io_binding: expected True, False or None, got 'yes'"):
+        rt.load(path, backend="onnxruntime", io_binding="yes")
+    assert rt.load(path, backend="torch", io_binding=None).backend.name == "torch"
+
+
 def _ort_cuda_available() -> bool:
     import onnxruntime
 
@@ -125,14 +239,9 @@ def _ort_cuda_available() -> bool:
 @pytest.mark.skipif(not _ort_cuda_available(), reason="needs onnxruntime-gpu (CUDAExecutionProvider) and a CUDA device")
 @pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
 def test_ort_cuda_keeps_state_on_device_and_matches_cpu(name, exports):
-    """The CUDA EP with IO binding: state stays in device OrtValues between steps, and 64 greedy steps
-    give the CPU EP's tokens with logits within the fp32 tolerance."""
+    """The CUDA EP with IO binding (the default there): the same check as the CPU EP's bound session
+    (:func:`_check_bound_session`), state in CUDA OrtValues, against the CPU EP within the fp32 tolerance."""
     cpu = rt.load(exports[(name, "onnxruntime")], device="cpu")
     gpu = rt.load(exports[(name, "onnxruntime")], device="cuda")
     assert gpu.backend.device.startswith("cuda")
-    state = gpu.prefill(MIXED)
-    for tensor in state.inner.tensors.values():
-        assert tensor.device_name().lower() == "cuda"
-    assert gpu.generate_all(MIXED, 64, temperature=0) == cpu.generate_all(MIXED, 64, temperature=0)
-    report = compare_sessions(cpu, gpu, MIXED, steps=64, tolerance=TOLERANCE)
-    assert report.worst_rel <= TOLERANCE and report.divergence is None
+    _check_bound_session(gpu, cpu, "cuda", TOLERANCE)

@@ -3,7 +3,8 @@
 * ``torch`` (:mod:`.torch_backend`): a checkpoint directory (``config.json``) or an export directory
   whose ``rnnx.json`` records its source checkpoint.
 * ``onnxruntime`` (:mod:`.ort_backend`): an export directory (``rnnx.json`` + ``model.onnx``); CPU EP,
-  or CUDA EP with IO binding when ``device="cuda"``.
+  or CUDA EP when ``device="cuda"``; ``io_binding`` picks IO binding with OrtValue state on the device
+  (default: on CUDA only; ``True`` on CPU runs the same bound code).
 * ``tensorrt``: an export directory; imported lazily from ``rnnx.runtime.tensorrt`` which must provide
   ``TensorRTBackend(model_dir, device="cuda", precision=None)`` implementing :class:`.base.Backend`.
 
@@ -53,15 +54,24 @@ def _auto(kind: str, device: str) -> str:
 
 
 def create_backend(
-    path: Union[str, Path], backend: str = "auto", device: str = "cpu", precision: Optional[str] = None
+    path: Union[str, Path],
+    backend: str = "auto",
+    device: str = "cpu",
+    precision: Optional[str] = None,
+    io_binding: Optional[bool] = None,
 ) -> Backend:
     """The backend for ``path``: ``backend`` one of :data:`BACKENDS` or ``"auto"`` (checkpoint ->
     torch; export -> tensorrt on CUDA when installed, else onnxruntime, else torch from the source
-    checkpoint). Raises :class:`BackendUnavailable` with what is missing."""
+    checkpoint). ``io_binding`` goes to the onnxruntime backend (:class:`.ort_backend.OrtBackend`);
+    setting it (not None) for any other backend, ``auto``'s choice included, raises
+    :class:`InputError`. Raises :class:`BackendUnavailable` with what is missing."""
     kind = dir_kind(path)
     name = _auto(kind, device) if backend == "auto" else backend
     if name not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}; expected one of auto, {', '.join(BACKENDS)}")
+    if io_binding is not None and name != "onnxruntime":
+        chosen = f"backend 'auto' chose {name!r} for {path}" if backend == "auto" else f"backend {name!r} was requested"
+        raise InputError(f"io_binding: only the onnxruntime backend takes it, but {chosen}; pass backend='onnxruntime'")
     if name == "torch":
         from .torch_backend import TorchBackend
 
@@ -71,7 +81,7 @@ def create_backend(
     if name == "onnxruntime":
         from .ort_backend import OrtBackend
 
-        return OrtBackend(path, device=device, precision=precision)
+        return OrtBackend(path, device=device, precision=precision, io_binding=io_binding)
     if not _has("tensorrt"):
         raise BackendUnavailable("backend 'tensorrt' needs the TensorRT Python package (import tensorrt failed: not installed)")
     try:

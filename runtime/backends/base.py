@@ -5,9 +5,10 @@ A backend runs ONE graph call of the exported contract (docs/export.md)::
     run(input_ids (B, L) int64, attention_mask (B, L) int64, state) -> (logits (B, L, V) fp32 numpy, new state)
 
 and owns the state in its *native, device-resident* form: torch tensors on the device for the torch
-backend, OrtValues (CUDA EP, IO binding) or numpy arrays (CPU EP) for ONNX Runtime, device buffers
-for TensorRT. The :class:`~rnnx.runtime.session.Session` never looks inside a state: it only calls the
-methods below, so a backend is free to keep whatever it likes in :attr:`BackendState.tensors`.
+backend, OrtValues on the device (IO binding: the default on the CUDA EP, optional on the CPU EP) or
+numpy arrays (plain ``InferenceSession.run``) for ONNX Runtime, device buffers for TensorRT. The
+:class:`~rnnx.runtime.session.Session` never looks inside a state: it only calls the methods below,
+so a backend is free to keep whatever it likes in :attr:`BackendState.tensors`.
 
 State tensors are described by :class:`StateSpec` (from ``rnnx.json`` "state", graph order): name
 (the flat name of :func:`rnnx.models.state.flatten_state`, e.g. ``layers.0.S``), graph input name

@@ -1,10 +1,19 @@
-"""The ONNX Runtime backend: an export directory (``rnnx.json`` + ``model.onnx``) on the CPU EP, or on
-the CUDA EP with IO binding.
+"""The ONNX Runtime backend: an export directory (``rnnx.json`` + ``model.onnx``) on the CPU EP or the
+CUDA EP, run either with plain ``InferenceSession.run`` or with IO binding (``io_binding``).
 
-CPU: state tensors are numpy arrays fed to ``InferenceSession.run`` (host memory is the device).
-CUDA: state tensors are ``OrtValue`` s on the GPU; every call binds the past OrtValues as inputs and
-lets ORT allocate the present outputs on the GPU (``bind_output(name, "cuda")``), so the state never
-crosses to the host between steps; only input_ids / attention_mask go up and the logits come down.
+Unbound (``io_binding=False``, the default on CPU): state tensors are numpy arrays fed to
+``InferenceSession.run``, which returns the present state as fresh numpy arrays (allowed on CUDA too,
+where the state then crosses host <-> device on every call).
+
+Bound (``io_binding=True``, the default on CUDA): state tensors are ``OrtValue`` s on the backend's
+device, ``("cuda", N)`` or ``("cpu", 0)``. Every call binds the past OrtValues as inputs and lets ORT
+allocate the present outputs on that same device (``bind_output(name, device_type, device_id)``), so
+the state never leaves the device between steps; only input_ids / attention_mask go in from the host
+and the logits come back to it. There is one bound code path for both devices: on the CPU it runs the
+exact binding and state plumbing that the CUDA EP runs, which is how CI without a GPU covers it.
+
+A state records where its tensors live; :meth:`OrtBackend.run` rejects a state of another onnxruntime
+backend of the same model that keeps them elsewhere (move it with ``to_host`` / ``import_state``).
 """
 
 from __future__ import annotations
@@ -28,17 +37,27 @@ def _device_id(device: str) -> int:
 
 class OrtBackend(Backend):
     """``model_dir`` on ONNX Runtime. ``device``: ``"cpu"`` or ``"cuda[:N]"``; ``precision`` must be
-    None or the export's precision (an ONNX file has one); ``threads``: intra-op threads (0 = ORT's default)."""
+    None or the export's precision (an ONNX file has one); ``threads``: intra-op threads (0 = ORT's
+    default); ``io_binding``: True runs every call through IO binding with the state as OrtValues on
+    ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
+    CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`."""
 
     name = "onnxruntime"
 
     def __init__(
-        self, model_dir: Union[str, Path], device: str = "cpu", precision: Optional[str] = None, threads: int = 0
+        self,
+        model_dir: Union[str, Path],
+        device: str = "cpu",
+        precision: Optional[str] = None,
+        threads: int = 0,
+        io_binding: Optional[bool] = None,
     ) -> None:
         try:
             import onnxruntime as ort
         except ImportError:
             raise BackendUnavailable("backend 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
+        if io_binding is not None and not isinstance(io_binding, bool):
+            raise InputError(f"io_binding: expected True, False or None, got {io_binding!r}")
         self._ort = ort
         self.model_dir = Path(model_dir)
         self.metadata = read_metadata(self.model_dir)
@@ -47,14 +66,17 @@ class OrtBackend(Backend):
                 f"{self.model_dir}: export precision is {self.metadata['precision']!r}, requested {precision!r}; re-export"
             )
         self.device = str(device)
-        self._cuda = self.device.startswith("cuda")
-        if self._cuda:
+        self._device_type = "cuda" if self.device.startswith("cuda") else "cpu"
+        self._device_id = _device_id(self.device)
+        self.io_binding: bool = self._device_type == "cuda" if io_binding is None else io_binding
+        self._placement = f"OrtValues on {self._device_type}:{self._device_id}" if self.io_binding else "numpy arrays"
+        if self._device_type == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise BackendUnavailable(
                     f"device {device!r}: this onnxruntime has no CUDAExecutionProvider "
                     f"(available: {', '.join(ort.get_available_providers())}); install onnxruntime-gpu"
                 )
-            providers: list[Any] = [("CUDAExecutionProvider", {"device_id": _device_id(self.device)}), "CPUExecutionProvider"]
+            providers: list[Any] = [("CUDAExecutionProvider", {"device_id": self._device_id}), "CPUExecutionProvider"]
         else:
             providers = ["CPUExecutionProvider"]
         options = ort.SessionOptions()
@@ -66,13 +88,29 @@ class OrtBackend(Backend):
         self.state_specs = [StateSpec.from_metadata(e) for e in self.metadata["state"]]
         self._outputs = ["logits"] + [s.output for s in self.state_specs]
 
+    def describe(self) -> str:
+        """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound."""
+        return super().describe() + (", IO binding" if self.io_binding else "")
+
     def _state(self, tensors: dict[str, Any], batch: int, past_length: int) -> BackendState:
-        return BackendState(tensors, batch, past_length, self.name, self.signature)
+        return BackendState(tensors, batch, past_length, self.name, self.signature, {"placement": self._placement})
 
     def _upload(self, array: np.ndarray) -> Any:
-        if not self._cuda:
+        """A native state tensor from a host array that the caller hands over (it must not be used
+        again): the array itself when unbound; bound, an OrtValue on the device (on the CPU backed by
+        the array's own buffer, on CUDA a device copy)."""
+        if not self.io_binding:
             return array
-        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", _device_id(self.device))
+        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self._device_type, self._device_id)
+
+    def _host(self, tensor: Any) -> np.ndarray:
+        """A host copy of a native state tensor that shares no storage with it. ``OrtValue.numpy()``
+        is a view of the OrtValue's buffer for a CPU OrtValue (copied here) and a fresh array for a
+        device one (kept as is)."""
+        if not self.io_binding:
+            return np.array(tensor, copy=True)
+        host = tensor.numpy()
+        return host if host.flags.owndata else host.copy()
 
     def init_state(self, batch: int) -> BackendState:
         tensors = {s.name: self._upload(np.zeros(s.concrete_shape(batch, 0), _numpy_dtype(s.dtype))) for s in self.state_specs}
@@ -81,18 +119,34 @@ class OrtBackend(Backend):
     def run(
         self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
     ) -> tuple[np.ndarray, BackendState]:
-        length = input_ids.shape[1]
-        if self._cuda:
-            logits, present = self._run_bound(input_ids, attention_mask, state)
-        else:
-            feed = {"input_ids": input_ids, "attention_mask": attention_mask}
-            feed.update((s.input, state.tensors[s.name]) for s in self.state_specs)
-            outs = self.session.run(self._outputs, feed)
-            logits, present = outs[0], outs[1:]
+        """:meth:`Backend.run`; raises :class:`InputError` for a state of another onnxruntime backend
+        that keeps its tensors elsewhere (numpy vs OrtValues, or another device)."""
+        placement = state.extra.get("placement")
+        if placement != self._placement:
+            raise InputError(
+                f"state: holds {placement}, this onnxruntime backend keeps {self._placement} (io_binding="
+                f"{self.io_binding}, device {self.device!r}); use session.import_state(state.to_host())"
+            )
+        run = self._run_bound if self.io_binding else self._run_unbound
+        logits, present = run(input_ids, attention_mask, state)
         tensors = {s.name: t for s, t in zip(self.state_specs, present)}
-        return np.asarray(logits, dtype=np.float32), self._state(tensors, state.batch, state.past_length + length)
+        past_length = state.past_length + input_ids.shape[1]
+        return np.asarray(logits, dtype=np.float32), self._state(tensors, state.batch, past_length)
 
-    def _run_bound(self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState) -> tuple[np.ndarray, list[Any]]:
+    def _run_unbound(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState
+    ) -> tuple[np.ndarray, list[Any]]:
+        """``InferenceSession.run`` on numpy state -> (logits, present numpy arrays in spec order)."""
+        feed = {"input_ids": input_ids, "attention_mask": attention_mask}
+        feed.update((s.input, state.tensors[s.name]) for s in self.state_specs)
+        outs = self.session.run(self._outputs, feed)
+        return outs[0], outs[1:]
+
+    def _run_bound(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState
+    ) -> tuple[np.ndarray, list[Any]]:
+        """One IO-bound call -> (logits on the host, present OrtValues on the backend's device, spec
+        order). The same code for every device: only ``(device_type, device_id)`` differ."""
         binding = self.session.io_binding()
         binding.bind_cpu_input("input_ids", input_ids)
         binding.bind_cpu_input("attention_mask", attention_mask)
@@ -100,13 +154,10 @@ class OrtBackend(Backend):
             binding.bind_ortvalue_input(s.input, state.tensors[s.name])
         binding.bind_output("logits", "cpu")
         for s in self.state_specs:
-            binding.bind_output(s.output, "cuda", _device_id(self.device))
+            binding.bind_output(s.output, self._device_type, self._device_id)
         self.session.run_with_iobinding(binding)
         outs = binding.get_outputs()
-        return outs[0].numpy(), list(outs[1:])
-
-    def _host(self, t: Any) -> np.ndarray:
-        return t.numpy() if self._cuda else np.array(t, copy=True)
+        return self._host(outs[0]), list(outs[1:])
 
     def copy_state(self, state: BackendState) -> BackendState:
         tensors = {k: self._upload(self._host(v)) for k, v in state.tensors.items()}

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads)
     linearAttentionStepKernel(LinearAttentionParams p, int t, const T* __restrict__ q,
                               const T* __restrict__ k, const T* __restrict__ v, const float* S_in,
                               const float* z_in, T* __restrict__ out, float* S_out, float* z_out) {
-  extern __shared__ float smem[];
+  RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
   const int E = p.dim_k, M = p.dim_v;
   float* qs = smem;
   float* ks = qs + E;
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     partial[threadIdx.x] = num;
     __syncthreads();
-    if (threadIdx.x < cols && m < M) {
+    if (static_cast<int>(threadIdx.x) < cols && m < M) {
       float total = 0.f;
       for (int j = 0; j < groups; ++j) total += partial[j * cols + threadIdx.x];
       out[row * M + m] = fromFloat<T>(total / den);
@@ -97,7 +97,8 @@ cudaError_t launchLinearAttentionStep(const LinearAttentionParams& p, DataType t
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   return dispatchType(type, [&](auto tag) {
     using T = decltype(tag);
-    linearAttentionStepKernel<T><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
+    const auto kernel = &linearAttentionStepKernel<T>;
+    RNNX_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream)(
         p, t, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), S_in,
         z_in, static_cast<T*>(out), S_out, z_out);
     return cudaGetLastError();

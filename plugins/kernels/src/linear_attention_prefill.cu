@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads)
   using Cfg = PrefillConfig<T, E, M>;
   constexpr int C = Cfg::kChunk;
   constexpr int TM = Cfg::kTileM;
-  extern __shared__ __align__(128) unsigned char smem[];
+  RNNX_DYNAMIC_SHARED_MEMORY(unsigned char, smem, 128);
   T* Qs = reinterpret_cast<T*>(smem + Cfg::kQ);
   T* Ks = reinterpret_cast<T*>(smem + Cfg::kK);
   T* Vs = reinterpret_cast<T*>(smem + Cfg::kV);
@@ -286,12 +286,12 @@ cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k
                           const float* S0, const float* z0, T* out, float* S_last, float* z_last,
                           cudaStream_t stream) {
   using Cfg = PrefillConfig<T, E, M>;
-  auto kernel = prefillKernel<T, E, M>;
+  const auto kernel = &prefillKernel<T, E, M>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kBytes));
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.batch) * p.heads), Cfg::kTiles);
-  kernel<<<grid, kThreads, Cfg::kBytes, stream>>>(p, q, k, v, S0, z0, out, S_last, z_last);
+  RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
   return cudaGetLastError();
 }
 

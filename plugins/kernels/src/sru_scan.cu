@@ -94,11 +94,8 @@ cudaError_t launchSruScan(const SruScanParams& p, const void* U, const void* x, 
   auto* wt = static_cast<const T*>(weight_c);
   auto* bt = static_cast<const T*>(bias);
   auto* ht = static_cast<T*>(h);
-  if (p.num_matrices == 3) {
-    sruScanKernel<T, 3><<<grid, kThreads, 0, stream>>>(p, Ut, xt, wt, bt, c0, mask_pad, ht, c_last);
-  } else {
-    sruScanKernel<T, 4><<<grid, kThreads, 0, stream>>>(p, Ut, xt, wt, bt, c0, mask_pad, ht, c_last);
-  }
+  const auto kernel = p.num_matrices == 3 ? &sruScanKernel<T, 3> : &sruScanKernel<T, 4>;
+  RNNX_LAUNCH(kernel, grid, kThreads, 0, stream)(p, Ut, xt, wt, bt, c0, mask_pad, ht, c_last);
   return cudaGetLastError();
 }
 

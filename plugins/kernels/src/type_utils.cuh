@@ -1,4 +1,11 @@
-// Internal helpers shared by the rnnx CUDA kernels: activation types and their fp32 conversions.
+// Internal helpers shared by the rnnx CUDA kernels: activation types and their fp32 conversions, and the
+// two macros through which the kernels launch and declare dynamic shared memory, so that the same sources
+// also compile as C++ for the CUDA host emulation (emulation/, RNNX_CUDA_HOST_EMULATION):
+//   RNNX_LAUNCH(kernel, grid, block[, smem[, stream]])(args...)
+//       = kernel<<<grid, block, smem, stream>>>(args...)
+//   RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment)
+//       = extern __shared__ __align__(alignment) type name[]
+// `kernel` is a single name (a function or a function pointer), never a template-id with commas.
 //
 // Conversions are explicit intrinsics (no implicit __half / __nv_bfloat16 operators), so the files
 // also compile with the __CUDA_NO_HALF_OPERATORS__ / __CUDA_NO_HALF_CONVERSIONS__ /
@@ -10,6 +17,13 @@
 #include <cuda_runtime_api.h>
 
 #include "rnnx/kernels.h"
+
+#ifdef RNNX_CUDA_HOST_EMULATION
+#include "rnnx_cuda_emulation.h"
+#else
+#define RNNX_LAUNCH(kernel, ...) kernel<<<__VA_ARGS__>>>
+#define RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment) extern __shared__ __align__(alignment) type name[]
+#endif
 
 namespace rnnx {
 namespace kernels {

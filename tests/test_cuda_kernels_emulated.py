@@ -1,0 +1,221 @@
+"""The CUDA kernels of plugins/kernels on the CUDA host emulation (plugins/kernels/emulation), in CI without
+a GPU: the unchanged kernel sources compiled as C++ and run on the CPU with one cooperative fiber per CUDA
+thread (barriers, warp shuffles and WMMA emulated and checked). The same cases, references and tolerances
+as the GPU tests (kernel_cases.py), plus what only the emulation can show: results independent of the
+thread/block schedule (no data race that the barriers miss), and which code path ran (launch and
+tensor-core counters).
+
+What this cannot show: real-hardware numerics (expf, tensor-core rounding), timing, the hardware memory
+model. Those need the gpu-marked tests in test_cuda_kernels.py. The C++ side (the plugins' enqueue on the
+emulation under AddressSanitizer, and the emulation's own self-tests) runs through ctest in test_plugins.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from cuda_emulation import EmulatedKernels, EmulatedLaunchError
+from kernel_cases import (
+    DIMS, DTYPES, LA_PREFILL_SHAPES, SRU_ATOL, SRU_CONFIGS, SRU_SHAPES, assert_la_close, la_inputs, la_reference,
+    sru_config_id, sru_inputs, sru_reference,
+)
+from test_plugins import BUILD_DIR, _nvcc
+from rnnx.runtime import plugins
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the kernel emulation"),
+    pytest.mark.skipif(_nvcc() is None, reason="no CUDA toolkit (nvcc, headers): cannot build the kernel emulation"),
+]
+
+EPS = 1e-6
+
+
+@pytest.fixture(scope="module")
+def emu() -> EmulatedKernels:
+    plugins.build_plugins(BUILD_DIR, cmake_args=[f"-DCMAKE_CUDA_COMPILER={_nvcc()}"], quiet=True)
+    library = BUILD_DIR / "librnnx_kernels_emulated.so"
+    assert library.is_file(), f"{library} was not built"
+    kernels = EmulatedKernels(library)
+    kernels.set_schedule("in_order")
+    return kernels
+
+
+def _sru_attrs(d, D, k, skip, use_tanh, scale_x=0.7):
+    return dict(hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip, use_tanh=use_tanh, scale_x=scale_x)
+
+
+def _run_sru(emu, U, x, w, b, c0, m, attrs, c_last=None):
+    L, B = U.shape[0], U.shape[1]
+    width = attrs["num_directions"] * attrs["hidden_size"]
+    h = torch.full((L, B, width), float("nan"), dtype=U.dtype)  # every element must be written
+    c_last = torch.full((B, width), float("nan")) if c_last is None else c_last
+    emu.sru_scan(U, x, w, b, c0, m, h, c_last, **attrs)
+    return h, c_last
+
+
+def _run_la(emu, q, k, v, S0, z0, out=None, S=None, z=None):
+    B, H, L, E = q.shape
+    M = v.shape[-1]
+    out = torch.full((B, H, L, M), float("nan"), dtype=q.dtype) if out is None else out
+    S = torch.full((B, H, E, M), float("nan")) if S is None else S
+    z = torch.full((B, H, E), float("nan")) if z is None else z
+    emu.causal_linear_attention(q, k, v, S0, z0, out, S, z, EPS)
+    return out, S, z
+
+
+# ---------------------------------------------------------------------------------------------
+# SRU scan
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("config", SRU_CONFIGS, ids=sru_config_id)
+def test_sru_scan_matches_naive(emu, dtype, config):
+    D, k, skip, use_tanh, mask = config
+    for seed, (L, B, d) in enumerate(SRU_SHAPES):
+        U, x, w, b, c0, m = sru_inputs(L, B, d, D, k, dtype, mask, seed, "cpu")
+        attrs = _sru_attrs(d, D, k, skip, use_tanh)
+        h, c = _run_sru(emu, U, x, w, b, c0, m, attrs)
+        h_ref, c_ref = sru_reference(U, x, w, b, c0, m, **attrs)
+        torch.testing.assert_close(h.double(), h_ref, atol=SRU_ATOL[dtype], rtol=SRU_ATOL[dtype])
+        torch.testing.assert_close(c.double(), c_ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_sru_scan_prefill_then_step_in_place_and_zero_state(emu, dtype):
+    L, B, d, D, k = 20, 3, 40, 1, 3
+    U, x, w, b, c0, _ = sru_inputs(L, B, d, D, k, dtype, False, 7, "cpu")
+    attrs = _sru_attrs(d, D, k, True, False, 1.0)
+    h_all, c_all = _run_sru(emu, U, x, w, b, c0, None, attrs)
+    c = c0.clone()
+    parts = [_run_sru(emu, U[:12].contiguous(), x[:12].contiguous(), w, b, c, None, attrs, c_last=c)[0]]
+    for t in range(12, L):
+        parts.append(_run_sru(emu, U[t:t + 1].contiguous(), x[t:t + 1].contiguous(), w, b, c, None, attrs, c_last=c)[0])
+    assert torch.equal(torch.cat(parts), h_all) and torch.equal(c, c_all)
+    # c0 absent = zeros
+    h0, c0_last = _run_sru(emu, U, x, w, b, None, None, attrs)
+    h_ref, c_ref = sru_reference(U, x, w, b, torch.zeros_like(c0), None, **attrs)
+    torch.testing.assert_close(h0.double(), h_ref, atol=SRU_ATOL[dtype], rtol=SRU_ATOL[dtype])
+    torch.testing.assert_close(c0_last.double(), c_ref, atol=1e-4, rtol=1e-4)
+
+
+def test_sru_scan_rejects_bad_attributes(emu):
+    U, x, w, b, c0, _ = sru_inputs(4, 2, 8, 1, 3, torch.float32, False, 1, "cpu")
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # cudaErrorInvalidValue
+        _run_sru(emu, U, x, w, b, c0, None, _sru_attrs(8, 3, 3, True, False))
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # k = 3 with skip needs x
+        _run_sru(emu, U, None, w, b, c0, None, _sru_attrs(8, 1, 3, True, False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Causal linear attention
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("E", DIMS)
+@pytest.mark.parametrize("M", DIMS)
+def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
+    for seed, (B, H, L, state) in enumerate(LA_PREFILL_SHAPES):
+        q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state)
+        emu.reset_stats()
+        got = _run_la(emu, q, k, v, S0, z0)
+        stats = emu.stats()
+        assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+        # One chunked launch; tensor cores exactly where the dtype allows them.
+        assert stats.launches == 1
+        assert (stats.mma > 0) == (dtype != torch.float32), stats
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
+def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):
+    for L in (1, 9):  # L = 1: the decode kernel; 48 / 80: one decode launch per token for every L
+        q, k, v, S0, z0 = la_inputs(3, 2, L, E, M, dtype, L, "cpu")
+        emu.reset_stats()
+        got = _run_la(emu, q, k, v, S0, z0)
+        stats = emu.stats()
+        assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+        chunked = L > 1 and E in DIMS and M in DIMS
+        assert stats.launches == (1 if chunked else L), stats
+        assert stats.mma == 0 or chunked
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("E,M", [(32, 32), (64, 64), (128, 128)])
+def test_linear_attention_prefill_then_step_in_place(emu, dtype, E, M):
+    """Prefill n tokens then single steps with S_last / z_last aliasing S0 / z0, equal to one pass over all
+    tokens; (128, 128) splits M into several column tiles, so z0 goes through the workspace."""
+    B, H, L, n = 2, 3, 100, 70
+    q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, 11, "cpu")
+    out_all, S_all, z_all = _run_la(emu, q, k, v, S0, z0)
+    S, z = S0.clone(), z0.clone()
+    sl = lambda t0, t1: [t[:, :, t0:t1].contiguous() for t in (q, k, v)]  # noqa: E731
+    outs = [_run_la(emu, *sl(0, n), S, z, S=S, z=z)[0]]
+    for t in range(n, L):
+        outs.append(_run_la(emu, *sl(t, t + 1), S, z, S=S, z=z)[0])
+    got = (torch.cat(outs, dim=2), S, z)
+    assert_la_close(got, (out_all.double(), S_all.double(), z_all.double()), dtype)
+    assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_linear_attention_in_place_prefill_equals_out_of_place(emu, dtype):
+    q, k, v, S0, z0 = la_inputs(2, 2, 130, 128, 128, dtype, 5, "cpu")
+    ref = _run_la(emu, q, k, v, S0, z0)
+    S, z = S0.clone(), z0.clone()
+    got = _run_la(emu, q, k, v, S, z, S=S, z=z)
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_linear_attention_scores_beyond_half_range(emu, dtype):
+    """phi(q) . phi(k) near 8.7e4 (over fp16's 65504) inside a chunk: the scores stay fp32 and the
+    tensor cores get A / den in [0, 1]."""
+    q, k, v, S0, z0 = la_inputs(1, 2, 100, 128, 64, dtype, 21, "cpu", state=False, qk_shift=25.0)
+    assert_la_close(_run_la(emu, q, k, v, S0, z0), la_reference(q, k, v, S0, z0), dtype)
+
+
+def test_linear_attention_empty_and_invalid(emu):
+    # L = 0 copies the state through (or zeros it); zero batch launches nothing.
+    q, k, v, S0, z0 = la_inputs(2, 2, 0, 32, 32, torch.float32, 3, "cpu")
+    _, S, z = _run_la(emu, q, k, v, S0, z0)
+    assert torch.equal(S, S0) and torch.equal(z, z0)
+    _, S, z = _run_la(emu, q, k, v, None, None)
+    assert not S.any() and not z.any()
+    emu.reset_stats()
+    _run_la(emu, *la_inputs(0, 2, 5, 32, 32, torch.float32, 3, "cpu"))
+    assert emu.stats().launches == 0
+    q, k, v, S0, z0 = la_inputs(1, 1, 4, 32, 32, torch.float32, 3, "cpu")
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):
+        emu.causal_linear_attention(q, k, v[..., :0], S0, z0, q.new_empty(1, 1, 4, 0), S0.clone(), z0.clone(), EPS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedules: a result that depends on the order threads or blocks run between barriers is a race.
+
+SCHEDULES = [("reversed", 0), ("random", 1), ("random", 2)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_results_do_not_depend_on_the_schedule(emu, dtype):
+    la_cases = [(2, 2, 97, 64, 64), (1, 2, 70, 128, 128), (1, 1, 40, 32, 128), (2, 3, 1, 64, 64), (1, 2, 5, 48, 80)]
+    la_inputs_ = [la_inputs(*shape, dtype, i, "cpu") for i, shape in enumerate(la_cases)]
+    U, x, w, b, c0, m = sru_inputs(13, 3, 37, 2, 4, dtype, True, 4, "cpu")
+    sru_attrs = _sru_attrs(37, 2, 4, True, True)
+
+    def run_all():
+        return [_run_la(emu, *inputs) for inputs in la_inputs_] + [_run_sru(emu, U, x, w, b, c0, m, sru_attrs)]
+
+    try:
+        emu.set_schedule("in_order")
+        baseline = run_all()
+        for schedule, seed in SCHEDULES:
+            emu.set_schedule(schedule, seed)
+            for case, (got, ref) in enumerate(zip(run_all(), baseline)):
+                for a, b_ in zip(got, ref):
+                    assert torch.equal(a, b_), f"case {case} differs under schedule {schedule}/{seed}"
+    finally:
+        emu.set_schedule("in_order")
