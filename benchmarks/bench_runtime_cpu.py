@@ -1,5 +1,6 @@
 """Runtime decode speed on CPU: per-step latency and tokens/s vs context length, torch and ONNX
-Runtime backends on the demo models, against a same-size softmax transformer with a KV cache.
+Runtime backends (plain ``run`` and IO binding with OrtValue state) on the demo models, against a
+same-size softmax transformer with a KV cache.
 
     python benchmarks/bench_runtime_cpu.py [--contexts 64,256,1024,4096] [--batch 1] [--steps 32]
                                            [--threads 0] [--export-dir DIR]
@@ -123,14 +124,13 @@ def main() -> None:
         out = export_root / name
         if not (out / "rnnx.json").is_file():
             export_model(str(demo_checkpoint_path(name)), out, target="onnxruntime", check=False)
+        from rnnx.runtime.backends.ort_backend import OrtBackend
+
         sessions = {
             "torch": rt.load(demo_checkpoint_path(name)),
-            "onnxruntime": rt.Session(rt.create_backend(out, backend="onnxruntime")),
+            "onnxruntime": rt.Session(OrtBackend(out, threads=args.threads)),
+            "onnxruntime, IO binding": rt.Session(OrtBackend(out, threads=args.threads, io_binding=True)),
         }
-        if args.threads:
-            from rnnx.runtime.backends.ort_backend import OrtBackend
-
-            sessions["onnxruntime"] = rt.Session(OrtBackend(out, threads=args.threads))
         for backend, session in sessions.items():
             rows[f"{name} ({backend})"] = {c: bench_session(session, c, args.batch, args.steps, rng) for c in contexts}
 
