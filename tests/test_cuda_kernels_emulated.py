@@ -13,6 +13,7 @@ emulation under AddressSanitizer, and the emulation's own self-tests) runs throu
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 import torch
@@ -219,3 +220,14 @@ def test_results_do_not_depend_on_the_schedule(emu, dtype):
                     assert torch.equal(a, b_), f"case {case} differs under schedule {schedule}/{seed}"
     finally:
         emu.set_schedule("in_order")
+
+
+def test_emulation_library_exports_only_its_c_api(emu):
+    """The emulated CUDA runtime (cudaMalloc, cudaGetLastError, ...) stays inside the library, so loading
+    it never interposes on a real libcudart in the same process (e.g. torch with CUDA)."""
+    if shutil.which("nm") is None:
+        pytest.skip("binutils (nm) not found")
+    library = BUILD_DIR / "librnnx_kernels_emulated.so"
+    defined = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    exported = {line.split()[-1] for line in defined.stdout.splitlines() if line.split()[-2:-1] in (["T"], ["W"])}
+    assert exported and all(name.startswith("rnnx_emu_") for name in exported), sorted(exported)
