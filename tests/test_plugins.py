@@ -55,10 +55,15 @@ def test_ctest_passes(build: Path) -> None:
         assert name in result.stdout, f"ctest did not run {name}:\n{result.stdout}"
 
 
+def _run_summary(executable: Path) -> tuple[subprocess.CompletedProcess, int, int]:
+    """Runs a C++ test executable -> (result, passed, failed) from its last line "N passed, N failed"."""
+    result = subprocess.run([str(executable)], capture_output=True, text=True, timeout=900)
+    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "0 passed, 0 failed"
+    return result, int(summary.split()[0]), int(summary.split()[2])
+
+
 def test_unit_test_summary(build: Path) -> None:
-    result = subprocess.run([str(BUILD_DIR / "tests" / "rnnx_plugin_tests")], capture_output=True, text=True)
-    summary = result.stdout.strip().splitlines()[-1]
-    passed, failed = int(summary.split()[0]), int(summary.split()[2])
+    result, passed, failed = _run_summary(BUILD_DIR / "tests" / "rnnx_plugin_tests")
     assert result.returncode == 0 and failed == 0 and passed >= 20, result.stdout
 
 
@@ -180,10 +185,8 @@ def test_ctest_reports_the_gpu_enqueue_test_skipped_without_a_device(build: Path
 def test_gpu_enqueue_matches_reference(build: Path) -> None:
     """Both plugins' enqueue on device buffers against the C++ reference: random shapes, fp32/fp16/bf16,
     mask_pad, both directions, k = 3/4, head dims 32/64/128, prefill-then-step in place and out of place."""
-    result = subprocess.run([str(GPU_ENQUEUE_TEST)], capture_output=True, text=True, timeout=900)
-    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    result, passed, failed = _run_summary(GPU_ENQUEUE_TEST)
     assert result.returncode == 0, result.stdout + result.stderr
-    passed, failed = int(summary.split()[0]), int(summary.split()[2])
     assert failed == 0 and passed >= 12, result.stdout
 
 
@@ -193,11 +196,6 @@ def test_gpu_enqueue_matches_reference(build: Path) -> None:
 EMULATED_ENQUEUE_TEST = BUILD_DIR / "tests" / "plugin_enqueue_emulated"
 EMULATION_SELFTEST = BUILD_DIR / "tests" / "kernel_emulation_selftest"
 
-
-def _run_summary(executable: Path) -> tuple[subprocess.CompletedProcess, int, int]:
-    result = subprocess.run([str(executable)], capture_output=True, text=True, timeout=900)
-    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "0 passed, 0 failed"
-    return result, int(summary.split()[0]), int(summary.split()[2])
 
 
 def test_enqueue_on_the_emulation_matches_reference(build: Path) -> None:

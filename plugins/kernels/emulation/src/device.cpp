@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "emulation_internal.h"
@@ -175,6 +176,14 @@ Device& device() {
   return d;
 }
 
+//! Records a failed launch or call: the message for takeLaunchErrorMessage() and the error for
+//! cudaGetLastError(). Returns `error`.
+cudaError_t recordFailure(cudaError_t error, std::string message) {
+  device().failure = std::move(message);
+  setLastError(error);
+  return error;
+}
+
 BlockRun& activeRun(const char* what) {
   BlockRun* run = device().run;
   if (run == nullptr || run->current == nullptr) {
@@ -273,21 +282,21 @@ bool releaseWarps(BlockRun& run, Stats& stats) {
         if (run.fibers[i].wait == Wait::kWarpCollective) at = &run.fibers[i];
       }
       run.failed = true;
-      device().failure = where + describeCollective(*at) + " reached by " + std::to_string(waiting) + " of " +
-                         std::to_string(last - first) +
-                         " lanes (the others wait at __syncthreads or have exited)";
-      setLastError(cudaErrorLaunchFailure);
+      recordFailure(cudaErrorLaunchFailure, where + describeCollective(*at) + " reached by " +
+                                                std::to_string(waiting) + " of " +
+                                                std::to_string(last - first) +
+                                                " lanes (the others wait at __syncthreads or have exited)");
       return false;
     }
     for (size_t i = first + 1; i < last; ++i) {
       const Fiber& lane = run.fibers[i];
       if (!sameCollective(lane, lead)) {
         run.failed = true;
-        device().failure = where + "lanes at different warp collectives: lane 0 at " +
-                           describeCollective(lead) + " (collective #" + std::to_string(lead.collectives) +
-                           "), lane " + std::to_string(i - first) + " at " + describeCollective(lane) +
-                           " (collective #" + std::to_string(lane.collectives) + ")";
-        setLastError(cudaErrorLaunchFailure);
+        recordFailure(cudaErrorLaunchFailure,
+                      where + "lanes at different warp collectives: lane 0 at " + describeCollective(lead) +
+                          " (collective #" + std::to_string(lead.collectives) + "), lane " +
+                          std::to_string(i - first) + " at " + describeCollective(lane) + " (collective #" +
+                          std::to_string(lane.collectives) + ")");
         return false;
       }
     }
@@ -345,9 +354,7 @@ bool runBlock(BlockRun& run, const ThreadIndex& block_index, std::mt19937_64& rn
 cudaError_t configurationError(const char* format, unsigned a, unsigned b, unsigned c) {
   char message[200];
   std::snprintf(message, sizeof(message), format, a, b, c);
-  device().failure = message;
-  setLastError(cudaErrorInvalidConfiguration);
-  return cudaErrorInvalidConfiguration;
+  return recordFailure(cudaErrorInvalidConfiguration, message);
 }
 
 }  // namespace
@@ -409,10 +416,8 @@ void* dynamicSharedMemory() { return activeRun("dynamic shared memory").shared; 
 
 void failLaunch(cudaError_t error, const char* message) {
   BlockRun& run = activeRun("failLaunch");
-  Device& dev = device();
-  dev.failure =
-      describeBlock(run.current->index) + ", thread " + std::to_string(run.current->linear) + ": " + message;
-  setLastError(error);
+  recordFailure(error, describeBlock(run.current->index) + ", thread " + std::to_string(run.current->linear) +
+                           ": " + message);
   run.failed = true;
   run.current->wait = Wait::kExited;
   switchToScheduler(run, true);
@@ -424,9 +429,8 @@ cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, siz
   Device& dev = device();
   std::lock_guard<std::mutex> lock(dev.launch_mutex);
   if (dev.run != nullptr) {
-    dev.failure = "a kernel launched a kernel (not supported by the emulation)";
-    setLastError(cudaErrorNotSupported);
-    return cudaErrorNotSupported;
+    return recordFailure(cudaErrorNotSupported,
+                         "a kernel launched a kernel (not supported by the emulation)");
   }
   const size_t threads = static_cast<size_t>(block.x) * block.y * block.z;
   if (threads == 0 || threads > kMaxThreadsPerBlock || block.z > 64) {
@@ -439,16 +443,14 @@ cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, siz
   const auto limit = dev.shared_limits.find(kernel);
   const int shared_limit = limit == dev.shared_limits.end() ? kDefaultShared : limit->second;
   if (shared_bytes > static_cast<size_t>(shared_limit)) {
-    dev.failure = std::to_string(shared_bytes) +
-                  " bytes of dynamic shared memory, over the kernel's limit of " +
-                  std::to_string(shared_limit) + " (cudaFuncAttributeMaxDynamicSharedMemorySize)";
-    setLastError(cudaErrorInvalidValue);
-    return cudaErrorInvalidValue;
+    return recordFailure(cudaErrorInvalidValue,
+                         std::to_string(shared_bytes) +
+                             " bytes of dynamic shared memory, over the kernel's limit of " +
+                             std::to_string(shared_limit) + " (cudaFuncAttributeMaxDynamicSharedMemorySize)");
   }
   if (!isValidStream(stream)) {
-    dev.failure = "launch on a stream that was not created or was destroyed";
-    setLastError(cudaErrorInvalidResourceHandle);
-    return cudaErrorInvalidResourceHandle;
+    return recordFailure(cudaErrorInvalidResourceHandle,
+                         "launch on a stream that was not created or was destroyed");
   }
 
   dev.stats.launches += 1;
@@ -487,10 +489,10 @@ cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, siz
 cudaError_t setFuncAttribute(const void* kernel, cudaFuncAttribute attribute, int value) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
   if (value < 0 || value > kMaxSharedOptIn) {
-    device().failure = "cudaFuncAttributeMaxDynamicSharedMemorySize " + std::to_string(value) +
-                       " is over the device's opt-in limit of " + std::to_string(kMaxSharedOptIn) + " bytes";
-    setLastError(cudaErrorInvalidValue);
-    return cudaErrorInvalidValue;
+    return recordFailure(cudaErrorInvalidValue, "cudaFuncAttributeMaxDynamicSharedMemorySize " +
+                                                    std::to_string(value) +
+                                                    " is over the device's opt-in limit of " +
+                                                    std::to_string(kMaxSharedOptIn) + " bytes");
   }
   device().shared_limits[kernel] = value;
   return cudaSuccess;
