@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -64,8 +64,10 @@ def bench_sru(ext, dtype: torch.dtype, copy_bw: float) -> list[str]:
         nbytes = U.numel() * U.element_size() + h.numel() * h.element_size()
         nbytes += 0 if x is None else x.numel() * x.element_size()
         bw = nbytes / t
-        rows.append(f"| {str(dtype).split('.')[-1]} | {L} | {B} | {D}x{d} | {k} | {t * 1e3:.3f} | "
-                    f"{bw / 1e9:.0f} | {bw / copy_bw:.2f} |")
+        rows.append(
+            f"| {str(dtype).split('.')[-1]} | {L} | {B} | {D}x{d} | {k} | {t * 1e3:.3f} | "
+            f"{bw / 1e9:.0f} | {bw / copy_bw:.2f} |"
+        )
     return rows
 
 
@@ -80,8 +82,10 @@ def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=6
     t_kernel = cuda_time(lambda: ext.causal_linear_attention(q, k, v, None, None, out, S, z, 1e-6, stream))
     t_torch = cuda_time(lambda: chunked_forward(q, k, v, None, None, 1e-6, DEFAULT_CHUNK_SIZE), repeat=5)
     name = str(dtype).split(".")[-1]
-    rows = [f"| {name} | rnnx CUDA kernel | {t_kernel * 1e3:.3f} | 1.00 |",
-            f"| {name} | rnnx chunked torch | {t_torch * 1e3:.3f} | {t_torch / t_kernel:.2f} |"]
+    rows = [
+        f"| {name} | rnnx CUDA kernel | {t_kernel * 1e3:.3f} | 1.00 |",
+        f"| {name} | rnnx chunked torch | {t_torch * 1e3:.3f} | {t_torch / t_kernel:.2f} |",
+    ]
     try:
         from fla.ops.linear_attn import chunk_linear_attn
     except Exception as exc:  # not installed, or no Triton for this device
@@ -96,8 +100,10 @@ def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=6
         layout = {"head_first": False} if "head_first" in inspect.signature(chunk_linear_attn).parameters else {}
         try:
             t_fla = cuda_time(lambda: chunk_linear_attn(qf, kf, vf, normalize=True, scale=1.0, **layout))
-            rows.append(f"| {name} | fla chunk_linear_attn (feature map applied outside) | {t_fla * 1e3:.3f} | "
-                        f"{t_fla / t_kernel:.2f} |")
+            rows.append(
+                f"| {name} | fla chunk_linear_attn (feature map applied outside) | {t_fla * 1e3:.3f} | "
+                f"{t_fla / t_kernel:.2f} |"
+            )
         except Exception as exc:
             rows.append(f"| {name} | fla chunk_linear_attn | failed: {type(exc).__name__}: {exc} | |")
     return rows

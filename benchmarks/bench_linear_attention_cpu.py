@@ -13,7 +13,6 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-
 from timing import machine_line, markdown_table, measure
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import torch
-
 from timing import machine_line, markdown_table, measure
 
 
@@ -76,15 +75,35 @@ def main() -> None:
                 prefill_rows.append(row)
 
     print(f"Decode step, B=1, fp32; {machine_line()}; onnxruntime {ort.__version__}\n")
-    print(markdown_table(
-        ["model", "context", "torch eager ms", "ORT function body ms", "speed-up", "ORT native LinearAttention ms", "speed-up"],
-        rows,
-    ))
+    print(
+        markdown_table(
+            [
+                "model",
+                "context",
+                "torch eager ms",
+                "ORT function body ms",
+                "speed-up",
+                "ORT native LinearAttention ms",
+                "speed-up",
+            ],
+            rows,
+        )
+    )
     print()
-    print(markdown_table(
-        ["model", "prefill length", "torch eager ms", "ORT function body ms", "speed-up", "ORT native LinearAttention ms", "speed-up"],
-        prefill_rows,
-    ))
+    print(
+        markdown_table(
+            [
+                "model",
+                "prefill length",
+                "torch eager ms",
+                "ORT function body ms",
+                "speed-up",
+                "ORT native LinearAttention ms",
+                "speed-up",
+            ],
+            prefill_rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import machine_line  # noqa: E402
+from timing import machine_line
 
-import rnnx.runtime as rt  # noqa: E402
-from rnnx.export import export_model  # noqa: E402
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path, load_checkpoint  # noqa: E402
+import rnnx.runtime as rt
+from rnnx.export import export_model
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path, load_checkpoint
 
 
 class SoftmaxKVLM(nn.Module):
@@ -119,7 +119,9 @@ def main() -> None:
 
     cfg = load_checkpoint(demo_checkpoint_path("linear_transformer_copy"))[1]["config"]
     baseline = SoftmaxKVLM(cfg["vocab_size"], cfg["d_model"], cfg["num_layers"], cfg["num_heads"], cfg["d_ff"]).eval()
-    rows: dict[str, dict[int, float]] = {"softmax KV cache (torch)": {c: bench_softmax(baseline, c, args.batch, args.steps) for c in contexts}}
+    rows: dict[str, dict[int, float]] = {
+        "softmax KV cache (torch)": {c: bench_softmax(baseline, c, args.batch, args.steps) for c in contexts}
+    }
     for name in DEMO_CHECKPOINTS:
         out = export_root / name
         if not (out / "rnnx.json").is_file():
@@ -149,8 +151,11 @@ def main() -> None:
     for label, r in rows.items():
         print(f"| {label} | " + " | ".join(f"{base[c] / r[c]:.2f}" for c in contexts) + " |")
     growth = {label: r[contexts[-1]] / r[contexts[0]] for label, r in rows.items()}
-    print(f"\nlatency growth ctx {contexts[0]} -> {contexts[-1]}: "
-          + ", ".join(f"{k} x{v:.2f}" for k, v in growth.items()) + f" (log2 ratio of contexts {math.log2(contexts[-1] / contexts[0]):.0f})")
+    print(
+        f"\nlatency growth ctx {contexts[0]} -> {contexts[-1]}: "
+        + ", ".join(f"{k} x{v:.2f}" for k, v in growth.items())
+        + f" (log2 ratio of contexts {math.log2(contexts[-1] / contexts[0]):.0f})"
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import warnings
 from pathlib import Path
 
 import torch
-
 from timing import machine_line, markdown_table, measure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,8 +73,16 @@ def main() -> None:
             from sru.ops import elementwise_recurrence_inference as published_scan
 
             scale = torch.ones(1)
-            add(scan_rows, "sru 2.6.0 C++ CPU kernel", measure(lambda: published_scan(U, x, wc, bias, c0, 0, d, False, True, scale)))
-        add(scan_rows, "naive time loop (reference)", measure(lambda: sru_scan_naive(U, x, wc, bias, c0, hidden_size=d), repeat=3))
+            add(
+                scan_rows,
+                "sru 2.6.0 C++ CPU kernel",
+                measure(lambda: published_scan(U, x, wc, bias, c0, 0, d, False, True, scale)),
+            )
+        add(
+            scan_rows,
+            "naive time loop (reference)",
+            measure(lambda: sru_scan_naive(U, x, wc, bias, c0, hidden_size=d), repeat=3),
+        )
 
     xg = x.clone().requires_grad_()
     add(train_rows, "rnnx.models.SRU", measure(lambda: ours(xg)[0].sum().backward(), repeat=5))
@@ -83,8 +90,11 @@ def main() -> None:
         ref.train()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            add(train_rows, "sru 2.6.0 SRU (Python loop: it has no CPU backward kernel)",
-                measure(lambda: ref(xg)[0].sum().backward(), repeat=3))
+            add(
+                train_rows,
+                "sru 2.6.0 SRU (Python loop: it has no CPU backward kernel)",
+                measure(lambda: ref(xg)[0].sum().backward(), repeat=3),
+            )
     add(train_rows, "torch.nn.LSTM", measure(lambda: lstm(xg)[0].sum().backward(), repeat=5))
 
     print(f"SRU CPU benchmark: L={L}, B={B}, d={d}, layers={n}, fp32; {machine_line()}\n")

@@ -36,30 +36,70 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint", required=False, type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Output directory (default: ./rnnx-export/<checkpoint name>).")
-@click.option("--target", default="tensorrt", show_default=True,
-              help=f"Graph flavour: {' | '.join(TARGETS)}.")
-@click.option("--precision", default="fp32", show_default=True,
-              help=f"Weights and activations: {' | '.join(PRECISIONS)} (state is always fp32).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Output directory (default: ./rnnx-export/<checkpoint name>).",
+)
+@click.option("--target", default="tensorrt", show_default=True, help=f"Graph flavour: {' | '.join(TARGETS)}.")
+@click.option(
+    "--precision",
+    default="fp32",
+    show_default=True,
+    help=f"Weights and activations: {' | '.join(PRECISIONS)} (state is always fp32).",
+)
 @click.option("--opset", default=DEFAULT_OPSET, show_default=True, type=int, help="ONNX opset (18-21).")
-@click.option("--check/--no-check", default=True, show_default=True,
-              help="Parity against PyTorch in ONNX Runtime, and Polygraphy files.")
-@click.option("--steps", default=DEFAULT_DECODE_STEPS, show_default=True, type=click.IntRange(0),
-              help="Chained decode steps of the parity check.")
-@click.option("--engine", is_flag=True, default=False,
-              help="Also build (or reuse from the cache) a TensorRT engine; needs TensorRT and a GPU.")
+@click.option(
+    "--check/--no-check",
+    default=True,
+    show_default=True,
+    help="Parity against PyTorch in ONNX Runtime, and Polygraphy files.",
+)
+@click.option(
+    "--steps",
+    default=DEFAULT_DECODE_STEPS,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Chained decode steps of the parity check.",
+)
+@click.option(
+    "--engine",
+    is_flag=True,
+    default=False,
+    help="Also build (or reuse from the cache) a TensorRT engine; needs TensorRT and a GPU.",
+)
 @click.option("--max-batch", default=8, show_default=True, type=int, help="With --engine: largest batch.")
-@click.option("--max-length", default=512, show_default=True, type=int,
-              help="With --engine: most tokens per call (prefill profile).")
-@click.option("--max-context", default=None, type=int,
-              help="With --engine: most KV-cache positions (default: --max-length).")
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-              help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines).")
+@click.option(
+    "--max-length",
+    default=512,
+    show_default=True,
+    type=int,
+    help="With --engine: most tokens per call (prefill profile).",
+)
+@click.option(
+    "--max-context", default=None, type=int, help="With --engine: most KV-cache positions (default: --max-length)."
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines).",
+)
 def main(
-    checkpoint: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
-    check: bool, steps: int, engine: bool = False, max_batch: int = 8, max_length: int = 512,
-    max_context: Optional[int] = None, cache_dir: Optional[Path] = None,
+    checkpoint: Optional[Path],
+    out_dir: Optional[Path],
+    target: str,
+    precision: str,
+    opset: int,
+    check: bool,
+    steps: int,
+    engine: bool = False,
+    max_batch: int = 8,
+    max_length: int = 512,
+    max_context: Optional[int] = None,
+    cache_dir: Optional[Path] = None,
 ) -> None:
     """Export CHECKPOINT (default: the shipped demo model) to DIR/model.onnx + DIR/rnnx.json."""
     try:
@@ -122,7 +162,9 @@ def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> N
         path = build_engine(out_dir, limits=limits, cache_dir=cache_dir,  # type: ignore[arg-type]
                             log=lambda message: click.echo(f"- {message}"))  # fmt: skip
     except (EngineBuildError, ProfileError, TensorRTNotInstalled, ValueError) as e:
-        raise click.ClickException(f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}") from None
+        raise click.ClickException(
+            f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
+        ) from None
     click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
 
 

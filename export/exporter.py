@@ -21,9 +21,10 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import onnx
@@ -35,8 +36,16 @@ from ..models.registry import model_type_of
 from . import parity as parity_mod
 from .metadata import MODEL_FILE, build_metadata, write_metadata
 from .wrapper import (
-    ATTENTION_MASK, BATCH, INPUT_IDS, LENGTH, LOGITS, PAST_LENGTH, StatefulLM, StateTensor,
-    example_inputs, state_layout,
+    ATTENTION_MASK,
+    BATCH,
+    INPUT_IDS,
+    LENGTH,
+    LOGITS,
+    PAST_LENGTH,
+    StatefulLM,
+    StateTensor,
+    example_inputs,
+    state_layout,
 )  # fmt: skip
 
 TARGETS = ("tensorrt", "onnxruntime")
@@ -76,9 +85,7 @@ def validate_options(target: str, precision: str, opset: int) -> None:
     if precision not in PRECISIONS:
         raise ExportError(f"unsupported precision {precision!r}; supported: {', '.join(PRECISIONS)}")
     if isinstance(opset, bool) or not isinstance(opset, int) or opset not in SUPPORTED_OPSETS:
-        raise ExportError(
-            f"unsupported opset {opset!r}; supported: {SUPPORTED_OPSETS[0]}-{SUPPORTED_OPSETS[-1]}"
-        )
+        raise ExportError(f"unsupported opset {opset!r}; supported: {SUPPORTED_OPSETS[0]}-{SUPPORTED_OPSETS[-1]}")
 
 
 def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM, dict[str, Any], Optional[str]]:

@@ -162,7 +162,9 @@ def read_metadata(directory: Union[str, Path], verify_hash: bool = True) -> dict
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise MetadataError(f"{path}: not rnnx export metadata (format {found!r}, expected {FORMAT!r})")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise MetadataError(f"{path}: unsupported format_version {meta.get('format_version')!r} (supported: {FORMAT_VERSION})")
+        raise MetadataError(
+            f"{path}: unsupported format_version {meta.get('format_version')!r} (supported: {FORMAT_VERSION})"
+        )
     for key, kind in _REQUIRED.items():
         if not isinstance(meta.get(key), kind):
             raise MetadataError(f"{path}: field {key!r} missing or not a {kind.__name__}")
@@ -174,5 +176,7 @@ def read_metadata(directory: Union[str, Path], verify_hash: bool = True) -> dict
         if not model_path.is_file():
             raise MetadataError(f"{model_path}: model file named by {METADATA_FILE} is missing")
         if sha256_file(model_path) != meta["model_sha256"]:
-            raise MetadataError(f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt")
+            raise MetadataError(
+                f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
+            )
     return meta

@@ -73,9 +73,7 @@ class Block(nn.Module):
         self.norm1 = nn.LayerNorm(d_model)
         self.attn = LinearSelfAttention(d_model, num_heads, eps)
         self.norm2 = nn.LayerNorm(d_model)
-        self.ffn = nn.Sequential(
-            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
-        )
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
         self.drop = nn.Dropout(dropout)
 
     def forward(
@@ -111,8 +109,15 @@ class LinearTransformerLM(RecurrentLM):
         d_ff = d_ff or 4 * d_model
         self.vocab_size = vocab_size
         self.config = dict(
-            vocab_size=vocab_size, d_model=d_model, num_layers=num_layers, num_heads=num_heads,
-            d_ff=d_ff, dropout=dropout, positions=positions, tie_weights=tie_weights, eps=eps,
+            vocab_size=vocab_size,
+            d_model=d_model,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            dropout=dropout,
+            positions=positions,
+            tie_weights=tie_weights,
+            eps=eps,
         )
         self.d_model, self.num_heads, self.positions = d_model, num_heads, positions
         self.embedding = nn.Embedding(vocab_size, d_model)

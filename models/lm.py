@@ -39,9 +39,7 @@ class RecurrentLM(nn.Module):
         """A fresh (all-zero) state for ``batch_size`` rows on ``device`` (the model's by default)."""
         raise NotImplementedError
 
-    def forward(
-        self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, Any]:
+    def forward(self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None) -> tuple[Tensor, Any]:
         """``tokens`` (B, L) int64 -> ``(logits (B, L, V), new_state)``; see the module docstring."""
         raise NotImplementedError
 
@@ -78,9 +76,7 @@ class _EmbedRNNHead(RecurrentLM):
                 raise TypeError(f"tie_weights needs embed_dim == output size, got {embed_dim} != {out_dim}")
             self.head.weight = self.embedding.weight
 
-    def forward(
-        self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, Any]:
+    def forward(self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None) -> tuple[Tensor, Any]:
         _check_inputs(tokens, pad_mask)
         if state is None:
             state = self.init_state(tokens.shape[0], tokens.device)
@@ -116,13 +112,24 @@ class SRULM(_EmbedRNNHead):
 
         self.vocab_size = vocab_size
         self.config = dict(
-            vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
-            dropout=dropout, layer_norm=layer_norm, tie_weights=tie_weights, final_norm=final_norm,
+            vocab_size=vocab_size,
+            embed_dim=embed_dim,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            dropout=dropout,
+            layer_norm=layer_norm,
+            tie_weights=tie_weights,
+            final_norm=final_norm,
             sru_options=dict(sru_options or {}),
         )
         self.rnn = SRU(
-            embed_dim, hidden_size, num_layers=num_layers, dropout=dropout, bidirectional=False,
-            layer_norm=layer_norm, **(sru_options or {}),
+            embed_dim,
+            hidden_size,
+            num_layers=num_layers,
+            dropout=dropout,
+            bidirectional=False,
+            layer_norm=layer_norm,
+            **(sru_options or {}),
         )
         self._build_head(embed_dim, hidden_size, tie_weights, final_norm)
 
@@ -158,14 +165,31 @@ class SRUppLM(_EmbedRNNHead):
             raise TypeError(f"attention must be 'softmax' or 'linear', got {attention!r}")
         self.vocab_size = vocab_size
         self.config = dict(
-            vocab_size=vocab_size, embed_dim=embed_dim, hidden_size=hidden_size, proj_size=proj_size,
-            num_layers=num_layers, num_heads=num_heads, attention=attention, dropout=dropout,
-            attn_dropout=attn_dropout, layer_norm=layer_norm, tie_weights=tie_weights,
-            final_norm=final_norm, srupp_options=dict(srupp_options or {}),
+            vocab_size=vocab_size,
+            embed_dim=embed_dim,
+            hidden_size=hidden_size,
+            proj_size=proj_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            attention=attention,
+            dropout=dropout,
+            attn_dropout=attn_dropout,
+            layer_norm=layer_norm,
+            tie_weights=tie_weights,
+            final_norm=final_norm,
+            srupp_options=dict(srupp_options or {}),
         )
         self.rnn = SRUpp(
-            embed_dim, hidden_size, proj_size, num_layers=num_layers, dropout=dropout,
-            attn_dropout=attn_dropout, num_heads=num_heads, bidirectional=False, layer_norm=layer_norm,
-            attention=attention, **(srupp_options or {}),
+            embed_dim,
+            hidden_size,
+            proj_size,
+            num_layers=num_layers,
+            dropout=dropout,
+            attn_dropout=attn_dropout,
+            num_heads=num_heads,
+            bidirectional=False,
+            layer_norm=layer_norm,
+            attention=attention,
+            **(srupp_options or {}),
         )
         self._build_head(embed_dim, hidden_size, tie_weights, final_norm)

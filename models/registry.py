@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .linear_transformer import LinearTransformerLM
-from .lm import RecurrentLM, SRULM, SRUppLM
+from .lm import SRULM, RecurrentLM, SRUppLM
 
 #: model_type -> class; ``class(**config)`` rebuilds a model from its ``config``.
 MODEL_TYPES: dict[str, type[RecurrentLM]] = {

@@ -32,7 +32,6 @@ from .ops.sru import sru_scan
 from .sru import ScaleXMixin, dropout_mask, highway_dropout
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
 
-
 ATTENTION_KINDS = ("softmax", "linear")
 
 
@@ -536,10 +535,16 @@ class SRUpp(nn.Module):
                 )
             self.rnn_lst.append(
                 SRUppCell(
-                    in_features, hidden_size, transform,
-                    dropout=dropout if i + 1 != num_layers else 0.0, bidirectional=bidirectional,
-                    highway_bias=highway_bias, layer_norm=layer_norm, normalize_after=normalize_after,
-                    rescale=rescale, weight_c_init=weight_c_init,
+                    in_features,
+                    hidden_size,
+                    transform,
+                    dropout=dropout if i + 1 != num_layers else 0.0,
+                    bidirectional=bidirectional,
+                    highway_bias=highway_bias,
+                    layer_norm=layer_norm,
+                    normalize_after=normalize_after,
+                    rescale=rescale,
+                    weight_c_init=weight_c_init,
                 )  # fmt: skip
             )
 
@@ -556,9 +561,7 @@ class SRUpp(nn.Module):
 
     def _check_input(self, input: Tensor) -> None:
         if input.dim() != 3 or input.shape[2] != self.input_size:
-            raise ValueError(
-                f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}"
-            )
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}")
 
     def forward(
         self,

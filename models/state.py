@@ -9,8 +9,9 @@ Recurrent state is kept in fp32 (fp64 when the model runs in fp64) whatever the 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, TypeVar, Union
+from typing import Optional, TypeVar, Union
 
 import torch
 from torch import Tensor

@@ -32,7 +32,9 @@ def load(
     ``InferenceSession.run`` with numpy state, None (default) picks True on CUDA and False on CPU.
     Setting it for another backend (including the one ``auto`` picks) raises :class:`InputError`."""
     return Session(
-        create_backend(model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding)
+        create_backend(
+            model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding
+        )
     )
 
 

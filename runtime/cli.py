@@ -24,7 +24,9 @@ def _parse_prompt(text: str) -> list[int]:
 
 @click.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--prompt", "prompts", multiple=True, required=True, help='token ids, e.g. "3 5 7 10"; repeat for a batch')
+@click.option(
+    "--prompt", "prompts", multiple=True, required=True, help='token ids, e.g. "3 5 7 10"; repeat for a batch'
+)
 @click.option("--max-new-tokens", type=click.IntRange(min=0), default=32, show_default=True)
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="0 = greedy")
 @click.option("--top-k", type=click.IntRange(min=1), default=None)
@@ -68,8 +70,12 @@ def generate_main(
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--steps", type=click.IntRange(min=0), default=64, show_default=True)
 @click.option("--prompt", "prompts", multiple=True, help="token ids; repeat for a batch (default: task prompts)")
-@click.option("--checkpoint", type=click.Path(exists=True, file_okay=False), default=None,
-              help="PyTorch reference (default: rnnx.json source.checkpoint)")
+@click.option(
+    "--checkpoint",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="PyTorch reference (default: rnnx.json source.checkpoint)",
+)
 @click.option("--tolerance", type=float, default=None, help="max relative error (default by precision)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="also write the report here")
 def parity_main(

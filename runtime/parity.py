@@ -10,8 +10,9 @@ position (prefill) or the step's logits; state is every state tensor, the worst 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -76,7 +77,9 @@ class RuntimeParityReport:
 
     def lines(self) -> list[str]:
         """One header line, one line per step, then the divergence and the verdict."""
-        out = [f"{'step':>5}  {'logits abs':>10}  {'logits rel':>10}  {'state abs':>10}  {'state rel':>10}  worst state"]
+        out = [
+            f"{'step':>5}  {'logits abs':>10}  {'logits rel':>10}  {'state abs':>10}  {'state rel':>10}  worst state"
+        ]
         for s in self.steps:
             out.append(f"{s.step:5d}  {s.logits_abs:10.3e}  {s.logits_rel:10.3e}  {s.state_abs:10.3e}  "
                        f"{s.state_rel:10.3e}  {s.state_worst}")  # fmt: skip
@@ -120,6 +123,7 @@ def compare_sessions(
     report = RuntimeParityReport(candidate.backend.name, precision, tol)
     ref_state = reference.prefill([list(p) for p in prompts])
     cand_state = candidate.prefill([list(p) for p in prompts])
+    ref_tokens = np.argmax(ref_state.last_logits, -1)
     for step in range(steps + 1):
         if step:
             reference.step(ref_tokens, state=ref_state)

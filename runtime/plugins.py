@@ -16,8 +16,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 LIBRARY_NAME = "librnnx_trt_plugins.so"
 #: Repository root (this file is runtime/plugins.py in the source tree).
@@ -69,8 +70,14 @@ def build_plugins(
     build.mkdir(parents=True, exist_ok=True)
     steps = [
         [cmake, "-S", str(SOURCE_DIR), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}", *cmake_args],
-        [cmake, "--build", str(build), "-j", str(jobs or os.cpu_count() or 2),
-         *(a for t in targets for a in ("--target", t))],
+        [
+            cmake,
+            "--build",
+            str(build),
+            "-j",
+            str(jobs or os.cpu_count() or 2),
+            *(a for t in targets for a in ("--target", t)),
+        ],
     ]
     for cmd in steps:
         result = subprocess.run(cmd, capture_output=quiet, text=True)

@@ -7,7 +7,8 @@ entries become ``-inf``. Ties at the k-th value are all kept (the filter is a th
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 

@@ -17,9 +17,10 @@ One session is meant for one thread at a time: concurrent use raises instead of 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -103,7 +104,11 @@ class Session:
 
         ``tokens``: a list of B token lists (lengths from the lists), or a (B, L) array with optional
         ``lengths`` (B,) (default: all L)."""
-        if isinstance(tokens, (list, tuple)) and tokens and all(isinstance(t, (list, tuple, np.ndarray)) for t in tokens):
+        if (
+            isinstance(tokens, (list, tuple))
+            and tokens
+            and all(isinstance(t, (list, tuple, np.ndarray)) for t in tokens)
+        ):
             rows = [_as_int_array(list(t), f"tokens[{i}]").reshape(-1) for i, t in enumerate(tokens)]
             if lengths is not None:
                 raise InputError("lengths: give either ragged token lists or a (B, L) array with lengths, not both")
@@ -117,7 +122,9 @@ class Session:
             if ids.ndim != 2:
                 raise InputError(f"tokens: expected shape (B, L), got {tuple(ids.shape)}")
             ids = ids.copy()
-            lens = np.full(ids.shape[0], ids.shape[1], np.int64) if lengths is None else _as_int_array(lengths, "lengths")
+            lens = (
+                np.full(ids.shape[0], ids.shape[1], np.int64) if lengths is None else _as_int_array(lengths, "lengths")
+            )
             if lens.shape != (ids.shape[0],):
                 raise InputError(f"lengths: expected shape ({ids.shape[0]},), got {tuple(lens.shape)}")
             if (lens > ids.shape[1]).any():

@@ -42,7 +42,7 @@ class State:
         """Positions fed so far (pads included)."""
         return self.inner.past_length
 
-    def fork(self) -> "State":
+    def fork(self) -> State:
         """A deep copy on the same device sharing no storage: both continue independently."""
         logits = None if self.last_logits is None else self.last_logits.copy()
         return State(self.backend, self.backend.copy_state(self.inner), logits)
@@ -82,7 +82,9 @@ def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str
     if missing or extra:
         raise InputError(f"{where}: state tensors do not match the model: missing {missing}, unexpected {extra}")
     first = backend.state_specs[0]
-    batch = int(np.shape(arrays[first.name])[first.batch_axis]) if np.ndim(arrays[first.name]) == len(first.shape) else -1
+    batch = (
+        int(np.shape(arrays[first.name])[first.batch_axis]) if np.ndim(arrays[first.name]) == len(first.shape) else -1
+    )
     grow = next((s for s in backend.state_specs if s.grows), None)
     past = 0
     if grow is not None and np.ndim(arrays[grow.name]) == len(grow.shape):
@@ -94,7 +96,9 @@ def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str
             raise InputError(f"{where}: state tensor {spec.name!r}: expected shape {want}, got {tuple(np.shape(a))}")
         want_dtype = np.dtype(np.bool_ if spec.dtype == "bool" else spec.dtype)
         if np.asarray(a).dtype != want_dtype:
-            raise InputError(f"{where}: state tensor {spec.name!r}: expected dtype {want_dtype}, got {np.asarray(a).dtype}")
+            raise InputError(
+                f"{where}: state tensor {spec.name!r}: expected dtype {want_dtype}, got {np.asarray(a).dtype}"
+            )
     return batch, past
 
 
@@ -107,7 +111,7 @@ def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
         if _HEADER not in data.files:
             raise InputError(f"{path}: not an rnnx state file (no {_HEADER} header)")
         header = json.loads(bytes(data[_HEADER]).decode())
-        arrays = {k[len(_PREFIX):]: data[k] for k in data.files if k.startswith(_PREFIX)}
+        arrays = {k[len(_PREFIX) :]: data[k] for k in data.files if k.startswith(_PREFIX)}
         last_logits = data["last_logits"] if "last_logits" in data.files else None
     if header.get("format") != STATE_FORMAT or header.get("format_version") != STATE_FORMAT_VERSION:
         raise InputError(f"{path}: unsupported state format {header.get('format')!r} v{header.get('format_version')!r}")

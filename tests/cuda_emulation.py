@@ -53,7 +53,22 @@ class EmulatedKernels:
         lib.rnnx_emu_causal_linear_attention_workspace_size.argtypes = [i, i, i, i, i, i]
         lib.rnnx_emu_causal_linear_attention_workspace_size.restype = ctypes.c_size_t
         lib.rnnx_emu_causal_linear_attention_forward.argtypes = [
-            i, i, i, i, i, f, i, vp, vp, vp, fp, fp, vp, fp, fp, vp,
+            i,
+            i,
+            i,
+            i,
+            i,
+            f,
+            i,
+            vp,
+            vp,
+            vp,
+            fp,
+            fp,
+            vp,
+            fp,
+            fp,
+            vp,
         ]
         lib.rnnx_emu_causal_linear_attention_forward.restype = i
         lib.rnnx_emu_set_schedule.argtypes = [i, ctypes.c_uint64]
@@ -101,8 +116,22 @@ class EmulatedKernels:
         L, B = U.shape[0], U.shape[1]
         mask = None if mask_pad is None else mask_pad.to(torch.uint8).contiguous()
         status = self._lib.rnnx_emu_sru_scan_forward(
-            L, B, hidden_size, num_directions, num_matrices, int(has_skip_term), int(use_tanh), scale_x,
-            DTYPE_CODES[U.dtype], _ptr(U), _ptr(x), _ptr(weight_c), _ptr(bias), _ptr(c0), _ptr(mask), _ptr(h),
+            L,
+            B,
+            hidden_size,
+            num_directions,
+            num_matrices,
+            int(has_skip_term),
+            int(use_tanh),
+            scale_x,
+            DTYPE_CODES[U.dtype],
+            _ptr(U),
+            _ptr(x),
+            _ptr(weight_c),
+            _ptr(bias),
+            _ptr(c0),
+            _ptr(mask),
+            _ptr(h),
             _ptr(c_last),
         )
         self._check(status, "sruScanForward")
@@ -127,7 +156,21 @@ class EmulatedKernels:
         workspace_bytes = self._lib.rnnx_emu_causal_linear_attention_workspace_size(B, H, L, E, M, code)
         workspace = torch.empty(max(1, workspace_bytes), dtype=torch.uint8)
         status = self._lib.rnnx_emu_causal_linear_attention_forward(
-            B, H, L, E, M, eps, code, _ptr(q), _ptr(k), _ptr(v), _ptr(S0), _ptr(z0), _ptr(out), _ptr(S_last),
-            _ptr(z_last), _ptr(workspace),
+            B,
+            H,
+            L,
+            E,
+            M,
+            eps,
+            code,
+            _ptr(q),
+            _ptr(k),
+            _ptr(v),
+            _ptr(S0),
+            _ptr(z0),
+            _ptr(out),
+            _ptr(S_last),
+            _ptr(z_last),
+            _ptr(workspace),
         )
         self._check(status, "causalLinearAttentionForward")

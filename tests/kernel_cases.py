@@ -36,7 +36,8 @@ LA_PREFILL_SHAPES = [(1, 1, 2, False), (2, 3, 64, True), (2, 2, 157, True)]  # (
 
 
 def sru_config_id(config: tuple) -> str:
-    return "D%d-k%d-skip%d-tanh%d-mask%d" % config
+    D, k, skip, tanh, mask = config
+    return f"D{D}-k{k}-skip{skip}-tanh{tanh}-mask{mask}"
 
 
 def sru_inputs(L: int, B: int, d: int, D: int, k: int, dtype: torch.dtype, mask: bool, seed: int, device: str):
@@ -55,7 +56,7 @@ def sru_inputs(L: int, B: int, d: int, D: int, k: int, dtype: torch.dtype, mask:
     if mask:
         mask_pad = torch.zeros(L, B, dtype=torch.bool)
         for b in range(1, B):
-            mask_pad[L - min(L, b):, b] = True
+            mask_pad[L - min(L, b) :, b] = True
         mask_pad = mask_pad.to(device)
     return U, x, weight_c, bias, c0, mask_pad
 
@@ -63,13 +64,29 @@ def sru_inputs(L: int, B: int, d: int, D: int, k: int, dtype: torch.dtype, mask:
 def sru_reference(U, x, weight_c, bias, c0, mask_pad, **attrs):
     """(h, c_last) in fp64 on the CPU."""
     return sru_scan_naive(
-        U.double().cpu(), x.double().cpu(), weight_c.double().cpu(), bias.double().cpu(),
-        c0.double().cpu(), None if mask_pad is None else mask_pad.cpu(), **attrs,
+        U.double().cpu(),
+        x.double().cpu(),
+        weight_c.double().cpu(),
+        bias.double().cpu(),
+        c0.double().cpu(),
+        None if mask_pad is None else mask_pad.cpu(),
+        **attrs,
     )
 
 
-def la_inputs(B: int, H: int, L: int, E: int, M: int, dtype: torch.dtype, seed: int, device: str, state: bool = True,
-              qk_scale: float = 0.5, qk_shift: float = 0.0):
+def la_inputs(
+    B: int,
+    H: int,
+    L: int,
+    E: int,
+    M: int,
+    dtype: torch.dtype,
+    seed: int,
+    device: str,
+    state: bool = True,
+    qk_scale: float = 0.5,
+    qk_shift: float = 0.0,
+):
     """(q, k, v, S0, z0) on ``device``; q, k ~ shift + scale * N(0, 1), v ~ N(0, 1); S0, z0 fp32 or None."""
     g = torch.Generator().manual_seed(seed)
 
@@ -87,8 +104,12 @@ def la_inputs(B: int, H: int, L: int, E: int, M: int, dtype: torch.dtype, seed: 
 def la_reference(q, k, v, S0: Optional[torch.Tensor], z0: Optional[torch.Tensor], eps: float = 1e-6):
     """(out, S, z) in fp64 on the inputs' device."""
     return causal_linear_attention_quadratic(
-        q.double(), k.double(), v.double(), None if S0 is None else S0.double(),
-        None if z0 is None else z0.double(), eps,
+        q.double(),
+        k.double(),
+        v.double(),
+        None if S0 is None else S0.double(),
+        None if z0 is None else z0.double(),
+        eps,
     )
 
 

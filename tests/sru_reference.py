@@ -36,8 +36,9 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -157,7 +158,6 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     return obj
-
 
 
 def _resolve(dotted: str) -> Any:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
 
 from rnnx.models.checkpoint import (
-    CheckpointError,
     DEMO_CHECKPOINTS,
-    sha256_file,
+    CheckpointError,
     demo_checkpoint_path,
     load_checkpoint,
     save_checkpoint,
+    sha256_file,
 )
 from rnnx.models.registry import build_model
 from rnnx.models.training.copy_task import CopyTask, evaluate
@@ -115,18 +115,20 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "invalid_json": (lambda p: (p / "config.json").write_text("{not json"), "config.json", "invalid JSON"),
     "foreign_json": (
         lambda p: (p / "config.json").write_text('{"model_type": "bert", "hidden_size": 768}'),
-        "config.json", "not an rnnx checkpoint",
+        "config.json",
+        "not an rnnx checkpoint",
     ),
     "json_list": (lambda p: (p / "config.json").write_text("[1, 2]"), "config.json", "not an rnnx checkpoint"),
     "future_version": (edit_config(format_version=2), "config.json", "unsupported format_version 2"),
     "unknown_model_type": (
-        edit_config(model_type="gpt"), "config.json", "unknown model_type 'gpt'; known: linear_transformer, sru, srupp"
+        edit_config(model_type="gpt"),
+        "config.json",
+        "unknown model_type 'gpt'; known: linear_transformer, sru, srupp",
     ),
-    "bad_config_kwarg": (
-        edit_config(config={"vocab_size": 11, "d_modle": 16}), "config.json", "bad config .*d_modle"
-    ),
+    "bad_config_kwarg": (edit_config(config={"vocab_size": 11, "d_modle": 16}), "config.json", "bad config .*d_modle"),
     "bad_config_value": (
-        edit_config(config={"vocab_size": 11, "d_model": 10, "num_heads": 3}), "config.json",
+        edit_config(config={"vocab_size": 11, "d_model": 10, "num_heads": 3}),
+        "config.json",
         "bad config .*multiple of num_heads",
     ),
     "missing_weights": (lambda p: (p / "model.pt").unlink(), "model.pt", "missing weights file"),
@@ -135,10 +137,13 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "truncated_weights": (write_bytes(lambda b: b[: len(b) // 2]), "model.pt", "unreadable weights"),
     "missing_tensor": (replace_weights(drop("head.weight")), "model.pt", "missing tensors .*head.weight"),
     "unexpected_tensor": (
-        replace_weights(lambda s: {**s, "extra.bias": torch.zeros(3)}), "model.pt", "unexpected tensors .*extra.bias"
+        replace_weights(lambda s: {**s, "extra.bias": torch.zeros(3)}),
+        "model.pt",
+        "unexpected tensors .*extra.bias",
     ),
     "shape_mismatch": (
-        replace_weights(lambda s: {**s, "embedding.weight": torch.zeros(12, 16)}), "model.pt",
+        replace_weights(lambda s: {**s, "embedding.weight": torch.zeros(12, 16)}),
+        "model.pt",
         r"embedding.weight has shape \(12, 16\), expected \(11, 16\)",
     ),
     "not_a_state_dict": (replace_weights(lambda s: [1, 2]), "model.pt", "not a state_dict"),

@@ -35,10 +35,13 @@ def test_sample_is_deterministic_and_in_range() -> None:
     assert (symbols[valid] < TASK.alphabet_size).all() and (symbols[~valid] == TASK.pad).all()
 
 
-@pytest.mark.parametrize("model_type,config", [
-    ("linear_transformer", dict(d_model=16, num_layers=2, num_heads=2)),
-    ("srupp", dict(embed_dim=16, hidden_size=16, proj_size=8, num_layers=2, attention="linear")),
-])
+@pytest.mark.parametrize(
+    "model_type,config",
+    [
+        ("linear_transformer", dict(d_model=16, num_layers=2, num_heads=2)),
+        ("srupp", dict(embed_dim=16, hidden_size=16, proj_size=8, num_layers=2, attention="linear")),
+    ],
+)
 def test_batched_greedy_equals_row_by_row(model_type: str, config: dict) -> None:
     """Right-padded batched prefill (pad_mask) then steps decodes each row as it would alone."""
     torch.manual_seed(0)
@@ -80,8 +83,16 @@ def test_evaluate_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_short_training_learns_and_saves(tmp_path: Path) -> None:
     task = CopyTask(alphabet_size=4, min_len=1, max_len=3)
     model, metrics = train(
-        "linear_transformer", str(tmp_path / "ckpt"), task, config=dict(d_model=16, num_layers=1, num_heads=2, d_ff=32),
-        steps=60, batch_size=16, lr=1e-2, warmup=10, eval_sequences=50, log_every=20,
+        "linear_transformer",
+        str(tmp_path / "ckpt"),
+        task,
+        config=dict(d_model=16, num_layers=1, num_heads=2, d_ff=32),
+        steps=60,
+        batch_size=16,
+        lr=1e-2,
+        warmup=10,
+        eval_sequences=50,
+        log_every=20,
     )
     assert metrics["per_token_accuracy"] > 0.5  # chance is 0.25
     loaded, info = load_checkpoint(tmp_path / "ckpt")
@@ -91,18 +102,58 @@ def test_short_training_learns_and_saves(tmp_path: Path) -> None:
 
 
 def test_cli_writes_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    main(["--model", "srupp", "--out", str(tmp_path / "c"), "--steps", "2", "--eval-sequences", "4",
-          "--min-len", "2", "--max-len", "3", "--config", '{"embed_dim": 8, "hidden_size": 8, "proj_size": 4}'])
+    main(
+        [
+            "--model",
+            "srupp",
+            "--out",
+            str(tmp_path / "c"),
+            "--steps",
+            "2",
+            "--eval-sequences",
+            "4",
+            "--min-len",
+            "2",
+            "--max-len",
+            "3",
+            "--config",
+            '{"embed_dim": 8, "hidden_size": 8, "proj_size": 4}',
+        ]
+    )
     assert "eval {" in capsys.readouterr().out
     assert load_checkpoint(tmp_path / "c")[1]["config"]["attention"] == "linear"
 
 
 def test_cli_continues_from_a_checkpoint(tmp_path: Path) -> None:
     common = ["--eval-sequences", "4", "--min-len", "2", "--max-len", "3"]
-    main(["--model", "linear_transformer", "--out", str(tmp_path / "a"), "--steps", "3",
-          "--config", '{"d_model": 8, "num_layers": 1, "num_heads": 1}', *common])
-    main(["--model", "linear_transformer", "--out", str(tmp_path / "b"), "--steps", "2", "--lr", "1e-4",
-          "--init", str(tmp_path / "a"), *common])
+    main(
+        [
+            "--model",
+            "linear_transformer",
+            "--out",
+            str(tmp_path / "a"),
+            "--steps",
+            "3",
+            "--config",
+            '{"d_model": 8, "num_layers": 1, "num_heads": 1}',
+            *common,
+        ]
+    )
+    main(
+        [
+            "--model",
+            "linear_transformer",
+            "--out",
+            str(tmp_path / "b"),
+            "--steps",
+            "2",
+            "--lr",
+            "1e-4",
+            "--init",
+            str(tmp_path / "a"),
+            *common,
+        ]
+    )
     first, second = (load_checkpoint(tmp_path / n) for n in "ab")
     assert second[1]["config"] == first[1]["config"]
     assert second[1]["metrics"]["train_steps"] == 5

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from kernel_cases import (
-    DIMS, DTYPES, LA_PREFILL_SHAPES, SRU_ATOL, SRU_CONFIGS, SRU_SHAPES, assert_la_close, la_inputs, la_reference,
-    sru_config_id, sru_inputs, sru_reference,
+    DIMS,
+    DTYPES,
+    LA_PREFILL_SHAPES,
+    SRU_ATOL,
+    SRU_CONFIGS,
+    SRU_SHAPES,
+    assert_la_close,
+    la_inputs,
+    la_reference,
+    sru_config_id,
+    sru_inputs,
+    sru_reference,
 )
+
 from rnnx.models.ops import cuda as cuda_ops
 from rnnx.models.ops.linear_attention import causal_linear_attention_op
 from rnnx.models.ops.sru import sru_scan
@@ -45,8 +55,9 @@ def test_sru_scan_matches_naive(dtype, config):
     D, k, skip, use_tanh, mask = config
     for seed, (L, B, d) in enumerate(SRU_SHAPES):
         U, x, w, b, c0, m = sru_inputs(L, B, d, D, k, dtype, mask, seed, "cuda")
-        attrs = dict(hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip,
-                     use_tanh=use_tanh, scale_x=0.7)
+        attrs = dict(
+            hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip, use_tanh=use_tanh, scale_x=0.7
+        )
         h, c = sru_scan(U, x, w, b, c0, m, **attrs)
         h_ref, c_ref = sru_reference(U, x, w, b, c0, m, **attrs)
         assert h.dtype == dtype and c.dtype == torch.float32
@@ -71,7 +82,7 @@ def test_sru_scan_prefill_then_step_and_in_place(dtype):
     ext.sru_scan(U[:12].contiguous(), x[:12].contiguous(), w, b, c, None, h_parts[0], c, *attrs, _stream())
     for t in range(12, L):
         h_t = U.new_empty((1, B, D * d))
-        ext.sru_scan(U[t:t + 1].contiguous(), x[t:t + 1].contiguous(), w, b, c, None, h_t, c, *attrs, _stream())
+        ext.sru_scan(U[t : t + 1].contiguous(), x[t : t + 1].contiguous(), w, b, c, None, h_t, c, *attrs, _stream())
         h_parts.append(h_t)
     torch.cuda.synchronize()
     torch.testing.assert_close(torch.cat(h_parts), h_all, atol=0, rtol=0)
@@ -120,13 +131,24 @@ def test_linear_attention_prefill_then_step_in_place(dtype, E, M):
     out_all, S_all, z_all = causal_linear_attention_op(q, k, v, S0, z0, 1e-6)
     S, z = S0.clone(), z0.clone()
     outs = [q.new_empty((B, H, n, M))]
-    ext.causal_linear_attention(q[:, :, :n].contiguous(), k[:, :, :n].contiguous(), v[:, :, :n].contiguous(),
-                                S, z, outs[0], S, z, 1e-6, _stream())
+    ext.causal_linear_attention(
+        q[:, :, :n].contiguous(),
+        k[:, :, :n].contiguous(),
+        v[:, :, :n].contiguous(),
+        S,
+        z,
+        outs[0],
+        S,
+        z,
+        1e-6,
+        _stream(),
+    )
     for t in range(n, L):
         o = q.new_empty((B, H, 1, M))
         sl = slice(t, t + 1)
-        ext.causal_linear_attention(q[:, :, sl].contiguous(), k[:, :, sl].contiguous(), v[:, :, sl].contiguous(),
-                                    S, z, o, S, z, 1e-6, _stream())
+        ext.causal_linear_attention(
+            q[:, :, sl].contiguous(), k[:, :, sl].contiguous(), v[:, :, sl].contiguous(), S, z, o, S, z, 1e-6, _stream()
+        )
         outs.append(o)
     torch.cuda.synchronize()
     assert_la_close((torch.cat(outs, dim=2), S, z), (out_all.double(), S_all.double(), z_all.double()), dtype)

@@ -17,13 +17,23 @@ import subprocess
 
 import pytest
 import torch
-
 from cuda_emulation import EmulatedKernels, EmulatedLaunchError
 from kernel_cases import (
-    DIMS, DTYPES, LA_PREFILL_SHAPES, SRU_ATOL, SRU_CONFIGS, SRU_SHAPES, assert_la_close, la_inputs, la_reference,
-    sru_config_id, sru_inputs, sru_reference,
+    DIMS,
+    DTYPES,
+    LA_PREFILL_SHAPES,
+    SRU_ATOL,
+    SRU_CONFIGS,
+    SRU_SHAPES,
+    assert_la_close,
+    la_inputs,
+    la_reference,
+    sru_config_id,
+    sru_inputs,
+    sru_reference,
 )
 from test_plugins import BUILD_DIR, _nvcc
+
 from rnnx.runtime import plugins
 
 pytestmark = [
@@ -93,7 +103,9 @@ def test_sru_scan_prefill_then_step_in_place_and_zero_state(emu, dtype):
     c = c0.clone()
     parts = [_run_sru(emu, U[:12].contiguous(), x[:12].contiguous(), w, b, c, None, attrs, c_last=c)[0]]
     for t in range(12, L):
-        parts.append(_run_sru(emu, U[t:t + 1].contiguous(), x[t:t + 1].contiguous(), w, b, c, None, attrs, c_last=c)[0])
+        parts.append(
+            _run_sru(emu, U[t : t + 1].contiguous(), x[t : t + 1].contiguous(), w, b, c, None, attrs, c_last=c)[0]
+        )
     assert torch.equal(torch.cat(parts), h_all) and torch.equal(c, c_all)
     # c0 absent = zeros
     h0, c0_last = _run_sru(emu, U, x, w, b, None, None, attrs)

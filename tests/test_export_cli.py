@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 pytest.importorskip("onnxruntime")
 
-from rnnx.export import read_metadata  # noqa: E402
-from rnnx.export.cli import main  # noqa: E402
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path  # noqa: E402
+from rnnx.export import read_metadata
+from rnnx.export.cli import main
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 
 DEMO = DEMO_CHECKPOINTS[0]
 
@@ -77,9 +77,7 @@ def test_printed_polygraphy_command_passes_with_stock_polygraphy(demo_export):
         "--load-outputs", str(out / "polygraphy_outputs.json"),
     ]  # fmt: skip
     assert "--atol" in command and command[-2:] == ["--rtol", "0.0001"]
-    proc = subprocess.run(
-        [polygraphy_executable(), *command[1:]], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([polygraphy_executable(), *command[1:]], cwd=cwd, capture_output=True, text=True, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-3000:]
     assert "PASSED" in log and "Passed: 9/9 iterations" in log

@@ -68,7 +68,7 @@ def prompts(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def chained_parity(model, session: "ort.InferenceSession", steps: int = STEPS) -> list[dict[str, float]]:
+def chained_parity(model, session: ort.InferenceSession, steps: int = STEPS) -> list[dict[str, float]]:
     """Per call (prefill, then ``steps`` single tokens) the relative error of logits and each state."""
     tokens, pad = prompts(model.vocab_size)
     B = tokens.shape[0]
@@ -77,7 +77,7 @@ def chained_parity(model, session: "ort.InferenceSession", steps: int = STEPS) -
     onnx_past = [(t.float() if t.is_floating_point() else t).numpy() for _, t in flatten_state(state)]
     last = (~pad).sum(1) - 1
     errors = []
-    for step in range(steps + 1):
+    for _ in range(steps + 1):
         logits, state = model(tokens, state, pad_mask=pad)
         feed = {"input_ids": tokens.numpy(), "attention_mask": (~pad).long().numpy()}
         feed.update({f"past_key_values.{n}": p for n, p in zip(names, onnx_past)})
@@ -94,7 +94,7 @@ def chained_parity(model, session: "ort.InferenceSession", steps: int = STEPS) -
     return errors
 
 
-def session_for(path) -> "ort.InferenceSession":
+def session_for(path) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 

@@ -149,7 +149,9 @@ def test_gradcheck_with_state(L: int) -> None:
 
 def test_gradcheck_without_state() -> None:
     q, k, v, _, _ = _leaf(*make_inputs(1, 2, 6, 3, 2, torch.float64, False))
-    assert torch.autograd.gradcheck(lambda *a: causal_linear_attention_op(*a, None, None, EPS), (q, k, v), fast_mode=True)
+    assert torch.autograd.gradcheck(
+        lambda *a: causal_linear_attention_op(*a, None, None, EPS), (q, k, v), fast_mode=True
+    )
 
 
 @pytest.mark.parametrize("grads_of_state", [True, False])

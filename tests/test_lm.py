@@ -16,19 +16,28 @@ CASES = {
     "sru": ("sru", dict(embed_dim=16, hidden_size=24, num_layers=2)),
     "sru_tied_3layers": ("sru", dict(embed_dim=16, hidden_size=16, num_layers=3, tie_weights=True)),
     "srupp_softmax": (
-        "srupp", dict(embed_dim=16, hidden_size=24, proj_size=8, num_layers=2, num_heads=2, attention="softmax")
+        "srupp",
+        dict(embed_dim=16, hidden_size=24, proj_size=8, num_layers=2, num_heads=2, attention="softmax"),
     ),
     "srupp_linear": (
-        "srupp", dict(embed_dim=16, hidden_size=24, proj_size=8, num_layers=2, num_heads=2, attention="linear")
+        "srupp",
+        dict(embed_dim=16, hidden_size=24, proj_size=8, num_layers=2, num_heads=2, attention="linear"),
     ),
     "srupp_linear_every2": (
         "srupp",
-        dict(embed_dim=16, hidden_size=16, proj_size=8, num_layers=3, attention="linear",
-             srupp_options={"attention_every_n_layers": 2}),
+        dict(
+            embed_dim=16,
+            hidden_size=16,
+            proj_size=8,
+            num_layers=3,
+            attention="linear",
+            srupp_options={"attention_every_n_layers": 2},
+        ),
     ),
     "linear_transformer": ("linear_transformer", dict(d_model=16, num_layers=2, num_heads=2)),
     "linear_transformer_nopos_tied": (
-        "linear_transformer", dict(d_model=16, num_layers=3, num_heads=4, positions="none", tie_weights=True)
+        "linear_transformer",
+        dict(d_model=16, num_layers=3, num_heads=4, positions="none", tie_weights=True),
     ),
 }
 
@@ -50,7 +59,7 @@ def assert_states_close(a: object, b: object, atol: float = 1e-5) -> None:
         assert ta.shape == tb.shape, name
         assert ta.dtype == tb.dtype, name
         if ta.is_floating_point():
-            torch.testing.assert_close(ta, tb, atol=atol, rtol=0, msg=lambda m: f"state {name}: {m}")
+            torch.testing.assert_close(ta, tb, atol=atol, rtol=0, msg=lambda m, name=name: f"state {name}: {m}")
         else:
             assert torch.equal(ta, tb), name
 

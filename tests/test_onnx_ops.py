@@ -63,8 +63,12 @@ def export(module: torch.nn.Module, args: tuple, dynamic_shapes: tuple, target: 
     """Export, finalize and save to ``path``; then full checker + strict shape inference."""
     with custom_op_schemas():
         program = torch.onnx.export(
-            module.eval(), args, dynamo=True, custom_translation_table=translation_table(target),
-            dynamic_shapes=dynamic_shapes, verbose=False,
+            module.eval(),
+            args,
+            dynamo=True,
+            custom_translation_table=translation_table(target),
+            dynamic_shapes=dynamic_shapes,
+            verbose=False,
         )
     assert not onnx.defs.has(spec.SRU_SCAN.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
     model = finalize(program.model_proto, target)
@@ -237,12 +241,18 @@ def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
     sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=4, has_skip_term=True, use_tanh=True, scale_x=1.0)
     exported = {
         spec.SRU_SCAN.onnx_name: export(
-            SRUScanModule(**sru_attrs), sru_inputs(3, 2, 2, 2, 4, True, None, torch.float32, 0), None,
-            "tensorrt", tmp_path / "sru.onnx",
+            SRUScanModule(**sru_attrs),
+            sru_inputs(3, 2, 2, 2, 4, True, None, torch.float32, 0),
+            None,
+            "tensorrt",
+            tmp_path / "sru.onnx",
         ),
         spec.CAUSAL_LINEAR_ATTENTION.onnx_name: export(
-            AttentionModule(), attention_inputs(1, 1, 3, 2, 2, torch.float32, False, 0), None,
-            "tensorrt", tmp_path / "att.onnx",
+            AttentionModule(),
+            attention_inputs(1, 1, 3, 2, 2, torch.float32, False, 0),
+            None,
+            "tensorrt",
+            tmp_path / "att.onnx",
         ),
     }
     for op in spec.ALL_OPS:
@@ -286,8 +296,12 @@ def test_function_bodies_follow_the_model_opset(tmp_path, opset):
     args = sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float32, 0)
     with custom_op_schemas():
         program = torch.onnx.export(
-            SRUScanModule(**attrs).eval(), args, dynamo=True, opset_version=opset,
-            custom_translation_table=translation_table("tensorrt"), verbose=False,
+            SRUScanModule(**attrs).eval(),
+            args,
+            dynamo=True,
+            opset_version=opset,
+            custom_translation_table=translation_table("tensorrt"),
+            verbose=False,
         )
     model = finalize(program.model_proto, "tensorrt")
     onnx.checker.check_model(model, full_check=True)

@@ -174,7 +174,8 @@ def test_ctest_reports_the_gpu_enqueue_test_skipped_without_a_device(build: Path
         pytest.skip("a CUDA device is present: the ctest entry runs instead of skipping")
     result = subprocess.run(
         ["ctest", "--test-dir", str(BUILD_DIR), "-R", "^plugin_enqueue_gpu$", "--output-on-failure"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "plugin_enqueue_gpu" in result.stdout and "Skipped" in result.stdout, result.stdout
@@ -195,7 +196,6 @@ def test_gpu_enqueue_matches_reference(build: Path) -> None:
 
 EMULATED_ENQUEUE_TEST = BUILD_DIR / "tests" / "plugin_enqueue_emulated"
 EMULATION_SELFTEST = BUILD_DIR / "tests" / "kernel_emulation_selftest"
-
 
 
 def test_enqueue_on_the_emulation_matches_reference(build: Path) -> None:

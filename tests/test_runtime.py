@@ -11,6 +11,7 @@ from rnnx.models.checkpoint import demo_checkpoint_path
 from rnnx.runtime import InputError
 from rnnx.runtime.parity import errors
 
+
 def assert_close(got, want, rel=1e-5, what=""):
     """max |got - want| <= rel * max |want| (state magnitudes reach the hundreds)."""
     max_abs, max_rel = errors(np.asarray(got), np.asarray(want))
@@ -97,7 +98,9 @@ def test_save_and_load_state_roundtrip(session, tmp_path):
 
 
 def test_state_of_another_model_is_refused(session, tmp_path):
-    other_name = "srupp_linear_copy" if session.metadata["model_type"] == "linear_transformer" else "linear_transformer_copy"
+    other_name = (
+        "srupp_linear_copy" if session.metadata["model_type"] == "linear_transformer" else "linear_transformer_copy"
+    )
     other = rt.load(demo_checkpoint_path(other_name))
     path = other.prefill([[1, 2]]).save(tmp_path / "other.npz")
     with pytest.raises(InputError, match="different model"):

@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 pytest.importorskip("onnxruntime")
 
-import rnnx.runtime as rt  # noqa: E402
-from rnnx.export import export_model  # noqa: E402
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path  # noqa: E402
-from rnnx.runtime.cli import generate_main, parity_main  # noqa: E402
-from rnnx.runtime.parity import RuntimeParityReport, compare_sessions, default_prompts  # noqa: E402
+import rnnx.runtime as rt
+from rnnx.export import export_model
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.runtime.cli import generate_main, parity_main
+from rnnx.runtime.parity import RuntimeParityReport, compare_sessions, default_prompts
 
 #: fp32 export vs PyTorch, relative to each tensor's magnitude, at every one of 256 steps.
 TOLERANCE = 1e-4
@@ -30,7 +30,9 @@ MIXED = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 10], [4, 4, 2, 10], [9, 8, 7, 6, 5, 4, 3
 def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("runtime_exports")
     return {
-        (name, target): export_model(str(demo_checkpoint_path(name)), root / f"{name}-{target}", target=target, check=False).out_dir
+        (name, target): export_model(
+            str(demo_checkpoint_path(name)), root / f"{name}-{target}", target=target, check=False
+        ).out_dir
         for name, target in CASES
     }
 
@@ -104,11 +106,15 @@ def test_auto_backend_and_errors(exports):
 
 def test_cli_parity_and_generate(exports):
     path = str(exports[("linear_transformer_copy", "onnxruntime")])
-    result = CliRunner().invoke(parity_main, [path, "--backend", "onnxruntime", "--steps", "8", "--prompt", "3 5 7 1 2 3 4 5 6 7 10"])
+    result = CliRunner().invoke(
+        parity_main, [path, "--backend", "onnxruntime", "--steps", "8", "--prompt", "3 5 7 1 2 3 4 5 6 7 10"]
+    )
     assert result.exit_code == 0, result.output
     assert "first diverging token: none" in result.output and "PASS" in result.output
     assert len([ln for ln in result.output.splitlines() if ln.strip()[:1].isdigit()]) == 9
-    result = CliRunner().invoke(generate_main, [path, "--prompt", "3 5 7 1 2 3 4 5 6 7 10", "--max-new-tokens", "10", "--temperature", "0"])
+    result = CliRunner().invoke(
+        generate_main, [path, "--prompt", "3 5 7 1 2 3 4 5 6 7 10", "--max-new-tokens", "10", "--temperature", "0"]
+    )
     assert result.exit_code == 0, result.output
     assert result.output.split()[-10:] == "3 5 7 1 2 3 4 5 6 7".split()
     result = CliRunner().invoke(generate_main, [path, "--prompt", "3 12", "--max-new-tokens", "2"])

@@ -15,6 +15,7 @@ import math
 from typing import Any, Optional
 
 import pytest
+import sru_reference
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -23,8 +24,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from rnnx.models.ops.sru import sru_scan_naive
 from rnnx.models.sru import SRU, SRUCell
 from rnnx.models.state import SRUState
-
-import sru_reference
 
 TOL = 1e-5
 
@@ -52,7 +51,11 @@ def right_pad_mask(lengths: list[int], L: int) -> Tensor:
 
 
 def naive_sru(
-    sd: dict[str, Tensor], cfg: dict[str, Any], x: Tensor, c0: Optional[Tensor] = None, mask_pad: Optional[Tensor] = None
+    sd: dict[str, Tensor],
+    cfg: dict[str, Any],
+    x: Tensor,
+    c0: Optional[Tensor] = None,
+    mask_pad: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """Eval-mode sru 2.6 SRU from its state dict ``sd`` and constructor kwargs ``cfg``."""
     D = 2 if cfg.get("bidirectional") else 1
@@ -78,9 +81,18 @@ def naive_sru(
         scale = sd[p + "scale_x"].item() if cfg.get("rescale") else 1.0
         c_init = torch.zeros(B, out) if c0 is None else c0[i]
         h, c = sru_scan_naive(
-            U, residual if (skip and k == 3) else None, sd[p + "weight_c"], sd[p + "bias"], c_init, mask_pad,
-            hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip,
-            use_tanh=bool(cfg.get("use_tanh")), scale_x=scale,
+            U,
+            residual if (skip and k == 3) else None,
+            sd[p + "weight_c"],
+            sd[p + "bias"],
+            c_init,
+            mask_pad,
+            hidden_size=d,
+            num_directions=D,
+            num_matrices=k,
+            has_skip_term=skip,
+            use_tanh=bool(cfg.get("use_tanh")),
+            scale_x=scale,
         )
         if cfg.get("layer_norm") and cfg.get("normalize_after"):
             h = F.layer_norm(h, (out,), sd[p + "layer_norm.weight"], sd[p + "layer_norm.bias"])
@@ -126,8 +138,13 @@ def test_matches_naive_composition(name: str) -> None:
 
 def test_state_dict_names_and_shapes() -> None:
     model = make_sru(
-        input_size=6, hidden_size=4, num_layers=2, bidirectional=True, projection_size=3,
-        layer_norm=True, proj_input_to_hidden_first=True,
+        input_size=6,
+        hidden_size=4,
+        num_layers=2,
+        bidirectional=True,
+        projection_size=3,
+        layer_norm=True,
+        proj_input_to_hidden_first=True,
     )
     expected = {
         "input_to_hidden.weight": (8, 6),
@@ -148,7 +165,9 @@ def test_state_dict_names_and_shapes() -> None:
     }
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == expected
     # k = 4 without projection, post layer norm over the output; projection_size >= in is dropped
-    model = make_sru(input_size=3, hidden_size=5, num_layers=1, projection_size=4, layer_norm=True, normalize_after=True)
+    model = make_sru(
+        input_size=3, hidden_size=5, num_layers=1, projection_size=4, layer_norm=True, normalize_after=True
+    )
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     assert shapes == {
         "rnn_lst.0.weight": (3, 20),
@@ -336,7 +355,8 @@ REF_CONFIGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "bidirectional_k4": (dict(input_size=6, hidden_size=5, num_layers=2, bidirectional=True), {"packed": True}),
     "layer_norm_pre": (dict(input_size=8, hidden_size=8, num_layers=2, layer_norm=True), {}),
     "layer_norm_post": (
-        dict(input_size=6, hidden_size=8, num_layers=2, layer_norm=True, normalize_after=True), {"grad": True}
+        dict(input_size=6, hidden_size=8, num_layers=2, layer_norm=True, normalize_after=True),
+        {"grad": True},
     ),
     "rescale": (dict(input_size=8, hidden_size=8, num_layers=2, rescale=True, highway_bias=-1.5), {}),
     "rescale_k4": (dict(input_size=5, hidden_size=7, num_layers=3, rescale=True, highway_bias=-1.0), {}),
@@ -350,12 +370,21 @@ REF_CONFIGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "weight_c_init": (dict(input_size=8, hidden_size=8, weight_c_init=0.5), {}),
     "nn_rnn_compatible": (dict(input_size=6, hidden_size=3, bidirectional=True, nn_rnn_compatible_return=True), {}),
     "many_layers_everything": (
-        dict(input_size=6, hidden_size=4, num_layers=4, bidirectional=True, layer_norm=True, rescale=True,
-             projection_size=3, highway_bias=-0.5),
+        dict(
+            input_size=6,
+            hidden_size=4,
+            num_layers=4,
+            bidirectional=True,
+            layer_norm=True,
+            rescale=True,
+            projection_size=3,
+            highway_bias=-0.5,
+        ),
         {"grad": True},
     ),
     "train_dropout": (
-        dict(input_size=8, hidden_size=8, num_layers=3, dropout=0.3, rnn_dropout=0.2, rescale=True), {"train": True}
+        dict(input_size=8, hidden_size=8, num_layers=3, dropout=0.3, rnn_dropout=0.2, rescale=True),
+        {"train": True},
     ),
     "train_dropout_k4_bi": (
         dict(input_size=5, hidden_size=4, num_layers=3, bidirectional=True, dropout=0.4, layer_norm=True),

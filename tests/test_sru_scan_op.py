@@ -16,12 +16,13 @@ import torch
 
 from rnnx.models.ops import spec
 from rnnx.models.ops.sru import (
+    cpu_kernel,
     cpu_kernel_in_use,
+    op,
     sru_scan,
     sru_scan_naive,
     sru_scan_reference_path,
 )
-from rnnx.models.ops.sru import cpu_kernel, op
 
 ATOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 PATHS = ["kernel", "torch_loop"]
@@ -46,15 +47,14 @@ def make_inputs(L=9, B=3, d=37, D=1, k=3, dtype=torch.float64, mask=True, seed=0
     if mask:
         mask_pad = torch.zeros(L, B, dtype=torch.bool)
         if B > 1:
-            mask_pad[max(L - 3, 0):, 1] = True
+            mask_pad[max(L - 3, 0) :, 1] = True
         if B > 2:
-            mask_pad[L - 1:, 2] = True
+            mask_pad[L - 1 :, 2] = True
     return U, x, weight_c, bias, c0, mask_pad
 
 
 def attrs(d=37, D=1, k=3, use_tanh=False, skip=True, scale_x=0.7):
-    return dict(hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip,
-                use_tanh=use_tanh, scale_x=scale_x)
+    return dict(hidden_size=d, num_directions=D, num_matrices=k, has_skip_term=skip, use_tanh=use_tanh, scale_x=scale_x)
 
 
 def run(path, *args, **kwargs):
@@ -165,13 +165,24 @@ def test_gradcheck(path, case):
 @pytest.mark.parametrize("D,k,mask,use_x", [(1, 3, True, True), (2, 4, False, False)])
 def test_opcheck(D, k, mask, use_x):
     U, x, w, b, c0, m = make_inputs(L=5, B=2, d=4, D=D, k=k, mask=mask)
-    args = (U.requires_grad_(), x.requires_grad_() if use_x else None, w.requires_grad_(),
-            b.requires_grad_(), c0.requires_grad_(), m, 4, D, k, True, True, 0.5)
+    args = (
+        U.requires_grad_(),
+        x.requires_grad_() if use_x else None,
+        w.requires_grad_(),
+        b.requires_grad_(),
+        c0.requires_grad_(),
+        m,
+        4,
+        D,
+        k,
+        True,
+        True,
+        0.5,
+    )
     op_packet = getattr(getattr(torch.ops, spec.TORCH_NAMESPACE), spec.SRU_SCAN.torch_name)
     torch.library.opcheck(op_packet.default, args)
 
-    grads = (torch.randn(5, 2, D * 4, dtype=torch.float64),
-             torch.randn(2, D * 4, dtype=torch.float64))
+    grads = (torch.randn(5, 2, D * 4, dtype=torch.float64), torch.randn(2, D * 4, dtype=torch.float64))
     plain = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
     namespace, name = op.BACKWARD_QUALNAME.split("::")
     backward_packet = getattr(getattr(torch.ops, namespace), name)
@@ -190,7 +201,7 @@ def test_chunked_equals_one_pass(path):
     # token by token (decode) as well
     c = c0
     for t in range(10):
-        h_t, c = run(path, U[t:t + 1], x[t:t + 1], w, b, c, **kw)
+        h_t, c = run(path, U[t : t + 1], x[t : t + 1], w, b, c, **kw)
         assert max_err(h_t[0], h_all[t]) <= 1e-12
     assert max_err(c, c_all) <= 1e-12
 
@@ -269,24 +280,51 @@ def _bad(**changes):
 @pytest.mark.parametrize(
     "changes,exc,match",
     [
-        (dict(U=torch.zeros(5, 3, 41, dtype=torch.float64)), ValueError,
-         r"U has shape \(5, 3, 41\) but expected \(L, B, D\*d\*k=2\*5\*4=40\)"),
-        (dict(num_matrices=3, U=torch.zeros(5, 3, 30, dtype=torch.float64), x=None), ValueError,
-         r"x is required when has_skip_term=True and num_matrices=3"),
-        (dict(num_matrices=3, U=torch.zeros(5, 3, 30, dtype=torch.float64),
-              x=torch.zeros(5, 2, 10, dtype=torch.float64)), ValueError,
-         r"x has shape \(5, 2, 10\) but expected \(L=5, B=3, D\*d=10\)"),
-        (dict(c0=torch.zeros(3, 10, dtype=torch.float32)), TypeError,
-         r"c0 has dtype torch.float32 but the state dtype for U of dtype torch.float64 is "
-         r"torch.float64"),
-        (dict(c0=torch.zeros(3, 5, dtype=torch.float64)), ValueError,
-         r"c0 has shape \(3, 5\) but expected \(B=3, D\*d=10\)"),
-        (dict(mask_pad=torch.zeros(3, 5, dtype=torch.bool)), ValueError,
-         r"mask_pad has shape \(3, 5\) but expected \(L=5, B=3\)"),
-        (dict(weight_c=torch.zeros(10, dtype=torch.float64)), ValueError,
-         r"weight_c has shape \(10,\) but expected \(2\*D\*d=20,\)"),
-        (dict(bias=torch.zeros(2, 10, dtype=torch.float64)), ValueError,
-         r"bias has shape \(2, 10\) but expected \(2\*D\*d=20,\)"),
+        (
+            dict(U=torch.zeros(5, 3, 41, dtype=torch.float64)),
+            ValueError,
+            r"U has shape \(5, 3, 41\) but expected \(L, B, D\*d\*k=2\*5\*4=40\)",
+        ),
+        (
+            dict(num_matrices=3, U=torch.zeros(5, 3, 30, dtype=torch.float64), x=None),
+            ValueError,
+            r"x is required when has_skip_term=True and num_matrices=3",
+        ),
+        (
+            dict(
+                num_matrices=3,
+                U=torch.zeros(5, 3, 30, dtype=torch.float64),
+                x=torch.zeros(5, 2, 10, dtype=torch.float64),
+            ),
+            ValueError,
+            r"x has shape \(5, 2, 10\) but expected \(L=5, B=3, D\*d=10\)",
+        ),
+        (
+            dict(c0=torch.zeros(3, 10, dtype=torch.float32)),
+            TypeError,
+            r"c0 has dtype torch.float32 but the state dtype for U of dtype torch.float64 is "
+            r"torch.float64",
+        ),
+        (
+            dict(c0=torch.zeros(3, 5, dtype=torch.float64)),
+            ValueError,
+            r"c0 has shape \(3, 5\) but expected \(B=3, D\*d=10\)",
+        ),
+        (
+            dict(mask_pad=torch.zeros(3, 5, dtype=torch.bool)),
+            ValueError,
+            r"mask_pad has shape \(3, 5\) but expected \(L=5, B=3\)",
+        ),
+        (
+            dict(weight_c=torch.zeros(10, dtype=torch.float64)),
+            ValueError,
+            r"weight_c has shape \(10,\) but expected \(2\*D\*d=20,\)",
+        ),
+        (
+            dict(bias=torch.zeros(2, 10, dtype=torch.float64)),
+            ValueError,
+            r"bias has shape \(2, 10\) but expected \(2\*D\*d=20,\)",
+        ),
         (dict(num_directions=3), ValueError, r"num_directions must be 1 or 2, got 3"),
         (dict(num_matrices=5), ValueError, r"num_matrices must be 3 or 4, got 5"),
         (dict(hidden_size=0), ValueError, r"hidden_size must be a positive int, got 0"),
@@ -300,8 +338,11 @@ def test_bad_inputs_raise_clear_errors(changes, exc, match):
 
 def test_half_U_needs_fp32_state():
     U, x, w, b, c0, m = make_inputs(d=5, dtype=torch.float16)
-    with pytest.raises(TypeError, match=r"c0 has dtype torch.float16 but the state dtype .* "
-                                        r"is torch.float32"):
+    with pytest.raises(
+        TypeError,
+        match=r"c0 has dtype torch.float16 but the state dtype .* "
+        r"is torch.float32",
+    ):
         sru_scan(U, x, w, b, c0.half(), m, **attrs(d=5))
 
 

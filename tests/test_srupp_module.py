@@ -7,12 +7,12 @@ max-abs <= 0.15 (bf16 has 8 mantissa bits, three stacked layers).
 from __future__ import annotations
 
 import pytest
+import sru_reference
 import torch
 import torch.nn.functional as F
 
-import sru_reference
-from rnnx.models.ops.sru import sru_scan_naive
 from rnnx.models.ops.linear_attention import PAD_KEY
+from rnnx.models.ops.sru import sru_scan_naive
 from rnnx.models.srupp import SRUpp
 from rnnx.models.state import KVCache, LinearAttentionState, SRUppState, flatten_state
 

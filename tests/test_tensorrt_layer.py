@@ -14,8 +14,19 @@ from rnnx.export import export_model, read_metadata
 from rnnx.models.checkpoint import demo_checkpoint_path
 from rnnx.models.registry import build_model
 from rnnx.runtime.tensorrt import (
-    CACHE_ENV, BindingError, EngineCache, KeyParts, ProfileError, ProfileLimits, TensorRTNotInstalled,
-    build_profiles, default_cache_dir, plan_bindings, require_tensorrt, select_profile, tensorrt_available,
+    CACHE_ENV,
+    BindingError,
+    EngineCache,
+    KeyParts,
+    ProfileError,
+    ProfileLimits,
+    TensorRTNotInstalled,
+    build_profiles,
+    default_cache_dir,
+    plan_bindings,
+    require_tensorrt,
+    select_profile,
+    tensorrt_available,
 )  # fmt: skip
 from rnnx.runtime.tensorrt.bindings import IN_PLACE, PING_PONG
 
@@ -221,7 +232,11 @@ def test_binding_plan_linear_transformer(linear_meta):
     assert plan.total_bytes(2, 10, 10, alignment=1) == exact <= plan.total_bytes(2, 10, 10)
     inplace = plan_bindings(meta, in_place=["layers.0.S"])
     assert inplace.states[0].mode == IN_PLACE
-    assert inplace.addresses(1)["past_key_values.layers.0.S"] == inplace.addresses(1)["present.layers.0.S"] == "layers.0.S#0"
+    assert (
+        inplace.addresses(1)["past_key_values.layers.0.S"]
+        == inplace.addresses(1)["present.layers.0.S"]
+        == "layers.0.S#0"
+    )
     assert "layers.0.S#1" not in inplace.buffer_specs(2, 10, 10)
 
 
@@ -300,7 +315,10 @@ def test_export_model_engine_option_errors(tmp_path, monkeypatch):
     for options, message in (
         (["--target", "onnxruntime"], "Error: --engine needs --target tensorrt (got 'onnxruntime')"),
         (["--max-length", "0"], "Error: max_length must be an integer >= 1, got 0"),
-        (["--max-length", "16", "--max-context", "8"], "Error: max_context must be an integer >= max_length (16), got 8"),
+        (
+            ["--max-length", "16", "--max-context", "8"],
+            "Error: max_context must be an integer >= max_length (16), got 8",
+        ),
     ):
         result = CliRunner().invoke(main, ["--out", str(out), "--no-check", "--engine", *options])
         assert result.exit_code != 0 and result.output.strip().splitlines() == [message], result.output
@@ -321,7 +339,9 @@ def test_build_engine_and_cache_hit(linear_meta, tmp_path):
         pytest.skip("needs a CUDA device")
     out, _ = linear_meta
     limits = ProfileLimits(max_batch=2, max_length=16)
-    kwargs = dict(limits=limits, cache_dir=tmp_path, allow_function_fallback=True, timing_cache=tmp_path / "timing.cache")
+    kwargs = dict(
+        limits=limits, cache_dir=tmp_path, allow_function_fallback=True, timing_cache=tmp_path / "timing.cache"
+    )
     first = build_engine(out, **kwargs)
     assert first.is_file() and (tmp_path / "timing.cache").is_file()
     stamp = first.stat().st_mtime_ns

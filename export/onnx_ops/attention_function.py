@@ -48,8 +48,9 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
     qf, kf, vf = phi("q"), phi("k"), w.op("Cast", ["v"], "vf", to=acc)
     kT = w.op("Transpose", [kf], "kT", perm=[0, 1, 3, 2])  # (B, H, E, L)
     L = w.op("Shape", ["q"], "L", start=2, end=3)
-    ones_ll = w.op("ConstantOfShape", [w.op("Concat", [L, L], axis=0)], "ones_LL",
-                   value=helper.make_tensor("one", acc, [1], [1.0]))
+    ones_ll = w.op(
+        "ConstantOfShape", [w.op("Concat", [L, L], axis=0)], "ones_LL", value=helper.make_tensor("one", acc, [1], [1.0])
+    )
     A = w.op("Mul", [w.op("MatMul", [qf, kT], "scores"), w.op("Trilu", [ones_ll], "causal", upper=0)], "A")
     num = w.op("MatMul", [A, vf], "num")  # (B, H, L, M)
     den = w.op("ReduceSum", [A, w.ints([-1])], "den", keepdims=1)  # (B, H, L, 1)
@@ -71,7 +72,11 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
 
     defaults = node_attribute_defaults(ATTENTION)
     return helper.make_function(
-        spec.ONNX_DOMAIN, ATTENTION.onnx_name, list(ATTENTION.inputs), list(ATTENTION.outputs), w.nodes,
+        spec.ONNX_DOMAIN,
+        ATTENTION.onnx_name,
+        list(ATTENTION.inputs),
+        list(ATTENTION.outputs),
+        w.nodes,
         [helper.make_opsetid("", opset_version)],
         attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
         doc_string=f"CausalLinearAttention, overload {variant.name}: masked O(L^2) standard-op body.",

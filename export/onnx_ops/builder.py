@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import onnx
 from onnx import helper
@@ -21,7 +21,9 @@ class NodeWriter:
         self._count += 1
         return f"{self.prefix}{hint}_{self._count}"
 
-    def op(self, op_type: str, inputs: Sequence[str], hint: str = "", num_outputs: int = 1, **attrs: object) -> str | list[str]:
+    def op(
+        self, op_type: str, inputs: Sequence[str], hint: str = "", num_outputs: int = 1, **attrs: object
+    ) -> str | list[str]:
         """Appends ``op_type(inputs, **attrs)``; returns its output name, or a list if num_outputs > 1."""
         outputs = [self.fresh(hint or op_type) for _ in range(num_outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=self.fresh("n_" + op_type), **attrs))

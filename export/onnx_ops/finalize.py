@@ -11,15 +11,15 @@ finds (by op type, ``plugin_version``, ``plugin_namespace``).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import onnx
 
 from rnnx.models.ops import spec
 
 from .attention_function import attention_function
-from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
 from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION
+from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
 from .schemas import node_attribute_defaults
 from .sru_function import sru_scan_function
 from .translate import TARGETS
@@ -47,8 +47,7 @@ def _model_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
     yield from _all_nodes(model.graph)
     for function in model.functions:
         if function.domain != spec.ONNX_DOMAIN:
-            for node in function.node:
-                yield node
+            yield from function.node
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -87,8 +86,12 @@ def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | Attent
     if op is spec.SRU_SCAN:
         a = {n: _attr(node, n, d) for n, d in op.attributes.items()}
         variant: SRUVariant | AttentionVariant = SRUVariant(
-            int(a["num_directions"]), int(a["num_matrices"]), bool(a["has_skip_term"]), bool(a["use_tanh"]),
-            _present(node, op, "mask_pad"), _is_double(node, parse_sru_overload, types),
+            int(a["num_directions"]),
+            int(a["num_matrices"]),
+            bool(a["has_skip_term"]),
+            bool(a["use_tanh"]),
+            _present(node, op, "mask_pad"),
+            _is_double(node, parse_sru_overload, types),
         )
         if variant.uses_x and not _present(node, op, "x"):
             raise ValueError(f"SRUScan node {node.name!r}: k = 3 with the skip term needs input x")
@@ -136,7 +139,11 @@ def _restore_output_types(model: onnx.ModelProto) -> None:
     if all(o.type.HasField("tensor_type") for o in model.graph.output):
         return
     inferred = onnx.shape_inference.infer_shapes(model)
-    known = {vi.name: vi.type for vi in (*inferred.graph.value_info, *inferred.graph.output) if vi.type.HasField("tensor_type")}
+    known = {
+        vi.name: vi.type
+        for vi in (*inferred.graph.value_info, *inferred.graph.output)
+        if vi.type.HasField("tensor_type")
+    }
     for output in model.graph.output:
         if not output.type.HasField("tensor_type") and output.name in known:
             output.type.CopyFrom(known[output.name])

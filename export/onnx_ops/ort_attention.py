@@ -17,7 +17,8 @@ state dtype of the rnnx op. fp64 inputs keep the rnnx custom node: LinearAttenti
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import onnx
 import onnxscript
@@ -38,7 +39,9 @@ def linear_attention_schema() -> onnx.defs.OpSchema:
     types = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
     A = onnx.defs.OpSchema.Attribute
     return onnx.defs.OpSchema(
-        "LinearAttention", MS_DOMAIN, MS_DOMAIN_VERSION,
+        "LinearAttention",
+        MS_DOMAIN,
+        MS_DOMAIN_VERSION,
         inputs=[P("query", "T"), P("key", "T"), P("value", "T"), P("past_state", "S", param_option=optional)],
         outputs=[P("output", "T"), P("present_state", "S")],
         type_constraints=[("T", types, ""), ("S", types, "")],
@@ -82,16 +85,31 @@ def lowered_linear_attention(
     v_ext = op.Concat(vf, ones, axis=-1)  # (B, H, L, M+1)
     inputs = [_pack(_feature_map(q)), _pack(_feature_map(k)), _pack(v_ext)]
     if S0 is not None or z0 is not None:
-        S = S0 if S0 is not None else op.Expand(op.Constant(value_float=0.0), op.Concat(
-            op.Shape(q, end=2), op.Shape(q, start=3), op.Shape(v, start=3), axis=0))
-        z = z0 if z0 is not None else op.Expand(op.Constant(value_float=0.0), op.Concat(
-            op.Shape(q, end=2), op.Shape(q, start=3), axis=0))
+        S = (
+            S0
+            if S0 is not None
+            else op.Expand(
+                op.Constant(value_float=0.0),
+                op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), op.Shape(v, start=3), axis=0),
+            )
+        )
+        z = (
+            z0
+            if z0 is not None
+            else op.Expand(op.Constant(value_float=0.0), op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), axis=0))
+        )
         inputs.append(op.Concat(op.Cast(S, to=_FP32), op.Unsqueeze(op.Cast(z, to=_FP32), _ints([-1])), axis=-1))
     la = onnxscript.values.Op(_MS_OPSET, "LinearAttention", linear_attention_schema())
     y, present = la(*inputs, q_num_heads=num_heads, kv_num_heads=num_heads, update_rule="linear", scale=1.0)
-    y = op.Transpose(op.Reshape(y, op.Concat(op.Shape(q, end=1), op.Shape(q, start=2, end=3),
-                                             op.Shape(q, start=1, end=2), _ints([-1]), axis=0)),
-                     perm=[0, 2, 1, 3])  # (B, H, L, M+1)
+    y = op.Transpose(
+        op.Reshape(
+            y,
+            op.Concat(
+                op.Shape(q, end=1), op.Shape(q, start=2, end=3), op.Shape(q, start=1, end=2), _ints([-1]), axis=0
+            ),
+        ),
+        perm=[0, 2, 1, 3],
+    )  # (B, H, L, M+1)
     den = op.Add(_last_columns(y, -1, _INT64_MAX), op.Constant(value_float=float(eps)))
     out = op.CastLike(op.Div(_last_columns(y, 0, -1), den), q)
     S_last = _last_columns(present, 0, -1)

@@ -9,7 +9,7 @@ inference and ONNX Runtime use once the schemas are deregistered again.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import onnx
 from onnx import helper
@@ -23,8 +23,14 @@ ACTIVATION_TYPES = ("tensor(float)", "tensor(float16)", "tensor(bfloat16)", "ten
 STATE_TYPES = ("tensor(float)", "tensor(double)")
 #: Pad-mask dtypes (type parameter ``Mask``): anything whose non-zero entries mean "pad".
 MASK_TYPES = (
-    "tensor(bool)", "tensor(uint8)", "tensor(int32)", "tensor(int64)",
-    "tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)",
+    "tensor(bool)",
+    "tensor(uint8)",
+    "tensor(int32)",
+    "tensor(int64)",
+    "tensor(float)",
+    "tensor(float16)",
+    "tensor(bfloat16)",
+    "tensor(double)",
 )
 #: Attributes that are required (their spec default is only a placeholder).
 REQUIRED_ATTRIBUTES = {spec.SRU_SCAN.onnx_name: frozenset({"hidden_size"})}
@@ -67,7 +73,9 @@ def op_schema(op: spec.OpSpec) -> OpSchema:
     """The ``OpSchema`` of ``op`` in domain ``spec.ONNX_DOMAIN``, version ``spec.ONNX_DOMAIN_VERSION``."""
     single, optional = OpSchema.FormalParameterOption.Single, OpSchema.FormalParameterOption.Optional
     inputs = [
-        OpSchema.FormalParameter(name, _type_param(name), param_option=optional if name in op.optional_inputs else single)
+        OpSchema.FormalParameter(
+            name, _type_param(name), param_option=optional if name in op.optional_inputs else single
+        )
         for name in op.inputs
     ]
     outputs = [OpSchema.FormalParameter(name, _type_param(name)) for name in op.outputs]
@@ -85,9 +93,14 @@ def op_schema(op: spec.OpSpec) -> OpSchema:
         else:
             attributes.append(OpSchema.Attribute(name, helper.make_attribute(name, default), name))
     return OpSchema(
-        op.onnx_name, spec.ONNX_DOMAIN, spec.ONNX_DOMAIN_VERSION,
+        op.onnx_name,
+        spec.ONNX_DOMAIN,
+        spec.ONNX_DOMAIN_VERSION,
         doc=f"rnnx custom op {op.onnx_name}; see docs/ops.md",
-        inputs=inputs, outputs=outputs, type_constraints=constraints, attributes=attributes,
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=constraints,
+        attributes=attributes,
     )
 
 

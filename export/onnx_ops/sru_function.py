@@ -90,7 +90,9 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
     for dr in range(D):
         Ud = w.op("Gather", [U5, idx[dr]], f"U_d{dr}", axis=2)  # (L, B, d, k)
         col = [w.op("Gather", [Ud, idx[j]], f"u{j}_d{dr}", axis=3) for j in range(k)]  # (L, B, d)
-        gate = [w.op("Gather", [w.op("Gather", [P, idx[g]], axis=0), idx[dr]], axis=0) for P in (W, Bias) for g in (0, 1)]
+        gate = [
+            w.op("Gather", [w.op("Gather", [P, idx[g]], axis=0), idx[dr]], axis=0) for P in (W, Bias) for g in (0, 1)
+        ]
         v_f, v_r, b_f, b_r = gate  # (d,)
         scan_inputs = [col[0], w.op("Add", [col[1], b_f], "uf"), w.op("Add", [col[2], b_r], "ur")]
         if v.has_skip_term:
@@ -101,8 +103,14 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
         c0_d = w.op("Gather", [C0, idx[dr]], f"c0_d{dr}", axis=1)  # (B, d)
         reverse = [dr] * len(scan_inputs)
         c_last, h = w.op(
-            "Scan", [c0_d, *scan_inputs], f"scan_d{dr}", num_outputs=2, body=body,
-            num_scan_inputs=len(scan_inputs), scan_input_directions=reverse, scan_output_directions=[dr],
+            "Scan",
+            [c0_d, *scan_inputs],
+            f"scan_d{dr}",
+            num_outputs=2,
+            body=body,
+            num_scan_inputs=len(scan_inputs),
+            scan_input_directions=reverse,
+            scan_output_directions=[dr],
         )
         h_dirs.append(h)
         c_dirs.append(c_last)
@@ -113,7 +121,11 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
 
     defaults = node_attribute_defaults(SRU)
     return helper.make_function(
-        spec.ONNX_DOMAIN, SRU.onnx_name, list(SRU.inputs), list(SRU.outputs), w.nodes,
+        spec.ONNX_DOMAIN,
+        SRU.onnx_name,
+        list(SRU.inputs),
+        list(SRU.outputs),
+        w.nodes,
         [helper.make_opsetid("", opset_version)],
         attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
         doc_string=f"SRUScan, overload {v.name}: standard-op body (Scan over time).",

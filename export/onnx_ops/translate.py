@@ -15,7 +15,8 @@ are known; :func:`rnnx.export.onnx_ops.finalize` adds the matching function bodi
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import onnxscript
 import torch
@@ -23,8 +24,8 @@ from onnxscript import ir
 
 from rnnx.models.ops import spec
 
-from .overloads import attention_overload, sru_overload
 from .ort_attention import lowered_attention
+from .overloads import attention_overload, sru_overload
 from .schemas import node_attribute_defaults, onnx_attribute_value, op_schema
 
 TARGETS = ("tensorrt", "onnxruntime")
@@ -46,9 +47,18 @@ def _node_attributes(op: spec.OpSpec, values: dict[str, Any]) -> dict[str, int |
 
 
 def sru_scan_node(
-    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any],
-    hidden_size: int, num_directions: int, num_matrices: int, has_skip_term: bool,
-    use_tanh: bool, scale_x: float,
+    U: Any,
+    x: Optional[Any],
+    weight_c: Any,
+    bias: Any,
+    c0: Any,
+    mask_pad: Optional[Any],
+    hidden_size: int,
+    num_directions: int,
+    num_matrices: int,
+    has_skip_term: bool,
+    use_tanh: bool,
+    scale_x: float,
 ) -> tuple[Any, Any]:
     """``rnnx::SRUScan`` node: (U, x?, weight_c, bias, c0, mask_pad?) -> (h, c_last).
 
@@ -57,21 +67,30 @@ def sru_scan_node(
     """
     if num_matrices != 3 or not has_skip_term:
         x = None
-    attrs = _node_attributes(spec.SRU_SCAN, dict(
-        hidden_size=hidden_size, num_directions=num_directions, num_matrices=num_matrices,
-        has_skip_term=has_skip_term, use_tanh=use_tanh, scale_x=scale_x,
-    ))
+    attrs = _node_attributes(
+        spec.SRU_SCAN,
+        dict(
+            hidden_size=hidden_size,
+            num_directions=num_directions,
+            num_matrices=num_matrices,
+            has_skip_term=has_skip_term,
+            use_tanh=use_tanh,
+            scale_x=scale_x,
+        ),
+    )
     h, c_last = custom_op(spec.SRU_SCAN)(U, x, weight_c, bias, c0, mask_pad, **attrs)
     h.producer().overload = sru_overload(
-        num_directions, num_matrices, bool(has_skip_term), bool(use_tanh), mask_pad is not None,
+        num_directions,
+        num_matrices,
+        bool(has_skip_term),
+        bool(use_tanh),
+        mask_pad is not None,
         U.dtype == ir.DataType.DOUBLE,
     )
     return h, c_last
 
 
-def attention_node(
-    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float
-) -> tuple[Any, Any, Any]:
+def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
     """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?) -> (out, S_last, z_last)."""
     attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, {"eps": float(eps)})
     out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, **attrs)
@@ -91,7 +110,7 @@ def translation_table(target: str) -> dict[torch._ops.OpOverload, Callable[..., 
     """``{torch.ops.rnnx.<op>.default: translation function}`` for ``target`` (one of ``TARGETS``)."""
     if target not in TARGETS:
         raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")
-    import rnnx.models.ops.linear_attention  # noqa: F401  (registers the torch ops)
+    import rnnx.models.ops.linear_attention
     import rnnx.models.ops.sru  # noqa: F401
 
     attention = attention_node if target == "tensorrt" else lowered_attention(attention_node)

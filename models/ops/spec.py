@@ -89,7 +89,7 @@ CAUSAL_LINEAR_ATTENTION = OpSpec(
 ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)
 
 
-def state_dtype_for(dtype: "torch.dtype") -> "torch.dtype":  # noqa: F821
+def state_dtype_for(dtype: torch.dtype) -> torch.dtype:  # noqa: F821
     """The dtype recurrent state is kept in for activations of ``dtype``: fp32, or fp64 for fp64."""
     import torch
 

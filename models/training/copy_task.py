@@ -66,7 +66,7 @@ class CopyTask:
         }
 
     @classmethod
-    def from_description(cls, task: dict[str, Any]) -> "CopyTask":
+    def from_description(cls, task: dict[str, Any]) -> CopyTask:
         return cls(task["alphabet_size"], task["min_len"], task["max_len"])
 
     def sample(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -229,14 +229,20 @@ def train(
     model.eval()
     metrics = evaluate(model, task, eval_sequences, seed=seed + 12345)
     metrics.update(
-        train_steps=step, train_seconds=round(train_seconds, 1), batch_size=batch_size, lr=lr, seed=seed,
-        parameters=params, torch_threads=torch.get_num_threads(),
+        train_steps=step,
+        train_seconds=round(train_seconds, 1),
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        parameters=params,
+        torch_threads=torch.get_num_threads(),
         eval_decoding="greedy; batched prefill with pad_mask, then single-token recurrent steps",
     )
     if previous:
         prev = previous["metrics"]
         metrics.update(
-            train_steps=step + prev["train_steps"], train_seconds=round(train_seconds + prev["train_seconds"], 1),
+            train_steps=step + prev["train_steps"],
+            train_seconds=round(train_seconds + prev["train_seconds"], 1),
             stages=prev.get("stages", [{k: prev[k] for k in ("train_steps", "train_seconds", "lr", "seed")}])
             + [{"train_steps": step, "train_seconds": round(train_seconds, 1), "lr": lr, "seed": seed}],
         )
@@ -268,9 +274,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     torch.set_num_threads(a.threads)
     steps, lr = DEFAULT_SCHEDULES[a.model]
     train(
-        a.model, a.out, CopyTask(a.alphabet_size, a.min_len, a.max_len), json.loads(a.config),
-        steps=a.steps or steps, batch_size=a.batch_size, lr=a.lr or lr, warmup=a.warmup, seed=a.seed,
-        time_limit=a.time_limit, eval_sequences=a.eval_sequences, init=a.init,
+        a.model,
+        a.out,
+        CopyTask(a.alphabet_size, a.min_len, a.max_len),
+        json.loads(a.config),
+        steps=a.steps or steps,
+        batch_size=a.batch_size,
+        lr=a.lr or lr,
+        warmup=a.warmup,
+        seed=a.seed,
+        time_limit=a.time_limit,
+        eval_sequences=a.eval_sequences,
+        init=a.init,
     )
 
 

@@ -193,8 +193,8 @@ int32_t CausalLinearAttentionPlugin::getOutputShapes(nvinfer1::DimsExprs const* 
     }
     nvinfer1::DimsExprs const& q = inputs[layout.q];
     nvinfer1::DimsExprs const& v = inputs[layout.v];
-    if (q.nbDims != 4 || inputs[layout.k].nbDims != 4 || v.nbDims != 4 || (layout.S0 >= 0 && inputs[layout.S0].nbDims != 4)
-        || (layout.z0 >= 0 && inputs[layout.z0].nbDims != 3))
+    if (q.nbDims != 4 || inputs[layout.k].nbDims != 4 || v.nbDims != 4
+        || (layout.S0 >= 0 && inputs[layout.S0].nbDims != 4) || (layout.z0 >= 0 && inputs[layout.z0].nbDims != 3))
     {
         logError("CausalLinearAttention '" + mName + "': q, k, v must be 4-D, S0 4-D, z0 3-D");
         return -1;
@@ -255,8 +255,8 @@ int32_t CausalLinearAttentionPlugin::configurePlugin(nvinfer1::DynamicPluginTens
     return 0;
 }
 
-size_t CausalLinearAttentionPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs,
-    int32_t nbInputs, nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
+size_t CausalLinearAttentionPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
 {
     kernels::DataType type{};
     kernels::LinearAttentionParams params{};
@@ -344,8 +344,8 @@ int32_t CausalLinearAttentionPlugin::enqueue(nvinfer1::PluginTensorDesc const* i
         logError("CausalLinearAttention '" + mName + "': enqueue before a valid onShapeChange / configurePlugin");
         return -1;
     }
-    cudaError_t const status = kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q],
-        inputs[mLayout.k], inputs[mLayout.v], mLayout.S0 >= 0 ? static_cast<float const*>(inputs[mLayout.S0]) : nullptr,
+    cudaError_t const status = kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q], inputs[mLayout.k],
+        inputs[mLayout.v], mLayout.S0 >= 0 ? static_cast<float const*>(inputs[mLayout.S0]) : nullptr,
         mLayout.z0 >= 0 ? static_cast<float const*>(inputs[mLayout.z0]) : nullptr, outputs[0],
         static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), workspace, stream);
     if (status != cudaSuccess)
@@ -356,7 +356,8 @@ int32_t CausalLinearAttentionPlugin::enqueue(nvinfer1::PluginTensorDesc const* i
     return 0;
 }
 
-nvinfer1::IPluginV3* CausalLinearAttentionPlugin::attachToContext(nvinfer1::IPluginResourceContext* /*context*/) noexcept
+nvinfer1::IPluginV3* CausalLinearAttentionPlugin::attachToContext(
+    nvinfer1::IPluginResourceContext* /*context*/) noexcept
 {
     return clone();
 }

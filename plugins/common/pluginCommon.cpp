@@ -19,7 +19,7 @@ namespace
 std::atomic<LogSink> gLogSink{nullptr};
 std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
 
-using GetLoggerFn = nvinfer1::ILogger* (*) ();
+using GetLoggerFn = nvinfer1::ILogger* (*)();
 
 //! TensorRT's global logger when libnvinfer is in the process (looked up, never linked).
 nvinfer1::ILogger* globalTensorRtLogger() noexcept
@@ -50,8 +50,8 @@ bool checkStringField(char const* pluginName, nvinfer1::PluginField const& field
     value = value.substr(0, value.find('\0'));
     if (value != expected)
     {
-        logError(std::string(pluginName) + ": field '" + field.name + "' is '" + value + "', expected '" + expected
-            + "'");
+        logError(
+            std::string(pluginName) + ": field '" + field.name + "' is '" + value + "', expected '" + expected + "'");
         return false;
     }
     return true;
@@ -182,16 +182,16 @@ std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& tabl
     return fields;
 }
 
-bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table,
-    nvinfer1::PluginFieldCollection const* fc, bool requireAll, std::vector<double>& values) noexcept
+bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table, nvinfer1::PluginFieldCollection const* fc,
+    bool requireAll, std::vector<double>& values) noexcept
 {
     try
     {
         int32_t const nbFields = fc != nullptr ? fc->nbFields : 0;
         if (nbFields < 0 || (nbFields > 0 && fc->fields == nullptr))
         {
-            logError(std::string(pluginName) + ": malformed PluginFieldCollection (nbFields "
-                + std::to_string(nbFields) + ")");
+            logError(std::string(pluginName) + ": malformed PluginFieldCollection (nbFields " + std::to_string(nbFields)
+                + ")");
             return false;
         }
         values.assign(table.size(), 0.0);
@@ -265,12 +265,11 @@ bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table,
 
 bool isActivationType(nvinfer1::DataType type) noexcept
 {
-    return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF
-        || type == nvinfer1::DataType::kBF16;
+    return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF || type == nvinfer1::DataType::kBF16;
 }
 
-bool supportsRole(TensorRole role, nvinfer1::PluginTensorDesc const& desc,
-    nvinfer1::PluginTensorDesc const& firstInput) noexcept
+bool supportsRole(
+    TensorRole role, nvinfer1::PluginTensorDesc const& desc, nvinfer1::PluginTensorDesc const& firstInput) noexcept
 {
     if (desc.format != nvinfer1::TensorFormat::kLINEAR)
     {

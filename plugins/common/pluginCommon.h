@@ -62,8 +62,8 @@ std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& tabl
 //! accept, a non-finite float, an int outside int32, a field given twice, a name not in the table, a required
 //! field missing, or, with `requireAll` (deserialisation), any field missing. plugin_version / plugin_namespace
 //! are accepted as kCHAR when they carry "1" / "rnnx".
-bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table,
-    nvinfer1::PluginFieldCollection const* fc, bool requireAll, std::vector<double>& values) noexcept;
+bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table, nvinfer1::PluginFieldCollection const* fc,
+    bool requireAll, std::vector<double>& values) noexcept;
 
 //! What a plugin tensor holds; decides the types it may have.
 enum class TensorRole : int32_t
@@ -77,8 +77,8 @@ enum class TensorRole : int32_t
 };
 
 //! supportsFormatCombination for one tensor: linear format and a type allowed for `role`.
-bool supportsRole(TensorRole role, nvinfer1::PluginTensorDesc const& desc,
-    nvinfer1::PluginTensorDesc const& firstInput) noexcept;
+bool supportsRole(
+    TensorRole role, nvinfer1::PluginTensorDesc const& desc, nvinfer1::PluginTensorDesc const& firstInput) noexcept;
 
 //! Whether `type` is an activation type the kernels take (fp32, fp16, bf16).
 bool isActivationType(nvinfer1::DataType type) noexcept;

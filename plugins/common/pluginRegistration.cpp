@@ -33,7 +33,7 @@ namespace plugin
 namespace
 {
 
-using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*) ();
+using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
 
 SruScanPluginCreator gSruScanCreator;
 CausalLinearAttentionPluginCreator gCausalLinearAttentionCreator;

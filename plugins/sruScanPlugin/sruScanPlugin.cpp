@@ -302,8 +302,9 @@ int32_t SruScanPlugin::onShapeChange(nvinfer1::PluginTensorDesc const* in, int32
     return 0;
 }
 
-int32_t SruScanPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-    void const* const* inputs, void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+int32_t SruScanPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
+    nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs, void* const* outputs, void* /*workspace*/,
+    cudaStream_t stream) noexcept
 {
     SruScanInputs layout;
     if (inputDesc == nullptr || outputDesc == nullptr || inputs == nullptr || outputs == nullptr
@@ -327,11 +328,11 @@ int32_t SruScanPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvin
     params.has_skip_term = mParams.hasSkipTerm != 0;
     params.use_tanh = mParams.useTanh != 0;
     params.scale_x = mParams.scaleX;
-    cudaError_t const status = kernels::sruScanForward(params, type, inputs[layout.U],
-        layout.x >= 0 ? inputs[layout.x] : nullptr, inputs[layout.weightC], inputs[layout.bias],
-        static_cast<float const*>(inputs[layout.c0]),
-        layout.maskPad >= 0 ? static_cast<uint8_t const*>(inputs[layout.maskPad]) : nullptr, outputs[0],
-        static_cast<float*>(outputs[1]), stream);
+    cudaError_t const status =
+        kernels::sruScanForward(params, type, inputs[layout.U], layout.x >= 0 ? inputs[layout.x] : nullptr,
+            inputs[layout.weightC], inputs[layout.bias], static_cast<float const*>(inputs[layout.c0]),
+            layout.maskPad >= 0 ? static_cast<uint8_t const*>(inputs[layout.maskPad]) : nullptr, outputs[0],
+            static_cast<float*>(outputs[1]), stream);
     if (status != cudaSuccess)
     {
         logError("SRUScan '" + mName + "': kernel launch failed, cudaError " + std::to_string(status));

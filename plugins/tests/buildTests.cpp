@@ -179,7 +179,8 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
                 case kState: expected = type == DataType::kFLOAT; break;
                 case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
                 }
-                CHECK_EQ(plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2), expected);
+                CHECK_EQ(
+                    plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2), expected);
                 io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
                 CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2));
                 ++checked;
@@ -218,8 +219,7 @@ TEST_CASE("CausalLinearAttention format combinations")
                     DataType const type = pos == 0 ? first : t;
                     io[pos] = dynDesc(desc({1, 1, 1, 1}, type));
                     bool const activation = pos < 3 || pos == nbInputs;
-                    bool const expected
-                        = activation ? isActivation(type) && type == first : type == DataType::kFLOAT;
+                    bool const expected = activation ? isActivation(type) && type == first : type == DataType::kFLOAT;
                     CHECK_EQ(plugin->supportsFormatCombination(pos, io.data(), nbInputs, 3), expected);
                 }
             }

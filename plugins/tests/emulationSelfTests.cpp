@@ -136,8 +136,7 @@ bool sameBits(std::vector<float> const& a, std::vector<float> const& b)
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-template <typename LayoutA, typename LayoutB>
-void checkWmmaLayouts()
+template <typename LayoutA, typename LayoutB> void checkWmmaLayouts()
 {
     unsigned const ldm = 24; // 16 + 8 pad: 48 bytes, a multiple of 16
     std::vector<__half> a(16 * ldm + 64), b(16 * ldm);
@@ -221,8 +220,8 @@ TEST_CASE("__shfl_xor_sync: a full warp sums; half a warp fails the launch")
     auto const kernel = &partialShuffleKernel;
     RNNX_LAUNCH(kernel, 1, 64)(out.data(), 32u);
     CHECK_EQ(cudaGetLastError(), cudaSuccess);
-    CHECK_EQ(out[5], 496.f);                  // 0 + 1 + ... + 31
-    CHECK_EQ(out[40], 1520.f);                // 32 + ... + 63
+    CHECK_EQ(out[5], 496.f);   // 0 + 1 + ... + 31
+    CHECK_EQ(out[40], 1520.f); // 32 + ... + 63
     RNNX_LAUNCH(kernel, 1, 64)(out.data(), 16u);
     CHECK_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
     CHECK(contains(takeMessage(), "reached by 16 of 32 lanes"));

@@ -282,8 +282,8 @@ struct Tolerance
 };
 
 //! "" when |got - ref| <= atol + rtol * |ref| everywhere (and nothing is NaN), else a description of the worst.
-std::string compare(std::string const& what, std::vector<double> const& got, std::vector<double> const& ref,
-    Tolerance tol)
+std::string compare(
+    std::string const& what, std::vector<double> const& got, std::vector<double> const& ref, Tolerance tol)
 {
     if (got.size() != ref.size())
     {
@@ -401,8 +401,8 @@ template <typename Plugin>
 void run(Plugin& plugin, std::vector<PluginTensorDesc> const& in, std::vector<PluginTensorDesc> const& out,
     std::vector<void const*> const& inPtr, std::vector<void*> const& outPtr, void* workspace, cudaStream_t stream)
 {
-    REQUIRE(plugin.onShapeChange(in.data(), static_cast<int32_t>(in.size()), out.data(),
-                static_cast<int32_t>(out.size()))
+    REQUIRE(
+        plugin.onShapeChange(in.data(), static_cast<int32_t>(in.size()), out.data(), static_cast<int32_t>(out.size()))
         == 0);
     REQUIRE(plugin.enqueue(in.data(), out.data(), inPtr.data(), outPtr.data(), workspace, stream) == 0);
     REQUIRE_CUDA(cudaStreamSynchronize(stream));
@@ -684,8 +684,8 @@ void sruOnePass(SruConfig const& c)
     CHECK_MSG(compare("h [" + c.str() + "]", h, hRef, sruTolerance(c.act)));
     CHECK_MSG(compare("c_last [" + c.str() + "]", cLast, cRef, kSTATE_TOLERANCE));
     // c0 is an input: untouched when c_last has its own buffer.
-    CHECK_MSG(bitwiseEqual("c0 after an out-of-place run [" + c.str() + "]",
-        download(dev.c0.get(), dev.c0.bytes()), dev.c0Bytes));
+    CHECK_MSG(bitwiseEqual(
+        "c0 after an out-of-place run [" + c.str() + "]", download(dev.c0.get(), dev.c0.bytes()), dev.c0Bytes));
 }
 
 void sruRandomShapes(Act act)
@@ -782,8 +782,8 @@ struct AttentionConfig
     std::string str() const
     {
         std::ostringstream s;
-        s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M
-          << " inputs=q,k,v" << (hasS0 ? ",S0" : "") << (hasZ0 ? ",z0" : "") << " eps=" << eps;
+        s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M << " inputs=q,k,v"
+          << (hasS0 ? ",S0" : "") << (hasZ0 ? ",z0" : "") << " eps=" << eps;
         return s.str();
     }
 };
@@ -878,8 +878,8 @@ Tolerance attentionStateTolerance(Act a, std::vector<double> const& ref)
     return {rtol * (maxAbs(ref) + 1.0), rtol};
 }
 
-void attentionDescs(AttentionConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in,
-    std::vector<PluginTensorDesc>& out)
+void attentionDescs(
+    AttentionConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in, std::vector<PluginTensorDesc>& out)
 {
     DataType const t = trtType(c.act);
     auto const qd = desc({c.B, c.H, length, c.E}, t);
@@ -919,8 +919,8 @@ std::vector<double> timeSlice(std::vector<double> const& full, int32_t BH, int32
     return part;
 }
 
-void timeScatter(std::vector<double>& full, std::vector<double> const& part, int32_t BH, int32_t L, int32_t X, int32_t t0,
-    int32_t t1)
+void timeScatter(std::vector<double>& full, std::vector<double> const& part, int32_t BH, int32_t L, int32_t X,
+    int32_t t0, int32_t t1)
 {
     for (int32_t bh = 0; bh < BH; ++bh)
     {
@@ -974,8 +974,8 @@ void attentionOnePass(AttentionConfig const& c)
     Stream stream;
     run(*plugin, inDesc, outDesc, inPtr, outPtr, workspace.get(), stream.get());
 
-    CHECK_MSG(compare("out [" + c.str() + "]", decode(download(out.get(), out.bytes()), c.act), outRef,
-        attentionTolerance(c.act)));
+    CHECK_MSG(compare(
+        "out [" + c.str() + "]", decode(download(out.get(), out.bytes()), c.act), outRef, attentionTolerance(c.act)));
     CHECK_MSG(compare("S_last [" + c.str() + "]", decodeF32(download(S.get(), S.bytes())), SRef,
         attentionStateTolerance(c.act, SRef)));
     CHECK_MSG(compare("z_last [" + c.str() + "]", decodeF32(download(z.get(), z.bytes())), zRef,
@@ -1087,8 +1087,8 @@ void attentionPrefillThenStep(Act act, int32_t mode)
         Fields fields = attentionParserFields(c.eps);
         size_t workspaceBytes = 0;
         std::vector<int32_t> aliases;
-        auto stepPlugin
-            = buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+        auto stepPlugin =
+            buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
                 fields, inDesc, outDesc, workspaceBytes, aliases);
         CHECK(aliases == (std::vector<int32_t>{-1, 3, 4}));
         std::unique_ptr<plugin::CausalLinearAttentionPlugin> prefillPlugin;
@@ -1097,9 +1097,9 @@ void attentionPrefillThenStep(Act act, int32_t mode)
             attentionDescs(c, c.L, inDesc, outDesc);
             Fields prefillFields = attentionParserFields(c.eps);
             size_t prefillWorkspace = 0;
-            prefillPlugin = buildThenDeserialize<plugin::CausalLinearAttentionPlugin,
-                plugin::CausalLinearAttentionPluginCreator>(
-                prefillFields, inDesc, outDesc, prefillWorkspace, aliases);
+            prefillPlugin =
+                buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+                    prefillFields, inDesc, outDesc, prefillWorkspace, aliases);
             CHECK(aliases == (std::vector<int32_t>{-1, -1, -1}));
             workspaceBytes = std::max(workspaceBytes, prefillWorkspace);
         }
@@ -1148,10 +1148,10 @@ void attentionPrefillThenStep(Act act, int32_t mode)
         }
         std::string const what = c.str() + " prefill " + std::to_string(n) + " mode " + std::to_string(mode);
         CHECK_MSG(compare("out [" + what + "]", outAll, outRef, attentionTolerance(act)));
-        CHECK_MSG(compare("S_last [" + what + "]", decodeF32(download(S, S0Bytes.size())), SRef,
-            attentionStateTolerance(act, SRef)));
-        CHECK_MSG(compare("z_last [" + what + "]", decodeF32(download(z, z0Bytes.size())), zRef,
-            attentionStateTolerance(act, zRef)));
+        CHECK_MSG(compare(
+            "S_last [" + what + "]", decodeF32(download(S, S0Bytes.size())), SRef, attentionStateTolerance(act, SRef)));
+        CHECK_MSG(compare(
+            "z_last [" + what + "]", decodeF32(download(z, z0Bytes.size())), zRef, attentionStateTolerance(act, zRef)));
     }
 }
 
@@ -1235,7 +1235,7 @@ int main(int argc, char** argv)
     {
         std::cout << "SKIP plugin_enqueue_gpu: no CUDA device ("
                   << (status != cudaSuccess ? std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ": "
-                              + cudaGetErrorString(status)
+                                 + cudaGetErrorString(status)
                                             : std::string("cudaGetDeviceCount found 0 devices"))
                   << ")\n";
         return 77;

@@ -40,8 +40,8 @@ TEST_CASE("creators report the ONNX op names, version 1 and namespace rnnx")
     plugin::CausalLinearAttentionPluginCreator attention;
     CHECK_EQ(std::string(sru.getPluginName()), "SRUScan");
     CHECK_EQ(std::string(attention.getPluginName()), "CausalLinearAttention");
-    for (nvinfer1::IPluginCreatorV3One* c : {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru),
-             static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
+    for (nvinfer1::IPluginCreatorV3One* c :
+        {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru), static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
     {
         CHECK_EQ(std::string(c->getPluginVersion()), "1");
         CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
@@ -53,7 +53,8 @@ TEST_CASE("creator field lists follow the field tables")
 {
     plugin::SruScanPluginCreator sru;
     plugin::CausalLinearAttentionPluginCreator attention;
-    auto check = [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table) {
+    auto check = [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table)
+    {
         nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
         REQUIRE(fc != nullptr);
         REQUIRE(fc->nbFields == static_cast<int32_t>(table.size()));
@@ -72,8 +73,8 @@ TEST_CASE("creator field lists follow the field tables")
         names.emplace_back(row.name);
     }
     CHECK((names
-        == std::vector<std::string>{"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh",
-            "scale_x"}));
+        == std::vector<std::string>{
+            "hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x"}));
     CHECK_EQ(std::string(plugin::CausalLinearAttentionPlugin::fieldTable()[0].name), "eps");
 }
 
@@ -244,12 +245,12 @@ TEST_CASE("out-of-range field values are errors")
 TEST_CASE("serialise -> deserialise round trip keeps every field")
 {
     plugin::SruScanPluginCreator sruCreator;
-    for (auto const& params : std::vector<std::vector<float>>{{16, 1, 3, 1, 0, 1.F}, {7, 2, 4, 0, 1, 0.25F},
-             {1, 2, 3, 0, 0, -3.5F}})
+    for (auto const& params :
+        std::vector<std::vector<float>>{{16, 1, 3, 1, 0, 1.F}, {7, 2, 4, 0, 1, 0.25F}, {1, 2, 3, 0, 0, -3.5F}})
     {
-        Fields f = sruFields(static_cast<int32_t>(params[0]), static_cast<int32_t>(params[1]),
-            static_cast<int32_t>(params[2]), static_cast<int32_t>(params[3]), static_cast<int32_t>(params[4]),
-            params[5]);
+        Fields f =
+            sruFields(static_cast<int32_t>(params[0]), static_cast<int32_t>(params[1]), static_cast<int32_t>(params[2]),
+                static_cast<int32_t>(params[3]), static_cast<int32_t>(params[4]), params[5]);
         auto built = createAs<plugin::SruScanPlugin>(sruCreator, f.get());
         REQUIRE(built != nullptr);
         nvinfer1::PluginFieldCollection const* serialized = built->getFieldsToSerialize();
@@ -283,8 +284,8 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
         REQUIRE(p != nullptr);
         auto const& q = static_cast<plugin::SruScanPlugin*>(p)->parameters();
         CHECK(q.hiddenSize == 12 && q.numDirections == 2 && q.numMatrices == 4 && q.useTanh == 1 && q.scaleX == 1.5F);
-        auto* core = static_cast<nvinfer1::IPluginV3OneCore*>(
-            p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
+        auto* core =
+            static_cast<nvinfer1::IPluginV3OneCore*>(p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
         REQUIRE(core != nullptr);
         CHECK_EQ(std::string(core->getPluginName()), "SRUScan");
         CHECK_EQ(std::string(core->getPluginNamespace()), "rnnx");
@@ -301,7 +302,7 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
     std::unique_ptr<nvinfer1::IPluginV3> a(attention->clone());
     REQUIRE(a != nullptr);
     CHECK_EQ(static_cast<plugin::CausalLinearAttentionPlugin*>(a.get())->parameters().eps, 0.125F);
-    auto* core = static_cast<nvinfer1::IPluginV3OneCore*>(
-        a->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
+    auto* core =
+        static_cast<nvinfer1::IPluginV3OneCore*>(a->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
     CHECK_EQ(std::string(core->getPluginName()), "CausalLinearAttention");
 }

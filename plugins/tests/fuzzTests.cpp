@@ -16,8 +16,8 @@ using nvinfer1::PluginFieldType;
 namespace
 {
 
-char const* const kNames[] = {"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh",
-    "scale_x", "eps", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
+char const* const kNames[] = {"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x",
+    "eps", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
 
 //! Random bytes that are often small ints / floats that pass validation.
 void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
@@ -57,8 +57,8 @@ bool sruParamsValid(plugin::SruScanParameters const& p)
 }
 
 //! Creates from `fc`; if accepted, checks the parameters and the round trip. Returns whether it was accepted.
-bool exercise(nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc,
-    nvinfer1::TensorRTPhase phase)
+bool exercise(
+    nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase)
 {
     std::unique_ptr<nvinfer1::IPluginV3> plugin(creator.createPlugin("fuzz", fc, phase));
     if (plugin == nullptr)
@@ -142,10 +142,11 @@ TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
     for (int32_t iteration = 0; iteration < 20000; ++iteration)
     {
         bool const isSru = rng() % 2 == 0;
-        std::unique_ptr<nvinfer1::IPluginV3> source(isSru ? static_cast<nvinfer1::IPluginV3*>(makeSru(
-                                                        1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2, 3 + rng() % 2,
-                                                        rng() % 2, rng() % 2, 0.5F).release())
-                                                          : makeAttention(1e-5F).release());
+        std::unique_ptr<nvinfer1::IPluginV3> source(isSru
+                ? static_cast<nvinfer1::IPluginV3*>(makeSru(
+                      1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2, 3 + rng() % 2, rng() % 2, rng() % 2, 0.5F)
+                          .release())
+                : makeAttention(1e-5F).release());
         auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
             source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
         nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();

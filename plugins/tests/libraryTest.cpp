@@ -22,7 +22,7 @@ extern "C" __attribute__((visibility("default"))) nvinfer1::IPluginRegistry* get
 namespace
 {
 
-using GetCreatorsFn = nvinfer1::IPluginCreatorInterface* const* (*) (int32_t&);
+using GetCreatorsFn = nvinfer1::IPluginCreatorInterface* const* (*)(int32_t&);
 using SetLoggerFinderFn = void (*)(nvinfer1::ILoggerFinder*);
 
 int gFailures = 0;
@@ -51,7 +51,8 @@ public:
         *n = 0;
         return nullptr;
     }
-    nvinfer1::IPluginCreator* getPluginCreator(char const* const, char const* const, char const* const) noexcept override
+    nvinfer1::IPluginCreator* getPluginCreator(
+        char const* const, char const* const, char const* const) noexcept override
     {
         return nullptr;
     }
@@ -92,7 +93,8 @@ public:
         *n = static_cast<int32_t>(registered.size());
         return registered.data();
     }
-    nvinfer1::IPluginCreatorInterface* getCreator(char const* const, char const* const, char const* const) noexcept override
+    nvinfer1::IPluginCreatorInterface* getCreator(
+        char const* const, char const* const, char const* const) noexcept override
     {
         return nullptr;
     }

@@ -134,8 +134,8 @@ TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, state pointers and t
         std::vector<nvinfer1::PluginTensorDesc> in;
         int32_t S0, z0;
     };
-    for (Case const& c : {Case{{q, q, v}, -1, -1}, Case{{q, q, v, S}, 3, -1}, Case{{q, q, v, z}, -1, 3},
-             Case{{q, q, v, S, z}, 3, 4}})
+    for (Case const& c :
+        {Case{{q, q, v}, -1, -1}, Case{{q, q, v, S}, 3, -1}, Case{{q, q, v, z}, -1, 3}, Case{{q, q, v, S, z}, 3, 4}})
     {
         auto plugin = makeAttention(0.5F);
         std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
@@ -167,8 +167,8 @@ TEST_CASE("CausalLinearAttention onShapeChange rejects inconsistent shapes")
     auto plugin = makeAttention();
     auto const q = desc({2, 3, 7, 16}, DataType::kHALF);
     auto const v = desc({2, 3, 7, 8}, DataType::kHALF);
-    std::vector<nvinfer1::PluginTensorDesc> out{v, desc({2, 3, 16, 8}, DataType::kFLOAT),
-        desc({2, 3, 16}, DataType::kFLOAT)};
+    std::vector<nvinfer1::PluginTensorDesc> out{
+        v, desc({2, 3, 16, 8}, DataType::kFLOAT), desc({2, 3, 16}, DataType::kFLOAT)};
     std::vector<nvinfer1::PluginTensorDesc> kShort{q, desc({2, 3, 6, 16}, DataType::kHALF), v};
     CHECK(plugin->onShapeChange(kShort.data(), 3, out.data(), 3) != 0);
     std::vector<nvinfer1::PluginTensorDesc> wrongS{q, q, v, desc({2, 3, 8, 16}, DataType::kFLOAT)};

@@ -53,8 +53,9 @@ struct AbortTestCase
 #define RNNX_CONCAT_INNER(a, b) a##b
 #define RNNX_CONCAT(a, b) RNNX_CONCAT_INNER(a, b)
 #define TEST_CASE(name)                                                                                                \
-    static void RNNX_CONCAT(testBody_, __LINE__)();                                                                     \
-    static ::rnnx::test::Registrar const RNNX_CONCAT(testRegistrar_, __LINE__)(name, &RNNX_CONCAT(testBody_, __LINE__)); \
+    static void RNNX_CONCAT(testBody_, __LINE__)();                                                                    \
+    static ::rnnx::test::Registrar const RNNX_CONCAT(testRegistrar_, __LINE__)(                                        \
+        name, &RNNX_CONCAT(testBody_, __LINE__));                                                                      \
     static void RNNX_CONCAT(testBody_, __LINE__)()
 
 #define CHECK(cond)                                                                                                    \

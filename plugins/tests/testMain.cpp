@@ -24,8 +24,8 @@ void countingSink(nvinfer1::ILogger::Severity severity, char const*)
     }
 }
 
-void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator,
-    std::vector<plugin::FieldDesc> const& table, bool last)
+void printFields(
+    char const* name, nvinfer1::IPluginCreatorV3One& creator, std::vector<plugin::FieldDesc> const& table, bool last)
 {
     nvinfer1::PluginFieldCollection const* fc = creator.getFieldNames();
     std::cout << "  \"" << name << "\": {\"name\": \"" << creator.getPluginName() << "\", \"version\": \""
@@ -35,8 +35,8 @@ void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator,
     {
         nvinfer1::PluginField const& f = fc->fields[i];
         bool const isInt = f.type == nvinfer1::PluginFieldType::kINT32;
-        std::cout << (i > 0 ? ", " : "") << "{\"name\": \"" << f.name << "\", \"kind\": \""
-                  << (isInt ? "int" : "float") << "\", \"default\": ";
+        std::cout << (i > 0 ? ", " : "") << "{\"name\": \"" << f.name << "\", \"kind\": \"" << (isInt ? "int" : "float")
+                  << "\", \"default\": ";
         std::cout.precision(17);
         std::cout << table[i].defaultValue << ", \"required\": " << (table[i].required ? "true" : "false") << "}";
     }

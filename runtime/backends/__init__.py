@@ -77,13 +77,17 @@ def create_backend(
 
         return TorchBackend.from_path(path, device=device, precision=precision)
     if kind != "export":
-        raise InputError(f"{path}: backend {name!r} needs an export directory (rnnx.json + model.onnx), got a checkpoint")
+        raise InputError(
+            f"{path}: backend {name!r} needs an export directory (rnnx.json + model.onnx), got a checkpoint"
+        )
     if name == "onnxruntime":
         from .ort_backend import OrtBackend
 
         return OrtBackend(path, device=device, precision=precision, io_binding=io_binding)
     if not _has("tensorrt"):
-        raise BackendUnavailable("backend 'tensorrt' needs the TensorRT Python package (import tensorrt failed: not installed)")
+        raise BackendUnavailable(
+            "backend 'tensorrt' needs the TensorRT Python package (import tensorrt failed: not installed)"
+        )
     try:
         from ..tensorrt import TensorRTBackend
     except ImportError as e:

@@ -70,7 +70,7 @@ class StateSpec:
     grows: bool = False
 
     @classmethod
-    def from_metadata(cls, entry: dict[str, Any]) -> "StateSpec":
+    def from_metadata(cls, entry: dict[str, Any]) -> StateSpec:
         """From one item of ``rnnx.json`` "state"."""
         return cls(entry["name"], entry["input"], entry["output"], tuple(entry["shape"]), entry["dtype"],
                    bool(entry.get("grows", False)))  # fmt: skip
@@ -186,7 +186,7 @@ class Backend(ABC):
         past = int(arrays[grow.name].shape[grow.grow_axis]) if grow is not None else 0
         return batch, past
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: most backends hold nothing to release)
         """Releases device resources (optional)."""
 
     def describe(self) -> str:

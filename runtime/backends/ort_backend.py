@@ -55,7 +55,9 @@ class OrtBackend(Backend):
         try:
             import onnxruntime as ort
         except ImportError:
-            raise BackendUnavailable("backend 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)") from None
+            raise BackendUnavailable(
+                "backend 'onnxruntime' needs the onnxruntime package (pip install onnxruntime)"
+            ) from None
         if io_binding is not None and not isinstance(io_binding, bool):
             raise InputError(f"io_binding: expected True, False or None, got {io_binding!r}")
         self._ort = ort
@@ -63,7 +65,8 @@ class OrtBackend(Backend):
         self.metadata = read_metadata(self.model_dir)
         if precision is not None and precision != self.metadata["precision"]:
             raise InputError(
-                f"{self.model_dir}: export precision is {self.metadata['precision']!r}, requested {precision!r}; re-export"
+                f"{self.model_dir}: export precision is {self.metadata['precision']!r}, "
+                f"requested {precision!r}; re-export"
             )
         self.device = str(device)
         self._device_type = "cuda" if self.device.startswith("cuda") else "cpu"
@@ -83,7 +86,9 @@ class OrtBackend(Backend):
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(str(self.model_dir / self.metadata["model_file"]), options, providers=providers)
+        self.session = ort.InferenceSession(
+            str(self.model_dir / self.metadata["model_file"]), options, providers=providers
+        )
         self.vocab_size = int(self.metadata["vocab_size"])
         self.state_specs = [StateSpec.from_metadata(e) for e in self.metadata["state"]]
         self._outputs = ["logits"] + [s.output for s in self.state_specs]
@@ -113,7 +118,9 @@ class OrtBackend(Backend):
         return host if host.flags.owndata else host.copy()
 
     def init_state(self, batch: int) -> BackendState:
-        tensors = {s.name: self._upload(np.zeros(s.concrete_shape(batch, 0), _numpy_dtype(s.dtype))) for s in self.state_specs}
+        tensors = {
+            s.name: self._upload(np.zeros(s.concrete_shape(batch, 0), _numpy_dtype(s.dtype))) for s in self.state_specs
+        }
         return self._state(tensors, batch, 0)
 
     def run(
@@ -169,6 +176,7 @@ class OrtBackend(Backend):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)
         tensors = {
-            s.name: self._upload(np.array(arrays[s.name], dtype=_numpy_dtype(s.dtype), copy=True)) for s in self.state_specs
+            s.name: self._upload(np.array(arrays[s.name], dtype=_numpy_dtype(s.dtype), copy=True))
+            for s in self.state_specs
         }
         return self._state(tensors, batch, past)

@@ -158,7 +158,9 @@ class TensorRTBackend(Backend):
         grows = any(s.grows for s in self.state_specs)
         new_past = state.past_length + length
         if grows and new_past > int(self.limits.max_context or 0):
-            raise InputError(f"KV cache would hold {new_past} positions; the engine's max_context is {self.limits.max_context}")
+            raise InputError(
+                f"KV cache would hold {new_past} positions; the engine's max_context is {self.limits.max_context}"
+            )
         try:
             profile = select_profile(self.profiles, {"input_ids": (batch, length)})
         except ProfileError as e:

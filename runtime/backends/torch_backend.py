@@ -70,8 +70,14 @@ class TorchBackend(Backend):
             "vocab_size": self.vocab_size,
             "precision": precision or "fp32",
             "state": [
-                {"name": s.name, "input": s.input_name, "output": s.output_name, "shape": list(s.shape),
-                 "dtype": dtype_name(s.dtype), "grows": s.grows}
+                {
+                    "name": s.name,
+                    "input": s.input_name,
+                    "output": s.output_name,
+                    "shape": list(s.shape),
+                    "dtype": dtype_name(s.dtype),
+                    "grows": s.grows,
+                }
                 for s in layout
             ],  # fmt: skip
             "source": source or {"checkpoint": None, "weights_sha256": None},
@@ -79,7 +85,7 @@ class TorchBackend(Backend):
         self.state_specs = [StateSpec.from_metadata(e) for e in self.metadata["state"]]
 
     @classmethod
-    def from_path(cls, path: Union[str, Path], device: str = "cpu", precision: Optional[str] = None) -> "TorchBackend":
+    def from_path(cls, path: Union[str, Path], device: str = "cpu", precision: Optional[str] = None) -> TorchBackend:
         """From a checkpoint directory, or an export directory's recorded source checkpoint."""
         checkpoint = checkpoint_of(path)
         model, info = load_checkpoint(checkpoint, map_location="cpu")
@@ -116,7 +122,9 @@ class TorchBackend(Backend):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)
         tensors = {
-            s.name: torch.from_numpy(np.ascontiguousarray(arrays[s.name], dtype=_numpy_dtype(s.dtype))).to(self._torch_device)
+            s.name: torch.from_numpy(np.ascontiguousarray(arrays[s.name], dtype=_numpy_dtype(s.dtype))).to(
+                self._torch_device
+            )
             for s in self.state_specs
         }
         return self._state(tensors, batch, past)

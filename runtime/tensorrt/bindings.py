@@ -17,8 +17,9 @@ each, sized for ``max_length`` tokens. Pure Python: no TensorRT needed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
 PING_PONG, IN_PLACE = "ping-pong", "in-place"
@@ -126,7 +127,9 @@ class BindingPlan:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise BindingError(f"{label} must be an integer >= {low}, got {value!r}")
         if any(s.grows for s in self.states) and max_context < max_length:
-            raise BindingError(f"max_context ({max_context}) must be >= max_length ({max_length}) for a growing KV cache")
+            raise BindingError(
+                f"max_context ({max_context}) must be >= max_length ({max_length}) for a growing KV cache"
+            )
         data_dims = {BATCH: batch, LENGTH: max_length, PAST_LENGTH: max_context}
         state_dims = {BATCH: batch, LENGTH: 0, PAST_LENGTH: max_context}
         out: dict[str, BufferSpec] = {}
@@ -171,7 +174,9 @@ def plan_bindings(
     if sorted(eng_in) != sorted(meta_in) or sorted(eng_out) != sorted(meta_out):
         missing = sorted(set(meta_in + meta_out) - set(eng_in + eng_out))
         extra = sorted(set(eng_in + eng_out) - set(meta_in + meta_out))
-        raise BindingError(f"engine I/O does not match rnnx.json (missing: {missing or '-'}; unexpected: {extra or '-'})")
+        raise BindingError(
+            f"engine I/O does not match rnnx.json (missing: {missing or '-'}; unexpected: {extra or '-'})"
+        )
     in_place = set(in_place)
     known = {s["name"] for s in metadata["state"]}
     if in_place - known:

@@ -13,8 +13,9 @@ TensorRT 10 Python API; tests that need it are marked ``tensorrt`` and skip with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from ...export.metadata import MetadataError, read_metadata
 from ._trt import require_tensorrt

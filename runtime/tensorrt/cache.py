@@ -60,9 +60,10 @@ class KeyParts:
 
     @classmethod
     def create(
-        cls, *, model_sha256: str, tensorrt_version: str, gpu_name: str, compute_capability: Union[str, tuple[int, int]],
-        precision: str, profiles: list[Profile], plugin_library: Optional[Union[str, Path]] = None,
-    ) -> "KeyParts":  # fmt: skip
+        cls, *, model_sha256: str, tensorrt_version: str, gpu_name: str,
+        compute_capability: Union[str, tuple[int, int]], precision: str, profiles: list[Profile],
+        plugin_library: Optional[Union[str, Path]] = None,
+    ) -> KeyParts:  # fmt: skip
         """Builds the parts, hashing ``plugin_library`` (a file) when given."""
         if not isinstance(compute_capability, str):
             compute_capability = ".".join(str(int(v)) for v in compute_capability)
@@ -138,13 +139,19 @@ class EngineCache:
             info = json.loads(sidecar.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             return Lookup(None, f"{sidecar.name}: unreadable sidecar ({e})")
-        if not isinstance(info, dict) or info.get("format") != SIDECAR_FORMAT or info.get("format_version") != SIDECAR_VERSION:
+        if (
+            not isinstance(info, dict)
+            or info.get("format") != SIDECAR_FORMAT
+            or info.get("format_version") != SIDECAR_VERSION
+        ):
             return Lookup(None, f"{sidecar.name}: not an rnnx engine sidecar")
         if info.get("key") != parts.key() or info.get("parts") != json.loads(json.dumps(parts.to_dict())):
             return Lookup(None, f"{sidecar.name}: built for other key parts (foreign entry)")
         size = engine.stat().st_size
         if size != info.get("engine_bytes"):
-            return Lookup(None, f"{engine.name}: {size} bytes, sidecar records {info.get('engine_bytes')} (truncated or replaced)")
+            return Lookup(
+                None, f"{engine.name}: {size} bytes, sidecar records {info.get('engine_bytes')} (truncated or replaced)"
+            )
         if sha256_file(engine) != info.get("engine_sha256"):
             return Lookup(None, f"{engine.name}: sha256 does not match its sidecar (corrupt or replaced)")
         return Lookup(engine)

@@ -79,7 +79,7 @@ class ProfileLimits:
     opt_length: Optional[int] = None
     opt_context: Optional[int] = None
 
-    def resolved(self) -> "ProfileLimits":
+    def resolved(self) -> ProfileLimits:
         """Defaults filled in and every limit validated; :class:`ProfileError` otherwise."""
         for field_name in ("max_batch", "max_length"):
             value = getattr(self, field_name)
@@ -167,4 +167,6 @@ def select_profile(profiles: list[Profile], feeds: dict[str, Shape]) -> int:
         ):
             return index
     shown = ", ".join(f"{k}={list(v)}" for k, v in feeds.items())
-    raise ProfileError(f"no optimization profile covers the input shapes {shown}; rebuild the engine with larger limits")
+    raise ProfileError(
+        f"no optimization profile covers the input shapes {shown}; rebuild the engine with larger limits"
+    )

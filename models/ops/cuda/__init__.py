@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -29,8 +30,7 @@ BINDING_SOURCE = Path(__file__).resolve().parent / "binding.cpp"
 #: The kernel library of the TensorRT plugins (present in a source checkout).
 KERNELS_DIR = Path(__file__).resolve().parents[3] / "plugins" / "kernels"
 KERNEL_SOURCES = tuple(
-    KERNELS_DIR / "src" / name
-    for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
+    KERNELS_DIR / "src" / name for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
 )
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -93,8 +93,9 @@ def _stream(device: torch.device) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def sru_scan_forward(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-                     has_skip_term, use_tanh, scale_x) -> Optional[tuple[Tensor, Tensor]]:
+def sru_scan_forward(
+    U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x
+) -> Optional[tuple[Tensor, Tensor]]:
     """The SRU scan on the CUDA kernel, or ``None`` where it does not apply (dtype, no binding).
 
     Inputs as the op takes them (validated by the caller); weight_c, bias and x are converted to U's
@@ -117,8 +118,15 @@ def sru_scan_forward(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_direct
         bias.to(U.dtype).contiguous(),
         c0.contiguous(),
         None if mask_pad is None else (mask_pad != 0).to(torch.uint8).contiguous(),
-        h, c_last, hidden_size, num_directions, num_matrices, bool(has_skip_term), bool(use_tanh),
-        float(scale_x), _stream(U.device),
+        h,
+        c_last,
+        hidden_size,
+        num_directions,
+        num_matrices,
+        bool(has_skip_term),
+        bool(use_tanh),
+        float(scale_x),
+        _stream(U.device),
     )
     return h, c_last
 
@@ -139,9 +147,16 @@ def causal_linear_attention_forward(q, k, v, S0, z0, eps) -> Optional[tuple[Tens
     S_last = q.new_empty((B, H, E, M), dtype=torch.float32)
     z_last = q.new_empty((B, H, E), dtype=torch.float32)
     ext.causal_linear_attention(
-        q.contiguous(), k.contiguous(), v.contiguous(),
-        None if S0 is None else S0.contiguous(), None if z0 is None else z0.contiguous(),
-        out, S_last, z_last, float(eps), _stream(q.device),
+        q.contiguous(),
+        k.contiguous(),
+        v.contiguous(),
+        None if S0 is None else S0.contiguous(),
+        None if z0 is None else z0.contiguous(),
+        out,
+        S_last,
+        z_last,
+        float(eps),
+        _stream(q.device),
     )
     return out, S_last, z_last
 
@@ -157,14 +172,23 @@ def register_sru_scan(op) -> bool:
     """Registers the CUDA kernel of ``rnnx::sru_scan`` (``op``: the custom op object) where CUDA is
     present; returns whether it did. Falls back to the op's torch loop per call where needed."""
 
-    def sru_scan_cuda(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions,
-                      num_matrices, has_skip_term, use_tanh, scale_x):
+    def sru_scan_cuda(
+        U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x
+    ):
         from ..sru import torch_loop
         from ..sru.checks import check_sru_scan_inputs
 
         check_sru_scan_inputs(
-            U, x, weight_c, bias, c0, mask_pad, hidden_size=hidden_size,
-            num_directions=num_directions, num_matrices=num_matrices, has_skip_term=has_skip_term,
+            U,
+            x,
+            weight_c,
+            bias,
+            c0,
+            mask_pad,
+            hidden_size=hidden_size,
+            num_directions=num_directions,
+            num_matrices=num_matrices,
+            has_skip_term=has_skip_term,
         )
         attrs = (hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x)
         result = sru_scan_forward(U, x, weight_c, bias, c0, mask_pad, *attrs)

@@ -13,117 +13,120 @@
 
 #include "rnnx/kernels.h"
 
-namespace {
+namespace
+{
 
 using rnnx::kernels::DataType;
 
-DataType dataType(const at::Tensor& t) {
-  switch (t.scalar_type()) {
+DataType dataType(const at::Tensor& t)
+{
+    switch (t.scalar_type())
+    {
     case at::kFloat: return DataType::kFLOAT;
     case at::kHalf: return DataType::kHALF;
     case at::kBFloat16: return DataType::kBF16;
     default: TORCH_CHECK(false, "rnnx CUDA kernels: unsupported activation dtype ", t.scalar_type());
-  }
-  return DataType::kFLOAT;
+    }
+    return DataType::kFLOAT;
 }
 
-void checkTensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
-  TORCH_CHECK(t.is_cuda(), "rnnx CUDA kernels: ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.is_contiguous(), "rnnx CUDA kernels: ", name, " must be contiguous");
-  TORCH_CHECK(t.scalar_type() == dtype, "rnnx CUDA kernels: ", name, " must be ", dtype, ", got ",
-              t.scalar_type());
+void checkTensor(const at::Tensor& t, const char* name, at::ScalarType dtype)
+{
+    TORCH_CHECK(t.is_cuda(), "rnnx CUDA kernels: ", name, " must be a CUDA tensor");
+    TORCH_CHECK(t.is_contiguous(), "rnnx CUDA kernels: ", name, " must be contiguous");
+    TORCH_CHECK(t.scalar_type() == dtype, "rnnx CUDA kernels: ", name, " must be ", dtype, ", got ", t.scalar_type());
 }
 
-template <typename T>
-const T* optionalPtr(const c10::optional<at::Tensor>& t, const char* name, at::ScalarType dtype) {
-  if (!t.has_value()) return nullptr;
-  checkTensor(*t, name, dtype);
-  return static_cast<const T*>(t->data_ptr());
+template <typename T> const T* optionalPtr(const c10::optional<at::Tensor>& t, const char* name, at::ScalarType dtype)
+{
+    if (!t.has_value())
+        return nullptr;
+    checkTensor(*t, name, dtype);
+    return static_cast<const T*>(t->data_ptr());
 }
 
-void checkStatus(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "rnnx CUDA kernels: ", what, " failed: ", cudaGetErrorName(status),
-              " (", cudaGetErrorString(status), ")");
+void checkStatus(cudaError_t status, const char* what)
+{
+    TORCH_CHECK(status == cudaSuccess, "rnnx CUDA kernels: ", what, " failed: ", cudaGetErrorName(status), " (",
+        cudaGetErrorString(status), ")");
 }
 
 void sruScan(const at::Tensor& U, const c10::optional<at::Tensor>& x, const at::Tensor& weight_c,
-             const at::Tensor& bias, const c10::optional<at::Tensor>& c0,
-             const c10::optional<at::Tensor>& mask_pad, at::Tensor h, at::Tensor c_last,
-             int64_t hidden_size, int64_t num_directions, int64_t num_matrices, bool has_skip_term,
-             bool use_tanh, double scale_x, int64_t stream) {
-  const auto act = U.scalar_type();
-  checkTensor(U, "U", act);
-  checkTensor(weight_c, "weight_c", act);
-  checkTensor(bias, "bias", act);
-  checkTensor(h, "h", act);
-  checkTensor(c_last, "c_last", at::kFloat);
-  TORCH_CHECK(U.dim() == 3, "rnnx CUDA kernels: U must be (L, B, D*d*k)");
-  const int64_t width = num_directions * hidden_size;
-  TORCH_CHECK(U.size(2) == width * num_matrices, "rnnx CUDA kernels: U width mismatch");
-  TORCH_CHECK(h.numel() == U.size(0) * U.size(1) * width, "rnnx CUDA kernels: h size mismatch");
-  TORCH_CHECK(c_last.numel() == U.size(1) * width, "rnnx CUDA kernels: c_last size mismatch");
-  rnnx::kernels::SruScanParams p{};
-  p.length = static_cast<int>(U.size(0));
-  p.batch = static_cast<int>(U.size(1));
-  p.hidden_size = static_cast<int>(hidden_size);
-  p.num_directions = static_cast<int>(num_directions);
-  p.num_matrices = static_cast<int>(num_matrices);
-  p.has_skip_term = has_skip_term;
-  p.use_tanh = use_tanh;
-  p.scale_x = static_cast<float>(scale_x);
-  checkStatus(rnnx::kernels::sruScanForward(
-                  p, dataType(U), U.data_ptr(), optionalPtr<void>(x, "x", act), weight_c.data_ptr(),
-                  bias.data_ptr(), optionalPtr<float>(c0, "c0", at::kFloat),
-                  optionalPtr<uint8_t>(mask_pad, "mask_pad", at::kByte), h.data_ptr(),
-                  c_last.data_ptr<float>(), reinterpret_cast<cudaStream_t>(stream)),
-              "sruScanForward");
+    const at::Tensor& bias, const c10::optional<at::Tensor>& c0, const c10::optional<at::Tensor>& mask_pad,
+    at::Tensor h, at::Tensor c_last, int64_t hidden_size, int64_t num_directions, int64_t num_matrices,
+    bool has_skip_term, bool use_tanh, double scale_x, int64_t stream)
+{
+    const auto act = U.scalar_type();
+    checkTensor(U, "U", act);
+    checkTensor(weight_c, "weight_c", act);
+    checkTensor(bias, "bias", act);
+    checkTensor(h, "h", act);
+    checkTensor(c_last, "c_last", at::kFloat);
+    TORCH_CHECK(U.dim() == 3, "rnnx CUDA kernels: U must be (L, B, D*d*k)");
+    const int64_t width = num_directions * hidden_size;
+    TORCH_CHECK(U.size(2) == width * num_matrices, "rnnx CUDA kernels: U width mismatch");
+    TORCH_CHECK(h.numel() == U.size(0) * U.size(1) * width, "rnnx CUDA kernels: h size mismatch");
+    TORCH_CHECK(c_last.numel() == U.size(1) * width, "rnnx CUDA kernels: c_last size mismatch");
+    rnnx::kernels::SruScanParams p{};
+    p.length = static_cast<int>(U.size(0));
+    p.batch = static_cast<int>(U.size(1));
+    p.hidden_size = static_cast<int>(hidden_size);
+    p.num_directions = static_cast<int>(num_directions);
+    p.num_matrices = static_cast<int>(num_matrices);
+    p.has_skip_term = has_skip_term;
+    p.use_tanh = use_tanh;
+    p.scale_x = static_cast<float>(scale_x);
+    checkStatus(rnnx::kernels::sruScanForward(p, dataType(U), U.data_ptr(), optionalPtr<void>(x, "x", act),
+                    weight_c.data_ptr(), bias.data_ptr(), optionalPtr<float>(c0, "c0", at::kFloat),
+                    optionalPtr<uint8_t>(mask_pad, "mask_pad", at::kByte), h.data_ptr(), c_last.data_ptr<float>(),
+                    reinterpret_cast<cudaStream_t>(stream)),
+        "sruScanForward");
 }
 
 void causalLinearAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           const c10::optional<at::Tensor>& S0, const c10::optional<at::Tensor>& z0,
-                           at::Tensor out, at::Tensor S_last, at::Tensor z_last, double eps,
-                           int64_t stream) {
-  const auto act = q.scalar_type();
-  checkTensor(q, "q", act);
-  checkTensor(k, "k", act);
-  checkTensor(v, "v", act);
-  checkTensor(out, "out", act);
-  checkTensor(S_last, "S_last", at::kFloat);
-  checkTensor(z_last, "z_last", at::kFloat);
-  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
-              "rnnx CUDA kernels: q, k must be (B, H, L, E) and v (B, H, L, M)");
-  rnnx::kernels::LinearAttentionParams p{};
-  p.batch = static_cast<int>(q.size(0));
-  p.heads = static_cast<int>(q.size(1));
-  p.length = static_cast<int>(q.size(2));
-  p.dim_k = static_cast<int>(q.size(3));
-  p.dim_v = static_cast<int>(v.size(3));
-  p.eps = static_cast<float>(eps);
-  TORCH_CHECK(out.sizes() == v.sizes(), "rnnx CUDA kernels: out must have v's shape");
-  TORCH_CHECK(S_last.numel() == int64_t(p.batch) * p.heads * p.dim_k * p.dim_v &&
-                  z_last.numel() == int64_t(p.batch) * p.heads * p.dim_k,
-              "rnnx CUDA kernels: state size mismatch");
-  const DataType type = dataType(q);
-  const size_t ws_bytes = rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
-  at::Tensor workspace = at::empty({static_cast<int64_t>(ws_bytes)}, q.options().dtype(at::kByte));
-  checkStatus(rnnx::kernels::causalLinearAttentionForward(
-                  p, type, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                  optionalPtr<float>(S0, "S0", at::kFloat), optionalPtr<float>(z0, "z0", at::kFloat),
-                  out.data_ptr(), S_last.data_ptr<float>(), z_last.data_ptr<float>(),
-                  workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream)),
-              "causalLinearAttentionForward");
+    const c10::optional<at::Tensor>& S0, const c10::optional<at::Tensor>& z0, at::Tensor out, at::Tensor S_last,
+    at::Tensor z_last, double eps, int64_t stream)
+{
+    const auto act = q.scalar_type();
+    checkTensor(q, "q", act);
+    checkTensor(k, "k", act);
+    checkTensor(v, "v", act);
+    checkTensor(out, "out", act);
+    checkTensor(S_last, "S_last", at::kFloat);
+    checkTensor(z_last, "z_last", at::kFloat);
+    TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
+        "rnnx CUDA kernels: q, k must be (B, H, L, E) and v (B, H, L, M)");
+    rnnx::kernels::LinearAttentionParams p{};
+    p.batch = static_cast<int>(q.size(0));
+    p.heads = static_cast<int>(q.size(1));
+    p.length = static_cast<int>(q.size(2));
+    p.dim_k = static_cast<int>(q.size(3));
+    p.dim_v = static_cast<int>(v.size(3));
+    p.eps = static_cast<float>(eps);
+    TORCH_CHECK(out.sizes() == v.sizes(), "rnnx CUDA kernels: out must have v's shape");
+    TORCH_CHECK(S_last.numel() == int64_t(p.batch) * p.heads * p.dim_k * p.dim_v
+            && z_last.numel() == int64_t(p.batch) * p.heads * p.dim_k,
+        "rnnx CUDA kernels: state size mismatch");
+    const DataType type = dataType(q);
+    const size_t ws_bytes = rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
+    at::Tensor workspace = at::empty({static_cast<int64_t>(ws_bytes)}, q.options().dtype(at::kByte));
+    checkStatus(rnnx::kernels::causalLinearAttentionForward(p, type, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                    optionalPtr<float>(S0, "S0", at::kFloat), optionalPtr<float>(z0, "z0", at::kFloat), out.data_ptr(),
+                    S_last.data_ptr<float>(), z_last.data_ptr<float>(), workspace.data_ptr(),
+                    reinterpret_cast<cudaStream_t>(stream)),
+        "causalLinearAttentionForward");
 }
 
-}  // namespace
+} // namespace
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("sru_scan", &sruScan, "SRU scan forward (rnnx::kernels::sruScanForward)", py::arg("U"),
-        py::arg("x"), py::arg("weight_c"), py::arg("bias"), py::arg("c0"), py::arg("mask_pad"),
-        py::arg("h"), py::arg("c_last"), py::arg("hidden_size"), py::arg("num_directions"),
-        py::arg("num_matrices"), py::arg("has_skip_term"), py::arg("use_tanh"), py::arg("scale_x"),
-        py::arg("stream"));
-  m.def("causal_linear_attention", &causalLinearAttention,
-        "Causal linear attention forward (rnnx::kernels::causalLinearAttentionForward)", py::arg("q"),
-        py::arg("k"), py::arg("v"), py::arg("S0"), py::arg("z0"), py::arg("out"), py::arg("S_last"),
-        py::arg("z_last"), py::arg("eps"), py::arg("stream"));
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
+{
+    m.def("sru_scan", &sruScan, "SRU scan forward (rnnx::kernels::sruScanForward)", py::arg("U"), py::arg("x"),
+        py::arg("weight_c"), py::arg("bias"), py::arg("c0"), py::arg("mask_pad"), py::arg("h"), py::arg("c_last"),
+        py::arg("hidden_size"), py::arg("num_directions"), py::arg("num_matrices"), py::arg("has_skip_term"),
+        py::arg("use_tanh"), py::arg("scale_x"), py::arg("stream"));
+    m.def("causal_linear_attention", &causalLinearAttention,
+        "Causal linear attention forward (rnnx::kernels::causalLinearAttentionForward)", py::arg("q"), py::arg("k"),
+        py::arg("v"), py::arg("S0"), py::arg("z0"), py::arg("out"), py::arg("S_last"), py::arg("z_last"),
+        py::arg("eps"), py::arg("stream"));
 }

@@ -33,9 +33,7 @@ def feature_map(x: Tensor) -> Tensor:
     return F.elu(x) + 1.0
 
 
-def _initial_state(
-    q: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor]
-) -> tuple[Tensor, Tensor]:
+def _initial_state(q: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor]) -> tuple[Tensor, Tensor]:
     """``(S0, z0)`` in the state dtype; zeros (B, H, E, M) / (B, H, E) where absent."""
     B, H, _, E = q.shape
     M = v.shape[-1]

@@ -57,8 +57,7 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, S0: Optional[Tensor], z0: Opti
     for name, (t, shape) in expected.items():
         if tuple(t.shape) != shape:
             raise ValueError(
-                f"causal_linear_attention: {name} must have shape {shape} (B, H, L from q), "
-                f"got {tuple(t.shape)}"
+                f"causal_linear_attention: {name} must have shape {shape} (B, H, L from q), got {tuple(t.shape)}"
             )
         if t.dtype != q.dtype:
             raise TypeError(f"causal_linear_attention: {name} must have q's dtype {q.dtype}, got {t.dtype}")

@@ -40,8 +40,18 @@ def sru_scan(
     """
     op = getattr(getattr(torch.ops, TORCH_NAMESPACE), SRU_SCAN.torch_name)
     return op(
-        U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-        bool(has_skip_term), bool(use_tanh), float(scale_x),
+        U,
+        x,
+        weight_c,
+        bias,
+        c0,
+        mask_pad,
+        hidden_size,
+        num_directions,
+        num_matrices,
+        bool(has_skip_term),
+        bool(use_tanh),
+        float(scale_x),
     )
 
 

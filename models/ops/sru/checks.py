@@ -42,9 +42,7 @@ def check_sru_scan_inputs(
     if not U.is_floating_point():
         raise TypeError(f"sru_scan: U must be a floating tensor, got {U.dtype}")
     if U.dim() != 3 or U.shape[2] != D * d * k:
-        raise ValueError(
-            f"sru_scan: U has shape {_shape(U)} but expected (L, B, D*d*k={D}*{d}*{k}={D * d * k})"
-        )
+        raise ValueError(f"sru_scan: U has shape {_shape(U)} but expected (L, B, D*d*k={D}*{d}*{k}={D * d * k})")
     L, B = int(U.shape[0]), int(U.shape[1])
     expected: list[tuple[str, Optional[Tensor], tuple[int, ...], str]] = [
         ("weight_c", weight_c, (2 * D * d,), f"(2*D*d={2 * D * d},)"),

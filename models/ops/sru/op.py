@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -96,26 +97,63 @@ def sru_scan_op(
 ) -> tuple[Tensor, Tensor]:
     """SRU scan on any device: the torch loop. Returns h (L, B, D*d) and c_last (B, D*d)."""
     check_sru_scan_inputs(
-        U, x, weight_c, bias, c0, mask_pad, hidden_size=hidden_size,
-        num_directions=num_directions, num_matrices=num_matrices, has_skip_term=has_skip_term,
+        U,
+        x,
+        weight_c,
+        bias,
+        c0,
+        mask_pad,
+        hidden_size=hidden_size,
+        num_directions=num_directions,
+        num_matrices=num_matrices,
+        has_skip_term=has_skip_term,
     )
     return torch_loop.forward(
-        U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-        has_skip_term, use_tanh, scale_x,
+        U,
+        x,
+        weight_c,
+        bias,
+        c0,
+        mask_pad,
+        hidden_size,
+        num_directions,
+        num_matrices,
+        has_skip_term,
+        use_tanh,
+        scale_x,
     )
 
 
 @sru_scan_op.register_kernel("cpu")
-def _sru_scan_cpu(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-                  has_skip_term, use_tanh, scale_x):
+def _sru_scan_cpu(
+    U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x
+):
     check_sru_scan_inputs(
-        U, x, weight_c, bias, c0, mask_pad, hidden_size=hidden_size,
-        num_directions=num_directions, num_matrices=num_matrices, has_skip_term=has_skip_term,
+        U,
+        x,
+        weight_c,
+        bias,
+        c0,
+        mask_pad,
+        hidden_size=hidden_size,
+        num_directions=num_directions,
+        num_matrices=num_matrices,
+        has_skip_term=has_skip_term,
     )
     if not cpu_kernel_in_use():
         return torch_loop.forward(
-            U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-            has_skip_term, use_tanh, scale_x,
+            U,
+            x,
+            weight_c,
+            bias,
+            c0,
+            mask_pad,
+            hidden_size,
+            num_directions,
+            num_matrices,
+            has_skip_term,
+            use_tanh,
+            scale_x,
         )
     args = _kernel_args(U, x, weight_c, bias, c0, mask_pad, num_matrices, has_skip_term)
     h, c_last = cpu_kernel.load().forward(
@@ -125,8 +163,9 @@ def _sru_scan_cpu(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_direction
 
 
 @sru_scan_op.register_fake
-def _sru_scan_fake(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-                   has_skip_term, use_tanh, scale_x):
+def _sru_scan_fake(
+    U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x
+):
     width = num_directions * hidden_size
     return U.new_empty((U.shape[0], U.shape[1], width)), c0.new_empty((c0.shape[0], width))
 
@@ -154,8 +193,20 @@ def sru_scan_backward_op(
     Any device: the torch loop.
     """
     grads = torch_loop.backward(
-        grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions,
-        num_matrices, has_skip_term, use_tanh, scale_x,
+        grad_h,
+        grad_c,
+        U,
+        x,
+        weight_c,
+        bias,
+        c0,
+        mask_pad,
+        hidden_size,
+        num_directions,
+        num_matrices,
+        has_skip_term,
+        use_tanh,
+        scale_x,
     )
     return _grads_in_input_dtypes(grads, U, x, weight_c, bias, c0)
 
@@ -167,8 +218,22 @@ def _grads_in_input_dtypes(grads, U, x, weight_c, bias, c0):
 
 
 @sru_scan_backward_op.register_kernel("cpu")
-def _sru_scan_backward_cpu(grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, hidden_size,
-                           num_directions, num_matrices, has_skip_term, use_tanh, scale_x):
+def _sru_scan_backward_cpu(
+    grad_h,
+    grad_c,
+    U,
+    x,
+    weight_c,
+    bias,
+    c0,
+    mask_pad,
+    hidden_size,
+    num_directions,
+    num_matrices,
+    has_skip_term,
+    use_tanh,
+    scale_x,
+):
     attrs = (hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x)
     if not cpu_kernel_in_use():
         grads = torch_loop.backward(grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, *attrs)
@@ -177,17 +242,29 @@ def _sru_scan_backward_cpu(grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, h
     dU, dx, dw_rows, db_rows, dc0 = cpu_kernel.load().backward(
         grad_h.to(U.dtype).contiguous(), grad_c.to(c0.dtype).contiguous(), *args, *attrs
     )
-    grads = (dU, dx if _uses_x(num_matrices, has_skip_term) else None, dw_rows.sum(0),
-             db_rows.sum(0), dc0)
+    grads = (dU, dx if _uses_x(num_matrices, has_skip_term) else None, dw_rows.sum(0), db_rows.sum(0), dc0)
     return _grads_in_input_dtypes(grads, U, x, weight_c, bias, c0)
 
 
 @sru_scan_backward_op.register_fake
-def _sru_scan_backward_fake(grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, hidden_size,
-                            num_directions, num_matrices, has_skip_term, use_tanh, scale_x):
+def _sru_scan_backward_fake(
+    grad_h,
+    grad_c,
+    U,
+    x,
+    weight_c,
+    bias,
+    c0,
+    mask_pad,
+    hidden_size,
+    num_directions,
+    num_matrices,
+    has_skip_term,
+    use_tanh,
+    scale_x,
+):
     dx = torch.empty_like(x) if _uses_x(num_matrices, has_skip_term) else c0.new_empty((0,))
-    return (torch.empty_like(U), dx, torch.empty_like(weight_c), torch.empty_like(bias),
-            torch.empty_like(c0))
+    return (torch.empty_like(U), dx, torch.empty_like(weight_c), torch.empty_like(bias), torch.empty_like(c0))
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -204,9 +281,7 @@ def _backward(ctx, grad_h, grad_c):
         grad_h = U.new_zeros((L, B, width))
     if grad_c is None:
         grad_c = c0.new_zeros((B, width))
-    dU, dx, dw, db, dc0 = sru_scan_backward_op(
-        grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, *ctx.attrs
-    )
+    dU, dx, dw, db, dc0 = sru_scan_backward_op(grad_h, grad_c, U, x, weight_c, bias, c0, mask_pad, *ctx.attrs)
     dx = dx if _uses_x(num_matrices, has_skip_term) else None
     return (dU, dx, dw, db, dc0) + (None,) * 7
 

@@ -8,103 +8,121 @@
 #include "linear_attention_internal.h"
 #include "type_utils.cuh"
 
-namespace rnnx {
-namespace kernels {
-namespace detail {
-namespace {
+namespace rnnx
+{
+namespace kernels
+{
+namespace detail
+{
+namespace
+{
 
 constexpr int kThreads = 256;
 
-__device__ float blockSum(float v, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < kThreads / 32; ++w) total += scratch[w];
-  __syncthreads();
-  return total;
+__device__ float blockSum(float v, float* scratch)
+{
+    for (int offset = 16; offset > 0; offset /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    float total = 0.f;
+    for (int w = 0; w < kThreads / 32; ++w)
+        total += scratch[w];
+    __syncthreads();
+    return total;
 }
 
 // Shared memory: phi(q) [E], phi(k) [E], partial numerators [kThreads], reduction scratch [32].
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    linearAttentionStepKernel(LinearAttentionParams p, int t, const T* __restrict__ q,
-                              const T* __restrict__ k, const T* __restrict__ v, const float* S_in,
-                              const float* z_in, T* __restrict__ out, float* S_out, float* z_out) {
-  RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
-  const int E = p.dim_k, M = p.dim_v;
-  float* qs = smem;
-  float* ks = qs + E;
-  float* partial = ks + E;
-  float* scratch = partial + kThreads;
-  const size_t bh = blockIdx.x;
-  const size_t row = bh * p.length + t;
-  const T* qr = q + row * E;
-  const T* kr = k + row * E;
-  const T* vr = v + row * M;
-  const float* S_src = S_in != nullptr ? S_in + bh * E * M : nullptr;
-  float* S_dst = S_out + bh * E * M;
+    linearAttentionStepKernel(LinearAttentionParams p, int t, const T* __restrict__ q, const T* __restrict__ k,
+        const T* __restrict__ v, const float* S_in, const float* z_in, T* __restrict__ out, float* S_out, float* z_out)
+{
+    RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
+    const int E = p.dim_k, M = p.dim_v;
+    float* qs = smem;
+    float* ks = qs + E;
+    float* partial = ks + E;
+    float* scratch = partial + kThreads;
+    const size_t bh = blockIdx.x;
+    const size_t row = bh * p.length + t;
+    const T* qr = q + row * E;
+    const T* kr = k + row * E;
+    const T* vr = v + row * M;
+    const float* S_src = S_in != nullptr ? S_in + bh * E * M : nullptr;
+    float* S_dst = S_out + bh * E * M;
 
-  float qz = 0.f;
-  for (int e = threadIdx.x; e < E; e += kThreads) {
-    const float qe = phi(toFloat(qr[e]));
-    const float ke = phi(toFloat(kr[e]));
-    const float z = (z_in != nullptr ? z_in[bh * E + e] : 0.f) + ke;
-    z_out[bh * E + e] = z;
-    qs[e] = qe;
-    ks[e] = ke;
-    qz += qe * z;
-  }
-  const float den = blockSum(qz, scratch) + p.eps;  // also makes qs, ks visible
+    float qz = 0.f;
+    for (int e = threadIdx.x; e < E; e += kThreads)
+    {
+        const float qe = phi(toFloat(qr[e]));
+        const float ke = phi(toFloat(kr[e]));
+        const float z = (z_in != nullptr ? z_in[bh * E + e] : 0.f) + ke;
+        z_out[bh * E + e] = z;
+        qs[e] = qe;
+        ks[e] = ke;
+        qz += qe * z;
+    }
+    const float den = blockSum(qz, scratch) + p.eps; // also makes qs, ks visible
 
-  const int cols = M < kThreads ? M : kThreads;  // columns per pass
-  const int groups = kThreads / cols;             // threads sharing one column, splitting e
-  const int g = threadIdx.x / cols;
-  for (int m0 = 0; m0 < M; m0 += cols) {
-    const int m = m0 + threadIdx.x % cols;
-    float num = 0.f;
-    if (g < groups && m < M) {
-      const float vm = toFloat(vr[m]);
-      for (int e = g; e < E; e += groups) {
-        const size_t i = static_cast<size_t>(e) * M + m;
-        const float s = (S_src != nullptr ? S_src[i] : 0.f) + ks[e] * vm;
-        S_dst[i] = s;
-        num += qs[e] * s;
-      }
+    const int cols = M < kThreads ? M : kThreads; // columns per pass
+    const int groups = kThreads / cols;           // threads sharing one column, splitting e
+    const int g = threadIdx.x / cols;
+    for (int m0 = 0; m0 < M; m0 += cols)
+    {
+        const int m = m0 + threadIdx.x % cols;
+        float num = 0.f;
+        if (g < groups && m < M)
+        {
+            const float vm = toFloat(vr[m]);
+            for (int e = g; e < E; e += groups)
+            {
+                const size_t i = static_cast<size_t>(e) * M + m;
+                const float s = (S_src != nullptr ? S_src[i] : 0.f) + ks[e] * vm;
+                S_dst[i] = s;
+                num += qs[e] * s;
+            }
+        }
+        partial[threadIdx.x] = num;
+        __syncthreads();
+        if (static_cast<int>(threadIdx.x) < cols && m < M)
+        {
+            float total = 0.f;
+            for (int j = 0; j < groups; ++j)
+                total += partial[j * cols + threadIdx.x];
+            out[row * M + m] = fromFloat<T>(total / den);
+        }
+        __syncthreads();
     }
-    partial[threadIdx.x] = num;
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) < cols && m < M) {
-      float total = 0.f;
-      for (int j = 0; j < groups; ++j) total += partial[j * cols + threadIdx.x];
-      out[row * M + m] = fromFloat<T>(total / den);
-    }
-    __syncthreads();
-  }
 }
 
-}  // namespace
+} // namespace
 
-cudaError_t launchLinearAttentionStep(const LinearAttentionParams& p, DataType type, int t,
-                                      const void* q, const void* k, const void* v,
-                                      const float* S_in, const float* z_in, void* out,
-                                      float* S_out, float* z_out, cudaStream_t stream) {
-  const size_t blocks = static_cast<size_t>(p.batch) * p.heads;
-  if (blocks == 0) return cudaSuccess;
-  if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
-  const size_t smem = (2 * static_cast<size_t>(p.dim_k) + kThreads + 32) * sizeof(float);
-  if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  return dispatchType(type, [&](auto tag) {
-    using T = decltype(tag);
-    const auto kernel = &linearAttentionStepKernel<T>;
-    RNNX_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream)(
-        p, t, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), S_in,
-        z_in, static_cast<T*>(out), S_out, z_out);
-    return cudaGetLastError();
-  });
+cudaError_t launchLinearAttentionStep(const LinearAttentionParams& p, DataType type, int t, const void* q,
+    const void* k, const void* v, const float* S_in, const float* z_in, void* out, float* S_out, float* z_out,
+    cudaStream_t stream)
+{
+    const size_t blocks = static_cast<size_t>(p.batch) * p.heads;
+    if (blocks == 0)
+        return cudaSuccess;
+    if (blocks > 0x7fffffffu)
+        return cudaErrorInvalidValue;
+    const size_t smem = (2 * static_cast<size_t>(p.dim_k) + kThreads + 32) * sizeof(float);
+    if (smem > 48 * 1024)
+        return cudaErrorInvalidValue;
+    return dispatchType(type,
+        [&](auto tag)
+        {
+            using T = decltype(tag);
+            const auto kernel = &linearAttentionStepKernel<T>;
+            RNNX_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream)(p, t, static_cast<const T*>(q),
+                static_cast<const T*>(k), static_cast<const T*>(v), S_in, z_in, static_cast<T*>(out), S_out, z_out);
+            return cudaGetLastError();
+        });
 }
 
-}  // namespace detail
-}  // namespace kernels
-}  // namespace rnnx
+} // namespace detail
+} // namespace kernels
+} // namespace rnnx

@@ -21,9 +21,12 @@
 #include "linear_attention_internal.h"
 #include "type_utils.cuh"
 
-namespace rnnx {
-namespace kernels {
-namespace {
+namespace rnnx
+{
+namespace kernels
+{
+namespace
+{
 
 using detail::fromFloat;
 using detail::phi;
@@ -31,357 +34,423 @@ using detail::toFloat;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kFrag = 16;  // WMMA tile edge
+constexpr int kFrag = 16; // WMMA tile edge
 
-constexpr size_t alignUp(size_t bytes) { return (bytes + 127) / 128 * 128; }
+constexpr size_t alignUp(size_t bytes)
+{
+    return (bytes + 127) / 128 * 128;
+}
 
-template <typename T, int E, int M>
-struct PrefillConfig {
-  static constexpr bool kTensorCores = !std::is_same<T, float>::value;
-  static constexpr int kChunk = kTensorCores ? 64 : 32;
-  static constexpr int kTileM = (kTensorCores && E == 128) ? (M < 32 ? M : 32) : (M < 64 ? M : 64);
-  static constexpr int kTiles = M / kTileM;
-  // Leading dimensions (elements): padded against bank conflicts; multiples of 8 (T) or 4 (float)
-  // where WMMA loads or stores them.
-  static constexpr int kPad = kTensorCores ? 8 : 1;
-  static constexpr int kLdQK = E + kPad;                            // Q, K   (kChunk x E, T)
-  static constexpr int kLdV = kTileM + kPad;                        // V      (kChunk x kTileM, T)
-  static constexpr int kLdA = kChunk + (kTensorCores ? 4 : 1);      // A      (kChunk x kChunk, fp32)
-  static constexpr int kLdAh = kChunk + kPad;                       // A      (kChunk x kChunk, T)
-  static constexpr int kLdO = kTileM + 4;                           // A V    (kChunk x kTileM, fp32)
-  static constexpr int kLdS = kTileM + 4;                           // S tile (E x kTileM, fp32)
-  // Byte offsets of the shared memory regions. A V reuses the fp32 A region.
-  static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + alignUp(sizeof(T) * kChunk * kLdQK);
-  static constexpr size_t kV = kK + alignUp(sizeof(T) * kChunk * kLdQK);
-  static constexpr size_t kA = kV + alignUp(sizeof(T) * kChunk * kLdV);
-  static constexpr size_t kAh =
-      kA + alignUp(sizeof(float) * (kChunk * kLdA > kChunk * kLdO ? kChunk * kLdA : kChunk * kLdO));
-  static constexpr size_t kS = kAh + (kTensorCores ? alignUp(sizeof(T) * kChunk * kLdAh) : 0);
-  static constexpr size_t kZ = kS + alignUp(sizeof(float) * E * kLdS);
-  static constexpr size_t kDen = kZ + alignUp(sizeof(float) * E);
-  static constexpr size_t kBytes = kDen + alignUp(sizeof(float) * kChunk);
+template <typename T, int E, int M> struct PrefillConfig
+{
+    static constexpr bool kTensorCores = !std::is_same<T, float>::value;
+    static constexpr int kChunk = kTensorCores ? 64 : 32;
+    static constexpr int kTileM = (kTensorCores && E == 128) ? (M < 32 ? M : 32) : (M < 64 ? M : 64);
+    static constexpr int kTiles = M / kTileM;
+    // Leading dimensions (elements): padded against bank conflicts; multiples of 8 (T) or 4 (float)
+    // where WMMA loads or stores them.
+    static constexpr int kPad = kTensorCores ? 8 : 1;
+    static constexpr int kLdQK = E + kPad;                       // Q, K   (kChunk x E, T)
+    static constexpr int kLdV = kTileM + kPad;                   // V      (kChunk x kTileM, T)
+    static constexpr int kLdA = kChunk + (kTensorCores ? 4 : 1); // A      (kChunk x kChunk, fp32)
+    static constexpr int kLdAh = kChunk + kPad;                  // A      (kChunk x kChunk, T)
+    static constexpr int kLdO = kTileM + 4;                      // A V    (kChunk x kTileM, fp32)
+    static constexpr int kLdS = kTileM + 4;                      // S tile (E x kTileM, fp32)
+    // Byte offsets of the shared memory regions. A V reuses the fp32 A region.
+    static constexpr size_t kQ = 0;
+    static constexpr size_t kK = kQ + alignUp(sizeof(T) * kChunk * kLdQK);
+    static constexpr size_t kV = kK + alignUp(sizeof(T) * kChunk * kLdQK);
+    static constexpr size_t kA = kV + alignUp(sizeof(T) * kChunk * kLdV);
+    static constexpr size_t kAh =
+        kA + alignUp(sizeof(float) * (kChunk * kLdA > kChunk * kLdO ? kChunk * kLdA : kChunk * kLdO));
+    static constexpr size_t kS = kAh + (kTensorCores ? alignUp(sizeof(T) * kChunk * kLdAh) : 0);
+    static constexpr size_t kZ = kS + alignUp(sizeof(float) * E * kLdS);
+    static constexpr size_t kDen = kZ + alignUp(sizeof(float) * E);
+    static constexpr size_t kBytes = kDen + alignUp(sizeof(float) * kChunk);
 
-  static_assert(M % kTileM == 0, "column tiles must cover M");
-  static_assert(kBytes <= 99 * 1024, "shared memory must fit sm_86 / sm_89 (99 KiB per block)");
-  static_assert((kChunk * kTileM) % kThreads == 0 && (E * kTileM) % kThreads == 0 &&
-                    (kChunk * kChunk) % kThreads == 0,
-                "work must split evenly over the threads");
-  static_assert(kThreads % kTileM == 0 && kThreads % kChunk == 0, "thread layout");
+    static_assert(M % kTileM == 0, "column tiles must cover M");
+    static_assert(kBytes <= 99 * 1024, "shared memory must fit sm_86 / sm_89 (99 KiB per block)");
+    static_assert(
+        (kChunk * kTileM) % kThreads == 0 && (E * kTileM) % kThreads == 0 && (kChunk * kChunk) % kThreads == 0,
+        "work must split evenly over the threads");
+    static_assert(kThreads % kTileM == 0 && kThreads % kChunk == 0, "thread layout");
 };
 
 template <typename T, int E, int M>
 __global__ void __launch_bounds__(kThreads)
-    prefillKernel(LinearAttentionParams p, const T* __restrict__ q, const T* __restrict__ k,
-                  const T* __restrict__ v, const float* S0, const float* z0, T* __restrict__ out,
-                  float* S_last, float* z_last) {
-  using Cfg = PrefillConfig<T, E, M>;
-  constexpr int C = Cfg::kChunk;
-  constexpr int TM = Cfg::kTileM;
-  RNNX_DYNAMIC_SHARED_MEMORY(unsigned char, smem, 128);
-  T* Qs = reinterpret_cast<T*>(smem + Cfg::kQ);
-  T* Ks = reinterpret_cast<T*>(smem + Cfg::kK);
-  T* Vs = reinterpret_cast<T*>(smem + Cfg::kV);
-  float* Af = reinterpret_cast<float*>(smem + Cfg::kA);
-  float* Os = Af;
-  T* Ah = reinterpret_cast<T*>(smem + Cfg::kAh);
-  float* Ss = reinterpret_cast<float*>(smem + Cfg::kS);
-  float* zs = reinterpret_cast<float*>(smem + Cfg::kZ);
-  float* den = reinterpret_cast<float*>(smem + Cfg::kDen);
+    prefillKernel(LinearAttentionParams p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+        const float* S0, const float* z0, T* __restrict__ out, float* S_last, float* z_last)
+{
+    using Cfg = PrefillConfig<T, E, M>;
+    constexpr int C = Cfg::kChunk;
+    constexpr int TM = Cfg::kTileM;
+    RNNX_DYNAMIC_SHARED_MEMORY(unsigned char, smem, 128);
+    T* Qs = reinterpret_cast<T*>(smem + Cfg::kQ);
+    T* Ks = reinterpret_cast<T*>(smem + Cfg::kK);
+    T* Vs = reinterpret_cast<T*>(smem + Cfg::kV);
+    float* Af = reinterpret_cast<float*>(smem + Cfg::kA);
+    float* Os = Af;
+    T* Ah = reinterpret_cast<T*>(smem + Cfg::kAh);
+    float* Ss = reinterpret_cast<float*>(smem + Cfg::kS);
+    float* zs = reinterpret_cast<float*>(smem + Cfg::kZ);
+    float* den = reinterpret_cast<float*>(smem + Cfg::kDen);
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const size_t bh = blockIdx.x;
-  const int m0 = blockIdx.y * TM;
-  const int L = p.length;
-  const T* qb = q + bh * L * E;
-  const T* kb = k + bh * L * E;
-  const T* vb = v + bh * L * M;
-  T* ob = out + bh * L * M;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const size_t bh = blockIdx.x;
+    const int m0 = blockIdx.y * TM;
+    const int L = p.length;
+    const T* qb = q + bh * L * E;
+    const T* kb = k + bh * L * E;
+    const T* vb = v + bh * L * M;
+    T* ob = out + bh * L * M;
 
-  for (int i = tid; i < E * TM; i += kThreads) {
-    const int e = i / TM, m = i % TM;
-    Ss[e * Cfg::kLdS + m] = S0 != nullptr ? S0[(bh * E + e) * M + m0 + m] : 0.f;
-  }
-  for (int e = tid; e < E; e += kThreads) zs[e] = z0 != nullptr ? z0[bh * E + e] : 0.f;
-
-  for (int t0 = 0; t0 < L; t0 += C) {
-    const int rows = L - t0 < C ? L - t0 : C;
-    // Load phi(q), phi(k), v of the chunk; rows past the end are zeros (no contribution).
-    for (int i = tid; i < C * E; i += kThreads) {
-      const int t = i / E, e = i % E;
-      const bool in = t < rows;
-      const size_t g = static_cast<size_t>(t0 + t) * E + e;
-      Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(qb[g])) : 0.f);
-      Ks[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(kb[g])) : 0.f);
-    }
-    for (int i = tid; i < C * TM; i += kThreads) {
-      const int t = i / TM, m = i % TM;
-      Vs[t * Cfg::kLdV + m] =
-          t < rows ? vb[static_cast<size_t>(t0 + t) * M + m0 + m] : fromFloat<T>(0.f);
-    }
-    __syncthreads();
-
-    // A = Q K^T on and below the diagonal (entries above it are never read).
-    if constexpr (Cfg::kTensorCores) {
-      namespace wmma = nvcuda::wmma;
-      constexpr int nt = C / kFrag;
-      for (int tile = warp; tile < nt * nt; tile += kWarps) {
-        const int ti = tile / nt, tj = tile % nt;
-        if (tj > ti) continue;
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int kk = 0; kk < E; kk += kFrag) {
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::row_major> a;
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::col_major> b;
-          wmma::load_matrix_sync(a, Qs + ti * kFrag * Cfg::kLdQK + kk, Cfg::kLdQK);
-          wmma::load_matrix_sync(b, Ks + tj * kFrag * Cfg::kLdQK + kk, Cfg::kLdQK);
-          wmma::mma_sync(acc, a, b, acc);
-        }
-        wmma::store_matrix_sync(Af + ti * kFrag * Cfg::kLdA + tj * kFrag, acc, Cfg::kLdA,
-                                wmma::mem_row_major);
-      }
-    } else {
-      constexpr int kRowStep = kThreads / C;
-      const int s = tid % C;
-      float acc[C / kRowStep];
-#pragma unroll
-      for (int j = 0; j < C / kRowStep; ++j) acc[j] = 0.f;
-      for (int e = 0; e < E; ++e) {
-        const float ks = toFloat(Ks[s * Cfg::kLdQK + e]);
-#pragma unroll
-        for (int j = 0; j < C / kRowStep; ++j) {
-          acc[j] += toFloat(Qs[(tid / C + j * kRowStep) * Cfg::kLdQK + e]) * ks;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < C / kRowStep; ++j) Af[(tid / C + j * kRowStep) * Cfg::kLdA + s] = acc[j];
-    }
-    __syncthreads();
-
-    // den = Q z + A 1 + eps, one warp per row; the activation-type copy of tril(A) / den.
-    for (int t = warp; t < C; t += kWarps) {
-      float sum = 0.f;
-      for (int s = lane; s <= t; s += 32) sum += Af[t * Cfg::kLdA + s];
-      for (int e = lane; e < E; e += 32) sum += toFloat(Qs[t * Cfg::kLdQK + e]) * zs[e];
-      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-      if (lane == 0) den[t] = sum + p.eps;
-    }
-    if constexpr (Cfg::kTensorCores) {
-      // The activation-type copy holds A / den (entries in [0, 1]): raw scores Q K^T overflow
-      // fp16 (> 65504) for large but representable q, k, and tiny ones flush to zero.
-      __syncthreads();  // den
-      for (int i = tid; i < C * C; i += kThreads) {
-        const int t = i / C, s = i % C;
-        Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? Af[t * Cfg::kLdA + s] / den[t] : 0.f);
-      }
-      __syncthreads();
-      // Os = (A / den) V (over the diagonal blocks and those left of it), overwriting the fp32 A.
-      namespace wmma = nvcuda::wmma;
-      constexpr int nti = C / kFrag, ntj = TM / kFrag;
-      for (int tile = warp; tile < nti * ntj; tile += kWarps) {
-        const int ti = tile / ntj, tj = tile % ntj;
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int kk = 0; kk <= ti * kFrag; kk += kFrag) {
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::row_major> a;
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::row_major> b;
-          wmma::load_matrix_sync(a, Ah + ti * kFrag * Cfg::kLdAh + kk, Cfg::kLdAh);
-          wmma::load_matrix_sync(b, Vs + kk * Cfg::kLdV + tj * kFrag, Cfg::kLdV);
-          wmma::mma_sync(acc, a, b, acc);
-        }
-        wmma::store_matrix_sync(Os + ti * kFrag * Cfg::kLdO + tj * kFrag, acc, Cfg::kLdO,
-                                wmma::mem_row_major);
-      }
-    }
-    __syncthreads();
-
-    // out = (A V + Q S) / den: a thread owns one column and every kRowStep-th row. With tensor
-    // cores Os already holds (A / den) V and acc gets Q S only.
+    for (int i = tid; i < E * TM; i += kThreads)
     {
-      constexpr int kRowStep = kThreads / TM;
-      constexpr int kRows = C / kRowStep;
-      const int m = tid % TM, r0 = tid / TM;
-      float acc[kRows];
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) acc[j] = 0.f;
-      if constexpr (!Cfg::kTensorCores) {
-        for (int s = 0; s < C; ++s) {
-          const float vs = Vs[s * Cfg::kLdV + m];
-#pragma unroll
-          for (int j = 0; j < kRows; ++j) {
-            const int t = r0 + j * kRowStep;
-            acc[j] += (s <= t ? Af[t * Cfg::kLdA + s] : 0.f) * vs;
-          }
-        }
-      }
-      for (int e = 0; e < E; ++e) {
-        const float se = Ss[e * Cfg::kLdS + m];
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) acc[j] += toFloat(Qs[(r0 + j * kRowStep) * Cfg::kLdQK + e]) * se;
-      }
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) {
-        const int t = r0 + j * kRowStep;
-        if (t < rows) {
-          float o = acc[j] / den[t];
-          if constexpr (Cfg::kTensorCores) o += Os[t * Cfg::kLdO + m];
-          ob[static_cast<size_t>(t0 + t) * M + m0 + m] = fromFloat<T>(o);
-        }
-      }
+        const int e = i / TM, m = i % TM;
+        Ss[e * Cfg::kLdS + m] = S0 != nullptr ? S0[(bh * E + e) * M + m0 + m] : 0.f;
     }
-    __syncthreads();
+    for (int e = tid; e < E; e += kThreads)
+        zs[e] = z0 != nullptr ? z0[bh * E + e] : 0.f;
 
-    // S += K^T V, z += K^T 1.
-    if constexpr (Cfg::kTensorCores) {
-      namespace wmma = nvcuda::wmma;
-      constexpr int nti = E / kFrag, ntj = TM / kFrag;
-      for (int tile = warp; tile < nti * ntj; tile += kWarps) {
-        const int ti = tile / ntj, tj = tile % ntj;
-        float* St = Ss + ti * kFrag * Cfg::kLdS + tj * kFrag;
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
-        wmma::load_matrix_sync(acc, St, Cfg::kLdS, wmma::mem_row_major);
-        for (int kk = 0; kk < C; kk += kFrag) {
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::col_major> a;
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::row_major> b;
-          wmma::load_matrix_sync(a, Ks + kk * Cfg::kLdQK + ti * kFrag, Cfg::kLdQK);
-          wmma::load_matrix_sync(b, Vs + kk * Cfg::kLdV + tj * kFrag, Cfg::kLdV);
-          wmma::mma_sync(acc, a, b, acc);
+    for (int t0 = 0; t0 < L; t0 += C)
+    {
+        const int rows = L - t0 < C ? L - t0 : C;
+        // Load phi(q), phi(k), v of the chunk; rows past the end are zeros (no contribution).
+        for (int i = tid; i < C * E; i += kThreads)
+        {
+            const int t = i / E, e = i % E;
+            const bool in = t < rows;
+            const size_t g = static_cast<size_t>(t0 + t) * E + e;
+            Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(qb[g])) : 0.f);
+            Ks[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(kb[g])) : 0.f);
         }
-        wmma::store_matrix_sync(St, acc, Cfg::kLdS, wmma::mem_row_major);
-      }
-    } else {
-      constexpr int kRowStep = kThreads / TM;
-      constexpr int kRows = E / kRowStep;
-      const int m = tid % TM, r0 = tid / TM;
-      float acc[kRows];
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) acc[j] = 0.f;
-      for (int s = 0; s < C; ++s) {
-        const float vs = Vs[s * Cfg::kLdV + m];
-#pragma unroll
-        for (int j = 0; j < kRows; ++j) acc[j] += Ks[s * Cfg::kLdQK + r0 + j * kRowStep] * vs;
-      }
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) Ss[(r0 + j * kRowStep) * Cfg::kLdS + m] += acc[j];
-    }
-    for (int e = tid; e < E; e += kThreads) {
-      float sum = 0.f;
-      for (int s = 0; s < rows; ++s) sum += toFloat(Ks[s * Cfg::kLdQK + e]);
-      zs[e] += sum;
-    }
-    __syncthreads();
-  }
+        for (int i = tid; i < C * TM; i += kThreads)
+        {
+            const int t = i / TM, m = i % TM;
+            Vs[t * Cfg::kLdV + m] = t < rows ? vb[static_cast<size_t>(t0 + t) * M + m0 + m] : fromFloat<T>(0.f);
+        }
+        __syncthreads();
 
-  for (int i = tid; i < E * TM; i += kThreads) {
-    const int e = i / TM, m = i % TM;
-    S_last[(bh * E + e) * M + m0 + m] = Ss[e * Cfg::kLdS + m];
-  }
-  if (blockIdx.y == 0) {
-    for (int e = tid; e < E; e += kThreads) z_last[bh * E + e] = zs[e];
-  }
+        // A = Q K^T on and below the diagonal (entries above it are never read).
+        if constexpr (Cfg::kTensorCores)
+        {
+            namespace wmma = nvcuda::wmma;
+            constexpr int nt = C / kFrag;
+            for (int tile = warp; tile < nt * nt; tile += kWarps)
+            {
+                const int ti = tile / nt, tj = tile % nt;
+                if (tj > ti)
+                    continue;
+                wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+                wmma::fill_fragment(acc, 0.f);
+                for (int kk = 0; kk < E; kk += kFrag)
+                {
+                    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::col_major> b;
+                    wmma::load_matrix_sync(a, Qs + ti * kFrag * Cfg::kLdQK + kk, Cfg::kLdQK);
+                    wmma::load_matrix_sync(b, Ks + tj * kFrag * Cfg::kLdQK + kk, Cfg::kLdQK);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                wmma::store_matrix_sync(Af + ti * kFrag * Cfg::kLdA + tj * kFrag, acc, Cfg::kLdA, wmma::mem_row_major);
+            }
+        }
+        else
+        {
+            constexpr int kRowStep = kThreads / C;
+            const int s = tid % C;
+            float acc[C / kRowStep];
+#pragma unroll
+            for (int j = 0; j < C / kRowStep; ++j)
+                acc[j] = 0.f;
+            for (int e = 0; e < E; ++e)
+            {
+                const float ks = toFloat(Ks[s * Cfg::kLdQK + e]);
+#pragma unroll
+                for (int j = 0; j < C / kRowStep; ++j)
+                {
+                    acc[j] += toFloat(Qs[(tid / C + j * kRowStep) * Cfg::kLdQK + e]) * ks;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < C / kRowStep; ++j)
+                Af[(tid / C + j * kRowStep) * Cfg::kLdA + s] = acc[j];
+        }
+        __syncthreads();
+
+        // den = Q z + A 1 + eps, one warp per row; the activation-type copy of tril(A) / den.
+        for (int t = warp; t < C; t += kWarps)
+        {
+            float sum = 0.f;
+            for (int s = lane; s <= t; s += 32)
+                sum += Af[t * Cfg::kLdA + s];
+            for (int e = lane; e < E; e += 32)
+                sum += toFloat(Qs[t * Cfg::kLdQK + e]) * zs[e];
+            for (int offset = 16; offset > 0; offset /= 2)
+                sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            if (lane == 0)
+                den[t] = sum + p.eps;
+        }
+        if constexpr (Cfg::kTensorCores)
+        {
+            // The activation-type copy holds A / den (entries in [0, 1]): raw scores Q K^T overflow
+            // fp16 (> 65504) for large but representable q, k, and tiny ones flush to zero.
+            __syncthreads(); // den
+            for (int i = tid; i < C * C; i += kThreads)
+            {
+                const int t = i / C, s = i % C;
+                Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? Af[t * Cfg::kLdA + s] / den[t] : 0.f);
+            }
+            __syncthreads();
+            // Os = (A / den) V (over the diagonal blocks and those left of it), overwriting the fp32 A.
+            namespace wmma = nvcuda::wmma;
+            constexpr int nti = C / kFrag, ntj = TM / kFrag;
+            for (int tile = warp; tile < nti * ntj; tile += kWarps)
+            {
+                const int ti = tile / ntj, tj = tile % ntj;
+                wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+                wmma::fill_fragment(acc, 0.f);
+                for (int kk = 0; kk <= ti * kFrag; kk += kFrag)
+                {
+                    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::row_major> b;
+                    wmma::load_matrix_sync(a, Ah + ti * kFrag * Cfg::kLdAh + kk, Cfg::kLdAh);
+                    wmma::load_matrix_sync(b, Vs + kk * Cfg::kLdV + tj * kFrag, Cfg::kLdV);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                wmma::store_matrix_sync(Os + ti * kFrag * Cfg::kLdO + tj * kFrag, acc, Cfg::kLdO, wmma::mem_row_major);
+            }
+        }
+        __syncthreads();
+
+        // out = (A V + Q S) / den: a thread owns one column and every kRowStep-th row. With tensor
+        // cores Os already holds (A / den) V and acc gets Q S only.
+        {
+            constexpr int kRowStep = kThreads / TM;
+            constexpr int kRows = C / kRowStep;
+            const int m = tid % TM, r0 = tid / TM;
+            float acc[kRows];
+#pragma unroll
+            for (int j = 0; j < kRows; ++j)
+                acc[j] = 0.f;
+            if constexpr (!Cfg::kTensorCores)
+            {
+                for (int s = 0; s < C; ++s)
+                {
+                    const float vs = Vs[s * Cfg::kLdV + m];
+#pragma unroll
+                    for (int j = 0; j < kRows; ++j)
+                    {
+                        const int t = r0 + j * kRowStep;
+                        acc[j] += (s <= t ? Af[t * Cfg::kLdA + s] : 0.f) * vs;
+                    }
+                }
+            }
+            for (int e = 0; e < E; ++e)
+            {
+                const float se = Ss[e * Cfg::kLdS + m];
+#pragma unroll
+                for (int j = 0; j < kRows; ++j)
+                    acc[j] += toFloat(Qs[(r0 + j * kRowStep) * Cfg::kLdQK + e]) * se;
+            }
+#pragma unroll
+            for (int j = 0; j < kRows; ++j)
+            {
+                const int t = r0 + j * kRowStep;
+                if (t < rows)
+                {
+                    float o = acc[j] / den[t];
+                    if constexpr (Cfg::kTensorCores)
+                        o += Os[t * Cfg::kLdO + m];
+                    ob[static_cast<size_t>(t0 + t) * M + m0 + m] = fromFloat<T>(o);
+                }
+            }
+        }
+        __syncthreads();
+
+        // S += K^T V, z += K^T 1.
+        if constexpr (Cfg::kTensorCores)
+        {
+            namespace wmma = nvcuda::wmma;
+            constexpr int nti = E / kFrag, ntj = TM / kFrag;
+            for (int tile = warp; tile < nti * ntj; tile += kWarps)
+            {
+                const int ti = tile / ntj, tj = tile % ntj;
+                float* St = Ss + ti * kFrag * Cfg::kLdS + tj * kFrag;
+                wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> acc;
+                wmma::load_matrix_sync(acc, St, Cfg::kLdS, wmma::mem_row_major);
+                for (int kk = 0; kk < C; kk += kFrag)
+                {
+                    wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, T, wmma::col_major> a;
+                    wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, T, wmma::row_major> b;
+                    wmma::load_matrix_sync(a, Ks + kk * Cfg::kLdQK + ti * kFrag, Cfg::kLdQK);
+                    wmma::load_matrix_sync(b, Vs + kk * Cfg::kLdV + tj * kFrag, Cfg::kLdV);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                wmma::store_matrix_sync(St, acc, Cfg::kLdS, wmma::mem_row_major);
+            }
+        }
+        else
+        {
+            constexpr int kRowStep = kThreads / TM;
+            constexpr int kRows = E / kRowStep;
+            const int m = tid % TM, r0 = tid / TM;
+            float acc[kRows];
+#pragma unroll
+            for (int j = 0; j < kRows; ++j)
+                acc[j] = 0.f;
+            for (int s = 0; s < C; ++s)
+            {
+                const float vs = Vs[s * Cfg::kLdV + m];
+#pragma unroll
+                for (int j = 0; j < kRows; ++j)
+                    acc[j] += Ks[s * Cfg::kLdQK + r0 + j * kRowStep] * vs;
+            }
+#pragma unroll
+            for (int j = 0; j < kRows; ++j)
+                Ss[(r0 + j * kRowStep) * Cfg::kLdS + m] += acc[j];
+        }
+        for (int e = tid; e < E; e += kThreads)
+        {
+            float sum = 0.f;
+            for (int s = 0; s < rows; ++s)
+                sum += toFloat(Ks[s * Cfg::kLdQK + e]);
+            zs[e] += sum;
+        }
+        __syncthreads();
+    }
+
+    for (int i = tid; i < E * TM; i += kThreads)
+    {
+        const int e = i / TM, m = i % TM;
+        S_last[(bh * E + e) * M + m0 + m] = Ss[e * Cfg::kLdS + m];
+    }
+    if (blockIdx.y == 0)
+    {
+        for (int e = tid; e < E; e += kThreads)
+            z_last[bh * E + e] = zs[e];
+    }
 }
 
 template <typename T, int E, int M>
-cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v,
-                          const float* S0, const float* z0, T* out, float* S_last, float* z_last,
-                          cudaStream_t stream) {
-  using Cfg = PrefillConfig<T, E, M>;
-  const auto kernel = &prefillKernel<T, E, M>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kBytes));
-  if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.batch) * p.heads), Cfg::kTiles);
-  RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
-  return cudaGetLastError();
+cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
+    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+{
+    using Cfg = PrefillConfig<T, E, M>;
+    const auto kernel = &prefillKernel<T, E, M>;
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kBytes));
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.batch) * p.heads), Cfg::kTiles);
+    RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
+    return cudaGetLastError();
 }
 
 template <typename T, int E>
-cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, const T* v,
-                      const float* S0, const float* z0, T* out, float* S_last, float* z_last,
-                      cudaStream_t stream) {
-  switch (p.dim_v) {
+cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
+    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+{
+    switch (p.dim_v)
+    {
     case 32: return launchPrefill<T, E, 32>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     case 64: return launchPrefill<T, E, 64>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     case 128: return launchPrefill<T, E, 128>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     default: return cudaErrorInvalidValue;
-  }
+    }
 }
 
 template <typename T>
-cudaError_t dispatchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v,
-                            const float* S0, const float* z0, T* out, float* S_last, float* z_last,
-                            cudaStream_t stream) {
-  switch (p.dim_k) {
+cudaError_t dispatchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
+    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+{
+    switch (p.dim_k)
+    {
     case 32: return dispatchM<T, 32>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     case 64: return dispatchM<T, 64>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     case 128: return dispatchM<T, 128>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
     default: return cudaErrorInvalidValue;
-  }
+    }
 }
 
-bool isChunkedDim(int dim) { return dim == 32 || dim == 64 || dim == 128; }
+bool isChunkedDim(int dim)
+{
+    return dim == 32 || dim == 64 || dim == 128;
+}
 
 //! Column tiles the prefill kernel splits M into (several tiles read z0 from different blocks).
-int prefillTiles(const LinearAttentionParams& p, DataType type) {
-  const bool tensor_cores = type != DataType::kFLOAT;
-  const int tile = (tensor_cores && p.dim_k == 128) ? 32 : 64;
-  return p.dim_v > tile ? p.dim_v / tile : 1;
+int prefillTiles(const LinearAttentionParams& p, DataType type)
+{
+    const bool tensor_cores = type != DataType::kFLOAT;
+    const int tile = (tensor_cores && p.dim_k == 128) ? 32 : 64;
+    return p.dim_v > tile ? p.dim_v / tile : 1;
 }
 
-}  // namespace
+} // namespace
 
-size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& p, DataType) {
-  const size_t z_bytes = static_cast<size_t>(p.batch) * p.heads * p.dim_k * sizeof(float);
-  return (z_bytes + 255) / 256 * 256;
+size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& p, DataType)
+{
+    const size_t z_bytes = static_cast<size_t>(p.batch) * p.heads * p.dim_k * sizeof(float);
+    return (z_bytes + 255) / 256 * 256;
 }
 
-cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataType type,
-                                         const void* q, const void* k, const void* v,
-                                         const float* S0, const float* z0, void* out,
-                                         float* S_last, float* z_last, void* workspace,
-                                         cudaStream_t stream) {
-  if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0) {
-    return cudaErrorInvalidValue;
-  }
-  const size_t BH = static_cast<size_t>(p.batch) * p.heads;
-  if (BH == 0) return cudaSuccess;
-  if (BH > 0x7fffffffu) return cudaErrorInvalidValue;
-  const size_t S_bytes = BH * p.dim_k * p.dim_v * sizeof(float);
-  const size_t z_bytes = BH * p.dim_k * sizeof(float);
-  if (p.length == 0) {
-    cudaError_t err = S0 == nullptr ? cudaMemsetAsync(S_last, 0, S_bytes, stream)
-                      : S0 != S_last ? cudaMemcpyAsync(S_last, S0, S_bytes, cudaMemcpyDeviceToDevice, stream)
-                                     : cudaSuccess;
-    if (err != cudaSuccess) return err;
-    return z0 == nullptr ? cudaMemsetAsync(z_last, 0, z_bytes, stream)
-           : z0 != z_last ? cudaMemcpyAsync(z_last, z0, z_bytes, cudaMemcpyDeviceToDevice, stream)
-                          : cudaSuccess;
-  }
-  if (p.length == 1 || !isChunkedDim(p.dim_k) || !isChunkedDim(p.dim_v)) {
-    // Decode step, or one step per token for head dims without a chunked instantiation.
-    for (int t = 0; t < p.length; ++t) {
-      const float* S_in = t == 0 ? S0 : S_last;
-      const float* z_in = t == 0 ? z0 : z_last;
-      cudaError_t err = detail::launchLinearAttentionStep(p, type, t, q, k, v, S_in, z_in, out,
-                                                          S_last, z_last, stream);
-      if (err != cudaSuccess) return err;
+cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataType type, const void* q, const void* k,
+    const void* v, const float* S0, const float* z0, void* out, float* S_last, float* z_last, void* workspace,
+    cudaStream_t stream)
+{
+    if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0)
+    {
+        return cudaErrorInvalidValue;
     }
-    return cudaSuccess;
-  }
-  const float* z_in = z0;
-  if (z0 != nullptr && z0 == z_last && prefillTiles(p, type) > 1) {
-    if (workspace == nullptr) return cudaErrorInvalidValue;
-    cudaError_t err = cudaMemcpyAsync(workspace, z0, z_bytes, cudaMemcpyDeviceToDevice, stream);
-    if (err != cudaSuccess) return err;
-    z_in = static_cast<const float*>(workspace);
-  }
-  return detail::dispatchType(type, [&](auto tag) {
-    using T = decltype(tag);
-    return dispatchPrefill<T>(p, static_cast<const T*>(q), static_cast<const T*>(k),
-                              static_cast<const T*>(v), S0, z_in, static_cast<T*>(out), S_last,
-                              z_last, stream);
-  });
+    const size_t BH = static_cast<size_t>(p.batch) * p.heads;
+    if (BH == 0)
+        return cudaSuccess;
+    if (BH > 0x7fffffffu)
+        return cudaErrorInvalidValue;
+    const size_t S_bytes = BH * p.dim_k * p.dim_v * sizeof(float);
+    const size_t z_bytes = BH * p.dim_k * sizeof(float);
+    if (p.length == 0)
+    {
+        cudaError_t err = S0 == nullptr ? cudaMemsetAsync(S_last, 0, S_bytes, stream)
+            : S0 != S_last              ? cudaMemcpyAsync(S_last, S0, S_bytes, cudaMemcpyDeviceToDevice, stream)
+                                        : cudaSuccess;
+        if (err != cudaSuccess)
+            return err;
+        return z0 == nullptr ? cudaMemsetAsync(z_last, 0, z_bytes, stream)
+            : z0 != z_last   ? cudaMemcpyAsync(z_last, z0, z_bytes, cudaMemcpyDeviceToDevice, stream)
+                             : cudaSuccess;
+    }
+    if (p.length == 1 || !isChunkedDim(p.dim_k) || !isChunkedDim(p.dim_v))
+    {
+        // Decode step, or one step per token for head dims without a chunked instantiation.
+        for (int t = 0; t < p.length; ++t)
+        {
+            const float* S_in = t == 0 ? S0 : S_last;
+            const float* z_in = t == 0 ? z0 : z_last;
+            cudaError_t err =
+                detail::launchLinearAttentionStep(p, type, t, q, k, v, S_in, z_in, out, S_last, z_last, stream);
+            if (err != cudaSuccess)
+                return err;
+        }
+        return cudaSuccess;
+    }
+    const float* z_in = z0;
+    if (z0 != nullptr && z0 == z_last && prefillTiles(p, type) > 1)
+    {
+        if (workspace == nullptr)
+            return cudaErrorInvalidValue;
+        cudaError_t err = cudaMemcpyAsync(workspace, z0, z_bytes, cudaMemcpyDeviceToDevice, stream);
+        if (err != cudaSuccess)
+            return err;
+        z_in = static_cast<const float*>(workspace);
+    }
+    return detail::dispatchType(type,
+        [&](auto tag)
+        {
+            using T = decltype(tag);
+            return dispatchPrefill<T>(p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+                S0, z_in, static_cast<T*>(out), S_last, z_last, stream);
+        });
 }
 
-}  // namespace kernels
-}  // namespace rnnx
+} // namespace kernels
+} // namespace rnnx

@@ -22,44 +22,68 @@
 #include "rnnx_cuda_emulation.h"
 #else
 #define RNNX_LAUNCH(kernel, ...) kernel<<<__VA_ARGS__>>>
-#define RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment) extern __shared__ __align__(alignment) type name[]
+#define RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment)                                                              \
+    extern __shared__ __align__(alignment)                                                                             \
+    type name[]
 #endif
 
-namespace rnnx {
-namespace kernels {
-namespace detail {
+namespace rnnx
+{
+namespace kernels
+{
+namespace detail
+{
 
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float toFloat(float v)
+{
+    return v;
+}
+__device__ __forceinline__ float toFloat(__half v)
+{
+    return __half2float(v);
+}
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
 
-template <typename T>
-__device__ __forceinline__ T fromFloat(float v);
-template <>
-__device__ __forceinline__ float fromFloat<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ __half fromFloat<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
 }
 
 //! phi(x) = elu(x) + 1: x + 1 for x > 0, exp(x) otherwise.
-__device__ __forceinline__ float phi(float x) { return x > 0.f ? x + 1.f : expf(x); }
+__device__ __forceinline__ float phi(float x)
+{
+    return x > 0.f ? x + 1.f : expf(x);
+}
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x)
+{
+    return 1.f / (1.f + expf(-x));
+}
 
 //! Calls fn(T{}) with T the device type of `type`: float, __half or __nv_bfloat16.
-template <typename Fn>
-cudaError_t dispatchType(DataType type, Fn&& fn) {
-  switch (type) {
+template <typename Fn> cudaError_t dispatchType(DataType type, Fn&& fn)
+{
+    switch (type)
+    {
     case DataType::kFLOAT: return fn(float{});
     case DataType::kHALF: return fn(__half{});
     case DataType::kBF16: return fn(__nv_bfloat16{});
-  }
-  return cudaErrorInvalidValue;
+    }
+    return cudaErrorInvalidValue;
 }
 
-}  // namespace detail
-}  // namespace kernels
-}  // namespace rnnx
+} // namespace detail
+} // namespace kernels
+} // namespace rnnx

@@ -44,15 +44,18 @@
 #include <tuple>
 #include <utility>
 
-namespace rnnx {
-namespace emu {
+namespace rnnx
+{
+namespace emu
+{
 
 //! Indices of the running emulated thread (threadIdx, blockIdx, blockDim, gridDim).
-struct ThreadIndex {
-  dim3 thread;
-  dim3 block;
-  dim3 block_dim;
-  dim3 grid_dim;
+struct ThreadIndex
+{
+    dim3 thread;
+    dim3 block;
+    dim3 block_dim;
+    dim3 grid_dim;
 };
 
 //! The running emulated thread's indices; fails the launch when called outside a kernel.
@@ -62,13 +65,15 @@ const ThreadIndex& currentIndex();
 void syncThreads();
 
 //! Where a warp collective is called in the kernel source (lanes must meet at the same one).
-struct Site {
-  const char* file;
-  int line;
-  //! As a default argument, the caller's file and line (GCC and Clang evaluate the builtins there).
-  static constexpr Site here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    return Site{file, line};
-  }
+struct Site
+{
+    const char* file;
+    int line;
+    //! As a default argument, the caller's file and line (GCC and Clang evaluate the builtins there).
+    static constexpr Site here(const char* file = __builtin_FILE(), int line = __builtin_LINE())
+    {
+        return Site{file, line};
+    }
 };
 #define RNNX_EMU_CALL_SITE ::rnnx::emu::Site::here()
 
@@ -100,25 +105,31 @@ void* dynamicSharedMemory();
 [[noreturn]] void failLaunch(cudaError_t error, const char* message);
 
 //! Runs `body` once per thread of every block of `grid` x `block`; returns the launch status.
-cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, size_t shared_bytes,
-                   cudaStream_t stream, const void* kernel);
+cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+    const void* kernel);
 
 //! cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
 cudaError_t setFuncAttribute(const void* kernel, cudaFuncAttribute attribute, int value);
 
 //! Thread / block order between barriers: in order, reversed, or a seeded random permutation per round.
-enum class Schedule { kInOrder = 0, kReversed = 1, kRandom = 2 };
+enum class Schedule
+{
+    kInOrder = 0,
+    kReversed = 1,
+    kRandom = 2
+};
 void setSchedule(Schedule schedule, uint64_t seed);
 
 //! Counters since the last resetStats(): what the launches executed.
-struct Stats {
-  uint64_t launches;
-  uint64_t blocks;
-  uint64_t threads;
-  uint64_t block_barriers;    //!< __syncthreads rounds (per block)
-  uint64_t warp_collectives;  //!< warp-collective rounds (per warp)
-  uint64_t mma;               //!< wmma::mma_sync calls (per warp)
-  uint64_t max_shared_bytes;  //!< largest dynamic shared memory of a launch
+struct Stats
+{
+    uint64_t launches;
+    uint64_t blocks;
+    uint64_t threads;
+    uint64_t block_barriers;   //!< __syncthreads rounds (per block)
+    uint64_t warp_collectives; //!< warp-collective rounds (per warp)
+    uint64_t mma;              //!< wmma::mma_sync calls (per warp)
+    uint64_t max_shared_bytes; //!< largest dynamic shared memory of a launch
 };
 Stats stats();
 void resetStats();
@@ -128,31 +139,32 @@ std::string takeLaunchErrorMessage();
 
 //! A configured launch, called with the kernel's arguments (converted to its parameter types, as a
 //! CUDA launch does; every emulated thread gets its own copies).
-template <typename... Params>
-struct Launcher {
-  void (*kernel)(Params...);
-  dim3 grid;
-  dim3 block;
-  size_t shared_bytes;
-  cudaStream_t stream;
+template <typename... Params> struct Launcher
+{
+    void (*kernel)(Params...);
+    dim3 grid;
+    dim3 block;
+    size_t shared_bytes;
+    cudaStream_t stream;
 
-  template <typename... Args>
-  void operator()(Args&&... args) const {
-    const std::tuple<Params...> params(std::forward<Args>(args)...);
-    auto* fn = kernel;
-    launch([&params, fn] { std::apply(fn, params); }, grid, block, shared_bytes, stream,
-           reinterpret_cast<const void*>(kernel));
-  }
+    template <typename... Args> void operator()(Args&&... args) const
+    {
+        const std::tuple<Params...> params(std::forward<Args>(args)...);
+        auto* fn = kernel;
+        launch([&params, fn] { std::apply(fn, params); }, grid, block, shared_bytes, stream,
+            reinterpret_cast<const void*>(kernel));
+    }
 };
 
 template <typename... Params>
-Launcher<Params...> makeLauncher(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes = 0,
-                                 cudaStream_t stream = nullptr) {
-  return Launcher<Params...>{kernel, grid, block, shared_bytes, stream};
+Launcher<Params...> makeLauncher(
+    void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_t stream = nullptr)
+{
+    return Launcher<Params...>{kernel, grid, block, shared_bytes, stream};
 }
 
-}  // namespace emu
-}  // namespace rnnx
+} // namespace emu
+} // namespace rnnx
 
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
@@ -163,19 +175,23 @@ Launcher<Params...> makeLauncher(void (*kernel)(Params...), dim3 grid, dim3 bloc
 #define blockDim (::rnnx::emu::currentIndex().block_dim)
 #define gridDim (::rnnx::emu::currentIndex().grid_dim)
 
-inline void __syncthreads() { ::rnnx::emu::syncThreads(); }
+inline void __syncthreads()
+{
+    ::rnnx::emu::syncThreads();
+}
 
-inline float __shfl_xor_sync(unsigned mask, float value, int lane_mask, int width = 32,
-                             ::rnnx::emu::Site site = RNNX_EMU_CALL_SITE) {
-  return ::rnnx::emu::shuffleXor(mask, value, lane_mask, width, site);
+inline float __shfl_xor_sync(
+    unsigned mask, float value, int lane_mask, int width = 32, ::rnnx::emu::Site site = RNNX_EMU_CALL_SITE)
+{
+    return ::rnnx::emu::shuffleXor(mask, value, lane_mask, width, site);
 }
 
 //! The overload cuda_runtime.h adds for kernel function pointers (nvcc includes it implicitly).
-template <typename Kernel>
-cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute attribute, int value) {
-  return ::rnnx::emu::setFuncAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
+template <typename Kernel> cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute attribute, int value)
+{
+    return ::rnnx::emu::setFuncAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
 }
 
 #define RNNX_LAUNCH(kernel, ...) ::rnnx::emu::makeLauncher(kernel, __VA_ARGS__)
-#define RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment) \
-  type* name = static_cast<type*>(::rnnx::emu::dynamicSharedMemory())
+#define RNNX_DYNAMIC_SHARED_MEMORY(type, name, alignment)                                                              \
+    type* name = static_cast<type*>(::rnnx::emu::dynamicSharedMemory())

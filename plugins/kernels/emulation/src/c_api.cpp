@@ -9,78 +9,91 @@
 #include "rnnx/kernels.h"
 #include "rnnx_cuda_emulation.h"
 
-namespace {
+namespace
+{
 
-bool toDataType(int code, rnnx::kernels::DataType* type) {
-  switch (code) {
+bool toDataType(int code, rnnx::kernels::DataType* type)
+{
+    switch (code)
+    {
     case 0: *type = rnnx::kernels::DataType::kFLOAT; return true;
     case 1: *type = rnnx::kernels::DataType::kHALF; return true;
     case 2: *type = rnnx::kernels::DataType::kBF16; return true;
     default: return false;
-  }
+    }
 }
 
-}  // namespace
+} // namespace
 
 #define RNNX_EMU_API __attribute__((visibility("default")))
 
-extern "C" {
+extern "C"
+{
 
-//! dtype: 0 = fp32, 1 = fp16, 2 = bf16. Tensors as in rnnx/kernels.h (sruScanForward).
-RNNX_EMU_API int rnnx_emu_sru_scan_forward(int length, int batch, int hidden_size, int num_directions,
-                                           int num_matrices, int has_skip_term, int use_tanh, float scale_x,
-                                           int dtype, const void* U, const void* x, const void* weight_c,
-                                           const void* bias, const float* c0, const uint8_t* mask_pad,
-                                           void* h, float* c_last) {
-  rnnx::kernels::DataType type;
-  if (!toDataType(dtype, &type)) return cudaErrorInvalidValue;
-  const rnnx::kernels::SruScanParams p{
-      length, batch, hidden_size, num_directions, num_matrices, has_skip_term != 0, use_tanh != 0, scale_x};
-  return rnnx::kernels::sruScanForward(p, type, U, x, weight_c, bias, c0, mask_pad, h, c_last, nullptr);
-}
+    //! dtype: 0 = fp32, 1 = fp16, 2 = bf16. Tensors as in rnnx/kernels.h (sruScanForward).
+    RNNX_EMU_API int rnnx_emu_sru_scan_forward(int length, int batch, int hidden_size, int num_directions,
+        int num_matrices, int has_skip_term, int use_tanh, float scale_x, int dtype, const void* U, const void* x,
+        const void* weight_c, const void* bias, const float* c0, const uint8_t* mask_pad, void* h, float* c_last)
+    {
+        rnnx::kernels::DataType type;
+        if (!toDataType(dtype, &type))
+            return cudaErrorInvalidValue;
+        const rnnx::kernels::SruScanParams p{
+            length, batch, hidden_size, num_directions, num_matrices, has_skip_term != 0, use_tanh != 0, scale_x};
+        return rnnx::kernels::sruScanForward(p, type, U, x, weight_c, bias, c0, mask_pad, h, c_last, nullptr);
+    }
 
-RNNX_EMU_API size_t rnnx_emu_causal_linear_attention_workspace_size(int batch, int heads, int length,
-                                                                    int dim_k, int dim_v, int dtype) {
-  rnnx::kernels::DataType type;
-  if (!toDataType(dtype, &type)) return 0;
-  const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, 0.f};
-  return rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
-}
+    RNNX_EMU_API size_t rnnx_emu_causal_linear_attention_workspace_size(
+        int batch, int heads, int length, int dim_k, int dim_v, int dtype)
+    {
+        rnnx::kernels::DataType type;
+        if (!toDataType(dtype, &type))
+            return 0;
+        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, 0.f};
+        return rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
+    }
 
-//! Tensors as in rnnx/kernels.h (causalLinearAttentionForward).
-RNNX_EMU_API int rnnx_emu_causal_linear_attention_forward(int batch, int heads, int length, int dim_k,
-                                                          int dim_v, float eps, int dtype, const void* q,
-                                                          const void* k, const void* v, const float* S0,
-                                                          const float* z0, void* out, float* S_last,
-                                                          float* z_last, void* workspace) {
-  rnnx::kernels::DataType type;
-  if (!toDataType(dtype, &type)) return cudaErrorInvalidValue;
-  const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, eps};
-  return rnnx::kernels::causalLinearAttentionForward(p, type, q, k, v, S0, z0, out, S_last, z_last, workspace,
-                                                     nullptr);
-}
+    //! Tensors as in rnnx/kernels.h (causalLinearAttentionForward).
+    RNNX_EMU_API int rnnx_emu_causal_linear_attention_forward(int batch, int heads, int length, int dim_k, int dim_v,
+        float eps, int dtype, const void* q, const void* k, const void* v, const float* S0, const float* z0, void* out,
+        float* S_last, float* z_last, void* workspace)
+    {
+        rnnx::kernels::DataType type;
+        if (!toDataType(dtype, &type))
+            return cudaErrorInvalidValue;
+        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, eps};
+        return rnnx::kernels::causalLinearAttentionForward(
+            p, type, q, k, v, S0, z0, out, S_last, z_last, workspace, nullptr);
+    }
 
-//! schedule: 0 = in order, 1 = reversed, 2 = random (seeded).
-RNNX_EMU_API void rnnx_emu_set_schedule(int schedule, uint64_t seed) {
-  rnnx::emu::setSchedule(static_cast<rnnx::emu::Schedule>(schedule), seed);
-}
+    //! schedule: 0 = in order, 1 = reversed, 2 = random (seeded).
+    RNNX_EMU_API void rnnx_emu_set_schedule(int schedule, uint64_t seed)
+    {
+        rnnx::emu::setSchedule(static_cast<rnnx::emu::Schedule>(schedule), seed);
+    }
 
-//! Writes the counters (rnnx::emu::Stats, in field order) into out[0..6].
-RNNX_EMU_API void rnnx_emu_stats(uint64_t* out) {
-  const rnnx::emu::Stats s = rnnx::emu::stats();
-  const uint64_t values[] = {s.launches,         s.blocks, s.threads,         s.block_barriers,
-                             s.warp_collectives, s.mma,    s.max_shared_bytes};
-  std::memcpy(out, values, sizeof(values));
-}
+    //! Writes the counters (rnnx::emu::Stats, in field order) into out[0..6].
+    RNNX_EMU_API void rnnx_emu_stats(uint64_t* out)
+    {
+        const rnnx::emu::Stats s = rnnx::emu::stats();
+        const uint64_t values[] = {
+            s.launches, s.blocks, s.threads, s.block_barriers, s.warp_collectives, s.mma, s.max_shared_bytes};
+        std::memcpy(out, values, sizeof(values));
+    }
 
-RNNX_EMU_API void rnnx_emu_reset_stats() { rnnx::emu::resetStats(); }
+    RNNX_EMU_API void rnnx_emu_reset_stats()
+    {
+        rnnx::emu::resetStats();
+    }
 
-//! Copies the last failure's message into buffer (at most size bytes, NUL-terminated) and clears it.
-RNNX_EMU_API void rnnx_emu_take_error_message(char* buffer, size_t size) {
-  const std::string message = rnnx::emu::takeLaunchErrorMessage();
-  if (size == 0) return;
-  std::strncpy(buffer, message.c_str(), size - 1);
-  buffer[size - 1] = '\0';
-}
+    //! Copies the last failure's message into buffer (at most size bytes, NUL-terminated) and clears it.
+    RNNX_EMU_API void rnnx_emu_take_error_message(char* buffer, size_t size)
+    {
+        const std::string message = rnnx::emu::takeLaunchErrorMessage();
+        if (size == 0)
+            return;
+        std::strncpy(buffer, message.c_str(), size - 1);
+        buffer[size - 1] = '\0';
+    }
 
-}  // extern "C"
+} // extern "C"

@@ -3,8 +3,10 @@
 
 #include <cuda_runtime_api.h>
 
-namespace rnnx {
-namespace emu {
+namespace rnnx
+{
+namespace emu
+{
 
 //! The error of the last failed launch or runtime call (cudaGetLastError), reset to cudaSuccess by take.
 cudaError_t takeLastError();
@@ -19,5 +21,5 @@ bool isValidStream(cudaStream_t stream);
 constexpr int kMaxSharedOptIn = 99 * 1024;
 constexpr int kDefaultShared = 48 * 1024;
 
-}  // namespace emu
-}  // namespace rnnx
+} // namespace emu
+} // namespace rnnx

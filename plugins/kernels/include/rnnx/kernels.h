@@ -16,22 +16,30 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace rnnx {
-namespace kernels {
+namespace rnnx
+{
+namespace kernels
+{
 
 //! Element type of the activation tensors (inputs and outputs other than the state).
-enum class DataType { kFLOAT, kHALF, kBF16 };
+enum class DataType
+{
+    kFLOAT,
+    kHALF,
+    kBF16
+};
 
 //! Attributes of one SRU scan (docs/ops.md, "SRU scan").
-struct SruScanParams {
-  int length;          //!< L, time steps
-  int batch;           //!< B
-  int hidden_size;     //!< d, per direction
-  int num_directions;  //!< D: 1, or 2 (the second direction walks t from L-1 down to 0)
-  int num_matrices;    //!< k: 3 (x~, f, r) or 4 (x~, f, r, x')
-  bool has_skip_term;  //!< h gets the highway term (1 - r) * x'
-  bool use_tanh;       //!< g = tanh, else identity
-  float scale_x;       //!< x' = scale_x * x when k = 3
+struct SruScanParams
+{
+    int length;         //!< L, time steps
+    int batch;          //!< B
+    int hidden_size;    //!< d, per direction
+    int num_directions; //!< D: 1, or 2 (the second direction walks t from L-1 down to 0)
+    int num_matrices;   //!< k: 3 (x~, f, r) or 4 (x~, f, r, x')
+    bool has_skip_term; //!< h gets the highway term (1 - r) * x'
+    bool use_tanh;      //!< g = tanh, else identity
+    float scale_x;      //!< x' = scale_x * x when k = 3
 };
 
 //! SRU elementwise recurrence, one thread per (batch, direction, hidden unit) column.
@@ -49,17 +57,18 @@ struct SruScanParams {
 //! num_matrices not in {3, 4}, num_directions not in {1, 2}, negative sizes, or a missing x
 //! that the configuration needs.
 cudaError_t sruScanForward(const SruScanParams& params, DataType type, const void* U, const void* x,
-                           const void* weight_c, const void* bias, const float* c0,
-                           const uint8_t* mask_pad, void* h, float* c_last, cudaStream_t stream);
+    const void* weight_c, const void* bias, const float* c0, const uint8_t* mask_pad, void* h, float* c_last,
+    cudaStream_t stream);
 
 //! Attributes of one causal linear attention call (docs/ops.md, "Causal linear attention").
-struct LinearAttentionParams {
-  int batch;   //!< B
-  int heads;   //!< H
-  int length;  //!< L; L == 1 runs the decode kernel
-  int dim_k;   //!< E, head dim of q and k
-  int dim_v;   //!< M, head dim of v
-  float eps;   //!< added to the denominator phi(q)^T z
+struct LinearAttentionParams
+{
+    int batch;  //!< B
+    int heads;  //!< H
+    int length; //!< L; L == 1 runs the decode kernel
+    int dim_k;  //!< E, head dim of q and k
+    int dim_v;  //!< M, head dim of v
+    float eps;  //!< added to the denominator phi(q)^T z
 };
 
 //! Bytes of device workspace causalLinearAttentionForward needs (a copy of z0, used when z_last
@@ -83,11 +92,9 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 //! state carried between chunks. Other head dims run the decode kernel once per token (slow but
 //! exact). L == 1 runs the decode kernel. Returns cudaErrorInvalidValue for non-positive head dims
 //! or negative sizes.
-cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type,
-                                         const void* q, const void* k, const void* v,
-                                         const float* S0, const float* z0, void* out,
-                                         float* S_last, float* z_last, void* workspace,
-                                         cudaStream_t stream);
+cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
+    const void* k, const void* v, const float* S0, const float* z0, void* out, float* S_last, float* z_last,
+    void* workspace, cudaStream_t stream);
 
-}  // namespace kernels
-}  // namespace rnnx
+} // namespace kernels
+} // namespace rnnx
