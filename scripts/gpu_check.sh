@@ -9,7 +9,7 @@
 #   3. ctest (plugin_enqueue_gpu runs: the plugins' enqueue on device buffers against the C++ reference)
 #   4. compute-sanitizer --tool memcheck on plugin_enqueue_gpu (when compute-sanitizer is installed)
 #   5. pytest -m gpu on tests/test_cuda_kernels.py and tests/test_sru_scan_op.py (the torch CUDA binding
-#      JIT-builds from plugins/kernels)
+#      JIT-builds from plugins/kernels, i.e. rnnx.plugins)
 #   6. benchmarks/bench_cuda_kernels.py
 #
 # Logs go to $OUT when set (the device tool's result folder), else ./gpu-results: build.log, ctest.log,
@@ -18,9 +18,10 @@
 # passed (a skipped optional step does not count as a failure), else 1.
 #
 # rnnx need not be installed: unless `import rnnx.models` already works, a symlink tree under /tmp maps
-# rnnx.models / rnnx.export / rnnx.runtime to models/ export/ runtime/ (the package-dir mapping of
-# pyproject.toml) and goes on PYTHONPATH. Environment: PYTHON (default python3), CUDA_ARCH (default: the
-# device's compute capability from nvidia-smi, e.g. 90), BUILD_DIR (default build/plugins).
+# rnnx.models / rnnx.export / rnnx.runtime / rnnx.plugins to models/ export/ runtime/ plugins/ (the
+# package-dir mapping of pyproject.toml) and goes on PYTHONPATH. Environment: PYTHON (default python3),
+# CUDA_ARCH (default: the device's compute capability from nvidia-smi, e.g. 90), BUILD_DIR (default
+# build/plugins).
 set -u
 set -o pipefail
 
@@ -78,11 +79,11 @@ note "device: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=
 if ! "$PYTHON" -c "import rnnx.models" >/dev/null 2>&1; then
     PYROOT="$(mktemp -d /tmp/rnnx-pythonpath.XXXXXX)"
     mkdir -p "$PYROOT/rnnx"
-    for part in models export runtime; do
+    for part in models export runtime plugins; do
         ln -s "$REPO/$part" "$PYROOT/rnnx/$part"
     done
     export PYTHONPATH="$PYROOT${PYTHONPATH:+:$PYTHONPATH}"
-    note "rnnx not installed: PYTHONPATH=$PYROOT (symlinks rnnx/{models,export,runtime} -> $REPO)"
+    note "rnnx not installed: PYTHONPATH=$PYROOT (symlinks rnnx/{models,export,runtime,plugins} -> $REPO)"
 fi
 "$PYTHON" -c "import sys, torch, rnnx.models; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available()); print('rnnx.models from', rnnx.models.__file__); print('onnx imported by rnnx.models:', 'onnx' in sys.modules)" 2>&1 | tee -a "$SUMMARY"
 

@@ -34,7 +34,7 @@ from kernel_cases import (
 )
 from test_plugins import BUILD_DIR, _nvcc
 
-from rnnx.runtime import plugins
+from rnnx import plugins
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the kernel emulation"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-MAPPED = {"rnnx.models": "models", "rnnx.export": "export", "rnnx.runtime": "runtime"}
+MAPPED = {"rnnx.models": "models", "rnnx.export": "export", "rnnx.runtime": "runtime", "rnnx.plugins": "plugins"}
 
 
 def _pyproject() -> dict:
@@ -30,13 +30,74 @@ def test_every_python_package_folder_is_listed() -> None:
 
 
 def test_torch_requirement_is_never_pinned_to_a_cuda_build() -> None:
-    deps = _pyproject()["project"]["dependencies"]
+    """Wherever torch is required (the core dependencies or an extra), the requirement stays loose."""
+    project = _pyproject()["project"]
+    deps = [
+        *project["dependencies"],
+        *(d for extra in project.get("optional-dependencies", {}).values() for d in extra),
+    ]
     torch_req = [d for d in deps if d.startswith("torch")]
     assert torch_req and all("+cu" not in d and "==" not in d for d in torch_req)
+
+
+def _package_folder(package: str) -> Path:
+    """The source folder of a listed package, through the package-dir mapping."""
+    top = ".".join(package.split(".")[:2])
+    return REPO / MAPPED[top] / Path(*package.split(".")[2:])
 
 
 def test_shipped_kernel_sources_and_checkpoints_are_package_data() -> None:
     data = _pyproject()["tool"]["setuptools"]["package-data"]
     for package, patterns in data.items():
-        folder = REPO / MAPPED["rnnx.models"] / Path(*package.split(".")[2:])
-        assert all(list(folder.glob(p)) for p in patterns), (package, patterns)
+        assert all(list(_package_folder(package).glob(p)) for p in patterns), (package, patterns)
+
+
+def test_data_files_are_exactly_the_package_data() -> None:
+    """No implicit data from a manifest: the wheel's data files are the package-data patterns, nothing else."""
+    assert _pyproject()["tool"]["setuptools"]["include-package-data"] is False
+
+
+def test_every_plugin_source_is_package_data() -> None:
+    """The kernels and the plugin library build from an installed wheel: every file of plugins/ (CMake files,
+    C++/CUDA sources and headers, linker maps, the C++ tests the CMake tree adds) matches a package-data
+    pattern of rnnx.plugins; only Python modules (shipped as the package) and caches are not data."""
+    patterns = _pyproject()["tool"]["setuptools"]["package-data"]["rnnx.plugins"]
+    folder = _package_folder("rnnx.plugins")
+    shipped = {path for pattern in patterns for path in folder.glob(pattern)}
+    on_disk = {
+        path
+        for path in folder.rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
+    }
+    assert on_disk - shipped == set()
+    assert {folder / "kernels" / "include" / "rnnx" / "kernels.h", folder / "tests" / "CMakeLists.txt"} <= shipped
+
+
+def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
+    """rnnx.plugins is the one place that says where the kernel sources are; the torch binding uses it."""
+    from rnnx import plugins
+    from rnnx.models.ops import cuda
+
+    assert plugins.SOURCE_DIR == (REPO / "plugins").resolve()
+    assert [p.name for p in plugins.KERNEL_SOURCES] == [
+        "sru_scan.cu",
+        "linear_attention_prefill.cu",
+        "linear_attention_decode.cu",
+    ]
+    assert all(p.is_file() and p.parent == plugins.KERNELS_SRC_DIR for p in plugins.KERNEL_SOURCES)
+    assert (plugins.KERNELS_INCLUDE_DIR / "rnnx" / "kernels.h").is_file()
+    assert cuda.KERNEL_SOURCES == plugins.KERNEL_SOURCES
+    assert cuda.sources_present()
+
+
+def test_plugin_build_dir_is_the_checkout_build_folder_or_a_user_cache(monkeypatch, tmp_path) -> None:
+    from rnnx import plugins
+
+    assert plugins.REPO_ROOT == REPO.resolve()
+    assert plugins.default_build_dir() == REPO.resolve() / "build" / "plugins"
+    monkeypatch.setattr(plugins, "REPO_ROOT", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert plugins.default_build_dir() == tmp_path / "rnnx" / "plugins" / plugins._rnnx_version()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert plugins.default_build_dir().parent == tmp_path / "home" / ".cache" / "rnnx" / "plugins"

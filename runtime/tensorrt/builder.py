@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ...export.metadata import MetadataError, read_metadata
+from ..artifact import MetadataError, read_metadata
 from ._trt import require_tensorrt
 from .cache import EngineCache, KeyParts, atomic_write_bytes
 from .profiles import Profile, ProfileLimits, build_profiles
@@ -42,10 +42,9 @@ def device_identity(device_index: int = 0) -> tuple[str, str]:
 
 
 def default_plugin_library() -> Optional[Path]:
-    """``rnnx.runtime.plugins.plugin_library_path()`` when that module exists and the library is
-    built, else None."""
+    """``rnnx.plugins.plugin_library_path()`` when that module exists and the library is built, else None."""
     try:
-        from .. import plugins  # type: ignore[attr-defined]
+        from rnnx import plugins
     except ImportError:
         return None
     try:

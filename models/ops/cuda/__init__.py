@@ -1,9 +1,10 @@
-"""CUDA implementations of the rnnx ops: the kernels of ``plugins/kernels`` behind ``torch.library``.
+"""CUDA implementations of the rnnx ops: the kernels of ``rnnx.plugins`` behind ``torch.library``.
 
 "One launcher, two callers": the TensorRT plugins and this PyTorch binding (``binding.cpp``) call the
 same C++ launchers (``plugins/kernels/include/rnnx/kernels.h``). The binding is compiled lazily with
 :func:`torch.utils.cpp_extension.load` from ``binding.cpp`` plus the kernel ``.cu`` files, on the
-first CUDA call, and only where torch has CUDA and a device is present.
+first CUDA call, and only where torch has CUDA and a device is present. The kernel sources are package
+data of ``rnnx.plugins``, so the binding builds from an installed wheel as well as from a checkout.
 
 :func:`register_sru_scan` and :func:`register_causal_linear_attention` register the CUDA kernels of
 ``rnnx::sru_scan`` and ``rnnx::causal_linear_attention``; the op modules call them at import. Without
@@ -24,14 +25,14 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from rnnx import plugins
+
 #: Name of the built extension; bump the suffix when the binding's interface changes.
 EXTENSION_NAME = "rnnx_cuda_kernels_v1"
 BINDING_SOURCE = Path(__file__).resolve().parent / "binding.cpp"
-#: The kernel library of the TensorRT plugins (present in a source checkout).
-KERNELS_DIR = Path(__file__).resolve().parents[3] / "plugins" / "kernels"
-KERNEL_SOURCES = tuple(
-    KERNELS_DIR / "src" / name for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
-)
+#: The kernel library shared with the TensorRT plugins, as ``rnnx.plugins`` ships it.
+KERNELS_DIR = plugins.KERNELS_DIR
+KERNEL_SOURCES = plugins.KERNEL_SOURCES
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 _lock = threading.Lock()
@@ -45,7 +46,7 @@ def cuda_present() -> bool:
 
 
 def sources_present() -> bool:
-    """Whether the binding and kernel sources are on disk (a source checkout)."""
+    """Whether the binding and kernel sources are on disk (a checkout or an installed wheel)."""
     return BINDING_SOURCE.is_file() and all(p.is_file() for p in KERNEL_SOURCES)
 
 
@@ -67,7 +68,7 @@ def load() -> Optional[ModuleType]:
                     _module = build(
                         name=EXTENSION_NAME,
                         sources=[str(BINDING_SOURCE), *map(str, KERNEL_SOURCES)],
-                        extra_include_paths=[str(KERNELS_DIR / "include"), str(KERNELS_DIR / "src")],
+                        extra_include_paths=[str(plugins.KERNELS_INCLUDE_DIR), str(plugins.KERNELS_SRC_DIR)],
                         extra_cflags=["-O3"],
                         extra_cuda_cflags=["-O3"],
                         verbose=False,

@@ -1,0 +1,152 @@
+"""The rnnx CUDA kernels and TensorRT plugins as shipped sources: where they are, and how to build them.
+
+This folder is the package ``rnnx.plugins``; the wheel carries its C++/CUDA sources and CMake files, so
+both users of the kernels build from the installed package as well as from a source checkout:
+
+* the PyTorch binding (``rnnx.models.ops.cuda``) JIT-compiles :data:`KERNEL_SOURCES` with
+  :data:`KERNELS_INCLUDE_DIR` on its include path;
+* the TensorRT plugin library ``librnnx_trt_plugins.so`` is built by CMake from :data:`SOURCE_DIR`.
+
+``plugin_library_path()`` is the built library (for ``IPluginRegistry.load_library``,
+``polygraphy run --plugins``, ``trtexec --staticPlugins``); ``build_plugins()`` runs the CMake build.
+``python -m rnnx.plugins`` builds and prints the path::
+
+    polygraphy run model.onnx --trt --plugins "$(python -m rnnx.plugins)"
+
+The library is built into :func:`default_build_dir`: ``<repo>/build/plugins`` in a source checkout, else
+``$XDG_CACHE_HOME/rnnx/plugins/<rnnx version>`` (``~/.cache`` when unset). The library registers its
+creators itself when loaded into a process that has TensorRT, and exports ``getCreators`` /
+``setLoggerFinder`` for TensorRT's loaders; see plugins/README.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+LIBRARY_NAME = "librnnx_trt_plugins.so"
+#: The CMake source tree of the plugin library (this package's folder).
+SOURCE_DIR = Path(__file__).resolve().parent
+#: The repository root in a source checkout (editable install included), else None (installed wheel).
+REPO_ROOT: Optional[Path] = SOURCE_DIR.parent if (SOURCE_DIR.parent / "pyproject.toml").is_file() else None
+#: The CUDA kernel library shared by the TensorRT plugins and the PyTorch binding.
+KERNELS_DIR = SOURCE_DIR / "kernels"
+#: Public headers of the kernels (``rnnx/kernels.h``: the C++ launch API).
+KERNELS_INCLUDE_DIR = KERNELS_DIR / "include"
+#: The kernels' implementation folder (the ``.cu`` files and their private headers).
+KERNELS_SRC_DIR = KERNELS_DIR / "src"
+#: The kernel translation units, compiled by both the CMake build and the PyTorch binding.
+KERNEL_SOURCES = tuple(
+    KERNELS_SRC_DIR / name for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
+)
+#: Environment variable naming a library to use instead of the default build location.
+LIBRARY_ENV = "RNNX_TRT_PLUGINS"
+
+
+class PluginLibraryNotFound(FileNotFoundError):
+    """The plugin library has not been built (the message says how to build it)."""
+
+
+def default_build_dir() -> Path:
+    """Where the plugin library is built by default: ``<repo>/build/plugins`` in a source checkout, else
+    ``($XDG_CACHE_HOME or ~/.cache)/rnnx/plugins/<rnnx version>`` (the installed package is read-only)."""
+    if REPO_ROOT is not None:
+        return REPO_ROOT / "build" / "plugins"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rnnx" / "plugins" / _rnnx_version()
+
+
+def _rnnx_version() -> str:
+    """The installed rnnx distribution's version (``unknown`` when there is no distribution metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rnnx")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def plugin_library_path(build_dir: Optional[Path] = None) -> Path:
+    """The built plugin library: ``$RNNX_TRT_PLUGINS`` if set, else ``<build_dir>/librnnx_trt_plugins.so``
+    (``build_dir`` defaults to :func:`default_build_dir`).
+
+    Raises :class:`PluginLibraryNotFound` with the build command when it does not exist.
+    """
+    override = os.environ.get(LIBRARY_ENV)
+    build = Path(build_dir or default_build_dir())
+    path = Path(override) if override else build / LIBRARY_NAME
+    if not path.is_file():
+        raise PluginLibraryNotFound(
+            f"rnnx TensorRT plugin library not found at {path}. Build it with `python -m rnnx.plugins` "
+            f"(or: cmake -S {SOURCE_DIR} -B {build} && cmake --build {build} -j); "
+            "it needs cmake, nvcc and the TensorRT headers (-DTENSORRT_ROOT=<dir> or `bash scripts/setup.sh`)."
+        )
+    return path
+
+
+def build_plugins(
+    build_dir: Optional[Path] = None,
+    build_type: str = "Release",
+    cmake_args: Sequence[str] = (),
+    jobs: Optional[int] = None,
+    targets: Sequence[str] = (),
+    quiet: bool = False,
+) -> Path:
+    """Configures and builds :data:`SOURCE_DIR` with CMake into ``build_dir`` (default
+    :func:`default_build_dir`; incremental); returns the library path.
+
+    ``cmake_args`` are passed to the configure step (e.g. ``-DTENSORRT_ROOT=...``,
+    ``-DCMAKE_CUDA_ARCHITECTURES=90``); ``targets`` limits the build (default: everything, tests included).
+    Raises ``RuntimeError`` with CMake's output when a step fails.
+    """
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise RuntimeError("cmake not found on PATH; install CMake >= 3.25 to build the rnnx plugins")
+    build = Path(build_dir or default_build_dir())
+    build.mkdir(parents=True, exist_ok=True)
+    steps = [
+        [cmake, "-S", str(SOURCE_DIR), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}", *cmake_args],
+        [
+            cmake,
+            "--build",
+            str(build),
+            "-j",
+            str(jobs or os.cpu_count() or 2),
+            *(a for t in targets for a in ("--target", t)),
+        ],
+    ]
+    for cmd in steps:
+        result = subprocess.run(cmd, capture_output=quiet, text=True)
+        if result.returncode != 0:
+            output = (result.stdout or "") + (result.stderr or "") if quiet else "(see the output above)"
+            raise RuntimeError(f"{' '.join(cmd)} failed with exit code {result.returncode}:\n{output}")
+    return build / LIBRARY_NAME
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m rnnx.plugins [cmake configure args...]``: builds, prints the library path."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        path = _build_reporting_to_stderr(args)
+    except (RuntimeError, PluginLibraryNotFound) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def _build_reporting_to_stderr(cmake_args: Sequence[str]) -> Path:
+    """Builds with CMake's progress on stderr so stdout carries only the path (for ``$(...)``)."""
+    stdout = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        built = build_plugins(cmake_args=cmake_args)
+    finally:
+        os.dup2(stdout, 1)
+        os.close(stdout)
+    return plugin_library_path(built.parent)

@@ -1,0 +1,169 @@
+"""The wheel: a non-editable install carries everything the kernels and the plugin library build from.
+
+The wheel is built once per session (``wheel_build.build_wheel``) and installed with ``pip --target`` into
+a temporary folder; the checks on the installed copy run in subprocesses with ``PYTHONPATH`` set to that
+folder, so ``rnnx`` resolves there (torch and the other dependencies come from this environment), never
+to the checkout. Without a GPU the installed kernel sources are still proven self-contained: each ``.cu``
+file compiles with nvcc from the installed folder with only the installed include directory (one
+architecture, sm_90, about 15 s for the three on a 2-core machine, so the full optimisation is kept), and
+the plugins' CMake tree configures from the installed folder (a few seconds). The ``gpu`` test builds the
+torch extension itself from the installed copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from wheel_build import REPO, build_wheel
+
+pytestmark = pytest.mark.slow
+
+KERNELS = "rnnx/plugins/kernels"
+KERNEL_FILES = ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
+#: Files the torch binding and the CMake build need, as wheel paths (every plugins/ file is checked too).
+REQUIRED = (
+    *(f"{KERNELS}/src/{name}" for name in KERNEL_FILES),
+    f"{KERNELS}/include/rnnx/kernels.h",
+    f"{KERNELS}/CMakeLists.txt",
+    f"{KERNELS}/emulation/CMakeLists.txt",
+    "rnnx/plugins/__init__.py",
+    "rnnx/plugins/__main__.py",
+    "rnnx/plugins/CMakeLists.txt",
+    "rnnx/plugins/tests/CMakeLists.txt",
+    "rnnx/plugins/common/exports.map",
+    "rnnx/plugins/sruScanPlugin/sruScanPlugin.cpp",
+    "rnnx/plugins/causalLinearAttentionPlugin/causalLinearAttentionPlugin.cpp",
+    "rnnx/models/ops/cuda/binding.cpp",
+    "rnnx/models/ops/sru/csrc/sru_scan_cpu.cpp",
+)
+TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
+
+
+def _nvcc() -> str | None:
+    for candidate in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+needs_nvcc = pytest.mark.skipif(_nvcc() is None, reason="nvcc not found (CUDA toolkit): cannot compile the kernels")
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rnnx wheel, built once per session."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder the wheel is installed into (``pip install --no-deps --target``)."""
+    target = tmp_path_factory.mktemp("installed") / "site"
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "-q", "--target", str(target)]
+    result = subprocess.run([*cmd, str(wheel)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return target
+
+
+def _run_installed(site: Path, code: str, **env: str) -> subprocess.CompletedProcess:
+    """Runs ``code`` in a fresh interpreter that imports rnnx from ``site`` (cwd outside the checkout)."""
+    environ = {**os.environ, "PYTHONPATH": str(site), **env}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=site.parent, env=environ, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_wheel_ships_the_kernel_and_plugin_sources(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert set(REQUIRED) - names == set()
+    plugin_files = {
+        "rnnx/plugins/" + path.relative_to(REPO / "plugins").as_posix()
+        for path in (REPO / "plugins").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert plugin_files - names == set()
+
+
+def test_wheel_has_no_build_outputs_or_caches(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    banned_parts = {"build", ".cache", "__pycache__", ".pytest_cache"}
+    bad = [n for n in names if banned_parts & set(n.split("/")) or n.endswith((".so", ".o", ".pyc"))]
+    assert bad == []
+    assert "rnnx/runtime/plugins.py" not in names, "rnnx.runtime.plugins moved to rnnx.plugins (no alias)"
+
+
+def test_installed_copy_resolves_and_has_its_sources(site: Path, tmp_path: Path) -> None:
+    code = (
+        "import json, rnnx, rnnx.plugins as p, rnnx.models.ops.cuda as c\n"
+        "print(json.dumps({'rnnx': list(rnnx.__path__), 'cuda': c.__file__, 'present': c.sources_present(),\n"
+        "    'sources': [str(c.BINDING_SOURCE), *map(str, c.KERNEL_SOURCES)], 'include': str(p.KERNELS_INCLUDE_DIR),\n"
+        "    'plugins': str(p.SOURCE_DIR), 'repo_root': p.REPO_ROOT and str(p.REPO_ROOT),\n"
+        "    'build_dir': str(p.default_build_dir())}))\n"
+    )
+    result = _run_installed(site, code, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    root = site.resolve()
+    assert Path(info["rnnx"][0]).resolve() == root / "rnnx"
+    assert all(root in Path(entry).resolve().parents for entry in [info["rnnx"][0], info["cuda"], info["plugins"]])
+    assert info["present"] is True
+    assert all(root in Path(path).parents for path in [*info["sources"], info["include"]])
+    assert info["repo_root"] is None
+    assert Path(info["build_dir"]).parent == tmp_path / "cache" / "rnnx" / "plugins"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", KERNEL_FILES)
+def test_installed_kernel_sources_compile_standalone(site: Path, tmp_path: Path, name: str) -> None:
+    """nvcc compiles each installed ``.cu`` with only the installed include directory (sm_90, no GPU needed)."""
+    kernels = site / KERNELS
+    cmd = [_nvcc(), "-c", "-std=c++17", "-arch=sm_90", f"-I{kernels / 'include'}", str(kernels / "src" / name)]
+    result = subprocess.run([*cmd, "-o", str(tmp_path / f"{name}.o")], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / f"{name}.o").stat().st_size > 0
+
+
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot configure the plugins")
+@pytest.mark.skipif(
+    not (TENSORRT_CACHE / "include" / "NvInferRuntime.h").is_file(),
+    reason="no TensorRT headers in .cache/tensorrt/include (run `bash scripts/setup.sh`)",
+)
+def test_installed_plugin_cmake_tree_configures(site: Path, tmp_path: Path) -> None:
+    """The plugins' CMake tree configures from the installed copy, library target included (no build)."""
+    build = tmp_path / "build"
+    cmd = ["cmake", "-S", str(site / "rnnx" / "plugins"), "-B", str(build), f"-DTENSORRT_ROOT={TENSORRT_CACHE}"]
+    arch = [
+        "-DCMAKE_CUDA_ARCHITECTURES=90-real",
+        "-DRNNX_CUDA_ARCHITECTURES=90-real",
+        f"-DCMAKE_CUDA_COMPILER={_nvcc()}",
+    ]
+    result = subprocess.run([*cmd, *arch], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is missing" not in result.stdout + result.stderr
+    assert (build / "CMakeFiles" / "rnnx_trt_plugins.dir").is_dir()
+    assert (build / "tests" / "CMakeFiles" / "rnnx_plugin_tests.dir").is_dir()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_installed_copy_builds_the_torch_extension(site: Path, tmp_path: Path) -> None:
+    """``rnnx.models.ops.cuda.load()`` JIT-builds the binding from the installed sources (fresh extension dir)."""
+    code = (
+        "import rnnx.models.ops.cuda as c\n"
+        "m = c.load()\n"
+        "assert m is not None, c.build_error()\n"
+        "assert hasattr(m, 'sru_scan') and hasattr(m, 'causal_linear_attention'), dir(m)\n"
+        "print(m.__file__)\n"
+    )
+    result = _run_installed(site, code, TORCH_EXTENSIONS_DIR=str(tmp_path / "torch_extensions"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "torch_extensions") in Path(result.stdout.strip().splitlines()[-1]).parents
