@@ -5,6 +5,8 @@ translation table of a target, finalizes it, checks the file with ``onnx.checker
 strict shape inference outside the schema context, runs it on plain ONNX Runtime (CPU) at sequence
 lengths and batch sizes other than the exported ones, and compares with the naive torch references
 (``sru_scan_naive``, ``causal_linear_attention_recurrent``), which share no code with the bodies.
+The contract tests check the torch op, its translation function, the ``OpSchema`` and the exported
+nodes (attributes, output ranks and dtypes by role) against the op records of ``spec.ALL_OPS``.
 
 Tolerances: fp32 outputs ``atol = rtol = 1e-5``; fp16 outputs (computed in fp32, rounded once)
 ``atol = rtol = 2e-3`` (a few fp16 ulps); fp32 states of fp16 runs ``1e-5``; fp64 (state fp64)
@@ -13,6 +15,7 @@ Tolerances: fp32 outputs ``atol = rtol = 1e-5``; fp16 outputs (computed in fp32,
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Optional
 
@@ -24,7 +27,13 @@ import torch
 ort = pytest.importorskip("onnxruntime")
 
 from rnnx.export.onnx_ops import TARGETS, custom_op_schemas, finalize, translation_table  # noqa: E402
-from rnnx.export.onnx_ops.schemas import attribute_type, node_attribute_defaults  # noqa: E402
+from rnnx.export.onnx_ops.schemas import (  # noqa: E402
+    TYPE_PARAMETERS,
+    attribute_type,
+    node_attribute_defaults,
+    op_schema,
+)
+from rnnx.export.onnx_ops.translate import attention_node, sru_scan_node  # noqa: E402
 from rnnx.models.ops import spec  # noqa: E402
 from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
 from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent  # noqa: E402
@@ -267,6 +276,95 @@ def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
         assert (function.domain, function.overload) == (spec.ONNX_DOMAIN, node.overload)
         assert list(function.input) == list(op.inputs) and list(function.output) == list(op.outputs)
         assert {a.name for a in function.attribute_proto} == set(expected)
+
+
+#: ONNX element type of each dtype rule for fp16 activations (state: spec.state_dtype_for(fp16) = fp32).
+FP16_ELEM_TYPES = {spec.ACTIVATION: onnx.TensorProto.FLOAT16, spec.STATE: onnx.TensorProto.FLOAT}
+
+
+def test_node_outputs_follow_the_records(tmp_path):
+    """fp16 activations: every output of each rnnx node has its record's rank, and the activation dtype
+    (fp16) or the state dtype (fp32) as its record's role says."""
+    assert spec.state_dtype_for(torch.float16) == torch.float32
+    sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=3, has_skip_term=True, use_tanh=False, scale_x=1.0)
+    models = {
+        spec.SRU_SCAN: export(
+            SRUScanModule(**sru_attrs),
+            sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float16, 0),
+            None,
+            "tensorrt",
+            tmp_path / "sru.onnx",
+        ),
+        spec.CAUSAL_LINEAR_ATTENTION: export(
+            AttentionModule(),
+            attention_inputs(1, 2, 3, 4, 5, torch.float16, False, 0),
+            None,
+            "tensorrt",
+            tmp_path / "att.onnx",
+        ),
+    }
+    assert set(models) == set(spec.ALL_OPS)
+    for op, model in models.items():
+        (node,) = rnnx_nodes(model)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+        types = {vi.name: vi.type.tensor_type for vi in (*inferred.graph.value_info, *inferred.graph.output)}
+        assert len(node.output) == len(op.output_records)
+        for record, value in zip(op.output_records, node.output):
+            assert types[value].elem_type == FP16_ELEM_TYPES[record.dtype_rule], record.name
+            assert len(types[value].shape.dim) == record.rank, record.name
+
+
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
+def test_schema_follows_the_record(op):
+    """Input / output names, optionality and type parameters by role; required attributes by the record."""
+    schema = op_schema(op)
+    assert [(i.name, i.type_str) for i in schema.inputs] == [
+        (t.name, TYPE_PARAMETERS[t.dtype_rule]) for t in op.input_records
+    ]
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    assert {i.name for i in schema.inputs if i.option == optional} == op.optional_inputs
+    assert [(o.name, o.type_str) for o in schema.outputs] == [
+        (t.name, TYPE_PARAMETERS[t.dtype_rule]) for t in op.output_records
+    ]
+    assert {n for n, a in schema.attributes.items() if a.required} == op.required_attributes
+
+
+#: Torch schema types an attribute kind of the records may have (bool attributes are ints in ONNX).
+TORCH_ATTRIBUTE_TYPES = {"int": ("int", "bool"), "float": ("float",), "str": ("str",)}
+TRANSLATIONS = {spec.SRU_SCAN: sru_scan_node, spec.CAUSAL_LINEAR_ATTENTION: attention_node}
+
+
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
+def test_torch_op_and_translation_take_the_record_arguments(op):
+    """torch.ops.rnnx.<op> and its translation function take the record's inputs (``Tensor?`` where
+    optional) then its attributes, in order, and return one value per output."""
+    assert set(TRANSLATIONS) == set(spec.ALL_OPS)
+    translation_table("tensorrt")  # registers the torch ops
+    schema = getattr(getattr(torch.ops, spec.TORCH_NAMESPACE), op.torch_name).default._schema
+    arguments = [(a.name, str(a.type)) for a in schema.arguments]
+    expected = [(t.name, "Optional[Tensor]" if t.optional else "Tensor") for t in op.input_records]
+    assert arguments[: len(expected)] == expected
+    attributes = arguments[len(expected) :]
+    assert [name for name, _ in attributes] == list(op.attributes)
+    for name, torch_type in attributes:
+        assert torch_type in TORCH_ATTRIBUTE_TYPES[op.attribute(name).kind], name
+    assert len(schema.returns) == len(op.outputs)
+    assert list(inspect.signature(TRANSLATIONS[op]).parameters) == [*op.inputs, *op.attributes]
+
+
+def test_finalize_rejects_a_node_without_a_required_attribute():
+    op = spec.SRU_SCAN
+    (required,) = op.required_attributes
+    present = {name: value for name, value in node_attribute_defaults(op).items() if name != required}
+    node = onnx.helper.make_node(
+        op.onnx_name, ["U", "", "weight_c", "bias", "c0"], ["h", "c_last"], domain=spec.ONNX_DOMAIN, **present
+    )
+    inputs = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in node.input if n]
+    outputs = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in node.output]
+    graph = onnx.helper.make_graph([node], "g", inputs, outputs)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    with pytest.raises(ValueError, match=f"required attribute.*{required}"):
+        finalize(model, "tensorrt")
 
 
 def test_schemas_are_registered_only_inside_the_context():

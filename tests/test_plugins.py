@@ -1,5 +1,6 @@
-"""The TensorRT plugin library: CMake build, the C++ unit tests (ctest), the field tables against
-models/ops/spec.py, and loading the library without TensorRT (ctypes, exported symbols).
+"""The TensorRT plugin library: CMake build, the C++ unit tests (ctest), the plugins against the op
+records of models/ops/spec.py (fields, outputs, tensor roles, output types, in-place aliasing), and
+loading the library without TensorRT (ctypes, exported symbols).
 
 Needs cmake and nvcc (CI has both; no GPU and no TensorRT library needed). The build goes to
 build/plugins and is incremental, so the CUDA kernels compile once per source change.
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from rnnx import plugins
 from rnnx.models.ops import spec
-from rnnx.runtime import plugins
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_DIR = REPO / "build" / "plugins"
@@ -67,27 +68,49 @@ def test_unit_test_summary(build: Path) -> None:
     assert result.returncode == 0 and failed == 0 and passed >= 20, result.stdout
 
 
-def _spec_kind(default: object) -> str:
-    return "float" if isinstance(default, float) else "int"
+#: The dtype of each dtype rule of the records for fp16 activations, as `--fields` names TensorRT types.
+FP16_TYPE_NAMES = {spec.ACTIVATION: "half", spec.STATE: "float"}
 
 
-@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
-def test_field_tables_match_spec(build: Path, op: spec.OpSpec) -> None:
-    """The creators' field names, kinds and defaults are the op's ONNX attributes in spec.py."""
+@pytest.fixture(scope="module")
+def plugin_facts(build: Path) -> dict:
+    """``rnnx_plugin_tests --fields``: per creator, its field table and what a plugin instance answers."""
     result = subprocess.run(
         [str(BUILD_DIR / "tests" / "rnnx_plugin_tests"), "--fields"], capture_output=True, text=True, check=True
     )
-    creator = json.loads(result.stdout)[op.onnx_name]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
+def test_field_tables_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
+    """The creators' field names, kinds, defaults and required flags are the op's attribute records."""
+    creator = plugin_facts[op.onnx_name]
     assert creator["name"] == op.onnx_name
     assert creator["version"] == spec.PLUGIN_VERSION
     assert creator["namespace"] == spec.PLUGIN_NAMESPACE
     fields = {f["name"]: f for f in creator["fields"]}
     assert list(fields) == list(op.attributes)
-    for name, default in op.attributes.items():
-        assert fields[name]["kind"] == _spec_kind(default), name
-        if not fields[name]["required"]:
-            assert fields[name]["default"] == pytest.approx(float(default), rel=1e-6), name
-    assert {n for n, f in fields.items() if f["required"]} == ({"hidden_size"} if op is spec.SRU_SCAN else set())
+    for attribute in op.attribute_records:
+        assert fields[attribute.name]["kind"] == attribute.kind, attribute.name
+        assert fields[attribute.name]["required"] == attribute.required, attribute.name
+        if not attribute.required:
+            assert fields[attribute.name]["default"] == pytest.approx(float(attribute.default), rel=1e-6)
+    assert {n for n, f in fields.items() if f["required"]} == op.required_attributes
+
+
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
+def test_plugin_tensors_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
+    """With all inputs given: the plugin's input count, outputs, the role (dtype rule) of every input and
+    output, the output types for fp16 activations and the in-place aliases are those of the op's record."""
+    facts = plugin_facts[op.onnx_name]
+    assert max(facts["inputCounts"]) == len(op.inputs), facts["inputCounts"]
+    assert min(facts["inputCounts"]) >= len(op.inputs) - len(op.optional_inputs), facts["inputCounts"]
+    assert facts["nbOutputs"] == len(op.outputs)
+    assert facts["inputRoles"] == [t.dtype_rule for t in op.input_records]
+    assert facts["outputRoles"] == [t.dtype_rule for t in op.output_records]
+    assert facts["outputTypes"] == [FP16_TYPE_NAMES[t.dtype_rule] for t in op.output_records]
+    aliases = {op.outputs.index(out): op.inputs.index(state) for state, out in op.state_pairs}
+    assert facts["aliases"] == [aliases.get(i, -1) for i in range(len(op.outputs))]
 
 
 def test_library_loads_without_tensorrt(build: Path) -> None:
@@ -130,7 +153,7 @@ def test_exported_symbols(build: Path) -> None:
 
 def test_plugin_library_path_error_names_the_build_command(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
-    with pytest.raises(plugins.PluginLibraryNotFound, match="python -m rnnx.runtime.plugins"):
+    with pytest.raises(plugins.PluginLibraryNotFound, match="python -m rnnx.plugins"):
         plugins.plugin_library_path(tmp_path)
 
 

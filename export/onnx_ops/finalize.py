@@ -71,18 +71,28 @@ def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
     return default
 
 
-def _is_double(node: onnx.NodeProto, parse, types: dict[str, int]) -> bool:
-    """fp64 state: from the overload the translation wrote, else from the first input's known dtype."""
+def _is_double(node: onnx.NodeProto, op: spec.OpSpec, parse, types: dict[str, int]) -> bool:
+    """fp64 state: from the overload the translation wrote, else from the known dtype of the input that
+    carries the activation dtype (``op.dtype_input``)."""
     if node.overload:
         try:
             return parse(node.overload).double
         except ValueError:
             pass
-    return types.get(node.input[0]) == onnx.TensorProto.DOUBLE
+    i = op.inputs.index(op.dtype_input)
+    return i < len(node.input) and types.get(node.input[i]) == onnx.TensorProto.DOUBLE
+
+
+def _check_required_attributes(node: onnx.NodeProto, op: spec.OpSpec) -> None:
+    """``ValueError`` when a required attribute of ``op`` (``op.required_attributes``) is missing."""
+    missing = sorted(name for name in op.required_attributes if _attr(node, name, None) is None)
+    if missing:
+        raise ValueError(f"{op.onnx_name} node {node.name!r}: required attribute(s) {', '.join(missing)} missing")
 
 
 def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | AttentionVariant:
     op = _SPECS[node.op_type]
+    _check_required_attributes(node, op)
     if op is spec.SRU_SCAN:
         a = {n: _attr(node, n, d) for n, d in op.attributes.items()}
         variant: SRUVariant | AttentionVariant = SRUVariant(
@@ -90,16 +100,16 @@ def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | Attent
             int(a["num_matrices"]),
             bool(a["has_skip_term"]),
             bool(a["use_tanh"]),
-            _present(node, op, "mask_pad"),
-            _is_double(node, parse_sru_overload, types),
+            _present(node, op, op.mask_input),
+            _is_double(node, op, parse_sru_overload, types),
         )
         if variant.uses_x and not _present(node, op, "x"):
             raise ValueError(f"SRUScan node {node.name!r}: k = 3 with the skip term needs input x")
-        if int(_attr(node, "hidden_size", 0)) <= 0:
+        if int(a["hidden_size"]) <= 0:
             raise ValueError(f"SRUScan node {node.name!r}: hidden_size must be a positive int")
         return variant
     return AttentionVariant(
-        _present(node, op, "S0"), _present(node, op, "z0"), _is_double(node, parse_attention_overload, types)
+        _present(node, op, "S0"), _present(node, op, "z0"), _is_double(node, op, parse_attention_overload, types)
     )
 
 
@@ -154,9 +164,10 @@ def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
 
     ``target`` is one of ``TARGETS``; a ``tensorrt`` model must not contain com.microsoft nodes.
     Nodes get their overload name from the node (attributes, present inputs); the state dtype comes
-    from the overload the translation wrote or from the first input's declared type (fp32 if
-    unknown). Existing rnnx functions of the same overload are replaced. Raises ``ValueError`` for
-    an unknown rnnx op, a bad plugin attribute, or a default opset below ``MIN_OPSET``.
+    from the overload the translation wrote or from the declared type of the op's first input
+    (``OpSpec.dtype_input``; fp32 if unknown). Existing rnnx functions of the same overload are
+    replaced. Raises ``ValueError`` for an unknown rnnx op, a missing required attribute
+    (``OpSpec.required_attributes``), a bad plugin attribute, or a default opset below ``MIN_OPSET``.
     """
     if target not in TARGETS:
         raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")

@@ -32,11 +32,9 @@ MASK_TYPES = (
     "tensor(bfloat16)",
     "tensor(double)",
 )
-#: Attributes that are required (their spec default is only a placeholder).
-REQUIRED_ATTRIBUTES = {spec.SRU_SCAN.onnx_name: frozenset({"hidden_size"})}
-#: Inputs / outputs in the state dtype, per op; the mask input per op.
-STATE_NAMES = frozenset({"c0", "c_last", "S0", "z0", "S_last", "z_last"})
-MASK_NAMES = frozenset({"mask_pad"})
+#: Type parameter of each dtype rule of the records (``OpTensor.dtype_rule``), with its dtypes.
+TYPE_PARAMETERS = {spec.ACTIVATION: "T", spec.STATE: "S", spec.MASK: "Mask"}
+_TYPES = {"T": ACTIVATION_TYPES, "S": STATE_TYPES, "Mask": MASK_TYPES}
 
 
 def onnx_attribute_value(value: object) -> int | float | str:
@@ -61,31 +59,26 @@ def attribute_type(value: object) -> onnx.AttributeProto.AttributeType:
     return helper.make_attribute("a", onnx_attribute_value(value)).type
 
 
-def _type_param(name: str) -> str:
-    if name in STATE_NAMES:
-        return "S"
-    if name in MASK_NAMES:
-        return "Mask"
-    return "T"
+def type_parameter(tensor: spec.OpTensor) -> str:
+    """The schema type parameter of an input / output record: ``T``, ``S`` or ``Mask`` by its dtype rule."""
+    return TYPE_PARAMETERS[tensor.dtype_rule]
 
 
 def op_schema(op: spec.OpSpec) -> OpSchema:
-    """The ``OpSchema`` of ``op`` in domain ``spec.ONNX_DOMAIN``, version ``spec.ONNX_DOMAIN_VERSION``."""
+    """The ``OpSchema`` of ``op`` in domain ``spec.ONNX_DOMAIN``, version ``spec.ONNX_DOMAIN_VERSION``.
+
+    Inputs and outputs in record order, typed by :func:`type_parameter`, optional where the record
+    says so; the op's attributes (required ones without a default) plus the plugin pair.
+    """
     single, optional = OpSchema.FormalParameterOption.Single, OpSchema.FormalParameterOption.Optional
     inputs = [
-        OpSchema.FormalParameter(
-            name, _type_param(name), param_option=optional if name in op.optional_inputs else single
-        )
-        for name in op.inputs
+        OpSchema.FormalParameter(t.name, type_parameter(t), param_option=optional if t.optional else single)
+        for t in op.input_records
     ]
-    outputs = [OpSchema.FormalParameter(name, _type_param(name)) for name in op.outputs]
-    used = {_type_param(n) for n in (*op.inputs, *op.outputs)}
-    constraints = [
-        (param, list(types), f"{param} dtypes")
-        for param, types in (("T", ACTIVATION_TYPES), ("S", STATE_TYPES), ("Mask", MASK_TYPES))
-        if param in used
-    ]
-    required = REQUIRED_ATTRIBUTES.get(op.onnx_name, frozenset())
+    outputs = [OpSchema.FormalParameter(t.name, type_parameter(t)) for t in op.output_records]
+    used = {type_parameter(t) for t in (*op.input_records, *op.output_records)}
+    constraints = [(param, list(types), f"{param} dtypes") for param, types in _TYPES.items() if param in used]
+    required = op.required_attributes
     attributes = []
     for name, default in node_attribute_defaults(op).items():
         if name in required:

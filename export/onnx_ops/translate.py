@@ -23,13 +23,14 @@ import torch
 from onnxscript import ir
 
 from rnnx.models.ops import spec
+from rnnx.runtime.artifact import TARGETS
 
 from .ort_attention import lowered_attention
 from .overloads import attention_overload, sru_overload
 from .schemas import node_attribute_defaults, onnx_attribute_value, op_schema
 
-TARGETS = ("tensorrt", "onnxruntime")
 RNNX_OPSET = onnxscript.values.Opset(spec.ONNX_DOMAIN, spec.ONNX_DOMAIN_VERSION)
+_PYTHON_TYPES = {"int": int, "float": float, "str": str}
 
 
 def custom_op(op: spec.OpSpec) -> onnxscript.values.Op:
@@ -40,10 +41,20 @@ def custom_op(op: spec.OpSpec) -> onnxscript.values.Op:
 def _node_attributes(op: spec.OpSpec, values: dict[str, Any]) -> dict[str, int | float | str]:
     """The node's attributes: spec attributes from ``values`` (bools as ints) plus the plugin pair."""
     attrs = node_attribute_defaults(op)
-    for name, default in op.attributes.items():
-        kind = int if isinstance(default, bool) else type(default)
-        attrs[name] = onnx_attribute_value(kind(values[name]))
+    for a in op.attribute_records:
+        attrs[a.name] = onnx_attribute_value(_PYTHON_TYPES[a.kind](values[a.name]))
     return attrs
+
+
+def _bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) -> None:
+    """Gives the node's state outputs (records of role state) the state dtype where inference left it open.
+
+    The schemas' type parameter S is unbound when no state input is given (an attention node without
+    S0 / z0); the state dtype is fp64 for fp64 activations, else fp32 (``spec.state_dtype_for``).
+    """
+    for record, value in zip(op.output_records, outputs):
+        if record.dtype_rule == spec.STATE and value.dtype is None:
+            value.dtype = ir.DataType.DOUBLE if double else ir.DataType.FLOAT
 
 
 def sru_scan_node(
@@ -79,14 +90,11 @@ def sru_scan_node(
         ),
     )
     h, c_last = custom_op(spec.SRU_SCAN)(U, x, weight_c, bias, c0, mask_pad, **attrs)
+    double = U.dtype == ir.DataType.DOUBLE
     h.producer().overload = sru_overload(
-        num_directions,
-        num_matrices,
-        bool(has_skip_term),
-        bool(use_tanh),
-        mask_pad is not None,
-        U.dtype == ir.DataType.DOUBLE,
+        num_directions, num_matrices, bool(has_skip_term), bool(use_tanh), mask_pad is not None, double
     )
+    _bind_state_dtypes(spec.SRU_SCAN, (h, c_last), double)
     return h, c_last
 
 
@@ -96,9 +104,7 @@ def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any],
     out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, **attrs)
     double = q.dtype == ir.DataType.DOUBLE
     out.producer().overload = attention_overload(S0 is not None, z0 is not None, double)
-    for state in (S_last, z_last):  # type parameter S is unbound when no state input is given
-        if state.dtype is None:
-            state.dtype = ir.DataType.DOUBLE if double else ir.DataType.FLOAT
+    _bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
     return out, S_last, z_last
 
 

@@ -1,13 +1,19 @@
 /*
  * rnnx_plugin_tests: runs every TEST_CASE and prints "N passed, N failed".
- * `rnnx_plugin_tests --fields` prints the creators' field tables as JSON instead (tests/test_plugins.py
- * compares them with models/ops/spec.py, the single source of the op contract).
+ * `rnnx_plugin_tests --fields` prints, as JSON, per plugin: the creator's field table, and what a plugin
+ * instance (made as the test cases make it) answers about its tensors: the input counts it accepts, its number
+ * of outputs, the role of every input and output (probed through supportsFormatCombination), its output types
+ * for fp16 activations, and the input each output may alias (getAliasedInput, all inputs given).
+ * tests/test_plugins.py compares all of it with the op records of models/ops/spec.py, the single source of the
+ * op contract.
  */
 #include "testHarness.h"
 #include "kernelsDouble.h"
 #include "testUtils.h"
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace rnnx
 {
@@ -24,8 +30,105 @@ void countingSink(nvinfer1::ILogger::Severity severity, char const*)
     }
 }
 
-void printFields(
-    char const* name, nvinfer1::IPluginCreatorV3One& creator, std::vector<plugin::FieldDesc> const& table, bool last)
+void discardingSink(nvinfer1::ILogger::Severity, char const*) {}
+
+using nvinfer1::DataType;
+using IoDescs = std::vector<nvinfer1::DynamicPluginTensorDesc>;
+
+//! The role supportsFormatCombination allows at `pos` while the first input is fp16: "mask" (takes bool),
+//! "activation" (takes fp16) or "state" (takes fp32 only).
+std::string probeRole(nvinfer1::IPluginV3OneBuildV2& build, int32_t pos, int32_t nbInputs, int32_t nbOutputs)
+{
+    IoDescs io(static_cast<size_t>(nbInputs + nbOutputs), dynDesc(desc({1}, DataType::kHALF)));
+    auto const accepts = [&](DataType type)
+    {
+        io[static_cast<size_t>(pos)] = dynDesc(desc({1}, type));
+        return build.supportsFormatCombination(pos, io.data(), nbInputs, nbOutputs);
+    };
+    if (accepts(DataType::kBOOL))
+    {
+        return "mask";
+    }
+    if (accepts(DataType::kHALF))
+    {
+        return "activation";
+    }
+    return accepts(DataType::kFLOAT) ? "state" : "none";
+}
+
+char const* typeName(DataType type)
+{
+    switch (type)
+    {
+    case DataType::kFLOAT: return "float";
+    case DataType::kHALF: return "half";
+    case DataType::kBF16: return "bf16";
+    case DataType::kBOOL: return "bool";
+    default: return "other";
+    }
+}
+
+template <typename T> std::string jsonList(std::vector<T> const& values, bool quoted)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < values.size(); ++i)
+    {
+        std::ostringstream item;
+        item << values[i];
+        out += (i > 0 ? ", " : "") + (quoted ? "\"" + item.str() + "\"" : item.str());
+    }
+    return out + "]";
+}
+
+//! The tensor facts of `plugin` as JSON members (no braces); `plugin` is configured with all inputs on the way.
+std::string pluginFacts(nvinfer1::IPluginV3& plugin)
+{
+    auto& build = *static_cast<nvinfer1::IPluginV3OneBuildV2*>(
+        plugin.getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD));
+    int32_t const nbOutputs = build.getNbOutputs();
+    IoDescs out(static_cast<size_t>(nbOutputs), dynDesc(desc({1}, DataType::kFLOAT)));
+    std::vector<int32_t> counts;
+    for (int32_t n = 0; n <= 8; ++n)
+    {
+        // 4-D descriptors: CausalLinearAttention tells S0 (4-D) from z0 (3-D) by rank when 4 inputs are given.
+        IoDescs in(static_cast<size_t>(n), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
+        if (build.configurePlugin(in.data(), n, out.data(), nbOutputs) == 0)
+        {
+            counts.push_back(n);
+        }
+    }
+    int32_t const nbInputs = counts.empty() ? 0 : counts.back();
+    IoDescs in(static_cast<size_t>(nbInputs), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
+    build.configurePlugin(in.data(), nbInputs, out.data(), nbOutputs);
+    std::vector<std::string> inputRoles;
+    std::vector<std::string> outputRoles;
+    std::vector<DataType> inputTypes;
+    for (int32_t pos = 0; pos < nbInputs + nbOutputs; ++pos)
+    {
+        std::string const role = probeRole(build, pos, nbInputs, nbOutputs);
+        (pos < nbInputs ? inputRoles : outputRoles).push_back(role);
+        if (pos < nbInputs)
+        {
+            inputTypes.push_back(
+                role == "mask" ? DataType::kBOOL : (role == "state" ? DataType::kFLOAT : DataType::kHALF));
+        }
+    }
+    std::vector<DataType> types(static_cast<size_t>(nbOutputs), DataType::kINT32);
+    std::vector<std::string> outputTypes;
+    std::vector<int32_t> aliases;
+    bool const typed = build.getOutputDataTypes(types.data(), nbOutputs, inputTypes.data(), nbInputs) == 0;
+    for (int32_t o = 0; o < nbOutputs; ++o)
+    {
+        outputTypes.emplace_back(typed ? typeName(types[static_cast<size_t>(o)]) : "error");
+        aliases.push_back(build.getAliasedInput(o));
+    }
+    return "\"inputCounts\": " + jsonList(counts, false) + ", \"nbOutputs\": " + std::to_string(nbOutputs)
+        + ", \"inputRoles\": " + jsonList(inputRoles, true) + ", \"outputRoles\": " + jsonList(outputRoles, true)
+        + ", \"outputTypes\": " + jsonList(outputTypes, true) + ", \"aliases\": " + jsonList(aliases, false);
+}
+
+void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator, std::vector<plugin::FieldDesc> const& table,
+    nvinfer1::IPluginV3& plugin, bool last)
 {
     nvinfer1::PluginFieldCollection const* fc = creator.getFieldNames();
     std::cout << "  \"" << name << "\": {\"name\": \"" << creator.getPluginName() << "\", \"version\": \""
@@ -40,7 +143,7 @@ void printFields(
         std::cout.precision(17);
         std::cout << table[i].defaultValue << ", \"required\": " << (table[i].required ? "true" : "false") << "}";
     }
-    std::cout << "]}" << (last ? "" : ",") << "\n";
+    std::cout << "], " << pluginFacts(plugin) << "}" << (last ? "" : ",") << "\n";
 }
 
 } // namespace
@@ -53,11 +156,15 @@ int main(int argc, char** argv)
     using namespace rnnx;
     if (argc > 1 && std::strcmp(argv[1], "--fields") == 0)
     {
+        plugin::setLogSink(&test::discardingSink); // probing configurePlugin with every input count logs errors
         plugin::SruScanPluginCreator sru;
         plugin::CausalLinearAttentionPluginCreator attention;
+        auto const sruPlugin = test::makeSru(4);
+        auto const attentionPlugin = test::makeAttention();
         std::cout << "{\n";
-        test::printFields("SRUScan", sru, plugin::SruScanPlugin::fieldTable(), false);
-        test::printFields("CausalLinearAttention", attention, plugin::CausalLinearAttentionPlugin::fieldTable(), true);
+        test::printFields("SRUScan", sru, plugin::SruScanPlugin::fieldTable(), *sruPlugin, false);
+        test::printFields("CausalLinearAttention", attention, plugin::CausalLinearAttentionPlugin::fieldTable(),
+            *attentionPlugin, true);
         std::cout << "}\n";
         return 0;
     }

@@ -6,7 +6,7 @@ from typing import Optional
 
 from torch import Tensor
 
-from ..spec import state_dtype_for
+from ..spec import MASK, SRU_SCAN, state_dtype_for
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -63,7 +63,7 @@ def check_sru_scan_inputs(
             raise ValueError(f"sru_scan: {name} has shape {_shape(t)} but expected {spelled}")
         if t.device != U.device:
             raise ValueError(f"sru_scan: {name} is on {t.device} but U is on {U.device}")
-        if name != "mask_pad" and not t.is_floating_point():
+        if SRU_SCAN.input(name).role != MASK and not t.is_floating_point():
             raise TypeError(f"sru_scan: {name} must be a floating tensor, got {t.dtype}")
     state = state_dtype_for(U.dtype)
     if c0.dtype != state:
