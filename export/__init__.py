@@ -1,41 +1,52 @@
 """rnnx.export: PyTorch -> ONNX with the rnnx custom ops, and the ``export-model`` CLI.
 
 ``export_model(model_or_checkpoint, out_dir, target=, precision=, opset=, check=)`` writes one ONNX
-graph (prefill and decode, dynamic batch / length / past_length) plus ``rnnx.json``;
-``read_metadata(dir)`` reads that metadata back, validated. Graph names: :mod:`rnnx.export.wrapper`;
-parity and Polygraphy files: :mod:`rnnx.export.parity`; the custom ONNX ops: :mod:`rnnx.export.onnx_ops`.
+graph (prefill and decode, dynamic batch / length / past_length) plus ``rnnx.json``. What an export
+directory holds, its names and its metadata are the artifact contract, :mod:`rnnx.runtime.artifact`
+(``read_metadata`` is re-exported here); the parity check is :mod:`rnnx.runtime.parity`; the torch side
+of the graph is :mod:`rnnx.models.stateful`; the custom ONNX ops are :mod:`rnnx.export.onnx_ops`.
+
+Needs the ``export`` extra (torch, onnx, onnxscript, polygraphy). The exporter is imported on first use
+of its names, so ``export-model`` can tell a runtime-only install what is missing in one line.
 """
 
-from .exporter import (
+from __future__ import annotations
+
+from typing import Any
+
+from ..runtime.artifact import (
     DEFAULT_OPSET,
+    METADATA_FILE,
+    MODEL_FILE,
     PRECISIONS,
     SUPPORTED_OPSETS,
     TARGETS,
-    ExportError,
-    ExportResult,
-    export_model,
-    validate_options,
+    MetadataError,
+    read_metadata,
 )
-from .metadata import METADATA_FILE, MODEL_FILE, MetadataError, read_metadata
-from .parity import TOLERANCES, ParityReport
-from .wrapper import StatefulLM, StateTensor, state_layout
+
+_EXPORTER_NAMES = ("ExportError", "ExportResult", "export_model", "validate_options")
 
 __all__ = [
     "DEFAULT_OPSET",
+    "METADATA_FILE",
+    "MODEL_FILE",
     "PRECISIONS",
     "SUPPORTED_OPSETS",
     "TARGETS",
     "ExportError",
     "ExportResult",
-    "export_model",
-    "validate_options",
-    "METADATA_FILE",
-    "MODEL_FILE",
     "MetadataError",
+    "export_model",
     "read_metadata",
-    "TOLERANCES",
-    "ParityReport",
-    "StatefulLM",
-    "StateTensor",
-    "state_layout",
+    "validate_options",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The exporter's names, imported on first use (they need torch)."""
+    if name in _EXPORTER_NAMES:
+        from . import exporter
+
+        return getattr(exporter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,15 +20,18 @@ exporting, so nothing is done in vain; a failed engine build after a successful 
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 from pathlib import Path
 from typing import Optional
 
 import click
 
-from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
-from .exporter import DEFAULT_OPSET, PRECISIONS, TARGETS, ExportError, export_model, validate_options
-from .parity import DEFAULT_DECODE_STEPS
+from ..runtime.artifact import DEFAULT_OPSET, PRECISIONS, TARGETS
+from ..runtime.parity import DEFAULT_DECODE_STEPS
+
+#: Packages the exporter needs beyond the runtime (the ``export`` extra).
+EXPORT_REQUIREMENTS = ("torch", "onnx", "onnxscript")
 
 #: Where the demo goes without --out: ./rnnx-export/<checkpoint name>.
 DEFAULT_OUT_ROOT = Path("rnnx-export")
@@ -102,6 +105,10 @@ def main(
     cache_dir: Optional[Path] = None,
 ) -> None:
     """Export CHECKPOINT (default: the shipped demo model) to DIR/model.onnx + DIR/rnnx.json."""
+    _require_export_extra()
+    from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
+    from .exporter import ExportError, export_model, validate_options
+
     try:
         validate_options(target, precision, opset)
     except ExportError as e:
@@ -166,6 +173,16 @@ def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> N
             f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
         ) from None
     click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
+
+
+def _require_export_extra() -> None:
+    """One-line error when the exporter's packages are missing (a runtime-only install)."""
+    missing = [name for name in EXPORT_REQUIREMENTS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"export-model needs {', '.join(missing)} (not installed): pip install 'rnnx[export]'; "
+            "this install has the runtime only"
+        )
 
 
 def _one_line(message: str) -> str:

@@ -1,6 +1,6 @@
 """``export_model``: an rnnx language model (or checkpoint) -> one ONNX graph + ``rnnx.json``.
 
-The graph (see :mod:`rnnx.export.wrapper` for names and layouts) serves both prefill and decode:
+The graph (names and layouts: :mod:`rnnx.runtime.artifact`, :mod:`rnnx.models.stateful`) serves prefill and decode:
 batch, length and a KV cache's past_length are dynamic. It is traced with ``torch.export`` through
 ``torch.onnx.export(dynamo=True)``; the rnnx ops become custom nodes via the translation table of
 :mod:`rnnx.export.onnx_ops`, which then adds their local functions and plugin attributes.
@@ -33,30 +33,34 @@ import torch
 from ..models.checkpoint import load_checkpoint
 from ..models.lm import RecurrentLM
 from ..models.registry import model_type_of
-from . import parity as parity_mod
-from .metadata import MODEL_FILE, build_metadata, write_metadata
-from .wrapper import (
+from ..models.stateful import StatefulLM, example_inputs, state_specs
+from ..models.training.copy_task import task_prompts
+from ..runtime import parity
+from ..runtime.artifact import (
     ATTENTION_MASK,
     BATCH,
+    DEFAULT_OPSET,
+    EXPORT_FILES,
     INPUT_IDS,
     LENGTH,
     LOGITS,
+    METADATA_FILE,
+    MODEL_FILE,
+    ONNX_ELEMENT_TYPES,
+    PARITY_FILE,
+    PARITY_REFERENCE_FILE,
     PAST_LENGTH,
-    StatefulLM,
-    StateTensor,
-    example_inputs,
-    state_layout,
+    PRECISIONS,
+    SUPPORTED_OPSETS,
+    TARGETS,
+    TOLERANCES,
+    StateSpec,
+    numpy_dtype,
+    write_metadata,
 )  # fmt: skip
+from .metadata import build_metadata
 
-TARGETS = ("tensorrt", "onnxruntime")
-PRECISIONS = ("fp32", "fp16")
-SUPPORTED_OPSETS = (18, 19, 20, 21)
-DEFAULT_OPSET = 20
-PARITY_FILE = "parity.json"
-#: Files an export may write; ones a later export does not rewrite are removed from out_dir.
-OWNED_FILES = (MODEL_FILE, PARITY_FILE, parity_mod.POLYGRAPHY_INPUTS, parity_mod.POLYGRAPHY_OUTPUTS)
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
-_ONNX_TO_NUMPY = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
 
 Log = Callable[[str], None]
 
@@ -74,7 +78,7 @@ class ExportResult:
     metadata_path: Path
     metadata: dict[str, Any]
     files: list[Path] = field(default_factory=list)
-    parity: Optional[parity_mod.ParityReport] = None
+    parity: Optional[parity.ParityReport] = None
     polygraphy_command: Optional[list[str]] = None
 
 
@@ -101,7 +105,7 @@ def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM,
     raise ExportError(f"expected an rnnx RecurrentLM or a checkpoint path, got {type(source).__name__}")
 
 
-def _dynamic_shapes(layout: list[StateTensor]) -> tuple[Any, ...]:
+def _dynamic_shapes(layout: list[StateSpec]) -> tuple[Any, ...]:
     dims = {name: torch.export.Dim(name) for name in (BATCH, LENGTH, PAST_LENGTH)}
     tokens = {0: dims[BATCH], 1: dims[LENGTH]}
     states = tuple({i: dims[d] for i, d in enumerate(s.shape) if isinstance(d, str)} for s in layout)
@@ -122,12 +126,12 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _trace(wrapper: StatefulLM, layout: list[StateTensor], target: str, opset: int) -> onnx.ModelProto:
+def _trace(wrapper: StatefulLM, layout: list[StateSpec], target: str, opset: int) -> onnx.ModelProto:
     """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``."""
     from . import onnx_ops
 
-    names_in = [INPUT_IDS, ATTENTION_MASK] + [s.input_name for s in layout]
-    names_out = [LOGITS] + [s.output_name for s in layout]
+    names_in = [INPUT_IDS, ATTENTION_MASK] + [s.input for s in layout]
+    names_out = [LOGITS] + [s.output for s in layout]
     with onnx_ops.custom_op_schemas(), _quiet():
         program = torch.onnx.export(
             wrapper, example_inputs(wrapper.model), dynamo=True, dynamic_shapes=_dynamic_shapes(layout),
@@ -139,7 +143,7 @@ def _trace(wrapper: StatefulLM, layout: list[StateTensor], target: str, opset: i
     return model
 
 
-def _name_dims(model: onnx.ModelProto, layout: list[StateTensor]) -> None:
+def _name_dims(model: onnx.ModelProto, layout: list[StateSpec]) -> None:
     """Gives the graph inputs the symbolic dim names of the layout (batch, length, past_length)."""
     specs = [(BATCH, LENGTH), (BATCH, LENGTH)] + [s.shape for s in layout]
     for value, shape in zip(model.graph.input, specs):
@@ -161,22 +165,24 @@ def _check_graph(path: Path) -> onnx.ModelProto:
 
 
 def _graph_output_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """Graph output name -> numpy dtype (outputs whose element type numpy has)."""
     out = {}
     for value in model.graph.output:
-        elem = value.type.tensor_type.elem_type
-        if elem in _ONNX_TO_NUMPY:
-            out[value.name] = np.dtype(_ONNX_TO_NUMPY[elem])
+        name = ONNX_ELEMENT_TYPES.get(value.type.tensor_type.elem_type)
+        if name is not None and name != "bfloat16":
+            out[value.name] = numpy_dtype(name)
     return out
 
 
 def _move_into(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
-    """os.replace each file into out_dir, in order; then removes owned files this export did not write."""
+    """os.replace each file into out_dir, in order (the metadata last); then removes the export files
+    that this export did not write (a stale parity report must not describe a new model)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     moved = []
     for name in names:
         os.replace(tmp / name, out_dir / name)
         moved.append(out_dir / name)
-    for stale in set(OWNED_FILES) - set(names):
+    for stale in set(EXPORT_FILES) - set(names):
         (out_dir / stale).unlink(missing_ok=True)
     return moved
 
@@ -189,19 +195,24 @@ def export_model(
     precision: str = "fp32",
     opset: int = DEFAULT_OPSET,
     check: bool = True,
-    decode_steps: int = parity_mod.DEFAULT_DECODE_STEPS,
-    polygraphy_steps: int = parity_mod.POLYGRAPHY_STEPS,
+    decode_steps: int = parity.DEFAULT_DECODE_STEPS,
+    polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports an rnnx LM (a module, or a checkpoint directory) to ``out_dir/model.onnx`` + ``rnnx.json``.
 
     ``target``: ``"tensorrt"`` | ``"onnxruntime"``; ``precision``: ``"fp32"`` | ``"fp16"`` (weights
     and activations; state stays fp32 at the graph boundary); ``opset`` in :data:`SUPPORTED_OPSETS`.
-    With ``check``, runs the parity check (:func:`rnnx.export.parity.run_parity`, ``decode_steps``
-    chained steps), fails on a tolerance miss, and writes ``parity.json`` and Polygraphy's input /
-    output files. Raises :class:`ExportError` (or ``CheckpointError``) and leaves ``out_dir`` untouched
-    on any failure. The given module is not modified.
+    With ``check``, runs the export through the runtime's ONNX Runtime backend against the fp32 PyTorch
+    model (:func:`rnnx.runtime.parity.compare_backends`, a prefill and ``decode_steps`` chained steps),
+    fails on a tolerance miss or a diverging greedy token, and writes ``parity.json``, the replayable
+    reference ``parity_reference.npz`` and Polygraphy's input / output files (the prefill and
+    ``polygraphy_steps`` steps). Raises :class:`ExportError` (or ``CheckpointError``) and leaves
+    ``out_dir`` untouched on any failure. The given module is not modified.
     """
+    from ..runtime.backends.ort_backend import OrtBackend
+    from ..runtime.backends.torch_backend import TorchBackend
+
     log = log or (lambda message: None)
     validate_options(target, precision, opset)
     if decode_steps < 0 or polygraphy_steps < 0:
@@ -217,9 +228,9 @@ def export_model(
     reference = copy.deepcopy(source).cpu().float().eval()
     model = copy.deepcopy(reference).to(_DTYPES[precision])
     wrapper = StatefulLM(model).eval()
-    layout = state_layout(model)
+    states = state_specs(model)
     log(f"model: {model_type} ({sum(p.numel() for p in model.parameters()):,} parameters), "
-        f"{len(layout)} state tensors; target {target}, {precision}, opset {opset}")  # fmt: skip
+        f"{len(states)} state tensors; target {target}, {precision}, opset {opset}")  # fmt: skip
 
     parent = out_dir.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -227,7 +238,7 @@ def export_model(
     try:
         log("tracing with torch.export and converting to ONNX (dynamic batch, length, past_length)")
         try:
-            onnx_model = _trace(wrapper, layout, target, opset)
+            onnx_model = _trace(wrapper, states, target, opset)
         except ExportError:
             raise
         except Exception as e:  # the exporter raises many types; report one line
@@ -237,37 +248,40 @@ def export_model(
         onnx.save_model(onnx_model, str(model_path))
         log("checking: onnx.checker full_check, strict shape inference")
         onnx_model = _check_graph(model_path)
+        weights_sha256 = info.get("weights_sha256") or None
+        metadata = build_metadata(
+            model_type=model_type, config=dict(source.config), vocab_size=model.vocab_size, states=states,
+            activation_dtype=_DTYPES[precision], onnx_model=onnx_model, model_path=model_path,
+            target=target, precision=precision, opset=opset, checkpoint=checkpoint, weights_sha256=weights_sha256,
+        )  # fmt: skip
+        write_metadata(tmp, metadata)
         written = [MODEL_FILE]
-        parity_summary, report, polygraphy = None, None, None
+        report, polygraphy = None, None
         if check:
             log(f"parity: ONNX Runtime (CPU) vs PyTorch, prefill + {decode_steps} chained decode steps")
-            ids, mask = parity_mod.parity_prompts(model.vocab_size, info.get("task"))
-            run = parity_mod.run_parity(
-                StatefulLM(reference).eval(), model_path, layout, ids, mask,
-                precision=precision, decode_steps=decode_steps,
+            torch_side = TorchBackend(reference, source={"checkpoint": checkpoint, "weights_sha256": weights_sha256})
+            prompts = task_prompts(info.get("task"), model.vocab_size)
+            calls: list[parity.Call] = []
+            report = parity.compare_backends(
+                torch_side, OrtBackend(tmp), prompts, decode_steps, record=calls,
+                keep_state=lambda i: i < polygraphy_steps + 1 or i == decode_steps,
             )  # fmt: skip
-            report = run.report
-            polygraphy = parity_mod.save_polygraphy_files(run, tmp, _graph_output_dtypes(onnx_model), polygraphy_steps)
-            parity_summary = {k: v for k, v in report.to_dict().items() if k != "steps"}
-            parity_summary["polygraphy"] = polygraphy
+            initial = torch_side.state_to_host(torch_side.init_state(len(prompts)))
+            graph_dtypes = _graph_output_dtypes(onnx_model)
+            polygraphy = parity.save_polygraphy_files(
+                calls[: polygraphy_steps + 1], tmp, states, initial, graph_dtypes, TOLERANCES[precision]
+            )
+            parity.save_reference(tmp / PARITY_REFERENCE_FILE, calls, prompts, source=f"torch {model_type} fp32")
             (tmp / PARITY_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
-            written += [PARITY_FILE, polygraphy["inputs"], polygraphy["outputs"]]
+            written += [PARITY_FILE, PARITY_REFERENCE_FILE, polygraphy["inputs"], polygraphy["outputs"]]
             if not report.passed:
-                worst = max(report.worst(), key=lambda r: r[2])
-                raise ExportError(
-                    f"parity check failed: {worst[0]} max relative error {worst[2]:.3e} at step {worst[3]} "
-                    f"exceeds {report.tolerance:g} ({precision})"
-                )
-        metadata = build_metadata(
-            model_type=model_type, config=dict(source.config), vocab_size=model.vocab_size, layout=layout,
-            activation_dtype=_DTYPES[precision], onnx_model=onnx_model, model_path=model_path,
-            target=target, precision=precision, opset=opset, checkpoint=checkpoint,
-            weights_sha256=info.get("weights_sha256") or None, parity=parity_summary,
-        )  # fmt: skip
-        metadata_path = write_metadata(tmp, metadata)
+                raise ExportError(f"parity check failed: {report.verdict()}")
+            metadata["parity"] = {k: v for k, v in report.to_dict().items() if k != "steps"}
+            metadata["parity"]["polygraphy"] = polygraphy
+            write_metadata(tmp, metadata)
         log(f"writing {out_dir}")
-        files = _move_into(tmp, out_dir, written + [metadata_path.name])
+        files = _move_into(tmp, out_dir, [*written, METADATA_FILE])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    command = None if polygraphy is None else parity_mod.polygraphy_command(out_dir, MODEL_FILE, polygraphy)
+    command = None if polygraphy is None else parity.polygraphy_command(out_dir, MODEL_FILE, polygraphy)
     return ExportResult(out_dir, out_dir / MODEL_FILE, files[-1], metadata, files, report, command)

@@ -1,76 +1,20 @@
-"""``rnnx.json``: what an exported ONNX model is, written beside it.
-
-Layout (format version 1)::
-
-    {"format": "rnnx-onnx", "format_version": 1,
-     "model_file": "model.onnx", "model_sha256": "<hex of the ONNX file>",
-     "model_type": "srupp", "config": {...}, "vocab_size": 12,
-     "target": "tensorrt" | "onnxruntime", "precision": "fp32" | "fp16", "opset": 20,
-     "inputs":  [{"name": "input_ids", "shape": ["batch", "length"], "dtype": "int64"}, ...],
-     "outputs": [{"name": "logits", "shape": ["batch", "length", 12], "dtype": "float32"}, ...],
-     "state": [{"name": "c", "input": "past_key_values.c", "output": "present.c",
-                "shape": [4, "batch", 128], "dtype": "float32", "grows": false}, ...],
-     "ops": [{"name": "SRUScan", "domain": "rnnx", "version": 1,
-              "plugin_version": "1", "plugin_namespace": "rnnx"}, ...],
-     "opset_imports": {"": 20, "rnnx": 1, ...},
-     "source": {"checkpoint": "/abs/path" | null, "weights_sha256": "<hex>" | null},
-     "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
-     "parity": {...} | null}
-
-Shapes use the symbolic dims ``batch``, ``length`` and ``past_length`` (a growing KV cache's
-``present`` has ``past_length + length`` along that axis). :func:`read_metadata` validates a
-directory's metadata and the hash of its model file.
+"""Builds the ``rnnx.json`` of an export: the contract's layout (:mod:`rnnx.runtime.artifact`) filled in
+from the traced model and the ONNX file. Reading, writing and validating live in the contract module
+(:func:`~rnnx.runtime.artifact.read_metadata`, :func:`~rnnx.runtime.artifact.write_metadata`), which the
+runtime imports without torch or onnx.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import onnx
 import torch
 
-from ..models.checkpoint import sha256_file
 from ..models.ops.spec import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
-from .wrapper import ATTENTION_MASK, BATCH, INPUT_IDS, LENGTH, LOGITS, PAST_LENGTH, StateTensor
-
-FORMAT = "rnnx-onnx"
-FORMAT_VERSION = 1
-METADATA_FILE = "rnnx.json"
-MODEL_FILE = "model.onnx"
-
-_REQUIRED = {
-    "format": str, "format_version": int, "model_file": str, "model_sha256": str, "model_type": str,
-    "config": dict, "vocab_size": int, "target": str, "precision": str, "opset": int, "inputs": list,
-    "outputs": list, "state": list, "ops": list, "opset_imports": dict, "source": dict, "versions": dict,
-}  # fmt: skip
-
-
-class MetadataError(ValueError):
-    """Metadata that is missing, malformed or does not match its model file; one line."""
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.float32`` -> ``"float32"`` (numpy's spelling; ``bool`` for torch.bool)."""
-    return str(dtype).removeprefix("torch.")
-
-
-def _io(name: str, shape: tuple[Any, ...], dtype: torch.dtype) -> dict[str, Any]:
-    return {"name": name, "shape": list(shape), "dtype": dtype_name(dtype)}
-
-
-def io_description(
-    vocab_size: int, layout: list[StateTensor], activation_dtype: torch.dtype
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The graph's inputs and outputs (name, symbolic shape, dtype) in graph order."""
-    inputs = [_io(INPUT_IDS, (BATCH, LENGTH), torch.int64), _io(ATTENTION_MASK, (BATCH, LENGTH), torch.int64)]
-    outputs = [_io(LOGITS, (BATCH, LENGTH, vocab_size), activation_dtype)]
-    for s in layout:
-        inputs.append(_io(s.input_name, s.shape, s.dtype))
-        grown = tuple(f"{PAST_LENGTH} + {LENGTH}" if d == PAST_LENGTH else d for d in s.shape)
-        outputs.append(_io(s.output_name, grown, s.dtype))
-    return inputs, outputs
+from ..models.stateful import dtype_name
+from ..runtime.artifact import CAUSAL_LM, FORMAT, FORMAT_VERSION, StateSpec, lm_io, sha256_file
 
 
 def ops_used(model: onnx.ModelProto) -> list[dict[str, Any]]:
@@ -101,7 +45,7 @@ def build_metadata(
     model_type: str,
     config: dict[str, Any],
     vocab_size: int,
-    layout: list[StateTensor],
+    states: list[StateSpec],
     activation_dtype: torch.dtype,
     onnx_model: onnx.ModelProto,
     model_path: Path,
@@ -113,15 +57,11 @@ def build_metadata(
     parity: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     """The metadata dict for the ONNX file at ``model_path`` (hashed here)."""
-    inputs, outputs = io_description(vocab_size, layout, activation_dtype)
-    state = [
-        {"name": s.name, "input": s.input_name, "output": s.output_name, "shape": list(s.shape),
-         "dtype": dtype_name(s.dtype), "grows": s.grows}
-        for s in layout
-    ]  # fmt: skip
+    inputs, outputs = lm_io(vocab_size, states, dtype_name(activation_dtype))
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
+        "interface": CAUSAL_LM,
         "model_file": model_path.name,
         "model_sha256": sha256_file(model_path),
         "model_type": model_type,
@@ -130,53 +70,12 @@ def build_metadata(
         "target": target,
         "precision": precision,
         "opset": opset,
-        "inputs": inputs,
-        "outputs": outputs,
-        "state": state,
+        "inputs": [t.to_dict() for t in inputs],
+        "outputs": [t.to_dict() for t in outputs],
+        "state": [s.to_dict() for s in states],
         "ops": ops_used(onnx_model),
         "opset_imports": {imp.domain: imp.version for imp in onnx_model.opset_import},
         "source": {"checkpoint": checkpoint, "weights_sha256": weights_sha256},
         "versions": versions(),
         "parity": parity,
     }
-
-
-def write_metadata(directory: Path, metadata: dict[str, Any]) -> Path:
-    """Writes ``directory/rnnx.json`` and returns its path."""
-    path = Path(directory) / METADATA_FILE
-    path.write_text(json.dumps(metadata, indent=2) + "\n")
-    return path
-
-
-def read_metadata(directory: Union[str, Path], verify_hash: bool = True) -> dict[str, Any]:
-    """Reads and validates ``directory/rnnx.json``; with ``verify_hash`` also checks that the model
-    file exists and its sha256 is the recorded one. Raises :class:`MetadataError` (one line)."""
-    path = Path(directory) / METADATA_FILE
-    if not path.is_file():
-        raise MetadataError(f"{path}: missing export metadata file")
-    try:
-        meta = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MetadataError(f"{path}: invalid JSON ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise MetadataError(f"{path}: not rnnx export metadata (format {found!r}, expected {FORMAT!r})")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise MetadataError(
-            f"{path}: unsupported format_version {meta.get('format_version')!r} (supported: {FORMAT_VERSION})"
-        )
-    for key, kind in _REQUIRED.items():
-        if not isinstance(meta.get(key), kind):
-            raise MetadataError(f"{path}: field {key!r} missing or not a {kind.__name__}")
-    names = [t.get("name") for t in meta["inputs"]] + [t.get("name") for t in meta["outputs"]]
-    if len(names) != len(set(names)) or not all(isinstance(n, str) for n in names):
-        raise MetadataError(f"{path}: input/output names must be unique strings")
-    if verify_hash:
-        model_path = Path(directory) / meta["model_file"]
-        if not model_path.is_file():
-            raise MetadataError(f"{model_path}: model file named by {METADATA_FILE} is missing")
-        if sha256_file(model_path) != meta["model_sha256"]:
-            raise MetadataError(
-                f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
-            )
-    return meta

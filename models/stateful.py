@@ -1,60 +1,50 @@
-"""The graph-shaped view of a :class:`~rnnx.models.lm.RecurrentLM` that export traces.
+"""The graph-shaped view of a :class:`~rnnx.models.lm.RecurrentLM`: flat tensors in, flat tensors out.
 
-An rnnx model takes ``(tokens, state object, pad_mask)``; an ONNX graph takes flat tensors. The
-:class:`StatefulLM` wrapper bridges the two with Optimum's naming:
+An rnnx model takes ``(tokens, model state, pad_mask)``; an ONNX graph (and every runtime backend)
+takes flat tensors named by the artifact contract (:mod:`rnnx.runtime.artifact`). :class:`StatefulLM`
+bridges the two:
 
 * inputs  ``input_ids`` (batch, length) int64, ``attention_mask`` (batch, length) int64 (1 = token,
-  0 = pad), then ``past_key_values.<flat name>`` for every state tensor;
-* outputs ``logits`` (batch, length, vocab), then ``present.<flat name>`` in the same order.
+  0 = pad), then ``past_key_values.<name>`` for every state tensor;
+* outputs ``logits`` (batch, length, vocab), then ``present.<name>`` in the same order.
 
-Flat names and their order are those of :func:`rnnx.models.state.flatten_state`. :func:`state_layout`
-describes every state tensor (shape with symbolic dims, dtype) so the exporter, the metadata and the
-runtime agree on one list.
+State tensors are the leaves of the model state, named and ordered by
+:func:`rnnx.models.state.flatten_state`; :func:`state_specs` describes each one as the contract's
+:class:`~rnnx.runtime.artifact.StateSpec` (symbolic shape, dtype name), the one description that the
+exporter writes into ``rnnx.json`` and the runtime reads back. Used by the exporter and by the
+runtime's torch backend.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ..models.lm import RecurrentLM
-from ..models.state import KVCache, flatten_state
-
-INPUT_IDS = "input_ids"
-ATTENTION_MASK = "attention_mask"
-LOGITS = "logits"
-PAST_PREFIX = "past_key_values."
-PRESENT_PREFIX = "present."
-
-#: Symbolic dimension names used in the graph and in the metadata.
-BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
+from ..runtime.artifact import BATCH, PAST_LENGTH, StateSpec
+from .lm import RecurrentLM
+from .state import KVCache, flatten_state
 
 
-@dataclass(frozen=True)
-class StateTensor:
-    """One state tensor of the graph: flat name, shape (ints and symbolic dim names), graph dtype.
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"``: the contract's (numpy's) spelling; ``bool`` for torch.bool."""
+    return str(dtype).removeprefix("torch.")
 
-    ``grows`` marks a KV-cache tensor whose ``past_length`` axis grows by ``length`` per call
-    (present = past + length along that axis).
-    """
 
-    name: str
-    shape: tuple[Any, ...]
-    dtype: torch.dtype
-    grows: bool = False
+def torch_dtype(name: str) -> torch.dtype:
+    """The inverse of :func:`dtype_name`."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype {name!r} is not a torch dtype")
+    return dtype
 
-    @property
-    def input_name(self) -> str:
-        return PAST_PREFIX + self.name
 
-    @property
-    def output_name(self) -> str:
-        return PRESENT_PREFIX + self.name
+def graph_dtype(dtype: torch.dtype) -> torch.dtype:
+    """dtype of a state tensor at the graph boundary: floating state is fp32 in every precision."""
+    return torch.float32 if dtype.is_floating_point else dtype
 
 
 def _kv_fields(state: Any, prefix: str = "") -> set[str]:
@@ -71,27 +61,23 @@ def _kv_fields(state: Any, prefix: str = "") -> set[str]:
     return out
 
 
-def graph_dtype(dtype: torch.dtype) -> torch.dtype:
-    """dtype of a state tensor at the graph boundary: floating state is fp32 in every precision."""
-    return torch.float32 if dtype.is_floating_point else dtype
-
-
-def state_layout(model: RecurrentLM) -> list[StateTensor]:
+def state_specs(model: RecurrentLM) -> list[StateSpec]:
     """The state tensors of ``model``'s graph, in :func:`flatten_state` order.
 
-    Axis 0 is ``batch`` for every state tensor of an rnnx model except the stacked SRU cell states
-    ``c`` (num_layers, batch, width), whose axis 1 is; a KV-cache tensor's axis 2 (key/value) or 1
-    (valid) is ``past_length``. Found by building states for two batch sizes and comparing shapes.
+    The ``batch`` axis is found by building states for two batch sizes and comparing shapes (axis 0
+    for every state tensor of an rnnx model except the stacked SRU cell states ``c`` (num_layers,
+    batch, width), whose axis 1 is); a KV-cache tensor's axis 2 (key/value) or 1 (valid) is
+    ``past_length``.
     """
     a, b = model.init_state(2), model.init_state(3)
     growing = _kv_fields(a)
-    layout = []
+    specs = []
     for (name, ta), (_, tb) in zip(flatten_state(a), flatten_state(b)):
         shape: list[Any] = [BATCH if da != db else da for da, db in zip(ta.shape, tb.shape)]
         if name in growing:
             shape[-1 if ta.dim() == 2 else 2] = PAST_LENGTH
-        layout.append(StateTensor(name, tuple(shape), graph_dtype(ta.dtype), name in growing))
-    return layout
+        specs.append(StateSpec(name, tuple(shape), dtype_name(graph_dtype(ta.dtype)), name in growing))
+    return specs
 
 
 def _rebuild(template: Any, tensors: Iterator[Tensor]) -> Any:
@@ -112,7 +98,7 @@ def _rebuild(template: Any, tensors: Iterator[Tensor]) -> Any:
 class StatefulLM(nn.Module):
     """``(input_ids (B, L) int64, attention_mask (B, L) int64, *past) -> (logits (B, L, V), *present)``.
 
-    ``past`` / ``present`` follow :func:`state_layout`: floating state is fp32 at the boundary and
+    ``past`` / ``present`` follow :func:`state_specs`: floating state is fp32 at the boundary and
     converted to the state dtype the model keeps (a KV cache is kept in the activation dtype, so an
     fp16 model's cache is cast to fp16 on the way in and back to fp32 on the way out).
     """
@@ -142,10 +128,11 @@ def example_inputs(
     ids = torch.randint(0, model.vocab_size, (batch, length), generator=gen).to(device)
     mask = torch.ones(batch, length, dtype=torch.int64, device=device)
     states = []
-    for spec in state_layout(model):
-        shape = [batch if d == BATCH else past_length if d == PAST_LENGTH else d for d in spec.shape]
-        if spec.dtype == torch.bool:
+    for spec in state_specs(model):
+        shape = spec.concrete_shape(batch, past_length)
+        dtype = torch_dtype(spec.dtype)
+        if dtype == torch.bool:
             states.append(torch.ones(shape, dtype=torch.bool, device=device))
         else:
-            states.append(torch.rand(shape, generator=gen, dtype=torch.float32).to(device, spec.dtype))
+            states.append(torch.rand(shape, generator=gen, dtype=torch.float32).to(device, dtype))
     return (ids, mask, *states)

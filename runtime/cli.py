@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Optional
 import click
 
 from .backends import BACKENDS
+
+REFERENCES = ("auto", "torch", "saved")
 
 
 def _parse_prompt(text: str) -> list[int]:
@@ -68,8 +71,20 @@ def generate_main(
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--backend", type=click.Choice(BACKENDS), default="onnxruntime", show_default=True)
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--steps", type=click.IntRange(min=0), default=64, show_default=True)
-@click.option("--prompt", "prompts", multiple=True, help="token ids; repeat for a batch (default: task prompts)")
+@click.option(
+    "--reference",
+    type=click.Choice(REFERENCES),
+    default="auto",
+    show_default=True,
+    help="torch: the PyTorch model (needs torch); saved: the export's parity_reference.npz (no torch needed); "
+    "auto: torch when it is installed and the checkpoint is known, else saved",
+)
+@click.option(
+    "--steps", type=click.IntRange(min=0), default=64, show_default=True, help="decode steps (torch reference)"
+)
+@click.option(
+    "--prompt", "prompts", multiple=True, help="token ids; repeat for a batch (default: the export's prompts)"
+)
 @click.option(
     "--checkpoint",
     type=click.Path(exists=True, file_okay=False),
@@ -79,25 +94,41 @@ def generate_main(
 @click.option("--tolerance", type=float, default=None, help="max relative error (default by precision)")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="also write the report here")
 def parity_main(
-    model_dir: str, backend: str, device: str, steps: int, prompts: tuple[str, ...], checkpoint: Optional[str],
-    tolerance: Optional[float], json_path: Optional[str],
+    model_dir: str, backend: str, device: str, reference: str, steps: int, prompts: tuple[str, ...],
+    checkpoint: Optional[str], tolerance: Optional[float], json_path: Optional[str],
 ) -> None:  # fmt: skip
-    """Runs the same prompts through PyTorch and BACKEND on MODEL_DIR for STEPS greedy steps and prints
-    per-step max abs / rel error of logits and state and the first diverging token. Exit 1 on FAIL."""
+    """Runs the same inputs through a reference and BACKEND on MODEL_DIR, a prefill then greedy decode
+    steps, and prints per-step max abs / rel error of logits and state and the first diverging token.
+    Exit 1 on FAIL. The reference is the PyTorch model, or the reference saved with the export (which
+    needs no torch: this is how a deployment machine checks itself)."""
     from . import load
+    from .artifact import PARITY_REFERENCE_FILE
     from .backends.base import InputError, RnnxRuntimeError
-    from .backends.torch_backend import TorchBackend, checkpoint_of
-    from .parity import compare_sessions, default_prompts
-    from .session import Session
+    from .parity import compare, compare_backends, load_reference, random_prompts
 
     try:
         candidate = load(model_dir, backend=backend, device=device)
-        source = Path(checkpoint) if checkpoint else checkpoint_of(model_dir)
-        reference = Session(TorchBackend.from_path(source, device=device))
-        task = json.loads((source / "config.json").read_text()).get("task")
-        batch = [_parse_prompt(p) for p in prompts] or default_prompts(candidate.metadata, task)
-        click.echo(f"# reference: torch {source}; candidate: {candidate.backend.describe()}; {len(batch)} prompts")
-        report = compare_sessions(reference, candidate, batch, steps, tolerance=tolerance)
+        use_torch = _use_torch_reference(reference, model_dir, checkpoint)
+        if use_torch:
+            from .backends.torch_backend import TorchBackend, checkpoint_of
+
+            source = Path(checkpoint) if checkpoint else checkpoint_of(model_dir)
+            torch_side = TorchBackend.from_path(source, device=device)
+            saved = Path(model_dir) / PARITY_REFERENCE_FILE
+            batch = [_parse_prompt(p) for p in prompts] or (
+                load_reference(saved)[1]["prompts"] if saved.is_file() else random_prompts(candidate.vocab_size)
+            )
+            click.echo(f"# reference: torch {source}; candidate: {candidate.backend.describe()}; {len(batch)} prompts")
+            report = compare_backends(torch_side, candidate.backend, batch, steps, tolerance=tolerance)
+        else:
+            if prompts:
+                raise click.UsageError("--prompt needs --reference torch (a saved reference has its own prompts)")
+            calls, header = load_reference(Path(model_dir) / PARITY_REFERENCE_FILE)
+            click.echo(
+                f"# reference: saved {PARITY_REFERENCE_FILE} ({header.get('source')}, {len(calls) - 1} decode steps); "
+                f"candidate: {candidate.backend.describe()}"
+            )
+            report = compare(calls, candidate.backend, reference_name="saved", tolerance=tolerance)
     except (InputError, RnnxRuntimeError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     for line in report.lines():
@@ -105,3 +136,16 @@ def parity_main(
     if json_path:
         Path(json_path).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
     sys.exit(0 if report.passed else 1)
+
+
+def _use_torch_reference(reference: str, model_dir: str, checkpoint: Optional[str]) -> bool:
+    """Whether ``--reference`` (``auto`` resolved) means the PyTorch model."""
+    if reference != "auto":
+        return reference == "torch"
+    if importlib.util.find_spec("torch") is None:
+        return False
+    from .artifact import METADATA_FILE, read_metadata
+
+    if checkpoint or not (Path(model_dir) / METADATA_FILE).is_file():
+        return True
+    return bool((read_metadata(model_dir, verify_hash=False).get("source") or {}).get("checkpoint"))

@@ -1,55 +1,121 @@
-"""Step-by-step parity of a runtime backend against PyTorch over a long greedy generation.
+"""Parity: a backend against a reference, call by call, over a prefill and a chain of decode steps.
 
-Both sessions prefill the same prompts, then take ``steps`` single-token steps. The token fed to
-both at every step is the *reference's* greedy choice, so errors always compare the same text; the
-first step where the candidate's own greedy choice differs is the first diverging token (what free
-greedy decoding would first disagree on). Per step and tensor: ``max_abs = max |cand - ref|`` and
-``max_rel = max_abs / max |ref|`` (as :mod:`rnnx.export.parity`); logits are each row's last real
-position (prefill) or the step's logits; state is every state tensor, the worst one reported.
+The one parity module of rnnx: ``export-model``'s check (ONNX Runtime vs the PyTorch model it was
+exported from) and ``rnnx-parity`` (any backend vs PyTorch, or vs the reference saved with an export)
+both run :func:`compare`. numpy only: a machine without torch replays a saved reference.
+
+How a run goes. The reference backend prefills right-padded prompts, then takes ``steps`` single-token
+steps, each from its own state; the token fed at every step is the reference's greedy choice at each
+row's last real position (:func:`reference_calls` yields these :class:`Call` s). The candidate runs the
+same inputs from a fresh state, chaining its *own* state, so errors accumulate as they would in
+deployment, while both sides always see the same text. Per call and tensor (``logits`` and every
+``present.<state>``): ``max_abs = max |candidate - reference|`` and ``max_rel = max_abs / max |reference|``
+(relative to the tensor's magnitude, so values near zero do not blow it up). The first call where the
+candidate's own greedy token differs is the first diverging token. A run passes when every ``max_rel``
+is within the tolerance (:data:`rnnx.runtime.artifact.TOLERANCES` by precision) and nothing diverged.
+
+A reference can be saved (:func:`save_reference`, ``parity_reference.npz`` in an export directory) and
+replayed later (:func:`load_reference`); it also feeds stock Polygraphy
+(:func:`save_polygraphy_files`, :func:`polygraphy_command`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
-from ..export.parity import TOLERANCES
+from .artifact import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    LOGITS,
+    POLYGRAPHY_INPUTS,
+    POLYGRAPHY_OUTPUTS,
+    TOLERANCES,
+    StateSpec,
+    atomic_write_bytes,
+)
+from .backends.base import Backend, BackendState
 from .session import Session
 
+#: Decode steps after the prefill in an export's check.
+DEFAULT_DECODE_STEPS = 64
+#: Calls after the prefill saved for Polygraphy (its JSON files grow with the state size).
+POLYGRAPHY_STEPS = 8
+REFERENCE_FORMAT = "rnnx-parity-reference"
+REFERENCE_FORMAT_VERSION = 1
 _TINY = 1e-12
 
 
+@dataclass
+class Call:
+    """One graph call of the reference: its inputs and outputs, host arrays.
+
+    ``input_ids`` / ``attention_mask`` (B, L) int64; ``logits`` (B, L, V) float32; ``state`` the
+    reference's ``present`` state after the call (flat name -> array), or None where not kept.
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    logits: np.ndarray
+    state: Optional[dict[str, np.ndarray]] = None
+
+    def next_tokens(self) -> np.ndarray:
+        """(B,) the reference's greedy token after each row's last real position."""
+        return greedy_tokens(self.logits, self.attention_mask)
+
+
+def greedy_tokens(logits: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """(B, L, V) logits -> (B,) argmax at each row's last real position (mask 1)."""
+    last = attention_mask.sum(1).astype(np.int64) - 1
+    return np.argmax(logits[np.arange(len(logits)), last], axis=-1).astype(np.int64)
+
+
 def errors(got: np.ndarray, want: np.ndarray) -> tuple[float, float]:
-    """(max_abs, max_rel) of ``got`` against ``want``; shape mismatch -> (inf, inf)."""
+    """(max_abs, max_rel) of ``got`` against ``want``; a shape mismatch is (inf, inf)."""
+    got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return float("inf"), float("inf")
-    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if not g.size:
+    if not got.size:
         return 0.0, 0.0
+    g, w = got.astype(np.float64), want.astype(np.float64)
     max_abs = float(np.max(np.abs(g - w)))
     return max_abs, (max_abs / max(float(np.max(np.abs(w))), _TINY) if max_abs else 0.0)
 
 
 @dataclass
+class TensorError:
+    """Error of one output at one call."""
+
+    name: str
+    max_abs: float
+    max_rel: float
+
+
+@dataclass
 class StepParity:
-    """Errors at one call (step 0 = prefill) and both sides' greedy tokens (B,) after it."""
+    """Errors of every compared output at one call (step 0 = prefill) and both greedy choices (B,)."""
 
     step: int
-    logits_abs: float
-    logits_rel: float
-    state_abs: float
-    state_rel: float
-    state_worst: str
+    errors: list[TensorError]
     reference_tokens: list[int]
     candidate_tokens: list[int]
+
+    @property
+    def worst(self) -> TensorError:
+        """The output with the largest relative error at this call."""
+        return max(self.errors, key=lambda e: (e.max_rel, e.max_abs))
 
 
 @dataclass
 class Divergence:
-    """The first step where the candidate's greedy token differs from the reference's."""
+    """The first call after which the candidate's greedy token differs from the reference's."""
 
     step: int
     row: int
@@ -58,93 +124,282 @@ class Divergence:
 
 
 @dataclass
-class RuntimeParityReport:
-    """Per-step errors and the verdict: every ``max_rel`` <= ``tolerance`` and no divergence."""
+class ParityReport:
+    """Per-call errors of a parity run and its verdict (see the module doc)."""
 
-    backend: str
+    reference: str
+    candidate: str
     precision: str
     tolerance: float
+    batch: int
+    prompt_length: int
     steps: list[StepParity] = field(default_factory=list)
     divergence: Optional[Divergence] = None
 
     @property
     def worst_rel(self) -> float:
-        return max((max(s.logits_rel, s.state_rel) for s in self.steps), default=0.0)
+        return max((s.worst.max_rel for s in self.steps if s.errors), default=0.0)
 
     @property
     def passed(self) -> bool:
         return self.divergence is None and self.worst_rel <= self.tolerance
 
+    def worst(self) -> list[tuple[str, float, float, int]]:
+        """Per output, in graph order: (name, worst max_abs, worst max_rel, call of the worst max_rel)."""
+        out: dict[str, list[Any]] = {}
+        for s in self.steps:
+            for e in s.errors:
+                row = out.setdefault(e.name, [e.name, 0.0, 0.0, s.step])
+                row[1] = max(row[1], e.max_abs)
+                if e.max_rel > row[2]:
+                    row[2], row[3] = e.max_rel, s.step
+        return [tuple(r) for r in out.values()]
+
+    def verdict(self) -> str:
+        """One line: PASS / FAIL, what was compared, the worst error and the first diverging token."""
+        d = self.divergence
+        diverged = (
+            "no diverging token"
+            if d is None
+            else f"first diverging token at step {d.step} row {d.row}: {self.reference} {d.reference_token}, "
+            f"{self.candidate} {d.candidate_token}"
+        )
+        return (
+            f"{'PASS' if self.passed else 'FAIL'}: {self.candidate} vs {self.reference}, prefill of {self.batch} x "
+            f"{self.prompt_length} + {len(self.steps) - 1} decode steps; worst relative error {self.worst_rel:.3e} "
+            f"(tolerance {self.tolerance:g}, {self.precision}); {diverged}"
+        )
+
+    def table(self) -> str:
+        """The worst error of each output over all calls, then :meth:`verdict`."""
+        rows = self.worst()
+        width = max([len("output"), *(len(r[0]) for r in rows)])
+        lines = [f"{'output':<{width}}  {'max abs':>10}  {'max rel':>10}  {'at step':>7}"]
+        lines += [f"{n:<{width}}  {a:10.3e}  {r:10.3e}  {s:7d}" for n, a, r, s in rows]
+        return "\n".join([*lines, self.verdict()])
+
     def lines(self) -> list[str]:
-        """One header line, one line per step, then the divergence and the verdict."""
+        """One line per call (logits error, worst state error and its tensor), then :meth:`verdict`."""
         out = [
             f"{'step':>5}  {'logits abs':>10}  {'logits rel':>10}  {'state abs':>10}  {'state rel':>10}  worst state"
         ]
         for s in self.steps:
-            out.append(f"{s.step:5d}  {s.logits_abs:10.3e}  {s.logits_rel:10.3e}  {s.state_abs:10.3e}  "
-                       f"{s.state_rel:10.3e}  {s.state_worst}")  # fmt: skip
-        d = self.divergence
-        out.append("first diverging token: none" if d is None else
-                   f"first diverging token: step {d.step} row {d.row}: torch {d.reference_token}, "
-                   f"{self.backend} {d.candidate_token}")  # fmt: skip
-        verdict = "PASS" if self.passed else "FAIL"
-        out.append(f"{verdict}: {self.backend} vs torch, {len(self.steps) - 1} steps, worst relative error "
-                   f"{self.worst_rel:.3e} (tolerance {self.tolerance:g}, {self.precision})")  # fmt: skip
-        return out
+            logits = next((e for e in s.errors if e.name == LOGITS), TensorError(LOGITS, 0.0, 0.0))
+            states = [e for e in s.errors if e.name != LOGITS]
+            st = max(states, key=lambda e: (e.max_rel, e.max_abs)) if states else TensorError("-", 0.0, 0.0)
+            out.append(
+                f"{s.step:5d}  {logits.max_abs:10.3e}  {logits.max_rel:10.3e}  {st.max_abs:10.3e}  "
+                f"{st.max_rel:10.3e}  {st.name}"
+            )
+        return [*out, self.verdict()]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "precision": self.precision, "tolerance": self.tolerance,
-                "passed": self.passed, "worst_rel": self.worst_rel,
-                "divergence": None if self.divergence is None else asdict(self.divergence),
-                "steps": [asdict(s) for s in self.steps]}  # fmt: skip
+        """JSON-ready: the verdict, the worst row per output, the divergence and every call."""
+        return {
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "precision": self.precision,
+            "tolerance": self.tolerance,
+            "passed": self.passed,
+            "worst_rel": self.worst_rel,
+            "batch": self.batch,
+            "prompt_length": self.prompt_length,
+            "decode_steps": len(self.steps) - 1,
+            "worst": [dict(zip(("name", "max_abs", "max_rel", "step"), r)) for r in self.worst()],
+            "divergence": None if self.divergence is None else asdict(self.divergence),
+            "steps": [asdict(s) for s in self.steps],
+        }
 
 
-def _state_errors(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> tuple[float, float, str]:
-    worst = (0.0, 0.0, "-")
-    for name, w in want.items():
-        a, r = errors(got[name], w)
-        if r > worst[1] or (r == worst[1] and a > worst[0]):
-            worst = (a, r, name)
-    return worst
+def random_prompts(vocab_size: int, batch: int = 3, length: int = 12, seed: int = 0) -> list[list[int]]:
+    """``batch`` random prompts with lengths from ``length`` down to about ``length / 2``."""
+    rng = np.random.default_rng(seed)
+    lengths = np.linspace(length, length // 2 + 1, batch).round().astype(int)
+    return [rng.integers(0, vocab_size, int(n)).tolist() for n in lengths]
 
 
-def compare_sessions(
-    reference: Session,
-    candidate: Session,
-    prompts: Sequence[Sequence[int]],
-    steps: int,
-    tolerance: Optional[float] = None,
-    on_step: Optional[Any] = None,
-) -> RuntimeParityReport:
-    """Runs ``prompts`` through both sessions for a prefill and ``steps`` steps (see module doc).
-    ``on_step(StepParity)`` is called after each call (for streaming output)."""
-    precision = candidate.metadata.get("precision", "fp32")
-    tol = TOLERANCES.get(precision, TOLERANCES["fp32"]) if tolerance is None else tolerance
-    report = RuntimeParityReport(candidate.backend.name, precision, tol)
-    ref_state = reference.prefill([list(p) for p in prompts])
-    cand_state = candidate.prefill([list(p) for p in prompts])
-    ref_tokens = np.argmax(ref_state.last_logits, -1)
+def reference_calls(
+    reference: Backend, prompts: Sequence[Sequence[int]], steps: int, keep_state: Callable[[int], bool] = lambda i: True
+) -> Iterator[Call]:
+    """The reference's calls: a prefill of ``prompts`` (right-padded) and ``steps`` greedy decode steps.
+    ``keep_state(i)`` says whether call i's state is copied to the host (every call by default)."""
+    ids, mask = Session(reference).pad([list(p) for p in prompts])
+    state = reference.init_state(ids.shape[0])
     for step in range(steps + 1):
-        if step:
-            reference.step(ref_tokens, state=ref_state)
-            candidate.step(ref_tokens, state=cand_state)
-        la, lr = errors(cand_state.last_logits, ref_state.last_logits)
-        sa, sr, worst = _state_errors(cand_state.to_host(), ref_state.to_host())
-        ref_tokens = np.argmax(ref_state.last_logits, -1)
-        cand_tokens = np.argmax(cand_state.last_logits, -1)
-        entry = StepParity(step, la, lr, sa, sr, worst, ref_tokens.tolist(), cand_tokens.tolist())
+        logits, state = reference.run(ids, mask, state)
+        call = Call(ids, mask, logits, reference.state_to_host(state) if keep_state(step) else None)
+        yield call
+        ids, mask = call.next_tokens()[:, None], np.ones((len(ids), 1), np.int64)
+
+
+def compare(
+    calls: Iterable[Call],
+    candidate: Backend,
+    *,
+    reference_name: str = "torch",
+    precision: Optional[str] = None,
+    tolerance: Optional[float] = None,
+    on_step: Optional[Callable[[StepParity], None]] = None,
+) -> ParityReport:
+    """Runs ``candidate`` on the inputs of ``calls`` (chaining its own state) and compares every call's
+    logits and, where the call kept it, state. ``precision`` defaults to the candidate's, the tolerance
+    to that precision's. ``on_step`` is called after each call (for streaming output)."""
+    precision = precision or candidate.metadata.get("precision", "fp32")
+    tol = TOLERANCES.get(precision, TOLERANCES["fp32"]) if tolerance is None else float(tolerance)
+    report: Optional[ParityReport] = None
+    state: Optional[BackendState] = None
+    for step, call in enumerate(calls):
+        if report is None:
+            batch, length = call.input_ids.shape
+            report = ParityReport(reference_name, candidate.name, precision, tol, batch, length)
+            state = candidate.init_state(batch)
+        logits, state = candidate.run(call.input_ids, call.attention_mask, state)
+        errs = [TensorError(LOGITS, *errors(logits, call.logits))]
+        if call.state is not None:
+            host = candidate.state_to_host(state)
+            errs += [TensorError(s.output, *errors(host[s.name], call.state[s.name])) for s in candidate.state_specs]
+        ref_tokens, cand_tokens = call.next_tokens(), greedy_tokens(logits, call.attention_mask)
+        entry = StepParity(step, errs, ref_tokens.tolist(), cand_tokens.tolist())
         report.steps.append(entry)
         if report.divergence is None and (ref_tokens != cand_tokens).any():
             row = int(np.flatnonzero(ref_tokens != cand_tokens)[0])
             report.divergence = Divergence(step, row, int(ref_tokens[row]), int(cand_tokens[row]))
         if on_step is not None:
             on_step(entry)
+    if report is None:
+        raise ValueError("parity: no reference calls to compare")
     return report
 
 
-def default_prompts(metadata: dict[str, Any], task: Optional[dict[str, Any]] = None, batch: int = 3) -> list[list[int]]:
-    """Prompts for a parity run: the checkpoint's task prompts (copy task: ``s_1..s_n SEP``) or random."""
-    from ..export.parity import parity_prompts
+def compare_backends(
+    reference: Backend,
+    candidate: Backend,
+    prompts: Sequence[Sequence[int]],
+    steps: int,
+    *,
+    tolerance: Optional[float] = None,
+    on_step: Optional[Callable[[StepParity], None]] = None,
+    record: Optional[list[Call]] = None,
+    keep_state: Callable[[int], bool] = lambda i: True,
+) -> ParityReport:
+    """:func:`compare` on :func:`reference_calls` of ``reference``; the calls are appended to ``record``
+    when given (to save them or to write Polygraphy files)."""
+    calls: Iterable[Call] = reference_calls(reference, prompts, steps, keep_state)
+    if record is not None:
+        calls = _recording(calls, record)
+    return compare(calls, candidate, reference_name=reference.name, tolerance=tolerance, on_step=on_step)
 
-    ids, mask = parity_prompts(int(metadata["vocab_size"]), task, batch=batch)
-    return [row[: int(m.sum())].tolist() for row, m in zip(ids, mask)]
+
+def _recording(calls: Iterable[Call], record: list[Call]) -> Iterator[Call]:
+    for call in calls:
+        record.append(call)
+        yield call
+
+
+# -- a saved reference --------------------------------------------------------------------------------
+
+
+def save_reference(path: Path, calls: Sequence[Call], prompts: Sequence[Sequence[int]], source: str) -> Path:
+    """Writes ``calls`` (and the prompts they came from) to an ``.npz`` that :func:`load_reference` reads."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, call in enumerate(calls):
+        arrays[f"{i}/input_ids"], arrays[f"{i}/attention_mask"] = call.input_ids, call.attention_mask
+        arrays[f"{i}/logits"] = call.logits
+        for name, value in (call.state or {}).items():
+            arrays[f"{i}/state/{name}"] = value
+    header = {
+        "format": REFERENCE_FORMAT,
+        "format_version": REFERENCE_FORMAT_VERSION,
+        "calls": len(calls),
+        "prompts": [list(map(int, p)) for p in prompts],
+        "source": source,
+    }
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_reference(path: Path) -> tuple[list[Call], dict[str, Any]]:
+    """The calls and header (prompts, source) saved by :func:`save_reference`; ValueError naming the file
+    when it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no saved parity reference (export with --check writes one)")
+    with np.load(path, allow_pickle=False) as data:
+        if "header" not in data.files:
+            raise ValueError(f"{path}: not an rnnx parity reference (no header)")
+        header = json.loads(bytes(data["header"]).decode())
+        if header.get("format") != REFERENCE_FORMAT or header.get("format_version") != REFERENCE_FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: unsupported parity reference {header.get('format')!r} v{header.get('format_version')}"
+            )
+        calls = []
+        for i in range(int(header["calls"])):
+            prefix = f"{i}/state/"
+            state = {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
+            calls.append(Call(data[f"{i}/input_ids"], data[f"{i}/attention_mask"], data[f"{i}/logits"], state or None))
+    return calls, header
+
+
+# -- Polygraphy ---------------------------------------------------------------------------------------
+
+
+def save_polygraphy_files(
+    calls: Sequence[Call],
+    directory: Path,
+    specs: Sequence[StateSpec],
+    initial_state: dict[str, np.ndarray],
+    output_dtypes: dict[str, np.dtype],
+    tolerance: float,
+) -> dict[str, Any]:
+    """Writes ``calls`` as Polygraphy's ``--load-inputs`` (feed dicts with the graph's input names) and
+    ``--load-outputs`` (``RunResults``) files; returns what :func:`polygraphy_command` needs. Every
+    call but the last must have kept its state (it is the next call's ``past_key_values``).
+    ``initial_state`` is the first call's past; outputs are saved in the graph's dtypes (``output_dtypes``,
+    e.g. fp16 logits for an fp16 export). Needs the ``polygraphy`` package (the export extra)."""
+    from polygraphy.comparator import IterationResult, RunResults
+    from polygraphy.json import save_json
+    from polygraphy.logger import G_LOGGER
+
+    feeds, iterations, past = [], [], initial_state
+    for call in calls:
+        feed = OrderedDict([(INPUT_IDS, call.input_ids), (ATTENTION_MASK, call.attention_mask)])
+        feed.update((s.input, past[s.name]) for s in specs)
+        feeds.append(feed)
+        if call.state is None:
+            raise ValueError("save_polygraphy_files: every call needs its state")
+        outputs = OrderedDict([(LOGITS, call.logits)])
+        outputs.update((s.output, call.state[s.name]) for s in specs)
+        named = OrderedDict((k, v.astype(output_dtypes.get(k, v.dtype))) for k, v in outputs.items())
+        iterations.append(IterationResult(named, runner_name="reference"))
+        past = call.state
+    results = RunResults()
+    results.append(("reference", iterations))
+    with G_LOGGER.verbosity(G_LOGGER.ERROR):
+        save_json(feeds, str(directory / POLYGRAPHY_INPUTS))
+        results.save(str(directory / POLYGRAPHY_OUTPUTS))
+    atol = {}
+    for name in iterations[0].keys():
+        scale = max(float(np.max(np.abs(it[name].astype(np.float64)), initial=0.0)) for it in iterations)
+        atol[name] = float(f"{max(tolerance * scale, _TINY):.3g}")
+    return {
+        "inputs": POLYGRAPHY_INPUTS,
+        "outputs": POLYGRAPHY_OUTPUTS,
+        "iterations": len(calls),
+        "atol": atol,
+        "rtol": tolerance,
+    }
+
+
+def polygraphy_command(directory: Path, model_file: str, polygraphy: dict[str, Any]) -> list[str]:
+    """``polygraphy run DIR/model.onnx --onnxrt --load-inputs ... --load-outputs ... --atol ... --rtol ...``:
+    per-output ``--atol`` = tolerance x max |reference|, ``--rtol`` = tolerance (an element passes within either)."""
+    directory = Path(directory)
+    atol = [f"{name}:{value:g}" for name, value in polygraphy["atol"].items()]
+    return [
+        "polygraphy", "run", str(directory / model_file), "--onnxrt",
+        "--load-inputs", str(directory / polygraphy["inputs"]),
+        "--load-outputs", str(directory / polygraphy["outputs"]),
+        "--atol", *atol, "--rtol", f"{polygraphy['rtol']:g}",
+    ]  # fmt: skip

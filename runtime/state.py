@@ -3,7 +3,7 @@
 A :class:`State` is what :meth:`Session.prefill` returns and :meth:`Session.step` advances in place.
 Saved states are ``.npz`` files: every state tensor under ``state/<flat name>``, the last logits under
 ``last_logits`` (when known) and a JSON header under ``__rnnx_state__`` with the format, the flat
-names in graph order, batch, past_length and the model signature (:func:`.backends.base.model_signature`);
+names in graph order, batch, past_length and the model signature (:func:`.artifact.model_signature`);
 loading checks the signature, so a state only loads into the same model (any backend).
 """
 
@@ -15,6 +15,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from .artifact import numpy_dtype
 from .backends.base import Backend, BackendState, InputError
 
 STATE_FORMAT = "rnnx-state"
@@ -94,7 +95,7 @@ def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str
         want = spec.concrete_shape(batch, past)
         if tuple(np.shape(a)) != want:
             raise InputError(f"{where}: state tensor {spec.name!r}: expected shape {want}, got {tuple(np.shape(a))}")
-        want_dtype = np.dtype(np.bool_ if spec.dtype == "bool" else spec.dtype)
+        want_dtype = numpy_dtype(spec.dtype)
         if np.asarray(a).dtype != want_dtype:
             raise InputError(
                 f"{where}: state tensor {spec.name!r}: expected dtype {want_dtype}, got {np.asarray(a).dtype}"

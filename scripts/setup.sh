@@ -15,8 +15,8 @@ else
   pipi torch==2.13.0
 fi
 
-echo "setup: installing rnnx (editable) with the test extra"
-pipi -e ".[test]"
+echo "setup: installing rnnx (editable) with the export and test extras"
+pipi -e ".[export,test]"
 
 # sru 2.6.0 (SRU) and 3.0.0.dev6 (SRU++) cannot share one environment: each goes into its own
 # folder, which the parity tests put on PYTHONPATH of a subprocess.
@@ -58,8 +58,8 @@ echo "setup: compiling the rnnx CPU kernels"
 # The TensorRT plugin library (and its CUDA kernels) needs nvcc and cmake, not a GPU or TensorRT.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: building the TensorRT plugin library (CUDA kernels for sm_80/86/89/90)"
-  "$PY" -m rnnx.runtime.plugins
+  "$PY" -m rnnx.plugins
 else
-  echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.runtime.plugins)"
+  echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.plugins)"
 fi
 echo "setup: done"

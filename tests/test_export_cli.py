@@ -19,6 +19,7 @@ pytest.importorskip("onnxruntime")
 from rnnx.export import read_metadata
 from rnnx.export.cli import main
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.runtime.artifact import EXPORT_FILES
 
 DEMO = DEMO_CHECKPOINTS[0]
 
@@ -33,31 +34,22 @@ def polygraphy_executable() -> str:
 
 
 @pytest.fixture(scope="module")
-def demo_export(tmp_path_factory):
-    """``export-model`` with no arguments, run in an empty working directory."""
-    cwd = tmp_path_factory.mktemp("cli-demo")
-    runner = CliRunner()
-    before = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = runner.invoke(main, [], catch_exceptions=False)
-    finally:
-        os.chdir(before)
-    return cwd, result
+def demo_export(demo_cli_export):
+    """``export-model`` with no arguments, run in an empty working directory (tests/conftest.py)."""
+    return demo_cli_export
 
 
 def test_no_arguments_exports_the_demo(demo_export):
     cwd, result = demo_export
     assert result.exit_code == 0, result.output
     out = cwd / "rnnx-export" / DEMO
-    assert sorted(p.name for p in out.iterdir()) == [
-        "model.onnx", "parity.json", "polygraphy_inputs.json", "polygraphy_outputs.json", "rnnx.json",
-    ]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == sorted(EXPORT_FILES)  # everything an export writes
     text = result.output
     assert f"exporting the shipped demo {DEMO!r}" in text
     for step in ("tracing", "checker", "parity", "writing"):
         assert step in text
-    assert "PASS: 64 decode steps" in text and "logits" in text and "present.layers.1.S" in text
+    assert "PASS: onnxruntime vs torch" in text and "+ 64 decode steps" in text
+    assert "logits" in text and "present.layers.1.S" in text
     meta = read_metadata(out)
     info = json.loads((demo_checkpoint_path(DEMO) / "config.json").read_text())
     assert meta["source"]["checkpoint"] == str(demo_checkpoint_path(DEMO))

@@ -1,7 +1,7 @@
 """export_model on every model family and both targets: ONNX Runtime against PyTorch, graph checks,
 names and dtypes, metadata, atomic writes.
 
-The parity loop here is independent of rnnx.export.parity: it drives the PyTorch model through its
+The parity loop here is independent of rnnx.runtime.parity: it drives the PyTorch model through its
 own API (tokens, state object, pad_mask) and ONNX Runtime through the graph names, prefill then 64
 chained steps (each side feeding its own state back), and compares logits and every state tensor.
 """
@@ -23,11 +23,11 @@ from rnnx.export import (  # noqa: E402
     MetadataError,
     export_model,
     read_metadata,
-    state_layout,
 )
-from rnnx.export import parity as parity_mod  # noqa: E402
 from rnnx.models.registry import build_model  # noqa: E402
 from rnnx.models.state import flatten_state  # noqa: E402
+from rnnx.models.stateful import state_specs  # noqa: E402
+from rnnx.runtime import artifact  # noqa: E402
 
 FAMILIES = {
     "linear_transformer": ("linear_transformer", dict(vocab_size=19, d_model=32, num_layers=2, num_heads=2)),
@@ -125,7 +125,7 @@ def test_graph_passes_checker_and_strict_shape_inference(exported):
 def test_graph_names_dtypes_and_dynamic_axes(exported):
     family, _, model, result = exported
     graph = onnx.load(str(result.model_path)).graph
-    layout = state_layout(model)
+    layout = state_specs(model)
     names = [s.name for s in layout]
     assert names == [n for n, _ in flatten_state(model.init_state(1))]
     assert [v.name for v in graph.input] == ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in names]
@@ -159,7 +159,7 @@ def test_metadata_content(exported):
     assert meta["source"] == {"checkpoint": None, "weights_sha256": None}
     assert meta["versions"]["torch"] == torch.__version__ and meta["versions"]["onnx"] == onnx.__version__
     assert [t["name"] for t in meta["inputs"]][:2] == ["input_ids", "attention_mask"]
-    assert [t["name"] for t in meta["state"]] == [s.name for s in state_layout(model)]
+    assert [t["name"] for t in meta["state"]] == [s.name for s in state_specs(model)]
     assert meta["outputs"][0] == {"name": "logits", "shape": ["batch", "length", 19], "dtype": "float32"}
     ops = {op["name"]: op for op in meta["ops"]}
     if family != "linear_transformer":
@@ -202,14 +202,17 @@ def test_check_writes_parity_report_and_polygraphy_files(tmp_path):
     assert {e.name for e in report.steps[0].errors} >= {"logits", "present.c", "present.attention.1.S"}
     assert "PASS" in report.table()
     names = sorted(p.name for p in result.out_dir.iterdir())
-    assert names == ["model.onnx", "parity.json", "polygraphy_inputs.json", "polygraphy_outputs.json", "rnnx.json"]
+    assert names == [
+        "model.onnx", "parity.json", "parity_reference.npz", "polygraphy_inputs.json", "polygraphy_outputs.json",
+        "rnnx.json",
+    ]  # fmt: skip
     from polygraphy.comparator import RunResults
     from polygraphy.json import load_json
 
     feeds = load_json(str(result.out_dir / "polygraphy_inputs.json"))
     assert len(feeds) == 3 and list(feeds[0])[:2] == ["input_ids", "attention_mask"]
     runs = RunResults.load(str(result.out_dir / "polygraphy_outputs.json"))
-    iterations = runs["pytorch"]
+    iterations = runs["reference"]
     assert len(iterations) == 3 and list(iterations[0].keys())[0] == "logits"
     meta = read_metadata(result.out_dir)
     assert meta["parity"]["passed"] is True and meta["parity"]["decode_steps"] == STEPS
@@ -248,7 +251,7 @@ def test_late_failure_leaves_out_dir_untouched(tmp_path, monkeypatch):
     (out / "sentinel.bin").write_bytes(os.urandom(64))
     (out / "model.onnx").write_bytes(b"previous model")
     before = _snapshot(out)
-    monkeypatch.setitem(parity_mod.TOLERANCES, "fp32", -1.0)  # every comparison fails
+    monkeypatch.setitem(artifact.TOLERANCES, "fp32", -1.0)  # every comparison fails
     with pytest.raises(ExportError, match="parity check failed"):
         export_model(make_model("sru"), out, decode_steps=2)
     assert _snapshot(out) == before

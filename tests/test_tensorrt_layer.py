@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from rnnx.export import export_model, read_metadata
-from rnnx.models.checkpoint import demo_checkpoint_path
 from rnnx.models.registry import build_model
 from rnnx.runtime.tensorrt import (
     CACHE_ENV,
@@ -34,10 +33,9 @@ needs_tensorrt = pytest.mark.skipif(not tensorrt_available(), reason="TensorRT i
 
 
 @pytest.fixture(scope="module")
-def linear_meta(tmp_path_factory):
+def linear_meta(demo_exports):
     """The shipped linear-transformer demo exported without the parity check (fixed-size state)."""
-    out = tmp_path_factory.mktemp("lt") / "export"
-    export_model(demo_checkpoint_path("linear_transformer_copy"), out, check=False)
+    out = demo_exports[("linear_transformer_copy", "tensorrt")]
     return out, read_metadata(out)
 
 

@@ -94,6 +94,21 @@ class CopyTask:
         return seq[:, :-1], seq[:, 1:], copy[:, 1:]
 
 
+def task_prompts(task: Optional[dict[str, Any]], vocab_size: int, batch: int = 3, seed: int = 0) -> list[list[int]]:
+    """Prompts for a parity check of a model trained on ``task`` (a checkpoint's ``task`` entry).
+
+    The copy task gets its own prompts ``s_1 .. s_n SEP`` (n random, so rows differ in length);
+    anything else gets :func:`rnnx.runtime.parity.random_prompts`.
+    """
+    if not task or task.get("name") != "copy":
+        from ...runtime.parity import random_prompts
+
+        return random_prompts(vocab_size, batch=batch, seed=seed)
+    copy = CopyTask.from_description(task)
+    symbols, lengths = copy.sample(batch, torch.Generator().manual_seed(seed))
+    return [symbols[b, : int(lengths[b])].tolist() + [copy.sep] for b in range(batch)]
+
+
 def copy_loss(model: RecurrentLM, task: CopyTask, symbols: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
     """Mean cross-entropy over the copy part, and the teacher-forced per-token accuracy."""
     inputs, targets, weight = task.training_batch(symbols, lengths)

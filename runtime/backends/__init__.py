@@ -17,6 +17,7 @@ import importlib.util
 from pathlib import Path
 from typing import Optional, Union
 
+from ..artifact import METADATA_FILE
 from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
 
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
@@ -30,7 +31,7 @@ __all__ = [
 def dir_kind(path: Union[str, Path]) -> str:
     """``"export"`` when ``path`` holds ``rnnx.json``, ``"checkpoint"`` when it holds ``config.json``."""
     path = Path(path)
-    if (path / "rnnx.json").is_file():
+    if (path / METADATA_FILE).is_file():
         return "export"
     if (path / "config.json").is_file() or (path.name == "config.json" and path.is_file()):
         return "checkpoint"

@@ -10,11 +10,9 @@ numpy arrays (plain ``InferenceSession.run``) for ONNX Runtime, device buffers f
 :class:`~rnnx.runtime.session.Session` never looks inside a state: it only calls the methods below,
 so a backend is free to keep whatever it likes in :attr:`BackendState.tensors`.
 
-State tensors are described by :class:`StateSpec` (from ``rnnx.json`` "state", graph order): name
-(the flat name of :func:`rnnx.models.state.flatten_state`, e.g. ``layers.0.S``), graph input name
-``past_key_values.<name>``, output name ``present.<name>``, symbolic shape (ints and the dim names
-``batch`` / ``past_length``), dtype (numpy spelling: ``float32``, ``bool``, ...), ``grows`` (a KV-cache
-tensor whose ``past_length`` axis grows by L per call).
+State tensors are described by the contract's :class:`~rnnx.runtime.artifact.StateSpec` (from
+``rnnx.json`` "state", graph order): flat name (``layers.0.S``), graph input ``past_key_values.<name>``
+and output ``present.<name>``, symbolic shape, dtype name, ``grows`` (a KV cache).
 
 Rules a backend must follow:
 
@@ -32,17 +30,13 @@ Rules a backend must follow:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 
-BATCH, PAST_LENGTH = "batch", "past_length"
-
-Dim = Union[int, str]
+from ..artifact import StateSpec, model_signature
 
 
 class RnnxRuntimeError(RuntimeError):
@@ -56,39 +50,6 @@ class InputError(ValueError):
 
 class BackendUnavailable(RnnxRuntimeError):
     """A backend that cannot run here (package or device missing); the message says what is missing."""
-
-
-@dataclass(frozen=True)
-class StateSpec:
-    """One state tensor: flat name, graph input/output names, symbolic shape, numpy dtype name, grows."""
-
-    name: str
-    input: str
-    output: str
-    shape: tuple[Dim, ...]
-    dtype: str
-    grows: bool = False
-
-    @classmethod
-    def from_metadata(cls, entry: dict[str, Any]) -> StateSpec:
-        """From one item of ``rnnx.json`` "state"."""
-        return cls(entry["name"], entry["input"], entry["output"], tuple(entry["shape"]), entry["dtype"],
-                   bool(entry.get("grows", False)))  # fmt: skip
-
-    @property
-    def batch_axis(self) -> int:
-        """Axis holding the batch (1 for the stacked SRU cell state ``c``, 0 otherwise)."""
-        return self.shape.index(BATCH)
-
-    @property
-    def grow_axis(self) -> Optional[int]:
-        """Axis holding ``past_length`` for a KV-cache tensor, else None."""
-        return self.shape.index(PAST_LENGTH) if PAST_LENGTH in self.shape else None
-
-    def concrete_shape(self, batch: int, past_length: int = 0) -> tuple[int, ...]:
-        """The shape with ``batch`` and ``past_length`` substituted."""
-        subs = {BATCH: batch, PAST_LENGTH: past_length}
-        return tuple(subs[d] if isinstance(d, str) else int(d) for d in self.shape)
 
 
 @dataclass
@@ -106,17 +67,6 @@ class BackendState:
     backend: str
     signature: str
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def model_signature(metadata: dict[str, Any]) -> str:
-    """Hex sha256 identifying a model for state compatibility: model type, config, state layout and
-    the source weights' sha256 (falls back to the ONNX file's sha256 when the weights are unknown).
-    States saved by one backend load into another backend of the same model."""
-    source = metadata.get("source") or {}
-    weights = source.get("weights_sha256") or metadata.get("model_sha256")
-    layout = [[s["name"], list(s["shape"]), s["dtype"], bool(s.get("grows", False))] for s in metadata["state"]]
-    blob = json.dumps([metadata["model_type"], metadata["config"], layout, weights], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class Backend(ABC):

@@ -23,12 +23,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ...export.metadata import read_metadata
-from .base import Backend, BackendState, BackendUnavailable, InputError, StateSpec
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    return np.dtype(np.bool_ if name == "bool" else name)
+from ..artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, numpy_dtype, read_metadata, state_specs
+from .base import Backend, BackendState, BackendUnavailable, InputError
 
 
 def _device_id(device: str) -> int:
@@ -90,8 +86,8 @@ class OrtBackend(Backend):
             str(self.model_dir / self.metadata["model_file"]), options, providers=providers
         )
         self.vocab_size = int(self.metadata["vocab_size"])
-        self.state_specs = [StateSpec.from_metadata(e) for e in self.metadata["state"]]
-        self._outputs = ["logits"] + [s.output for s in self.state_specs]
+        self.state_specs = state_specs(self.metadata)
+        self._outputs = [LOGITS] + [s.output for s in self.state_specs]
 
     def describe(self) -> str:
         """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound."""
@@ -119,7 +115,7 @@ class OrtBackend(Backend):
 
     def init_state(self, batch: int) -> BackendState:
         tensors = {
-            s.name: self._upload(np.zeros(s.concrete_shape(batch, 0), _numpy_dtype(s.dtype))) for s in self.state_specs
+            s.name: self._upload(np.zeros(s.concrete_shape(batch, 0), numpy_dtype(s.dtype))) for s in self.state_specs
         }
         return self._state(tensors, batch, 0)
 
@@ -144,7 +140,7 @@ class OrtBackend(Backend):
         self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState
     ) -> tuple[np.ndarray, list[Any]]:
         """``InferenceSession.run`` on numpy state -> (logits, present numpy arrays in spec order)."""
-        feed = {"input_ids": input_ids, "attention_mask": attention_mask}
+        feed = {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask}
         feed.update((s.input, state.tensors[s.name]) for s in self.state_specs)
         outs = self.session.run(self._outputs, feed)
         return outs[0], outs[1:]
@@ -155,11 +151,11 @@ class OrtBackend(Backend):
         """One IO-bound call -> (logits on the host, present OrtValues on the backend's device, spec
         order). The same code for every device: only ``(device_type, device_id)`` differ."""
         binding = self.session.io_binding()
-        binding.bind_cpu_input("input_ids", input_ids)
-        binding.bind_cpu_input("attention_mask", attention_mask)
+        binding.bind_cpu_input(INPUT_IDS, input_ids)
+        binding.bind_cpu_input(ATTENTION_MASK, attention_mask)
         for s in self.state_specs:
             binding.bind_ortvalue_input(s.input, state.tensors[s.name])
-        binding.bind_output("logits", "cpu")
+        binding.bind_output(LOGITS, "cpu")
         for s in self.state_specs:
             binding.bind_output(s.output, self._device_type, self._device_id)
         self.session.run_with_iobinding(binding)
@@ -176,7 +172,7 @@ class OrtBackend(Backend):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)
         tensors = {
-            s.name: self._upload(np.array(arrays[s.name], dtype=_numpy_dtype(s.dtype), copy=True))
+            s.name: self._upload(np.array(arrays[s.name], dtype=numpy_dtype(s.dtype), copy=True))
             for s in self.state_specs
         }
         return self._state(tensors, batch, past)

@@ -25,12 +25,12 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ...export.metadata import MetadataError, read_metadata
+from ..artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, MetadataError, StateSpec, read_metadata, state_specs
 from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
 from ..tensorrt.bindings import plan_bindings
 from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library
 from ..tensorrt.profiles import ProfileError, ProfileLimits, build_profiles, select_profile
-from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
+from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
 
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int64": "int64",
                  "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8"}  # fmt: skip
@@ -75,7 +75,7 @@ class TensorRTBackend(Backend):
             raise InputError(str(e)) from None
         self.device = str(device)
         self._torch_device = torch.device(self.device)
-        self.state_specs = [StateSpec.from_metadata(s) for s in self.metadata["state"]]
+        self.state_specs = state_specs(self.metadata)
         self.vocab_size = int(self.metadata["vocab_size"])
         self.limits = (limits or ProfileLimits()).resolved()
         self.profiles = build_profiles(self.metadata, self.limits)
@@ -97,7 +97,7 @@ class TensorRTBackend(Backend):
         self.context = self.engine.create_execution_context()
         self.stream = torch.cuda.Stream(device=self._torch_device)
         self._profile: Optional[int] = None
-        self._logits_dtype = _torch_dtype(next(t["dtype"] for t in self.metadata["outputs"] if t["name"] == "logits"))
+        self._logits_dtype = _torch_dtype(next(t["dtype"] for t in self.metadata["outputs"] if t["name"] == LOGITS))
         self._pool: dict[tuple[str, int], list[Any]] = {}
         self._cuda_graphs = cuda_graphs and not any(s.grows for s in self.state_specs)
         self._graphs: dict[tuple[int, ...], Any] = {}
@@ -162,7 +162,7 @@ class TensorRTBackend(Backend):
                 f"KV cache would hold {new_past} positions; the engine's max_context is {self.limits.max_context}"
             )
         try:
-            profile = select_profile(self.profiles, {"input_ids": (batch, length)})
+            profile = select_profile(self.profiles, {INPUT_IDS: (batch, length)})
         except ProfileError as e:
             raise InputError(str(e)) from None
         storages = {s.name: self._storage(s, batch) for s in self.state_specs}
@@ -176,10 +176,10 @@ class TensorRTBackend(Backend):
                 ctx.set_optimization_profile_async(profile, self.stream.cuda_stream)
                 self._profile = profile
                 self._graphs.clear()
-            for name, buf in (("input_ids", self._ids), ("attention_mask", self._mask)):
+            for name, buf in ((INPUT_IDS, self._ids), (ATTENTION_MASK, self._mask)):
                 ctx.set_input_shape(name, (batch, length))
                 ctx.set_tensor_address(name, buf.data_ptr())
-            ctx.set_tensor_address("logits", logits.data_ptr())
+            ctx.set_tensor_address(LOGITS, logits.data_ptr())
             for spec in self.state_specs:
                 past = state.tensors[spec.name]
                 ctx.set_input_shape(spec.input, tuple(past.shape))

@@ -1,8 +1,9 @@
 """The PyTorch backend: the rnnx model itself behind the graph contract (reference for parity).
 
-The model is wrapped in :class:`rnnx.export.wrapper.StatefulLM`, so it takes and returns exactly the
+The model is wrapped in :class:`rnnx.models.stateful.StatefulLM`, so it takes and returns exactly the
 graph's flat tensors (fp32 state at the boundary, KV ``valid`` masks bool). State tensors stay torch
-tensors on ``device`` between calls; only the logits come back to the host.
+tensors on ``device`` between calls; only the logits come back to the host. The only backend that
+imports torch and rnnx.models.
 """
 
 from __future__ import annotations
@@ -13,33 +14,23 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
-from ...export.metadata import dtype_name
-from ...export.wrapper import StatefulLM, state_layout
 from ...models.checkpoint import load_checkpoint
 from ...models.lm import RecurrentLM
 from ...models.registry import model_type_of
-from .base import Backend, BackendState, BackendUnavailable, InputError, StateSpec
+from ...models.stateful import StatefulLM, state_specs, torch_dtype
+from ..artifact import METADATA_FILE, numpy_dtype, read_metadata
+from .base import Backend, BackendState, BackendUnavailable, InputError
 
 _PRECISIONS = {None: torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    return np.dtype(np.bool_ if name == "bool" else name)
-
-
-def _torch_dtype(name: str) -> torch.dtype:
-    return getattr(torch, name)
 
 
 def checkpoint_of(path: Union[str, Path]) -> Path:
     """The checkpoint directory for ``path``: itself, or an export's recorded ``source.checkpoint``."""
     path = Path(path)
-    if (path / "rnnx.json").is_file():
-        from ...export.metadata import read_metadata
-
+    if (path / METADATA_FILE).is_file():
         source = read_metadata(path, verify_hash=False).get("source") or {}
         if not source.get("checkpoint"):
-            raise InputError(f"{path}/rnnx.json: source.checkpoint is null; pass the checkpoint directory itself")
+            raise InputError(f"{path}/{METADATA_FILE}: source.checkpoint is null; pass the checkpoint directory itself")
         return Path(source["checkpoint"])
     return path
 
@@ -62,27 +53,16 @@ class TorchBackend(Backend):
         model = model.to(device=self._torch_device, dtype=_PRECISIONS[precision]).eval()
         self.model = model
         self.wrapper = StatefulLM(model).eval()
-        layout = state_layout(model)
+        self.state_specs = state_specs(model)
         self.vocab_size = int(model.vocab_size)
         self.metadata = {
             "model_type": model_type_of(model),
             "config": dict(model.config),
             "vocab_size": self.vocab_size,
             "precision": precision or "fp32",
-            "state": [
-                {
-                    "name": s.name,
-                    "input": s.input_name,
-                    "output": s.output_name,
-                    "shape": list(s.shape),
-                    "dtype": dtype_name(s.dtype),
-                    "grows": s.grows,
-                }
-                for s in layout
-            ],  # fmt: skip
+            "state": [spec.to_dict() for spec in self.state_specs],
             "source": source or {"checkpoint": None, "weights_sha256": None},
         }
-        self.state_specs = [StateSpec.from_metadata(e) for e in self.metadata["state"]]
 
     @classmethod
     def from_path(cls, path: Union[str, Path], device: str = "cpu", precision: Optional[str] = None) -> TorchBackend:
@@ -97,7 +77,7 @@ class TorchBackend(Backend):
 
     def init_state(self, batch: int) -> BackendState:
         tensors = {
-            s.name: torch.zeros(s.concrete_shape(batch, 0), dtype=_torch_dtype(s.dtype), device=self._torch_device)
+            s.name: torch.zeros(s.concrete_shape(batch, 0), dtype=torch_dtype(s.dtype), device=self._torch_device)
             for s in self.state_specs
         }
         return self._state(tensors, batch, 0)
@@ -122,7 +102,7 @@ class TorchBackend(Backend):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)
         tensors = {
-            s.name: torch.from_numpy(np.ascontiguousarray(arrays[s.name], dtype=_numpy_dtype(s.dtype))).to(
+            s.name: torch.from_numpy(np.ascontiguousarray(arrays[s.name], dtype=numpy_dtype(s.dtype))).to(
                 self._torch_device
             )
             for s in self.state_specs

@@ -21,43 +21,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
-PING_PONG, IN_PLACE = "ping-pong", "in-place"
+from .. import artifact
+from ..artifact import BATCH, ITEMSIZE, LENGTH, PAST_LENGTH, MetadataError
 
-#: bytes per element of the numpy dtype names used in rnnx.json.
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
-            "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+PING_PONG, IN_PLACE = "ping-pong", "in-place"
 
 
 class BindingError(ValueError):
     """Metadata / engine I/O that cannot be bound as the rnnx contract says; one line."""
 
 
-def resolve_dim(dim: Any, dims: dict[str, int]) -> int:
-    """An int dim, a symbol (``batch``) or a sum of symbols/ints (``past_length + length``) -> int."""
-    if isinstance(dim, bool):
-        raise BindingError(f"bad dim {dim!r}")
-    if isinstance(dim, int):
-        return dim
-    if isinstance(dim, str):
-        total = 0
-        for term in dim.split("+"):
-            term = term.strip()
-            if term.isdigit():
-                total += int(term)
-            elif term in dims:
-                total += dims[term]
-            else:
-                raise BindingError(f"unknown symbolic dim {term!r} in {dim!r} (known: {', '.join(dims)})")
-        return total
-    raise BindingError(f"bad dim {dim!r}")
-
-
 def resolve_shape(shape: Iterable[Any], dims: dict[str, int]) -> tuple[int, ...]:
-    return tuple(resolve_dim(d, dims) for d in shape)
+    """:func:`rnnx.runtime.artifact.resolve_shape`, raising :class:`BindingError`."""
+    try:
+        return artifact.resolve_shape(tuple(shape), dims)
+    except MetadataError as e:
+        raise BindingError(str(e)) from None
 
 
 def itemsize(dtype: str) -> int:
+    """Bytes per element of a metadata dtype name."""
     if dtype not in ITEMSIZE:
         raise BindingError(f"unsupported dtype {dtype!r}; known: {', '.join(ITEMSIZE)}")
     return ITEMSIZE[dtype]
@@ -123,7 +106,7 @@ class BindingPlan:
     def buffer_specs(self, batch: int, max_length: int, max_context: int) -> dict[str, BufferSpec]:
         """Every buffer for ``batch`` rows, up to ``max_length`` tokens per call and ``max_context``
         cached positions. State buffers are sized for past_length = max_context (their capacity)."""
-        for label, value, low in (("batch", batch, 1), ("max_length", max_length, 1), ("max_context", max_context, 0)):
+        for label, value, low in ((BATCH, batch, 1), ("max_length", max_length, 1), ("max_context", max_context, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise BindingError(f"{label} must be an integer >= {low}, got {value!r}")
         if any(s.grows for s in self.states) and max_context < max_length:

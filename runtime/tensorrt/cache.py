@@ -20,12 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ...models.checkpoint import sha256_file
+from ..artifact import atomic_write_bytes, sha256_file
 from .profiles import Profile
 
 CACHE_ENV = "RNNX_ENGINE_CACHE"
@@ -96,21 +95,6 @@ class Lookup:
     @property
     def hit(self) -> bool:
         return self.path is not None
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` via a fsynced temporary file in the same dir and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class EngineCache:

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
+from ..artifact import BATCH, LENGTH, PAST_LENGTH
+
 DECODE, PREFILL = "decode", "prefill"
 
 Shape = tuple[int, ...]

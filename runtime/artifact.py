@@ -1,0 +1,358 @@
+"""The rnnx artifact contract: what an export directory holds and how its graph is called.
+
+This module is the one place that defines the names, axes, dtypes, files and metadata layout that the
+exporter writes and every runtime reads. It imports only the standard library and numpy, so a machine
+that serves an export on ONNX Runtime needs neither torch nor onnx (``pip install "rnnx[onnxruntime]"``).
+A native runtime reads the same facts from ``rnnx.json``: nothing here is needed to interpret it.
+
+An export directory::
+
+    model.onnx                  the graph (prefill and decode in one)
+    rnnx.json                   this contract's metadata (below), written last
+    parity.json                 the export's parity report (with --check)
+    parity_reference.npz        the PyTorch side of the parity run, replayable without torch
+    polygraphy_inputs.json      the same calls for ``polygraphy run --load-inputs / --load-outputs``
+    polygraphy_outputs.json
+
+The graph of a language model (``interface: "causal_lm"``)::
+
+    inputs   input_ids (batch, length) int64, attention_mask (batch, length) int64 (1 = token, 0 = pad),
+             past_key_values.<state name> ...
+    outputs  logits (batch, length, vocab) fp32 / fp16, present.<state name> ...
+
+``rnnx.json`` (format ``rnnx-onnx``, version 1)::
+
+    {"format": "rnnx-onnx", "format_version": 1, "interface": "causal_lm",
+     "model_file": "model.onnx", "model_sha256": "<hex>",
+     "model_type": "srupp", "config": {...}, "vocab_size": 12,
+     "target": "tensorrt" | "onnxruntime", "precision": "fp32" | "fp16", "opset": 20,
+     "inputs":  [{"name": "input_ids", "shape": ["batch", "length"], "dtype": "int64"}, ...],
+     "outputs": [{"name": "logits", "shape": ["batch", "length", 12], "dtype": "float32"}, ...],
+     "state": [{"name": "c", "input": "past_key_values.c", "output": "present.c",
+                "shape": [4, "batch", 128], "dtype": "float32", "grows": false}, ...],
+     "ops": [{"name": "SRUScan", "domain": "rnnx", "version": 1,
+              "plugin_version": "1", "plugin_namespace": "rnnx"}, ...],
+     "opset_imports": {"": 20, "rnnx": 1},
+     "source": {"checkpoint": "/abs/path" | null, "weights_sha256": "<hex>" | null},
+     "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
+     "parity": {...} | null}
+
+Shapes hold ints and the axis names :data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`; a growing
+KV cache's ``present`` has ``past_length + length`` along its ``past_length`` axis. dtypes are numpy's
+spellings (``float32``, ``bool``; ``bfloat16`` where a graph has it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+# -- names ---------------------------------------------------------------------------------------
+
+#: Graph input: token ids (batch, length) int64.
+INPUT_IDS = "input_ids"
+#: Graph input: (batch, length) int64, 1 = token, 0 = pad (a pad never changes a row's state).
+ATTENTION_MASK = "attention_mask"
+#: Graph output: next-token logits (batch, length, vocab).
+LOGITS = "logits"
+#: A state tensor named ``<name>`` enters as ``past_key_values.<name>`` and leaves as ``present.<name>``.
+PAST_PREFIX = "past_key_values."
+PRESENT_PREFIX = "present."
+
+#: Symbolic axes of the graph and of the metadata shapes.
+BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
+AXES = (BATCH, LENGTH, PAST_LENGTH)
+
+#: What the graph computes; the only interface of format version 1 is a causal language model.
+CAUSAL_LM = "causal_lm"
+
+# -- files and format ------------------------------------------------------------------------------
+
+FORMAT = "rnnx-onnx"
+FORMAT_VERSION = 1
+METADATA_FILE = "rnnx.json"
+MODEL_FILE = "model.onnx"
+PARITY_FILE = "parity.json"
+PARITY_REFERENCE_FILE = "parity_reference.npz"
+POLYGRAPHY_INPUTS = "polygraphy_inputs.json"
+POLYGRAPHY_OUTPUTS = "polygraphy_outputs.json"
+#: Every file an export writes; an export removes the ones a new export of the same dir did not rewrite.
+EXPORT_FILES = (MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS, POLYGRAPHY_OUTPUTS, METADATA_FILE)
+
+# -- targets, precisions, tolerances ----------------------------------------------------------------
+
+TARGETS = ("tensorrt", "onnxruntime")
+PRECISIONS = ("fp32", "fp16")
+#: ONNX opsets an export may use (the default is the newest that every supported runtime reads).
+SUPPORTED_OPSETS = (18, 19, 20, 21)
+DEFAULT_OPSET = 20
+#: Largest accepted relative error (``max |got - want| / max |want|``, per tensor and call) of a backend
+#: against the fp32 PyTorch model, per precision. The fp16 figure covers fp16 weights and activations
+#: over a long chain of decode steps.
+TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
+
+# -- dtypes ------------------------------------------------------------------------------------------
+
+#: numpy dtype name -> bytes per element.
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4,
+            "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+#: ONNX ``TensorProto`` element type -> numpy dtype name (the numbers are ONNX's, fixed by its spec).
+ONNX_ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool", 10: "float16",
+                      11: "float64", 16: "bfloat16"}  # fmt: skip
+
+
+class MetadataError(ValueError):
+    """Metadata that is missing, malformed or does not match its model file; one line."""
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a metadata dtype name; MetadataError for ``bfloat16`` (numpy has none) or an unknown name."""
+    if name not in ITEMSIZE or name == "bfloat16":
+        raise MetadataError(
+            f"dtype {name!r} has no numpy equivalent; known: {', '.join(n for n in ITEMSIZE if n != 'bfloat16')}"
+        )
+    return np.dtype(np.bool_ if name == "bool" else name)
+
+
+# -- tensor and state specs --------------------------------------------------------------------------
+
+Dim = Union[int, str]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output: name, shape (ints, axis names, or ``"past_length + length"``), dtype name."""
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> TensorSpec:
+        return cls(entry["name"], tuple(entry["shape"]), entry["dtype"])
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """One state tensor of the graph.
+
+    ``name`` is its flat name (``layers.0.S``); it enters as :attr:`input` (``past_key_values.<name>``)
+    and leaves as :attr:`output` (``present.<name>``) with the same dtype. ``shape`` holds ints and
+    the axis names ``batch`` / ``past_length``; ``grows`` marks a KV-cache tensor whose
+    ``past_length`` axis grows by ``length`` per call. Floating state is fp32 in every precision.
+    """
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+    grows: bool = False
+
+    @property
+    def input(self) -> str:
+        return PAST_PREFIX + self.name
+
+    @property
+    def output(self) -> str:
+        return PRESENT_PREFIX + self.name
+
+    @property
+    def batch_axis(self) -> int:
+        """The axis holding the batch (1 for a stacked SRU cell state ``c``, 0 for most others)."""
+        return self.shape.index(BATCH)
+
+    @property
+    def grow_axis(self) -> Optional[int]:
+        """The ``past_length`` axis of a KV-cache tensor, else None."""
+        return self.shape.index(PAST_LENGTH) if PAST_LENGTH in self.shape else None
+
+    @property
+    def output_shape(self) -> tuple[Dim, ...]:
+        """The shape of :attr:`output`: ``past_length`` becomes ``past_length + length``."""
+        return tuple(f"{PAST_LENGTH} + {LENGTH}" if d == PAST_LENGTH else d for d in self.shape)
+
+    def concrete_shape(self, batch: int, past_length: int = 0) -> tuple[int, ...]:
+        """The shape with ``batch`` and ``past_length`` substituted."""
+        return resolve_shape(self.shape, {BATCH: batch, PAST_LENGTH: past_length})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "input": self.input, "output": self.output, "shape": list(self.shape),
+                "dtype": self.dtype, "grows": self.grows}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> StateSpec:
+        """From one item of ``rnnx.json`` "state"; its input/output names must follow the prefixes."""
+        spec = cls(entry["name"], tuple(entry["shape"]), entry["dtype"], bool(entry.get("grows", False)))
+        if entry.get("input", spec.input) != spec.input or entry.get("output", spec.output) != spec.output:
+            raise MetadataError(
+                f"state {spec.name!r}: input/output names {entry.get('input')!r} / {entry.get('output')!r}, "
+                f"expected {spec.input!r} / {spec.output!r}"
+            )
+        return spec
+
+
+def resolve_dim(dim: Dim, dims: dict[str, int]) -> int:
+    """An int, an axis name (``batch``) or a sum of them (``past_length + length``) -> int.
+    MetadataError for an axis missing from ``dims`` or a malformed dim."""
+    if isinstance(dim, bool):
+        raise MetadataError(f"bad dim {dim!r}")
+    if isinstance(dim, int):
+        return dim
+    if isinstance(dim, str):
+        total = 0
+        for term in dim.split("+"):
+            term = term.strip()
+            if term.isdigit():
+                total += int(term)
+            elif term in dims:
+                total += dims[term]
+            else:
+                raise MetadataError(f"unknown symbolic dim {term!r} in {dim!r} (known: {', '.join(dims)})")
+        return total
+    raise MetadataError(f"bad dim {dim!r}")
+
+
+def resolve_shape(shape: tuple[Dim, ...], dims: dict[str, int]) -> tuple[int, ...]:
+    """:func:`resolve_dim` over a shape."""
+    return tuple(resolve_dim(d, dims) for d in shape)
+
+
+def lm_io(vocab_size: int, states: list[StateSpec], logits_dtype: str) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """The inputs and outputs of a language model's graph, in graph order."""
+    inputs = [TensorSpec(INPUT_IDS, (BATCH, LENGTH), "int64"), TensorSpec(ATTENTION_MASK, (BATCH, LENGTH), "int64")]
+    outputs = [TensorSpec(LOGITS, (BATCH, LENGTH, vocab_size), logits_dtype)]
+    inputs += [TensorSpec(s.input, s.shape, s.dtype) for s in states]
+    outputs += [TensorSpec(s.output, s.output_shape, s.dtype) for s in states]
+    return inputs, outputs
+
+
+# -- metadata ----------------------------------------------------------------------------------------
+
+_REQUIRED = {
+    "format": str, "format_version": int, "model_file": str, "model_sha256": str, "model_type": str,
+    "config": dict, "vocab_size": int, "target": str, "precision": str, "opset": int, "inputs": list,
+    "outputs": list, "state": list, "ops": list, "opset_imports": dict, "source": dict, "versions": dict,
+}  # fmt: skip
+
+
+def sha256_file(path: Union[str, os.PathLike]) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: Union[str, os.PathLike], data: bytes) -> Path:
+    """Writes ``data`` to ``path`` via a fsynced temporary file in the same directory and ``os.replace``:
+    a reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode open() would
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_metadata(directory: Union[str, os.PathLike], metadata: dict[str, Any]) -> Path:
+    """Validates ``metadata`` (without the model hash check) and writes ``directory/rnnx.json`` atomically."""
+    path = Path(directory) / METADATA_FILE
+    validate_metadata(metadata, str(path))
+    return atomic_write_bytes(path, (json.dumps(metadata, indent=2) + "\n").encode())
+
+
+def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
+    """Checks the layout of a metadata dict; MetadataError (one line, prefixed by ``where``) otherwise."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise MetadataError(f"{where}: not rnnx export metadata (format {found!r}, expected {FORMAT!r})")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise MetadataError(
+            f"{where}: unsupported format_version {meta.get('format_version')!r} (supported: {FORMAT_VERSION})"
+        )
+    for key, kind in _REQUIRED.items():
+        if not isinstance(meta.get(key), kind) or (kind is int and isinstance(meta.get(key), bool)):
+            raise MetadataError(f"{where}: field {key!r} missing or not a {kind.__name__}")
+    if meta.get("interface", CAUSAL_LM) != CAUSAL_LM:
+        raise MetadataError(f"{where}: unsupported interface {meta.get('interface')!r} (supported: {CAUSAL_LM})")
+    try:
+        inputs = [TensorSpec.from_dict(t) for t in meta["inputs"]]
+        outputs = [TensorSpec.from_dict(t) for t in meta["outputs"]]
+        states = [StateSpec.from_dict(s) for s in meta["state"]]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise MetadataError(f"{where}: malformed inputs/outputs/state entry ({type(e).__name__}: {e})") from None
+    except MetadataError as e:
+        raise MetadataError(f"{where}: {e}") from None
+    names = [t.name for t in inputs + outputs]
+    if len(names) != len(set(names)) or not all(isinstance(n, str) for n in names):
+        raise MetadataError(f"{where}: input/output names must be unique strings")
+    for spec in states:
+        if spec.input not in names or spec.output not in names:
+            raise MetadataError(
+                f"{where}: state {spec.name!r}: {spec.input!r} / {spec.output!r} are not graph inputs/outputs"
+            )
+        if BATCH not in spec.shape:
+            raise MetadataError(f"{where}: state {spec.name!r}: shape {list(spec.shape)} has no {BATCH!r} axis")
+    return meta
+
+
+def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) -> dict[str, Any]:
+    """Reads and validates ``directory/rnnx.json``; with ``verify_hash`` also checks that the model file
+    exists and has the recorded sha256. Raises :class:`MetadataError` (one line naming the file)."""
+    path = Path(directory) / METADATA_FILE
+    if not path.is_file():
+        raise MetadataError(f"{path}: missing export metadata file")
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MetadataError(f"{path}: invalid JSON ({e})") from None
+    validate_metadata(meta, str(path))
+    if verify_hash:
+        model_path = Path(directory) / meta["model_file"]
+        if not model_path.is_file():
+            raise MetadataError(f"{model_path}: model file named by {METADATA_FILE} is missing")
+        if sha256_file(model_path) != meta["model_sha256"]:
+            raise MetadataError(
+                f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
+            )
+    return meta
+
+
+def state_specs(metadata: dict[str, Any]) -> list[StateSpec]:
+    """The :class:`StateSpec` of every state tensor of a metadata dict, graph order."""
+    return [StateSpec.from_dict(s) for s in metadata["state"]]
+
+
+def model_signature(metadata: dict[str, Any]) -> str:
+    """Hex sha256 identifying a model for state compatibility: model type, config, state layout and the
+    source weights' sha256 (the ONNX file's sha256 when the weights are unknown). A state saved by one
+    backend loads into another backend of the same model."""
+    source = metadata.get("source") or {}
+    weights = source.get("weights_sha256") or metadata.get("model_sha256")
+    layout = [[s["name"], list(s["shape"]), s["dtype"], bool(s.get("grows", False))] for s in metadata["state"]]
+    blob = json.dumps([metadata["model_type"], metadata["config"], layout, weights], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()

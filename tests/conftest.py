@@ -1,0 +1,54 @@
+"""Shared fixtures: the shipped demo models exported once per test session.
+
+Exporting is the slowest thing the suite does, so every test that needs an export of a demo model
+takes it from here instead of exporting its own copy:
+
+* ``demo_exports``: ``{(demo name, target): export dir}`` for every shipped demo and both targets,
+  exported without the parity check (the tests run their own);
+* ``demo_cli_export``: ``export-model`` with no arguments, run in an empty working directory (the main
+  job of the README): ``(cwd, click result)``; its export has the parity files.
+
+Tests must not modify these directories; one that needs to, copies it first.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.runtime.artifact import TARGETS
+
+DEMO_EXPORT_CASES = [(name, target) for name in DEMO_CHECKPOINTS for target in TARGETS]
+
+
+@pytest.fixture(scope="session")
+def demo_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    from rnnx.export import export_model
+
+    root = tmp_path_factory.mktemp("demo_exports")
+    return {
+        (name, target): export_model(
+            str(demo_checkpoint_path(name)), root / f"{name}-{target}", target=target, check=False
+        ).out_dir
+        for name, target in DEMO_EXPORT_CASES
+    }
+
+
+@pytest.fixture(scope="session")
+def demo_cli_export(tmp_path_factory: pytest.TempPathFactory):
+    """``export-model`` with no arguments in an empty working directory: ``(cwd, click Result)``."""
+    from click.testing import CliRunner
+
+    from rnnx.export.cli import main
+
+    cwd = tmp_path_factory.mktemp("cli-demo")
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(main, [], catch_exceptions=False)
+    finally:
+        os.chdir(before)
+    return cwd, result
