@@ -16,7 +16,6 @@ validates everything and raises :class:`CheckpointError` with one line naming th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from ..runtime.artifact import sha256_file
 from .lm import RecurrentLM
 from .registry import MODEL_TYPES, build_model, model_type_of
 
@@ -48,14 +48,6 @@ def demo_checkpoint_path(name: str) -> Path:
     if name not in DEMO_CHECKPOINTS:
         raise KeyError(f"unknown demo checkpoint {name!r}; known: {', '.join(DEMO_CHECKPOINTS)}")
     return Path(__file__).resolve().parent / "checkpoints" / name
-
-
-def sha256_file(path: Union[str, os.PathLike]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def save_checkpoint(
