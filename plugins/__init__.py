@@ -48,6 +48,15 @@ KERNEL_SOURCES = tuple(
 LIBRARY_ENV = "RNNX_TRT_PLUGINS"
 
 
+def find_nvcc() -> Optional[str]:
+    """The CUDA compiler: ``$CUDACXX``, else ``nvcc`` on ``PATH``, else ``/usr/local/cuda/bin/nvcc``; None
+    when none of them is a file."""
+    for candidate in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
 class PluginLibraryNotFound(FileNotFoundError):
     """The plugin library has not been built (the message says how to build it)."""
 
@@ -101,14 +110,18 @@ def build_plugins(
     :func:`default_build_dir`; incremental); returns the library path.
 
     ``cmake_args`` are passed to the configure step (e.g. ``-DTENSORRT_ROOT=...``,
-    ``-DCMAKE_CUDA_ARCHITECTURES=90``); ``targets`` limits the build (default: everything, tests included).
-    Raises ``RuntimeError`` with CMake's output when a step fails.
+    ``-DCMAKE_CUDA_ARCHITECTURES=90``; ``-DCMAKE_CUDA_COMPILER`` defaults to :func:`find_nvcc`);
+    ``targets`` limits the build (default: everything, tests included). Raises ``RuntimeError`` with CMake's
+    output when a step fails.
     """
     cmake = shutil.which("cmake")
     if cmake is None:
         raise RuntimeError("cmake not found on PATH; install CMake >= 3.25 to build the rnnx plugins")
     build = Path(build_dir or default_build_dir())
     build.mkdir(parents=True, exist_ok=True)
+    nvcc = find_nvcc()
+    if nvcc and not any(a.startswith("-DCMAKE_CUDA_COMPILER=") for a in cmake_args):
+        cmake_args = [*cmake_args, f"-DCMAKE_CUDA_COMPILER={nvcc}"]
     steps = [
         [cmake, "-S", str(SOURCE_DIR), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}", *cmake_args],
         [

@@ -32,21 +32,23 @@ from kernel_cases import (
     sru_inputs,
     sru_reference,
 )
-from test_plugins import BUILD_DIR, _nvcc
+from test_plugins import BUILD_DIR
 
 from rnnx import plugins
 
+NVCC = plugins.find_nvcc()
 pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the kernel emulation"),
-    pytest.mark.skipif(_nvcc() is None, reason="no CUDA toolkit (nvcc, headers): cannot build the kernel emulation"),
+    pytest.mark.skipif(NVCC is None, reason="no CUDA toolkit (nvcc, headers): cannot build the kernel emulation"),
 ]
+
 
 EPS = 1e-6
 
 
 @pytest.fixture(scope="module")
 def emu() -> EmulatedKernels:
-    plugins.build_plugins(BUILD_DIR, cmake_args=[f"-DCMAKE_CUDA_COMPILER={_nvcc()}"], quiet=True)
+    plugins.build_plugins(BUILD_DIR, quiet=True)
     library = BUILD_DIR / "librnnx_kernels_emulated.so"
     assert library.is_file(), f"{library} was not built"
     kernels = EmulatedKernels(library)

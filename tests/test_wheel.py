@@ -3,10 +3,11 @@
 The wheel is built once per session (``wheel_build.build_wheel``) and installed with ``pip --target`` into
 a temporary folder; the checks on the installed copy run in subprocesses with ``PYTHONPATH`` set to that
 folder, so ``rnnx`` resolves there (torch and the other dependencies come from this environment), never
-to the checkout. Without a GPU the installed kernel sources are still proven self-contained: each ``.cu``
-file compiles with nvcc from the installed folder with only the installed include directory (one
-architecture, sm_90, about 15 s for the three on a 2-core machine, so the full optimisation is kept), and
-the plugins' CMake tree configures from the installed folder (a few seconds). The ``gpu`` test builds the
+to the checkout. Without a GPU the installed kernel sources are still proven self-contained: they are
+byte-identical to the checkout's (which the plugin build compiles with nvcc for every architecture), and
+nvcc resolves every ``#include`` of each installed ``.cu`` inside the installed folder or the toolkit and
+system headers, never the checkout (``nvcc -M``, well under a second a file); the plugins' CMake tree
+configures from the installed folder (a few seconds). The ``gpu`` test builds the
 torch extension itself from the installed copy.
 """
 
@@ -24,7 +25,11 @@ import pytest
 import torch
 from wheel_build import REPO, build_wheel
 
+from rnnx import plugins
+
 pytestmark = pytest.mark.slow
+
+NVCC = plugins.find_nvcc()
 
 KERNELS = "rnnx/plugins/kernels"
 KERNEL_FILES = ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
@@ -47,14 +52,7 @@ REQUIRED = (
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
 
 
-def _nvcc() -> str | None:
-    for candidate in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
-
-
-needs_nvcc = pytest.mark.skipif(_nvcc() is None, reason="nvcc not found (CUDA toolkit): cannot compile the kernels")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit): cannot compile the kernels")
 
 
 @pytest.fixture(scope="session")
@@ -120,15 +118,28 @@ def test_installed_copy_resolves_and_has_its_sources(site: Path, tmp_path: Path)
     assert Path(info["build_dir"]).parent == tmp_path / "cache" / "rnnx" / "plugins"
 
 
+def test_installed_kernel_sources_are_the_checkouts(site: Path) -> None:
+    kernels = site / KERNELS
+    for path in (REPO / "plugins" / "kernels").rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts:
+            installed = kernels / path.relative_to(REPO / "plugins" / "kernels")
+            assert installed.read_bytes() == path.read_bytes(), installed
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", KERNEL_FILES)
-def test_installed_kernel_sources_compile_standalone(site: Path, tmp_path: Path, name: str) -> None:
-    """nvcc compiles each installed ``.cu`` with only the installed include directory (sm_90, no GPU needed)."""
+def test_installed_kernel_sources_include_only_installed_headers(site: Path, tmp_path: Path, name: str) -> None:
+    """``nvcc -M`` on each installed ``.cu`` with only the installed include directory: every header it
+    reads resolves, and the rnnx ones are the installed copies (none from the checkout)."""
     kernels = site / KERNELS
-    cmd = [_nvcc(), "-c", "-std=c++17", "-arch=sm_90", f"-I{kernels / 'include'}", str(kernels / "src" / name)]
-    result = subprocess.run([*cmd, "-o", str(tmp_path / f"{name}.o")], cwd=tmp_path, capture_output=True, text=True)
+    cmd = [NVCC, "-M", "-std=c++17", "-arch=sm_90", f"-I{kernels / 'include'}", str(kernels / "src" / name)]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert (tmp_path / f"{name}.o").stat().st_size > 0
+    deps = [Path(d) for d in result.stdout.split(":", 1)[1].replace("\\\n", " ").split()]
+    assert deps and deps[0].name == name
+    ours = [d for d in deps if site.resolve() in d.resolve().parents]
+    assert {d.name for d in ours} >= {name, "kernels.h"}, ours
+    assert not [d for d in deps if REPO.resolve() in d.resolve().parents], "a header resolved to the checkout"
 
 
 @needs_nvcc
@@ -144,7 +155,7 @@ def test_installed_plugin_cmake_tree_configures(site: Path, tmp_path: Path) -> N
     arch = [
         "-DCMAKE_CUDA_ARCHITECTURES=90-real",
         "-DRNNX_CUDA_ARCHITECTURES=90-real",
-        f"-DCMAKE_CUDA_COMPILER={_nvcc()}",
+        f"-DCMAKE_CUDA_COMPILER={NVCC}",
     ]
     result = subprocess.run([*cmd, *arch], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
