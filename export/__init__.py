@@ -1,7 +1,10 @@
 """rnnx.export: PyTorch -> ONNX with the rnnx custom ops, and the ``export-model`` CLI.
 
-``export_model(model_or_checkpoint, out_dir, target=, precision=, opset=, check=)`` writes one ONNX
-graph (prefill and decode, dynamic batch / length / past_length) plus ``rnnx.json``. What an export
+``export(module, example_inputs, out_dir, ...)`` writes one ONNX graph plus ``rnnx.json`` for any module
+with state (``forward(*inputs, state) -> (*outputs, new_state)``) built on SRU / SRU++ / causal linear
+attention, the published ``sru`` / ``fast-transformers`` layers included (converted first);
+``export_model(model_or_checkpoint, out_dir, target=, precision=, opset=, check=)`` is the same path for
+an rnnx language model (prefill and decode, dynamic batch / length / past_length). What an export
 directory holds, its names and its metadata are the artifact contract, :mod:`rnnx.runtime.artifact`
 (``read_metadata`` is re-exported here); the parity check is :mod:`rnnx.runtime.parity`; the torch side
 of the graph is :mod:`rnnx.models.stateful`; the custom ONNX ops are :mod:`rnnx.export.onnx_ops`.
@@ -25,7 +28,7 @@ from ..runtime.artifact import (
     read_metadata,
 )
 
-_EXPORTER_NAMES = ("ExportError", "ExportResult", "export_model", "validate_options")
+_EXPORTER_NAMES = ("ExportError", "ExportResult", "export", "export_model", "validate_options")
 
 __all__ = [
     "DEFAULT_OPSET",
@@ -37,6 +40,7 @@ __all__ = [
     "ExportError",
     "ExportResult",
     "MetadataError",
+    "export",
     "export_model",
     "read_metadata",
     "validate_options",

@@ -1,10 +1,16 @@
-"""``export-model``: export an rnnx checkpoint (by default the shipped demo) to ONNX.
+"""``export-model``: export an rnnx checkpoint (by default the shipped demo), or a user's own model, to ONNX.
 
 ::
 
     export-model [CHECKPOINT] [--out DIR] [--target tensorrt|onnxruntime] [--precision fp32|fp16]
+    export-model --module package.module:function | path/to/file.py:function [--weights FILE] [--out DIR] ...
                  [--opset N] [--check/--no-check] [--steps N]
                  [--engine [--max-batch N] [--max-length N] [--max-context N] [--cache-dir DIR]]
+
+``--module`` exports a user's model without Python glue: the factory function returns ``(module,
+example_inputs)`` or a dict of :func:`rnnx.export.export`'s keyword arguments (:mod:`rnnx.models.factory`);
+``--weights`` is a ``state_dict`` file loaded into that module. The export records both, so
+``rnnx.runtime.load(DIR, backend="torch")`` and ``rnnx-parity --reference torch`` rebuild the module.
 
 Prints each step, the files written, the parity table and the ``polygraphy run`` command that
 re-checks the saved inputs/outputs. Any bad input (missing or corrupt checkpoint, unknown model
@@ -23,7 +29,7 @@ from __future__ import annotations
 import importlib.util
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -46,6 +52,19 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     default=None,
     help="Output directory (default: ./rnnx-export/<checkpoint name>).",
 )
+@click.option(
+    "--module",
+    "factory",
+    default=None,
+    metavar="PACKAGE.MODULE:FUNCTION",
+    help="Export a model of your own: a function (or path/to/file.py:function) returning (module, example_inputs).",
+)
+@click.option(
+    "--weights",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="With --module: a state_dict file (torch.save) loaded into the module.",
+)
 @click.option("--target", default="tensorrt", show_default=True, help=f"Graph flavour: {' | '.join(TARGETS)}.")
 @click.option(
     "--precision",
@@ -65,7 +84,7 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     default=DEFAULT_DECODE_STEPS,
     show_default=True,
     type=click.IntRange(0),
-    help="Chained decode steps of the parity check.",
+    help="Chained decode steps (chained calls with --module) of the parity check.",
 )
 @click.option(
     "--engine",
@@ -93,6 +112,8 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
 def main(
     checkpoint: Optional[Path],
     out_dir: Optional[Path],
+    factory: Optional[str],
+    weights: Optional[Path],
     target: str,
     precision: str,
     opset: int,
@@ -104,7 +125,7 @@ def main(
     max_context: Optional[int] = None,
     cache_dir: Optional[Path] = None,
 ) -> None:
-    """Export CHECKPOINT (default: the shipped demo model) to DIR/model.onnx + DIR/rnnx.json."""
+    """Export CHECKPOINT (default: the shipped demo model), or --module, to DIR/model.onnx + DIR/rnnx.json."""
     _require_export_extra()
     from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
     from .exporter import ExportError, export_model, validate_options
@@ -113,7 +134,17 @@ def main(
         validate_options(target, precision, opset)
     except ExportError as e:
         raise click.ClickException(_one_line(str(e))) from None
+    if factory is None and weights is not None:
+        raise click.UsageError("--weights needs --module (a checkpoint directory holds its own weights)")
+    if factory is not None and checkpoint is not None:
+        raise click.UsageError("give either CHECKPOINT or --module, not both")
     limits = _engine_preflight(target, max_batch, max_length, max_context) if engine else None
+    if factory is not None:
+        result = _export_factory(factory, weights, out_dir, target, precision, opset, check, steps)
+        _report(result)
+        if limits is not None:
+            _build_engine(result.out_dir, limits, cache_dir)
+        return
     if checkpoint is None:
         checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
         click.echo(f"no checkpoint given: exporting the shipped demo {DEMO_CHECKPOINTS[0]!r}")
@@ -128,6 +159,49 @@ def main(
         )  # fmt: skip
     except (CheckpointError, ExportError) as e:
         raise click.ClickException(_one_line(str(e))) from None
+    _report(result)
+    if limits is not None:
+        _build_engine(out_dir, limits, cache_dir)
+
+
+def _export_factory(
+    factory: str, weights: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
+    check: bool, steps: int,
+) -> Any:  # fmt: skip
+    """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
+    export's source (absolute paths)."""
+    import sys
+
+    from ..models.factory import FactoryError, load_factory
+    from .exporter import ExportError, export
+
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # `package.module` resolves from here, as with `python -m`
+    target_part, _, function = factory.rpartition(":")
+    recorded = f"{Path(target_part).resolve()}:{function}" if target_part.endswith(".py") else factory
+    out_dir = out_dir or DEFAULT_OUT_ROOT / function
+    click.echo(f"module:  {factory}" + (f" (weights {weights})" if weights else ""))
+    click.echo(f"output:  {out_dir}")
+    try:
+        spec = load_factory(factory, weights)
+        source = {"factory": recorded, "weights": None if weights is None else str(Path(weights).resolve())}
+        if weights is not None:
+            from ..runtime.artifact import sha256_file
+
+            source["weights_sha256"] = sha256_file(weights)
+        return export(
+            spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
+            opset=opset, check=check, chained_calls=steps, source=source,
+            log=lambda message: click.echo(f"- {message}"),
+        )  # fmt: skip
+    except (FactoryError, ExportError) as e:
+        raise click.ClickException(_one_line(str(e))) from None
+    except Exception as e:  # the user's factory: one line, whatever it raised
+        raise click.ClickException(f"factory {factory!r} failed: {type(e).__name__}: {_one_line(str(e))}") from None
+
+
+def _report(result: Any) -> None:
+    """The files written, the parity table and the Polygraphy command."""
     click.echo("files:")
     for path in result.files:
         click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
@@ -137,8 +211,6 @@ def main(
     if result.polygraphy_command is not None:
         click.echo("re-check with stock Polygraphy:")
         click.echo(f"  {shlex.join(result.polygraphy_command)}")
-    if limits is not None:
-        _build_engine(out_dir, limits, cache_dir)
 
 
 def _engine_preflight(target: str, max_batch: int, max_length: int, max_context: Optional[int]) -> object:

@@ -1,19 +1,26 @@
-"""``export_model``: an rnnx language model (or checkpoint) -> one ONNX graph + ``rnnx.json``.
+"""The exporter: a stateful module -> one ONNX graph + ``rnnx.json`` (the artifact contract).
 
-The graph (names and layouts: :mod:`rnnx.runtime.artifact`, :mod:`rnnx.models.stateful`) serves prefill and decode:
-batch, length and a KV cache's past_length are dynamic. It is traced with ``torch.export`` through
-``torch.onnx.export(dynamo=True)``; the rnnx ops become custom nodes via the translation table of
-:mod:`rnnx.export.onnx_ops`, which then adds their local functions and plugin attributes.
+One path for every model. :func:`export` takes any module whose forward is
+``(*inputs, state) -> (*outputs, new_state)`` (or a stateless one) plus example inputs;
+:func:`export_model` is that path for an rnnx language model or checkpoint (inputs ``input_ids`` /
+``attention_mask``, output ``logits``, greedy-decode parity). Both build an :class:`_Job` and run
+:func:`_run`:
 
-Everything is built in a temporary directory beside ``out_dir``, checked (``onnx.checker`` with
-``full_check``, strict shape inference, optional parity against PyTorch), and only then moved into
-``out_dir`` file by file with ``os.replace`` (the metadata last). A failure leaves ``out_dir`` as it was.
+* the module is traced with ``torch.export`` through ``torch.onnx.export(dynamo=True)`` in its graph
+  view (:class:`rnnx.models.stateful.StatefulModule`: flat inputs and state in, flat outputs and state
+  out); the rnnx ops become custom nodes via the translation table of :mod:`rnnx.export.onnx_ops`,
+  which then adds their local functions and plugin attributes;
+* everything is built in a temporary directory beside ``out_dir``, checked (``onnx.checker`` with
+  ``full_check``, strict shape inference, optional parity against PyTorch on ONNX Runtime), and only
+  then moved into ``out_dir`` file by file with ``os.replace`` (the metadata last). A failure leaves
+  ``out_dir`` as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
 import json
 import logging
@@ -21,7 +28,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -29,19 +36,28 @@ from typing import Any, Optional, Union
 import numpy as np
 import onnx
 import torch
+from torch import Tensor, nn
 
 from ..models.checkpoint import load_checkpoint
+from ..models.factory import FactoryError, prepare
 from ..models.lm import RecurrentLM
 from ..models.registry import model_type_of
-from ..models.stateful import StatefulLM, example_inputs, state_specs
+from ..models.stateful import (
+    StateError,
+    StatefulLM,
+    StatefulModule,
+    dtype_name,
+    example_state,
+    find_state_specs,
+    lm_example_data,
+)
 from ..models.training.copy_task import task_prompts
 from ..runtime import parity
 from ..runtime.artifact import (
-    ATTENTION_MASK,
     BATCH,
+    CAUSAL_LM,
     DEFAULT_OPSET,
     EXPORT_FILES,
-    INPUT_IDS,
     LENGTH,
     LOGITS,
     METADATA_FILE,
@@ -50,11 +66,16 @@ from ..runtime.artifact import (
     PARITY_FILE,
     PARITY_REFERENCE_FILE,
     PAST_LENGTH,
+    PAST_PREFIX,
     PRECISIONS,
+    PRESENT_PREFIX,
+    STATEFUL,
     SUPPORTED_OPSETS,
     TARGETS,
     TOLERANCES,
     StateSpec,
+    TensorSpec,
+    lm_io,
     numpy_dtype,
     write_metadata,
 )  # fmt: skip
@@ -92,6 +113,48 @@ def validate_options(target: str, precision: str, opset: int) -> None:
         raise ExportError(f"unsupported opset {opset!r}; supported: {SUPPORTED_OPSETS[0]}-{SUPPORTED_OPSETS[-1]}")
 
 
+#: Chained calls after the first one in a stateful export's parity check.
+DEFAULT_CHAINED_CALLS = 32
+
+Feeds = dict[str, np.ndarray]
+#: ``(reference backend, candidate backend, record, keep_state) -> report``: one export's parity run.
+ParityRun = Callable[[Any, Any, list[parity.Call], Callable[[int], bool]], parity.ParityReport]
+
+
+@dataclass
+class _Job:
+    """Everything about one export that depends on what is exported; :func:`_run` does the rest.
+
+    ``graph`` is the module's graph view in the export precision; ``reference`` the fp32 one (a torch
+    backend is built on it for the parity check). ``inputs`` are the data inputs' specs (symbolic
+    shapes), ``output_names`` the data outputs', ``states`` the state specs; ``trace_inputs`` the
+    flat example tensors torch.export traces with (no dynamic size 0, 1 or equal to another).
+    """
+
+    interface: str
+    model_type: str
+    config: dict[str, Any]
+    graph: StatefulModule
+    reference: StatefulModule
+    inputs: list[TensorSpec]
+    output_names: list[str]
+    states: list[StateSpec]
+    trace_inputs: tuple[Tensor, ...]
+    parity_run: ParityRun
+    source: dict[str, Any]
+    vocab_size: Optional[int] = None
+    prompts: Optional[list[list[int]]] = None
+    what: str = ""
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# -- language models ------------------------------------------------------------------------------
+
+
 def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM, dict[str, Any], Optional[str]]:
     """-> (model, checkpoint info ({} for a module), absolute checkpoint path or None).
 
@@ -105,11 +168,203 @@ def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM,
     raise ExportError(f"expected an rnnx RecurrentLM or a checkpoint path, got {type(source).__name__}")
 
 
-def _dynamic_shapes(layout: list[StateSpec]) -> tuple[Any, ...]:
-    dims = {name: torch.export.Dim(name) for name in (BATCH, LENGTH, PAST_LENGTH)}
-    tokens = {0: dims[BATCH], 1: dims[LENGTH]}
-    states = tuple({i: dims[d] for i, d in enumerate(s.shape) if isinstance(d, str)} for s in layout)
-    return tokens, dict(tokens), states
+def _lm_job(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision: str, steps: int) -> _Job:
+    source, info, checkpoint = _resolve(model_or_checkpoint)
+    try:
+        model_type = model_type_of(source)
+    except KeyError as e:
+        raise ExportError(str(e.args[0])) from None
+    reference = StatefulLM(copy.deepcopy(source).cpu().float().eval()).eval()
+    model = copy.deepcopy(reference.model).to(_DTYPES[precision])
+    graph = StatefulLM(model).eval()
+    batch, length, past = 2, 3, 4  # distinct and > 1: torch.export specialises none of them
+    data = lm_example_data(model, batch, length)
+    states = find_state_specs(graph, data, batch, length)
+    gen = torch.Generator().manual_seed(1)
+    inputs, _ = lm_io(model.vocab_size, states, "float32")
+    prompts = task_prompts(info.get("task"), model.vocab_size)
+
+    def run_parity(ref, candidate, record, keep_state):
+        return parity.compare_backends(ref, candidate, prompts, steps, record=record, keep_state=keep_state)
+
+    return _Job(
+        interface=CAUSAL_LM, model_type=model_type, config=dict(source.config), graph=graph, reference=reference,
+        inputs=[t for t in inputs if not t.name.startswith(PAST_PREFIX)], output_names=[LOGITS], states=states,
+        trace_inputs=(*data, *example_state(states, batch, past, gen)), parity_run=run_parity,
+        source={"checkpoint": checkpoint, "weights_sha256": info.get("weights_sha256") or None},
+        vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model",
+    )  # fmt: skip
+
+
+# -- any stateful module ------------------------------------------------------------------------------
+
+AxesSpec = Union[dict[int, str], Sequence[Optional[str]]]
+
+
+def _data_names(module: nn.Module, count: int, stateful: bool) -> list[str]:
+    """Default input names: the forward's parameter names (without the state), else ``input_<i>``."""
+    try:
+        params = [p for p in inspect.signature(module.forward).parameters.values() if p.kind in (p.POSITIONAL_ONLY,
+                  p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params[: len(params) - 1 if stateful else len(params)]]
+    return names[:count] if len(names) >= count else [f"input_{i}" for i in range(count)]
+
+
+def _axes_of(name: str, rank: int, declared: Optional[AxesSpec]) -> dict[int, str]:
+    """Axis index -> axis name of one input: declared, or ``batch`` / ``length`` on axes 0 / 1."""
+    if declared is None:
+        return {i: n for i, n in enumerate((BATCH, LENGTH)[:rank])}
+    items = declared.items() if isinstance(declared, dict) else enumerate(declared)
+    axes = {}
+    for axis, axis_name in items:
+        if axis_name is None:
+            continue
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -rank <= axis < rank:
+            raise ExportError(f"dynamic_axes[{name!r}]: axis {axis!r} is out of range for a rank-{rank} input")
+        if not isinstance(axis_name, str) or not axis_name.isidentifier() or axis_name == PAST_LENGTH:
+            raise ExportError(
+                f"dynamic_axes[{name!r}]: axis name {axis_name!r} must be an identifier other than {PAST_LENGTH!r}"
+            )
+        axes[axis % rank] = axis_name
+    return axes
+
+
+def _input_specs(
+    names: list[str], examples: tuple[Tensor, ...], dynamic_axes: Optional[dict[str, AxesSpec]], precision: str
+) -> tuple[list[TensorSpec], dict[str, int]]:
+    """The data inputs' specs and the example size of every axis name; ExportError on disagreement."""
+    unknown = sorted(set(dynamic_axes or {}) - set(names))
+    if unknown:
+        raise ExportError(f"dynamic_axes names unknown inputs {unknown}; the inputs are {names}")
+    specs, sizes, first = [], {}, {}
+    for name, tensor in zip(names, examples):
+        axes = _axes_of(name, tensor.dim(), (dynamic_axes or {}).get(name))
+        for axis, axis_name in axes.items():
+            size = int(tensor.shape[axis])
+            if sizes.setdefault(axis_name, size) != size:
+                where, other = first[axis_name]
+                raise ExportError(
+                    f"example input {name!r} axis {axis} ({axis_name!r}) has size {size}, but {where!r} axis "
+                    f"{other} has {sizes[axis_name]}: inputs sharing an axis name must agree"
+                )
+            first.setdefault(axis_name, (name, axis))
+        dtype = tensor.dtype
+        if dtype.is_floating_point:
+            dtype = _DTYPES[precision]
+        shape = tuple(axes.get(i, int(d)) for i, d in enumerate(tensor.shape))
+        specs.append(TensorSpec(name, shape, dtype_name(dtype)))
+    return specs, sizes
+
+
+def _trace_sizes(sizes: dict[str, int]) -> dict[str, int]:
+    """A size per axis name for tracing: >= 2 and all distinct (and distinct from past_length's), so
+    torch.export specialises none of them nor ties two together; multiples of the example's sizes."""
+    out: dict[str, int] = {}
+    for name, size in sizes.items():
+        k = 1
+        while size * k < 2 or size * k in out.values():
+            k += 1
+        out[name] = size * k
+    return out
+
+
+def _tile(tensor: Tensor, spec: TensorSpec, sizes: dict[str, int]) -> Tensor:
+    """``tensor`` repeated along its dynamic axes up to ``sizes`` (each a multiple of the current size)."""
+    reps = [sizes[d] // tensor.shape[i] if isinstance(d, str) else 1 for i, d in enumerate(spec.shape)]
+    return tensor.repeat(*reps) if any(r != 1 for r in reps) else tensor
+
+
+def _check_examples(examples: Any) -> tuple[Tensor, ...]:
+    examples = (examples,) if isinstance(examples, Tensor) else examples
+    if not isinstance(examples, (tuple, list)) or not examples:
+        raise ExportError("example_inputs must be a tensor or a non-empty tuple of tensors (the state excluded)")
+    for i, t in enumerate(examples):
+        if not isinstance(t, Tensor):
+            raise ExportError(f"example_inputs[{i}] is a {type(t).__name__}, expected a tensor")
+    return tuple(t.detach().cpu() for t in examples)
+
+
+def _module_job(
+    module: nn.Module,
+    example_inputs: Any,
+    *,
+    init_state: Optional[Callable[[int], Any]],
+    input_names: Optional[Sequence[str]],
+    output_names: Optional[Sequence[str]],
+    dynamic_axes: Optional[dict[str, AxesSpec]],
+    precision: str,
+    steps: int,
+    config: Optional[dict[str, Any]],
+    source: dict[str, Any],
+) -> _Job:
+    if not isinstance(module, nn.Module):
+        raise ExportError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    examples = _check_examples(example_inputs)
+    try:
+        reference, converted = prepare(copy.deepcopy(module).cpu().float(), len(examples), init_state)
+    except (FactoryError, StateError) as e:
+        raise ExportError(_one_line(e)) from None
+    except (ValueError, NotImplementedError) as e:  # ConversionError is a ValueError
+        raise ExportError(f"cannot convert the module: {_one_line(e)}") from None
+    names = list(input_names) if input_names is not None else _data_names(converted, len(examples), reference.stateful)
+    if len(names) != len(examples) or len(set(names)) != len(names):
+        raise ExportError(f"input_names {names}: expected {len(examples)} unique names, one per example input")
+    bad = [n for n in names if n.startswith((PAST_PREFIX, PRESENT_PREFIX))]
+    if bad:
+        raise ExportError(f"input names {bad} use the reserved state prefixes {PAST_PREFIX!r} / {PRESENT_PREFIX!r}")
+    specs, sizes = _input_specs(names, examples, dynamic_axes, precision)
+    if reference.stateful and BATCH not in sizes:
+        raise ExportError(f"the module has state, but no input has a {BATCH!r} axis; declare it with dynamic_axes")
+    batch, length = sizes.get(BATCH, 1), sizes.get(LENGTH, 0)
+    try:
+        with torch.no_grad():
+            outputs, _ = reference.step(examples, None if not reference.stateful else reference.init_state(batch))
+        states = find_state_specs(reference, examples, batch, length)
+    except StateError as e:
+        raise ExportError(_one_line(e)) from None
+    except Exception as e:  # the user's forward on the user's examples
+        raise ExportError(f"the module failed on the example inputs: {type(e).__name__}: {_one_line(e)}") from None
+    out_names = list(output_names) if output_names is not None else (
+        ["output"] if len(outputs) == 1 else [f"output_{i}" for i in range(len(outputs))])  # fmt: skip
+    if len(out_names) != len(outputs) or len(set(out_names) | set(names)) != len(out_names) + len(names):
+        raise ExportError(
+            f"output_names {out_names}: expected {len(outputs)} unique names, one per output, distinct from the inputs"
+        )
+    graph = copy.deepcopy(reference).to(_DTYPES[precision]).eval()
+    trace = _trace_sizes(sizes | ({PAST_LENGTH: length + 1} if any(s.grows for s in states) else {}))
+    cast = [t.to(numpy_torch_dtype(spec.dtype)) for t, spec in zip(examples, specs)]
+    gen = torch.Generator().manual_seed(1)
+    trace_inputs = (*(_tile(t, s, trace) for t, s in zip(cast, specs)),
+                    *example_state(states, trace.get(BATCH, 1), trace.get(PAST_LENGTH, 0), gen))  # fmt: skip
+    first = {spec.name: t.numpy() for spec, t in zip(specs, cast)}
+
+    def run_parity(ref, candidate, record, keep_state):
+        return parity.compare_stream(ref, candidate, first, steps, record=record, keep_state=keep_state)
+
+    model_type = f"{type(module).__module__}.{type(module).__qualname__}"
+    return _Job(
+        interface=STATEFUL, model_type=model_type, config=dict(config or {}), graph=graph, reference=reference,
+        inputs=specs, output_names=out_names, states=states, trace_inputs=trace_inputs, parity_run=run_parity,
+        source=source, what=f"{type(module).__name__} module",
+    )  # fmt: skip
+
+
+def numpy_torch_dtype(name: str) -> torch.dtype:
+    """A contract dtype name -> torch dtype."""
+    return getattr(torch, name) if name != "bool" else torch.bool
+
+
+# -- tracing and checks -----------------------------------------------------------------------------
+
+
+def _dynamic_shapes(job: _Job) -> tuple[Any, ...]:
+    """torch.export's dynamic shapes: one Dim per axis name, shared by every tensor that has the axis;
+    a single entry, the tuple for ``StatefulModule.forward(*flat)``."""
+    specs = [*job.inputs, *job.states]
+    dims = {name: torch.export.Dim(name) for name in sorted({d for s in specs for d in s.shape if isinstance(d, str)})}
+    return (tuple({i: dims[d] for i, d in enumerate(s.shape) if isinstance(d, str)} for s in specs),)
 
 
 @contextlib.contextmanager
@@ -126,30 +381,57 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _trace(wrapper: StatefulLM, layout: list[StateSpec], target: str, opset: int) -> onnx.ModelProto:
-    """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``."""
+def _uses_rnnx_ops(program: Any) -> bool:
+    """Whether the traced program calls an ``rnnx::`` op (on the onnxruntime target the attention is
+    lowered to an ORT contrib op, so the ONNX graph alone does not tell)."""
+    exported = getattr(program, "exported_program", None)
+    if exported is None:
+        return True  # nothing to inspect: let the graph speak for itself
+    return any(
+        node.op == "call_function" and getattr(node.target, "namespace", None) == "rnnx"
+        for node in exported.graph.nodes
+    )
+
+
+def _trace(job: _Job, target: str, opset: int) -> onnx.ModelProto:
+    """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``; ExportError
+    when the module calls no rnnx op."""
     from . import onnx_ops
 
-    names_in = [INPUT_IDS, ATTENTION_MASK] + [s.input for s in layout]
-    names_out = [LOGITS] + [s.output for s in layout]
+    names_in = [t.name for t in job.inputs] + [s.input for s in job.states]
+    names_out = job.output_names + [s.output for s in job.states]
     with onnx_ops.custom_op_schemas(), _quiet():
         program = torch.onnx.export(
-            wrapper, example_inputs(wrapper.model), dynamo=True, dynamic_shapes=_dynamic_shapes(layout),
+            job.graph, job.trace_inputs, dynamo=True, dynamic_shapes=_dynamic_shapes(job),
             input_names=names_in, output_names=names_out, opset_version=opset,
             custom_translation_table=onnx_ops.translation_table(target), verbose=False,
         )  # fmt: skip
+        if not _uses_rnnx_ops(program):
+            raise ExportError(
+                f"{job.what} has no rnnx op (SRU, SRU++, causal linear attention) and no layer that "
+                "rnnx.models.convert knows: nothing for rnnx to export (torch.onnx.export handles such a model)"
+            )
         model = onnx_ops.finalize(program.model_proto, target)
-    _name_dims(model, layout)
+    _name_dims(model, [*(t.shape for t in job.inputs), *(s.shape for s in job.states)])
     return model
 
 
-def _name_dims(model: onnx.ModelProto, layout: list[StateSpec]) -> None:
-    """Gives the graph inputs the symbolic dim names of the layout (batch, length, past_length)."""
-    specs = [(BATCH, LENGTH), (BATCH, LENGTH)] + [s.shape for s in layout]
-    for value, shape in zip(model.graph.input, specs):
+def _name_dims(model: onnx.ModelProto, shapes: list[tuple[Any, ...]]) -> None:
+    """Gives the graph inputs the symbolic dim names of their specs (batch, length, past_length, ...)."""
+    for value, shape in zip(model.graph.input, shapes):
         for dim, want in zip(value.type.tensor_type.shape.dim, shape):
             if isinstance(want, str):
                 dim.dim_param = want
+
+
+def _output_specs(model: onnx.ModelProto, job: _Job) -> list[TensorSpec]:
+    """The data outputs as the graph has them: dims (ints or the exporter's symbolic names), dtype."""
+    specs = []
+    for value in model.graph.output[: len(job.output_names)]:
+        tensor_type = value.type.tensor_type
+        shape = tuple(d.dim_param if d.dim_param else int(d.dim_value) for d in tensor_type.shape.dim)
+        specs.append(TensorSpec(value.name, shape, ONNX_ELEMENT_TYPES.get(tensor_type.elem_type, "float32")))
+    return specs
 
 
 def _check_graph(path: Path) -> onnx.ModelProto:
@@ -159,8 +441,7 @@ def _check_graph(path: Path) -> onnx.ModelProto:
         model = onnx.load(str(path))
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ExportError(f"exported graph failed ONNX validation: {first}") from None
+        raise ExportError(f"exported graph failed ONNX validation: {_one_line(e)}") from None
     return model
 
 
@@ -187,6 +468,91 @@ def _move_into(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
     return moved
 
 
+def _check_out_dir(out_dir: Union[str, os.PathLike]) -> Path:
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{out_dir}: exists and is not a directory")
+    return out_dir
+
+
+# -- the one export path ------------------------------------------------------------------------------
+
+
+def _run(
+    job: _Job, out_dir: Path, *, target: str, precision: str, opset: int, check: bool, steps: int,
+    polygraphy_steps: int, log: Log,
+) -> ExportResult:  # fmt: skip
+    """Traces, validates, checks parity and writes ``job``'s export into ``out_dir`` (atomically)."""
+    from ..runtime.backends.ort_backend import OrtBackend
+    from ..runtime.backends.torch_backend import TorchBackend
+
+    parameters = sum(p.numel() for p in job.graph.parameters())
+    log(f"model: {job.what} ({parameters:,} parameters), {len(job.inputs)} inputs, {len(job.states)} state "
+        f"tensors; target {target}, {precision}, opset {opset}")  # fmt: skip
+    parent = out_dir.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.resolve().name}.tmp-", dir=parent))
+    try:
+        axes = sorted({d for spec in [*job.inputs, *job.states] for d in spec.shape if isinstance(d, str)})
+        log(f"tracing with torch.export and converting to ONNX (dynamic {', '.join(axes) or 'nothing'})")
+        try:
+            onnx_model = _trace(job, target, opset)
+        except ExportError:
+            raise
+        except Exception as e:  # the exporter raises many types; report one line
+            raise ExportError(f"ONNX conversion failed: {type(e).__name__}: {_one_line(e)}") from None
+        model_path = tmp / MODEL_FILE
+        onnx.save_model(onnx_model, str(model_path))
+        log("checking: onnx.checker full_check, strict shape inference")
+        onnx_model = _check_graph(model_path)
+        metadata = build_metadata(
+            interface=job.interface, model_type=job.model_type, config=job.config, vocab_size=job.vocab_size,
+            inputs=job.inputs, outputs=_output_specs(onnx_model, job), states=job.states, onnx_model=onnx_model,
+            model_path=model_path, target=target, precision=precision, opset=opset, source=job.source,
+        )  # fmt: skip
+        write_metadata(tmp, metadata)
+        written = [MODEL_FILE]
+        report, polygraphy = None, None
+        if check:
+            chain = "decode steps" if job.interface == CAUSAL_LM else "chained calls"
+            log(f"parity: ONNX Runtime (CPU) vs PyTorch, a first call + {steps} {chain}")
+            torch_side = TorchBackend(job.reference, metadata={**metadata, "precision": "fp32"}) if (
+                job.interface != CAUSAL_LM) else TorchBackend(job.reference.model, source=job.source)  # fmt: skip
+            calls: list[parity.Call] = []
+            try:
+                report = job.parity_run(
+                    torch_side, OrtBackend(tmp), calls, lambda i: i < polygraphy_steps + 1 or i == steps
+                )
+            except ExportError:
+                raise
+            except Exception as e:
+                raise ExportError(f"parity check could not run: {type(e).__name__}: {_one_line(e)}") from None
+            initial = torch_side.state_to_host(torch_side.init_state(torch_side.batch_of(calls[0].inputs)))
+            polygraphy = parity.save_polygraphy_files(
+                calls[: polygraphy_steps + 1], tmp, job.states, initial, _graph_output_dtypes(onnx_model),
+                TOLERANCES[precision],
+            )  # fmt: skip
+            parity.save_reference(tmp / PARITY_REFERENCE_FILE, calls, f"torch {job.model_type} fp32", job.prompts)
+            (tmp / PARITY_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+            written += [PARITY_FILE, PARITY_REFERENCE_FILE, polygraphy["inputs"], polygraphy["outputs"]]
+            if not report.passed:
+                raise ExportError(f"parity check failed: {report.verdict()}")
+            metadata["parity"] = {k: v for k, v in report.to_dict().items() if k != "steps"}
+            metadata["parity"]["polygraphy"] = polygraphy
+            write_metadata(tmp, metadata)
+        log(f"writing {out_dir}")
+        files = _move_into(tmp, out_dir, [*written, METADATA_FILE])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    command = None if polygraphy is None else parity.polygraphy_command(out_dir, MODEL_FILE, polygraphy)
+    return ExportResult(out_dir, out_dir / MODEL_FILE, files[-1], metadata, files, report, command)
+
+
+def _check_steps(steps: int, polygraphy_steps: int) -> None:
+    if steps < 0 or polygraphy_steps < 0:
+        raise ExportError("decode_steps / chained_calls and polygraphy_steps must be >= 0")
+
+
 def export_model(
     model_or_checkpoint: Union[RecurrentLM, str, os.PathLike],
     out_dir: Union[str, os.PathLike],
@@ -210,78 +576,66 @@ def export_model(
     ``polygraphy_steps`` steps). Raises :class:`ExportError` (or ``CheckpointError``) and leaves
     ``out_dir`` untouched on any failure. The given module is not modified.
     """
-    from ..runtime.backends.ort_backend import OrtBackend
-    from ..runtime.backends.torch_backend import TorchBackend
-
-    log = log or (lambda message: None)
     validate_options(target, precision, opset)
-    if decode_steps < 0 or polygraphy_steps < 0:
-        raise ExportError("decode_steps and polygraphy_steps must be >= 0")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{out_dir}: exists and is not a directory")
-    source, info, checkpoint = _resolve(model_or_checkpoint)
-    try:
-        model_type = model_type_of(source)
-    except KeyError as e:
-        raise ExportError(str(e.args[0])) from None
-    reference = copy.deepcopy(source).cpu().float().eval()
-    model = copy.deepcopy(reference).to(_DTYPES[precision])
-    wrapper = StatefulLM(model).eval()
-    states = state_specs(model)
-    log(f"model: {model_type} ({sum(p.numel() for p in model.parameters()):,} parameters), "
-        f"{len(states)} state tensors; target {target}, {precision}, opset {opset}")  # fmt: skip
+    _check_steps(decode_steps, polygraphy_steps)
+    out_dir = _check_out_dir(out_dir)
+    job = _lm_job(model_or_checkpoint, precision, decode_steps)
+    return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=decode_steps,
+                polygraphy_steps=polygraphy_steps, log=log or (lambda message: None))  # fmt: skip
 
-    parent = out_dir.resolve().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.resolve().name}.tmp-", dir=parent))
-    try:
-        log("tracing with torch.export and converting to ONNX (dynamic batch, length, past_length)")
-        try:
-            onnx_model = _trace(wrapper, states, target, opset)
-        except ExportError:
-            raise
-        except Exception as e:  # the exporter raises many types; report one line
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ExportError(f"ONNX conversion failed: {type(e).__name__}: {first}") from None
-        model_path = tmp / MODEL_FILE
-        onnx.save_model(onnx_model, str(model_path))
-        log("checking: onnx.checker full_check, strict shape inference")
-        onnx_model = _check_graph(model_path)
-        weights_sha256 = info.get("weights_sha256") or None
-        metadata = build_metadata(
-            model_type=model_type, config=dict(source.config), vocab_size=model.vocab_size, states=states,
-            activation_dtype=_DTYPES[precision], onnx_model=onnx_model, model_path=model_path,
-            target=target, precision=precision, opset=opset, checkpoint=checkpoint, weights_sha256=weights_sha256,
-        )  # fmt: skip
-        write_metadata(tmp, metadata)
-        written = [MODEL_FILE]
-        report, polygraphy = None, None
-        if check:
-            log(f"parity: ONNX Runtime (CPU) vs PyTorch, prefill + {decode_steps} chained decode steps")
-            torch_side = TorchBackend(reference, source={"checkpoint": checkpoint, "weights_sha256": weights_sha256})
-            prompts = task_prompts(info.get("task"), model.vocab_size)
-            calls: list[parity.Call] = []
-            report = parity.compare_backends(
-                torch_side, OrtBackend(tmp), prompts, decode_steps, record=calls,
-                keep_state=lambda i: i < polygraphy_steps + 1 or i == decode_steps,
-            )  # fmt: skip
-            initial = torch_side.state_to_host(torch_side.init_state(len(prompts)))
-            graph_dtypes = _graph_output_dtypes(onnx_model)
-            polygraphy = parity.save_polygraphy_files(
-                calls[: polygraphy_steps + 1], tmp, states, initial, graph_dtypes, TOLERANCES[precision]
-            )
-            parity.save_reference(tmp / PARITY_REFERENCE_FILE, calls, prompts, source=f"torch {model_type} fp32")
-            (tmp / PARITY_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
-            written += [PARITY_FILE, PARITY_REFERENCE_FILE, polygraphy["inputs"], polygraphy["outputs"]]
-            if not report.passed:
-                raise ExportError(f"parity check failed: {report.verdict()}")
-            metadata["parity"] = {k: v for k, v in report.to_dict().items() if k != "steps"}
-            metadata["parity"]["polygraphy"] = polygraphy
-            write_metadata(tmp, metadata)
-        log(f"writing {out_dir}")
-        files = _move_into(tmp, out_dir, [*written, METADATA_FILE])
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    command = None if polygraphy is None else parity.polygraphy_command(out_dir, MODEL_FILE, polygraphy)
-    return ExportResult(out_dir, out_dir / MODEL_FILE, files[-1], metadata, files, report, command)
+
+def export(
+    module: nn.Module,
+    example_inputs: Union[Tensor, Sequence[Tensor]],
+    out_dir: Union[str, os.PathLike],
+    *,
+    init_state: Optional[Callable[[int], Any]] = None,
+    input_names: Optional[Sequence[str]] = None,
+    output_names: Optional[Sequence[str]] = None,
+    dynamic_axes: Optional[dict[str, AxesSpec]] = None,
+    target: str = "tensorrt",
+    precision: str = "fp32",
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+    chained_calls: int = DEFAULT_CHAINED_CALLS,
+    polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
+    config: Optional[dict[str, Any]] = None,
+    source: Optional[dict[str, Any]] = None,
+    log: Optional[Log] = None,
+) -> ExportResult:
+    """Exports any module with SRU / SRU++ / causal linear attention inside to ``out_dir``.
+
+    ``module.forward(*inputs, state) -> (*outputs, new_state)``, ``state`` any nesting of tuples / lists
+    / dicts / dataclasses of tensors; or ``forward(*inputs) -> output(s)`` for a stateless module (a
+    bidirectional tagger). Layers of the published ``sru`` and ``fast-transformers`` packages are first
+    replaced by their rnnx twins (:func:`rnnx.models.convert`). ``example_inputs``: the data inputs
+    (the state excluded), at least 2 rows where there is a batch.
+
+    ``init_state(batch) -> state`` builds a fresh state (default: the module's own ``init_state``
+    method; neither: stateless). Every state tensor needs one axis that follows the batch size, and
+    may have one that grows by the call's length (a KV cache, ``past_length``).
+
+    ``input_names`` default to the forward's parameter names, ``output_names`` to ``output`` /
+    ``output_<i>``. ``dynamic_axes`` ``{input name: {axis: axis name}}`` (or a list of names per axis,
+    None for a fixed axis) declares the dynamic axes; by default axis 0 of every input is ``batch`` and
+    axis 1 ``length``. Inputs sharing an axis name must agree in size. Floating inputs take the export
+    precision.
+
+    Everything else is :func:`export_model`'s: the graph has the state as ``past_key_values.<name>`` /
+    ``present.<name>``; ``check`` compares ONNX Runtime with the fp32 PyTorch module over one call on
+    the example inputs and ``chained_calls`` short calls continuing the state
+    (:func:`rnnx.runtime.parity.compare_stream`) and writes the parity and Polygraphy files;
+    ``config`` is stored in ``rnnx.json``; ``source`` (``factory``, ``weights``) records how to rebuild
+    the module for ``rnnx.runtime.load(..., backend="torch")``. Raises :class:`ExportError` with one
+    line and leaves ``out_dir`` untouched on any failure; the given module is not modified.
+    """
+    validate_options(target, precision, opset)
+    _check_steps(chained_calls, polygraphy_steps)
+    out_dir = _check_out_dir(out_dir)
+    recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "weights": None, **(source or {})}
+    job = _module_job(
+        module, example_inputs, init_state=init_state, input_names=input_names, output_names=output_names,
+        dynamic_axes=dynamic_axes, precision=precision, steps=chained_calls, config=config, source=recorded,
+    )  # fmt: skip
+    return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=chained_calls,
+                polygraphy_steps=polygraphy_steps, log=log or (lambda message: None))  # fmt: skip

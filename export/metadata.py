@@ -13,8 +13,7 @@ import onnx
 import torch
 
 from ..models.ops.spec import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
-from ..models.stateful import dtype_name
-from ..runtime.artifact import CAUSAL_LM, FORMAT, FORMAT_VERSION, StateSpec, lm_io, sha256_file
+from ..runtime.artifact import CAUSAL_LM, FORMAT, FORMAT_VERSION, StateSpec, TensorSpec, sha256_file
 
 
 def ops_used(model: onnx.ModelProto) -> list[dict[str, Any]]:
@@ -42,31 +41,38 @@ def versions() -> dict[str, str]:
 
 def build_metadata(
     *,
+    interface: str,
     model_type: str,
     config: dict[str, Any],
-    vocab_size: int,
+    vocab_size: Optional[int],
+    inputs: list[TensorSpec],
+    outputs: list[TensorSpec],
     states: list[StateSpec],
-    activation_dtype: torch.dtype,
     onnx_model: onnx.ModelProto,
     model_path: Path,
     target: str,
     precision: str,
     opset: int,
-    checkpoint: Optional[str],
-    weights_sha256: Optional[str],
+    source: dict[str, Any],
     parity: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
-    """The metadata dict for the ONNX file at ``model_path`` (hashed here)."""
-    inputs, outputs = lm_io(vocab_size, states, dtype_name(activation_dtype))
-    return {
+    """The metadata dict for the ONNX file at ``model_path`` (hashed here). ``inputs`` / ``outputs`` are
+    the data tensors; the state tensors' entries are added from ``states``."""
+    inputs = [*inputs, *(TensorSpec(s.input, s.shape, s.dtype) for s in states)]
+    outputs = [*outputs, *(TensorSpec(s.output, s.output_shape, s.dtype) for s in states)]
+    meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "interface": CAUSAL_LM,
+        "interface": interface,
         "model_file": model_path.name,
         "model_sha256": sha256_file(model_path),
         "model_type": model_type,
         "config": config,
-        "vocab_size": vocab_size,
+    }
+    if interface == CAUSAL_LM:
+        meta["vocab_size"] = int(vocab_size or 0)
+    return {
+        **meta,
         "target": target,
         "precision": precision,
         "opset": opset,
@@ -75,7 +81,7 @@ def build_metadata(
         "state": [s.to_dict() for s in states],
         "ops": ops_used(onnx_model),
         "opset_imports": {imp.domain: imp.version for imp in onnx_model.opset_import},
-        "source": {"checkpoint": checkpoint, "weights_sha256": weights_sha256},
+        "source": source,
         "versions": versions(),
         "parity": parity,
     }

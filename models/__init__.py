@@ -5,9 +5,14 @@ Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx
 ``SRUpp`` (drop-in for ``sru.SRUpp`` 3.0.0.dev6, plus linear attention). Language models sharing
 one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + state): ``SRULM``,
 ``SRUppLM``, ``LinearTransformerLM``; checkpoints (``load_checkpoint``) and the shipped demos.
+``convert(model)``: a copy of a user model with its published-package layers (sru) replaced by these.
+
+``rnnx.models.convert`` is the function (it shadows the submodule of the same name); it carries
+``convert.ConversionError`` and ``convert.supported`` so that both spellings work.
 """
 
 from .checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path, load_checkpoint, save_checkpoint
+from .convert import ConversionError, convert, supported
 from .linear_transformer import LinearTransformerLM
 from .lm import SRULM, RecurrentLM, SRUppLM
 from .ops.linear_attention import causal_linear_attention
@@ -33,6 +38,8 @@ __all__ = [
     "demo_checkpoint_path",
     "load_checkpoint",
     "save_checkpoint",
+    "ConversionError",
+    "convert",
     "LinearTransformerLM",
     "RecurrentLM",
     "SRULM",
@@ -54,3 +61,7 @@ __all__ = [
     "map_tensors",
     "state_to",
 ]
+
+convert.ConversionError = ConversionError  # type: ignore[attr-defined]
+convert.supported = supported  # type: ignore[attr-defined]
+del supported

@@ -1,8 +1,9 @@
 """Recurrent state objects shared by every rnnx model.
 
-A state is a dataclass whose fields are tensors, ``None``, other state dataclasses or lists of them.
-States are plain data: ``map_tensors`` copies, detaches or moves one; ``flatten_state`` lists its
-tensors under stable dotted names (what export and the runtime use as graph input/output names).
+A state is any nesting of tensors, ``None``, tuples, lists, dicts with string keys and dataclasses (the
+rnnx layers use the dataclasses below). States are plain data: ``map_tensors`` copies, detaches or moves
+one; ``flatten_state`` lists its tensors under stable dotted names (list / tuple index, dict key,
+dataclass field), which export and the runtime use as graph input/output names.
 Recurrent state is kept in fp32 (fp64 when the model runs in fp64) whatever the activation dtype.
 """
 
@@ -76,6 +77,8 @@ def map_tensors(state: S, fn: Callable[[Tensor], Tensor]) -> S:
         return fn(state)
     if isinstance(state, (list, tuple)):
         return type(state)(map_tensors(s, fn) for s in state)
+    if isinstance(state, dict):
+        return type(state)((k, map_tensors(v, fn)) for k, v in state.items())
     if dataclasses.is_dataclass(state):
         return dataclasses.replace(
             state, **{f.name: map_tensors(getattr(state, f.name), fn) for f in dataclasses.fields(state)}
@@ -94,12 +97,18 @@ def flatten_state(state: object, prefix: str = "") -> list[tuple[str, Tensor]]:
         for i, s in enumerate(state):
             out += flatten_state(s, f"{prefix}.{i}" if prefix else str(i))
         return out
+    if isinstance(state, dict):
+        for key, s in state.items():
+            if not isinstance(key, str) or not key or "." in key:
+                raise TypeError(f"state dict keys must be non-empty strings without '.', got {key!r}")
+            out += flatten_state(s, f"{prefix}.{key}" if prefix else key)
+        return out
     if dataclasses.is_dataclass(state):
         for f in dataclasses.fields(state):
             name = f"{prefix}.{f.name}" if prefix else f.name
             out += flatten_state(getattr(state, f.name), name)
         return out
-    raise TypeError(f"not a state: {type(state).__name__}")
+    raise TypeError(f"not a state: {type(state).__name__} at {prefix or 'the root'!r}")
 
 
 def clone_state(state: S) -> S:

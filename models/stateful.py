@@ -1,32 +1,41 @@
-"""The graph-shaped view of a :class:`~rnnx.models.lm.RecurrentLM`: flat tensors in, flat tensors out.
+"""The graph-shaped view of a stateful module: flat tensors in, flat tensors out.
 
-An rnnx model takes ``(tokens, model state, pad_mask)``; an ONNX graph (and every runtime backend)
-takes flat tensors named by the artifact contract (:mod:`rnnx.runtime.artifact`). :class:`StatefulLM`
-bridges the two:
+A module with state has ``forward(*inputs, state) -> (*outputs, new_state)``, where ``state`` is any
+nesting of tensors (:mod:`rnnx.models.state`: tuples, lists, dicts, dataclasses); a stateless module has
+``forward(*inputs) -> output or tuple of outputs``. An ONNX graph (and every runtime backend) takes flat
+tensors instead. :class:`StatefulModule` bridges the two::
 
-* inputs  ``input_ids`` (batch, length) int64, ``attention_mask`` (batch, length) int64 (1 = token,
-  0 = pad), then ``past_key_values.<name>`` for every state tensor;
-* outputs ``logits`` (batch, length, vocab), then ``present.<name>`` in the same order.
+    forward(*inputs, *past) -> (*outputs, *present)
 
-State tensors are the leaves of the model state, named and ordered by
-:func:`rnnx.models.state.flatten_state`; :func:`state_specs` describes each one as the contract's
-:class:`~rnnx.runtime.artifact.StateSpec` (symbolic shape, dtype name), the one description that the
-exporter writes into ``rnnx.json`` and the runtime reads back. Used by the exporter and by the
-runtime's torch backend.
+``past`` / ``present`` are the leaves of the state, named and ordered by
+:func:`rnnx.models.state.flatten_state` (``layers.0.S``); the graph calls them
+``past_key_values.<name>`` / ``present.<name>`` (:mod:`rnnx.runtime.artifact`). Floating state is fp32
+at the boundary whatever the model keeps. :func:`find_state_specs` describes every state tensor as the
+contract's :class:`~rnnx.runtime.artifact.StateSpec` by probing the module: its batch axis is the one that
+changes between ``init_state(2)`` and ``init_state(3)``, and an axis that grows by the call's length over
+one call (a KV cache) is ``past_length``.
+
+:class:`StatefulLM` is the same view of an rnnx language model (:class:`~rnnx.models.lm.RecurrentLM`):
+inputs ``input_ids`` (batch, length) int64 and ``attention_mask`` (batch, length) int64 (1 = token),
+output ``logits`` (batch, length, vocab).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..runtime.artifact import BATCH, PAST_LENGTH, StateSpec
 from .lm import RecurrentLM
-from .state import KVCache, flatten_state
+from .state import flatten_state
+
+
+class StateError(TypeError):
+    """A state (or a forward's return value) that is not the nesting of tensors the contract needs; one line."""
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -47,92 +56,191 @@ def graph_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype.is_floating_point else dtype
 
 
-def _kv_fields(state: Any, prefix: str = "") -> set[str]:
-    """Flat names of every tensor that lives inside a :class:`KVCache` (the growing ones)."""
-    if isinstance(state, KVCache):
-        return {name for name, _ in flatten_state(state, prefix)}
-    out: set[str] = set()
-    if isinstance(state, (list, tuple)):
-        for i, s in enumerate(state):
-            out |= _kv_fields(s, f"{prefix}.{i}" if prefix else str(i))
-    elif dataclasses.is_dataclass(state):
-        for f in dataclasses.fields(state):
-            out |= _kv_fields(getattr(state, f.name), f"{prefix}.{f.name}" if prefix else f.name)
-    return out
+def state_tensors(state: Any, what: str = "state") -> list[tuple[str, Tensor]]:
+    """:func:`flatten_state` with a one-line :class:`StateError` naming ``what`` for anything that is not
+    tensors (an int, a string, ...)."""
+    try:
+        return flatten_state(state)
+    except TypeError as e:
+        raise StateError(f"{what} must be tensors nested in tuples / lists / dicts / dataclasses: {e}") from None
 
 
-def state_specs(model: RecurrentLM) -> list[StateSpec]:
-    """The state tensors of ``model``'s graph, in :func:`flatten_state` order.
-
-    The ``batch`` axis is found by building states for two batch sizes and comparing shapes (axis 0
-    for every state tensor of an rnnx model except the stacked SRU cell states ``c`` (num_layers,
-    batch, width), whose axis 1 is); a KV-cache tensor's axis 2 (key/value) or 1 (valid) is
-    ``past_length``.
-    """
-    a, b = model.init_state(2), model.init_state(3)
-    growing = _kv_fields(a)
-    specs = []
-    for (name, ta), (_, tb) in zip(flatten_state(a), flatten_state(b)):
-        shape: list[Any] = [BATCH if da != db else da for da, db in zip(ta.shape, tb.shape)]
-        if name in growing:
-            shape[-1 if ta.dim() == 2 else 2] = PAST_LENGTH
-        specs.append(StateSpec(name, tuple(shape), dtype_name(graph_dtype(ta.dtype)), name in growing))
-    return specs
-
-
-def _rebuild(template: Any, tensors: Iterator[Tensor]) -> Any:
+def rebuild_state(template: Any, tensors: Iterator[Tensor]) -> Any:
     """A state with ``template``'s structure whose tensors are taken from ``tensors`` in flat order."""
     if template is None:
         return None
     if isinstance(template, Tensor):
         return next(tensors)
     if isinstance(template, (list, tuple)):
-        return type(template)(_rebuild(t, tensors) for t in template)
+        return type(template)(rebuild_state(t, tensors) for t in template)
+    if isinstance(template, dict):
+        return type(template)((k, rebuild_state(v, tensors)) for k, v in template.items())
     if dataclasses.is_dataclass(template):
+        fields = dataclasses.fields(template)
         return dataclasses.replace(
-            template, **{f.name: _rebuild(getattr(template, f.name), tensors) for f in dataclasses.fields(template)}
+            template, **{f.name: rebuild_state(getattr(template, f.name), tensors) for f in fields}
         )
-    raise TypeError(f"not a state: {type(template).__name__}")
+    raise StateError(f"not a state: {type(template).__name__}")
 
 
-class StatefulLM(nn.Module):
-    """``(input_ids (B, L) int64, attention_mask (B, L) int64, *past) -> (logits (B, L, V), *present)``.
+def _as_outputs(result: Any, what: str) -> tuple[Tensor, ...]:
+    outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    for i, t in enumerate(outputs):
+        if not isinstance(t, Tensor):
+            raise StateError(f"{what}: output {i} is a {type(t).__name__}, expected a tensor")
+    if not outputs:
+        raise StateError(f"{what}: the module returned no outputs")
+    return outputs
 
-    ``past`` / ``present`` follow :func:`state_specs`: floating state is fp32 at the boundary and
-    converted to the state dtype the model keeps (a KV cache is kept in the activation dtype, so an
-    fp16 model's cache is cast to fp16 on the way in and back to fp32 on the way out).
+
+class StatefulModule(nn.Module):
+    """``(*inputs, *past) -> (*outputs, *present)`` for ``module`` (see the module doc).
+
+    ``init_state(batch) -> state`` builds a fresh state (None: a stateless module); ``num_inputs`` is the
+    number of data inputs (the rest of the flat arguments is the past state).
     """
 
-    def __init__(self, model: RecurrentLM) -> None:
+    def __init__(self, module: nn.Module, init_state: Optional[Callable[[int], Any]], num_inputs: int) -> None:
         super().__init__()
-        self.model = model
-        self.template = model.init_state(1)
-        self.model_dtypes = [t.dtype for _, t in flatten_state(self.template)]
+        self.module = module
+        self.init_state = init_state
+        self.num_inputs = num_inputs
+        self.template = None if init_state is None else init_state(1)
+        flat = state_tensors(self.template, "init_state(1)")
+        self.state_names = [name for name, _ in flat]
+        self.model_dtypes = [t.dtype for _, t in flat]
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, *past: Tensor) -> tuple[Tensor, ...]:
+    @property
+    def stateful(self) -> bool:
+        return self.init_state is not None
+
+    def step(self, inputs: Sequence[Tensor], state: Any) -> tuple[tuple[Tensor, ...], Any]:
+        """One call of the wrapped module in its own terms: ``(outputs, new state)``."""
+        if not self.stateful:
+            return _as_outputs(self.module(*inputs), "forward"), None
+        result = self.module(*inputs, state)
+        if not isinstance(result, (tuple, list)) or len(result) < 2:
+            raise StateError(
+                f"forward(*inputs, state) must return (*outputs, new_state), got {type(result).__name__}"
+                + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+            )
+        return _as_outputs(result[:-1], "forward"), result[-1]
+
+    def forward(self, *flat: Tensor) -> tuple[Tensor, ...]:
+        inputs, past = flat[: self.num_inputs], flat[self.num_inputs :]
         if len(past) != len(self.model_dtypes):
             raise ValueError(f"expected {len(self.model_dtypes)} state tensors, got {len(past)}")
-        state = _rebuild(self.template, iter(t.to(dt) for t, dt in zip(past, self.model_dtypes)))
-        logits, new_state = self.model(input_ids, state, pad_mask=attention_mask == 0)
-        present = [t.to(graph_dtype(t.dtype)) for _, t in flatten_state(new_state)]
-        return (logits, *present)
+        state = rebuild_state(self.template, iter(t.to(dt) for t, dt in zip(past, self.model_dtypes)))
+        outputs, new_state = self.step(inputs, state)
+        present = [t.to(graph_dtype(t.dtype)) for _, t in state_tensors(new_state, "the returned state")]
+        return (*outputs, *present)
+
+
+class StatefulLM(StatefulModule):
+    """``(input_ids (B, L) int64, attention_mask (B, L) int64, *past) -> (logits (B, L, V), *present)``
+    for an rnnx language model (a KV cache is kept in the activation dtype, so an fp16 model's cache is
+    cast to fp16 on the way in and back to fp32 on the way out)."""
+
+    def __init__(self, model: RecurrentLM) -> None:
+        super().__init__(model, model.init_state, 2)
+
+    @property
+    def model(self) -> RecurrentLM:
+        return self.module
+
+    def step(self, inputs: Sequence[Tensor], state: Any) -> tuple[tuple[Tensor, ...], Any]:
+        input_ids, attention_mask = inputs
+        logits, new_state = self.module(input_ids, state, pad_mask=attention_mask == 0)
+        return (logits,), new_state
+
+
+def _shapes(state: Any, what: str) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(t.shape) for name, t in state_tensors(state, what)}
+
+
+@torch.no_grad()
+def find_state_specs(graph: StatefulModule, inputs: Sequence[Tensor], batch: int, length: int) -> list[StateSpec]:
+    """The :class:`StateSpec` of every state tensor of ``graph``, flat order, found by probing.
+
+    ``inputs`` are example data inputs of ``batch`` rows and ``length`` positions. The batch axis is
+    the one axis that differs between ``init_state(2)`` and ``init_state(3)``; an axis that grows by
+    exactly ``length`` over one call from ``init_state(batch)`` is ``past_length`` (``grows``). Raises
+    :class:`StateError` naming the tensor when a state does not follow these rules.
+    """
+    if not graph.stateful:
+        return []
+    two, three = _shapes(graph.init_state(2), "init_state(2)"), _shapes(graph.init_state(3), "init_state(3)")
+    start = graph.init_state(batch)
+    before = _shapes(start, f"init_state({batch})")
+    _, new_state = graph.step(inputs, start)
+    after = {name: t for name, t in state_tensors(new_state, "the state forward returned")}
+    if list(after) != list(two) or list(three) != list(two):
+        raise StateError(
+            f"forward returned state tensors {list(after)}, but init_state gives {list(two)}: "
+            "the state must keep its structure from call to call"
+        )
+    specs = []
+    for name, tensor in after.items():
+        axes = [i for i, (a, b) in enumerate(zip(two[name], three[name])) if a != b]
+        if len(two[name]) != len(three[name]) or len(axes) != 1 or (two[name][axes[0]], three[name][axes[0]]) != (2, 3):
+            raise StateError(
+                f"state tensor {name!r}: no single batch axis (init_state(2) gives {two[name]}, "
+                f"init_state(3) gives {three[name]}); exactly one axis must equal the batch size"
+            )
+        shape: list[Any] = list(after[name].shape)
+        shape[axes[0]] = BATCH
+        grown = [i for i, (a, b) in enumerate(zip(before[name], tensor.shape)) if a != b]
+        if (
+            len(before[name]) != tensor.dim()
+            or len(grown) > 1
+            or (grown and tensor.shape[grown[0]] != before[name][grown[0]] + length)
+        ):
+            raise StateError(
+                f"state tensor {name!r}: shape {before[name]} before a call of length {length}, "
+                f"{tuple(tensor.shape)} after; a state tensor keeps its shape or grows one axis by the length"
+            )
+        if grown:
+            shape[grown[0]] = PAST_LENGTH
+        specs.append(StateSpec(name, tuple(shape), dtype_name(graph_dtype(tensor.dtype)), bool(grown)))
+    return specs
+
+
+def example_state(
+    specs: Sequence[StateSpec], batch: int, past_length: int, gen: torch.Generator, device: Any = None
+) -> list[Tensor]:
+    """State tensors for tracing: small random numbers (fp32 floats), all-True bools, zero integers."""
+    out = []
+    for spec in specs:
+        shape = spec.concrete_shape(batch, past_length)
+        dtype = torch_dtype(spec.dtype)
+        if dtype == torch.bool:
+            out.append(torch.ones(shape, dtype=torch.bool, device=device))
+        elif dtype.is_floating_point:
+            out.append(torch.rand(shape, generator=gen, dtype=torch.float32).to(device, dtype))
+        else:
+            out.append(torch.zeros(shape, dtype=dtype, device=device))
+    return out
+
+
+def lm_example_data(model: RecurrentLM, batch: int = 2, length: int = 3, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """``(input_ids, attention_mask)`` of ``batch`` x ``length`` random tokens, no pads."""
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    ids = torch.randint(0, model.vocab_size, (batch, length), generator=gen).to(device)
+    return ids, torch.ones(batch, length, dtype=torch.int64, device=device)
+
+
+def state_specs(model: RecurrentLM) -> list[StateSpec]:
+    """The state tensors of an rnnx language model's graph, in :func:`flatten_state` order."""
+    return find_state_specs(StatefulLM(model).eval(), lm_example_data(model), 2, 3)
 
 
 def example_inputs(
     model: RecurrentLM, batch: int = 2, length: int = 3, past_length: int = 4, seed: int = 0
 ) -> tuple[Tensor, ...]:
-    """Inputs for tracing: no size is 0 or 1 and batch, length, past_length differ, so none is
-    specialised. State values are small random numbers (the KV ``valid`` mask all True)."""
-    gen = torch.Generator().manual_seed(seed)
-    device = next(model.parameters()).device
-    ids = torch.randint(0, model.vocab_size, (batch, length), generator=gen).to(device)
-    mask = torch.ones(batch, length, dtype=torch.int64, device=device)
-    states = []
-    for spec in state_specs(model):
-        shape = spec.concrete_shape(batch, past_length)
-        dtype = torch_dtype(spec.dtype)
-        if dtype == torch.bool:
-            states.append(torch.ones(shape, dtype=torch.bool, device=device))
-        else:
-            states.append(torch.rand(shape, generator=gen, dtype=torch.float32).to(device, dtype))
-    return (ids, mask, *states)
+    """Flat inputs of a language model's graph for tracing: no size is 0 or 1 and batch, length,
+    past_length differ, so none is specialised. State values are small random numbers (the KV ``valid``
+    mask all True)."""
+    ids, mask = lm_example_data(model, batch, length, seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    return (ids, mask, *example_state(state_specs(model), batch, past_length, gen, ids.device))

@@ -1,7 +1,8 @@
-"""rnnx.runtime: stateful token-by-token generation over torch / ONNX Runtime / TensorRT backends.
+"""rnnx.runtime: stateful exports (streaming calls, token-by-token generation) over torch / ONNX Runtime / TensorRT.
 
-``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None) -> Session``; see
-:mod:`.session` (prefill / step / generate), :mod:`.state` (fork, save, load), :mod:`.backends`
+``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None)`` -> a
+:class:`Session` for a language model, a :class:`StatefulSession` for any other export; see
+:mod:`.session` (run; prefill / step / generate), :mod:`.state` (fork, save, load), :mod:`.backends`
 (the backend interface in :mod:`.backends.base`), :mod:`.sampling`, :mod:`.parity`.
 """
 
@@ -10,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+from .artifact import CAUSAL_LM, interface_of
 from .backends import BACKENDS, create_backend, dir_kind
 from .backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
-from .session import Session
+from .session import Session, StatefulSession
 from .state import State
 
 
@@ -22,23 +24,24 @@ def load(
     device: str = "cpu",
     precision: Optional[str] = None,
     io_binding: Optional[bool] = None,
-) -> Session:
-    """A :class:`Session` for a checkpoint directory (torch backend) or an export directory
-    (``auto``: tensorrt on CUDA when installed, else onnxruntime). ``device``: ``"cpu"`` or
-    ``"cuda[:N]"``; ``precision``: torch fp32 / fp16 / bf16, an export's own precision otherwise.
+) -> StatefulSession:
+    """A session for a checkpoint directory (torch backend) or an export directory (``auto``: tensorrt
+    on CUDA when installed, else onnxruntime): a :class:`Session` (prefill / step / generate) for a
+    language model, a :class:`StatefulSession` (``run(inputs) -> outputs``, state carried) for any
+    other export. ``device``: ``"cpu"`` or ``"cuda[:N]"``; ``precision``: torch fp32 / fp16 / bf16, an
+    export's own precision otherwise.
 
     ``io_binding`` (onnxruntime only): True runs every call through ORT IO binding with the state kept
     as OrtValues on ``device`` (the CUDA code path, also on the CPU EP), False through
     ``InferenceSession.run`` with numpy state, None (default) picks True on CUDA and False on CPU.
     Setting it for another backend (including the one ``auto`` picks) raises :class:`InputError`."""
-    return Session(
-        create_backend(
-            model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding
-        )
+    chosen = create_backend(
+        model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding
     )
+    return Session(chosen) if interface_of(chosen.metadata) == CAUSAL_LM else StatefulSession(chosen)
 
 
 __all__ = [
     "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "Session",
-    "State", "StateSpec", "create_backend", "dir_kind", "load",
+    "StatefulSession", "State", "StateSpec", "create_backend", "dir_kind", "load",
 ]  # fmt: skip

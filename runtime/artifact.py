@@ -14,17 +14,23 @@ An export directory::
     polygraphy_inputs.json      the same calls for ``polygraphy run --load-inputs / --load-outputs``
     polygraphy_outputs.json
 
-The graph of a language model (``interface: "causal_lm"``)::
+Every graph is ``inputs..., past state... -> outputs..., present state...``. Two interfaces:
+
+* ``"causal_lm"`` (an rnnx language model, :func:`lm_io`)::
 
     inputs   input_ids (batch, length) int64, attention_mask (batch, length) int64 (1 = token, 0 = pad),
              past_key_values.<state name> ...
     outputs  logits (batch, length, vocab) fp32 / fp16, present.<state name> ...
 
-``rnnx.json`` (format ``rnnx-onnx``, version 1)::
+* ``"stateful"`` (any module, ``rnnx.export.export``): the module's own inputs and outputs, named and
+  shaped as ``inputs`` / ``outputs`` say (axis names the user declared, usually ``batch`` and
+  ``length``), then the state as above; no ``vocab_size``. A stateless module has no state tensors.
 
-    {"format": "rnnx-onnx", "format_version": 1, "interface": "causal_lm",
+``rnnx.json`` (format ``rnnx-onnx``, version 2; version 1, the same without ``"stateful"``, still reads)::
+
+    {"format": "rnnx-onnx", "format_version": 2, "interface": "causal_lm" | "stateful",
      "model_file": "model.onnx", "model_sha256": "<hex>",
-     "model_type": "srupp", "config": {...}, "vocab_size": 12,
+     "model_type": "srupp", "config": {...}, "vocab_size": 12 (causal_lm only),
      "target": "tensorrt" | "onnxruntime", "precision": "fp32" | "fp16", "opset": 20,
      "inputs":  [{"name": "input_ids", "shape": ["batch", "length"], "dtype": "int64"}, ...],
      "outputs": [{"name": "logits", "shape": ["batch", "length", 12], "dtype": "float32"}, ...],
@@ -33,12 +39,15 @@ The graph of a language model (``interface: "causal_lm"``)::
      "ops": [{"name": "SRUScan", "domain": "rnnx", "version": 1,
               "plugin_version": "1", "plugin_namespace": "rnnx"}, ...],
      "opset_imports": {"": 20, "rnnx": 1},
-     "source": {"checkpoint": "/abs/path" | null, "weights_sha256": "<hex>" | null},
+     "source": {"checkpoint": "/abs/path" | null, "weights_sha256": "<hex>" | null,
+                "factory": "package.module:function" | "/abs/file.py:function" | null (stateful only),
+                "weights": "/abs/weights.pt" | null (stateful only)},
      "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
      "parity": {...} | null}
 
-Shapes hold ints and the axis names :data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`; a growing
-KV cache's ``present`` has ``past_length + length`` along its ``past_length`` axis. dtypes are numpy's
+Shapes hold ints and axis names (:data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`, or one a stateful
+export declared); a growing KV cache's ``present`` has ``past_length + length`` along its ``past_length``
+axis. Every state tensor has a ``batch`` axis. dtypes are numpy's
 spellings (``float32``, ``bool``; ``bfloat16`` where a graph has it).
 """
 
@@ -70,13 +79,17 @@ PRESENT_PREFIX = "present."
 BATCH, LENGTH, PAST_LENGTH = "batch", "length", "past_length"
 AXES = (BATCH, LENGTH, PAST_LENGTH)
 
-#: What the graph computes; the only interface of format version 1 is a causal language model.
+#: What the graph computes: a causal language model (:func:`lm_io`), or any module with state.
 CAUSAL_LM = "causal_lm"
+STATEFUL = "stateful"
+INTERFACES = (CAUSAL_LM, STATEFUL)
 
 # -- files and format ------------------------------------------------------------------------------
 
 FORMAT = "rnnx-onnx"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this reader accepts (1: causal_lm only).
+READABLE_FORMAT_VERSIONS = (1, 2)
 METADATA_FILE = "rnnx.json"
 MODEL_FILE = "model.onnx"
 PARITY_FILE = "parity.json"
@@ -239,9 +252,11 @@ def lm_io(vocab_size: int, states: list[StateSpec], logits_dtype: str) -> tuple[
 
 _REQUIRED = {
     "format": str, "format_version": int, "model_file": str, "model_sha256": str, "model_type": str,
-    "config": dict, "vocab_size": int, "target": str, "precision": str, "opset": int, "inputs": list,
+    "config": dict, "target": str, "precision": str, "opset": int, "inputs": list,
     "outputs": list, "state": list, "ops": list, "opset_imports": dict, "source": dict, "versions": dict,
 }  # fmt: skip
+#: Fields only one interface has.
+_REQUIRED_BY_INTERFACE = {CAUSAL_LM: {"vocab_size": int}, STATEFUL: {}}
 
 
 def sha256_file(path: Union[str, os.PathLike]) -> str:
@@ -290,15 +305,19 @@ def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise MetadataError(f"{where}: not rnnx export metadata (format {found!r}, expected {FORMAT!r})")
-    if meta.get("format_version") != FORMAT_VERSION:
+    version = meta.get("format_version")
+    if version not in READABLE_FORMAT_VERSIONS or isinstance(version, bool):
+        supported = ", ".join(map(str, READABLE_FORMAT_VERSIONS))
+        raise MetadataError(f"{where}: unsupported format_version {version!r} (supported: {supported})")
+    interface = interface_of(meta)
+    if interface not in (INTERFACES if version >= 2 else (CAUSAL_LM,)):
         raise MetadataError(
-            f"{where}: unsupported format_version {meta.get('format_version')!r} (supported: {FORMAT_VERSION})"
+            f"{where}: unsupported interface {interface!r} for format_version {version} "
+            f"(supported: {', '.join(INTERFACES)})"
         )
-    for key, kind in _REQUIRED.items():
+    for key, kind in {**_REQUIRED, **_REQUIRED_BY_INTERFACE[interface]}.items():
         if not isinstance(meta.get(key), kind) or (kind is int and isinstance(meta.get(key), bool)):
             raise MetadataError(f"{where}: field {key!r} missing or not a {kind.__name__}")
-    if meta.get("interface", CAUSAL_LM) != CAUSAL_LM:
-        raise MetadataError(f"{where}: unsupported interface {meta.get('interface')!r} (supported: {CAUSAL_LM})")
     try:
         inputs = [TensorSpec.from_dict(t) for t in meta["inputs"]]
         outputs = [TensorSpec.from_dict(t) for t in meta["outputs"]]
@@ -340,6 +359,23 @@ def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) 
                 f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
             )
     return meta
+
+
+def interface_of(metadata: dict[str, Any]) -> str:
+    """The graph's interface (:data:`CAUSAL_LM` or :data:`STATEFUL`); version 1 metadata has no field."""
+    return metadata.get("interface", CAUSAL_LM)
+
+
+def data_inputs(metadata: dict[str, Any]) -> list[TensorSpec]:
+    """The graph inputs that are not state (``input_ids``, ``attention_mask`` for a language model)."""
+    states = {s["input"] for s in metadata["state"]}
+    return [TensorSpec.from_dict(t) for t in metadata["inputs"] if t["name"] not in states]
+
+
+def data_outputs(metadata: dict[str, Any]) -> list[TensorSpec]:
+    """The graph outputs that are not state (``logits`` for a language model)."""
+    states = {s["output"] for s in metadata["state"]}
+    return [TensorSpec.from_dict(t) for t in metadata["outputs"] if t["name"] not in states]
 
 
 def state_specs(metadata: dict[str, Any]) -> list[StateSpec]:

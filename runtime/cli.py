@@ -52,6 +52,11 @@ def generate_main(
     parsed = [_parse_prompt(p) for p in prompts]
     try:
         session = load(model_dir, backend=backend, device=device)
+        if not hasattr(session, "generate"):
+            raise InputError(
+                f"{model_dir}: not a language model export (interface {session.metadata.get('interface')!r}); "
+                "run it with rnnx.runtime.load(...).run(...)"
+            )
         click.echo(f"# {session.backend.describe()}", err=True)
         stream = session.generate(parsed, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                   stop_tokens=stops, seed=seed)  # fmt: skip
@@ -98,18 +103,30 @@ def parity_main(
     checkpoint: Optional[str], tolerance: Optional[float], json_path: Optional[str],
 ) -> None:  # fmt: skip
     """Runs the same inputs through a reference and BACKEND on MODEL_DIR, a prefill then greedy decode
-    steps, and prints per-step max abs / rel error of logits and state and the first diverging token.
+    steps (any other stateful export: its saved first call then chained short calls), and prints per-step
+    max abs / rel error of the outputs and state and, for a language model, the first diverging token.
     Exit 1 on FAIL. The reference is the PyTorch model, or the reference saved with the export (which
     needs no torch: this is how a deployment machine checks itself)."""
     from . import load
     from .artifact import PARITY_REFERENCE_FILE
     from .backends.base import InputError, RnnxRuntimeError
-    from .parity import compare, compare_backends, load_reference, random_prompts
+    from .parity import compare, compare_backends, compare_stream, load_reference, random_prompts
 
     try:
         candidate = load(model_dir, backend=backend, device=device)
         use_torch = _use_torch_reference(reference, model_dir, checkpoint)
-        if use_torch:
+        if use_torch and candidate.backend.vocab_size is None:
+            from .backends.torch_backend import TorchBackend
+
+            if prompts:
+                raise click.UsageError("--prompt is for language models; this export takes other inputs")
+            torch_side = TorchBackend.from_path(model_dir, device=device)
+            first = load_reference(Path(model_dir) / PARITY_REFERENCE_FILE)[0][0].inputs
+            factory = torch_side.metadata["source"].get("factory")
+            click.echo(f"# reference: torch {factory}; candidate: {candidate.backend.describe()}; "
+                       f"the saved first call + {steps} chained calls")  # fmt: skip
+            report = compare_stream(torch_side, candidate.backend, first, steps, tolerance=tolerance)
+        elif use_torch:
             from .backends.torch_backend import TorchBackend, checkpoint_of
 
             source = Path(checkpoint) if checkpoint else checkpoint_of(model_dir)
@@ -125,8 +142,8 @@ def parity_main(
                 raise click.UsageError("--prompt needs --reference torch (a saved reference has its own prompts)")
             calls, header = load_reference(Path(model_dir) / PARITY_REFERENCE_FILE)
             click.echo(
-                f"# reference: saved {PARITY_REFERENCE_FILE} ({header.get('source')}, {len(calls) - 1} decode steps); "
-                f"candidate: {candidate.backend.describe()}"
+                f"# reference: saved {PARITY_REFERENCE_FILE} ({header.get('source')}, {len(calls) - 1} calls "
+                f"after the first); candidate: {candidate.backend.describe()}"
             )
             report = compare(calls, candidate.backend, reference_name="saved", tolerance=tolerance)
     except (InputError, RnnxRuntimeError, FileNotFoundError, ValueError) as e:
@@ -148,4 +165,5 @@ def _use_torch_reference(reference: str, model_dir: str, checkpoint: Optional[st
 
     if checkpoint or not (Path(model_dir) / METADATA_FILE).is_file():
         return True
-    return bool((read_metadata(model_dir, verify_hash=False).get("source") or {}).get("checkpoint"))
+    source = read_metadata(model_dir, verify_hash=False).get("source") or {}
+    return bool(source.get("checkpoint") or source.get("factory"))

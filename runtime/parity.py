@@ -4,15 +4,22 @@ The one parity module of rnnx: ``export-model``'s check (ONNX Runtime vs the PyT
 exported from) and ``rnnx-parity`` (any backend vs PyTorch, or vs the reference saved with an export)
 both run :func:`compare`. numpy only: a machine without torch replays a saved reference.
 
-How a run goes. The reference backend prefills right-padded prompts, then takes ``steps`` single-token
-steps, each from its own state; the token fed at every step is the reference's greedy choice at each
-row's last real position (:func:`reference_calls` yields these :class:`Call` s). The candidate runs the
-same inputs from a fresh state, chaining its *own* state, so errors accumulate as they would in
-deployment, while both sides always see the same text. Per call and tensor (``logits`` and every
-``present.<state>``): ``max_abs = max |candidate - reference|`` and ``max_rel = max_abs / max |reference|``
-(relative to the tensor's magnitude, so values near zero do not blow it up). The first call where the
-candidate's own greedy token differs is the first diverging token. A run passes when every ``max_rel``
-is within the tolerance (:data:`rnnx.runtime.artifact.TOLERANCES` by precision) and nothing diverged.
+How a run goes. The reference backend makes a chain of calls (:class:`Call`: data inputs, data outputs,
+state after the call), each from its own state:
+
+* a language model (:func:`reference_calls`) prefills right-padded prompts, then takes ``steps``
+  single-token steps; the token fed at every step is the reference's greedy choice at each row's last
+  real position;
+* any other stateful export (:func:`stream_calls`) takes one call on the example sequence, then
+  ``steps`` short calls (1 to 3 positions) cut from it, continuing the state.
+
+The candidate runs the same inputs from a fresh state, chaining its *own* state, so errors accumulate as
+they would in deployment, while both sides always see the same inputs. Per call and tensor (every data
+output and every ``present.<state>``): ``max_abs = max |candidate - reference|`` and
+``max_rel = max_abs / max |reference|`` (relative to the tensor's magnitude, so values near zero do not
+blow it up). For a language model, the first call where the candidate's own greedy token differs is the
+first diverging token. A run passes when every ``max_rel`` is within the tolerance
+(:data:`rnnx.runtime.artifact.TOLERANCES` by precision) and nothing diverged.
 
 A reference can be saved (:func:`save_reference`, ``parity_reference.npz`` in an export directory) and
 replayed later (:func:`load_reference`); it also feeds stock Polygraphy
@@ -34,11 +41,14 @@ import numpy as np
 from .artifact import (
     ATTENTION_MASK,
     INPUT_IDS,
+    LENGTH,
     LOGITS,
     POLYGRAPHY_INPUTS,
     POLYGRAPHY_OUTPUTS,
+    PRESENT_PREFIX,
     TOLERANCES,
     StateSpec,
+    TensorSpec,
     atomic_write_bytes,
 )
 from .backends.base import Backend, BackendState
@@ -49,26 +59,26 @@ DEFAULT_DECODE_STEPS = 64
 #: Calls after the prefill saved for Polygraphy (its JSON files grow with the state size).
 POLYGRAPHY_STEPS = 8
 REFERENCE_FORMAT = "rnnx-parity-reference"
-REFERENCE_FORMAT_VERSION = 1
+REFERENCE_FORMAT_VERSION = 2
 _TINY = 1e-12
 
 
 @dataclass
 class Call:
-    """One graph call of the reference: its inputs and outputs, host arrays.
+    """One graph call of the reference: its data inputs and outputs (graph names, graph order, host
+    arrays; floating outputs fp32) and the ``present`` state after the call (flat name -> array), or
+    None where not kept."""
 
-    ``input_ids`` / ``attention_mask`` (B, L) int64; ``logits`` (B, L, V) float32; ``state`` the
-    reference's ``present`` state after the call (flat name -> array), or None where not kept.
-    """
-
-    input_ids: np.ndarray
-    attention_mask: np.ndarray
-    logits: np.ndarray
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
     state: Optional[dict[str, np.ndarray]] = None
 
-    def next_tokens(self) -> np.ndarray:
-        """(B,) the reference's greedy token after each row's last real position."""
-        return greedy_tokens(self.logits, self.attention_mask)
+    def next_tokens(self) -> Optional[np.ndarray]:
+        """(B,) the reference's greedy token after each row's last real position (a language model's
+        call), else None."""
+        if LOGITS not in self.outputs or ATTENTION_MASK not in self.inputs:
+            return None
+        return greedy_tokens(self.outputs[LOGITS], self.inputs[ATTENTION_MASK])
 
 
 def greedy_tokens(logits: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
@@ -100,12 +110,13 @@ class TensorError:
 
 @dataclass
 class StepParity:
-    """Errors of every compared output at one call (step 0 = prefill) and both greedy choices (B,)."""
+    """Errors of every compared output at one call (step 0 = the first call) and, for a language model,
+    both greedy choices (B,)."""
 
     step: int
     errors: list[TensorError]
-    reference_tokens: list[int]
-    candidate_tokens: list[int]
+    reference_tokens: Optional[list[int]] = None
+    candidate_tokens: Optional[list[int]] = None
 
     @property
     def worst(self) -> TensorError:
@@ -135,6 +146,8 @@ class ParityReport:
     prompt_length: int
     steps: list[StepParity] = field(default_factory=list)
     divergence: Optional[Divergence] = None
+    #: What the calls after the first are: ``"decode steps"`` (a language model) or ``"chained calls"``.
+    chain: str = "decode steps"
 
     @property
     def worst_rel(self) -> float:
@@ -159,14 +172,15 @@ class ParityReport:
         """One line: PASS / FAIL, what was compared, the worst error and the first diverging token."""
         d = self.divergence
         diverged = (
-            "no diverging token"
+            ("no diverging token" if self.chain == "decode steps" else "outputs and state compared")
             if d is None
             else f"first diverging token at step {d.step} row {d.row}: {self.reference} {d.reference_token}, "
             f"{self.candidate} {d.candidate_token}"
         )
         return (
-            f"{'PASS' if self.passed else 'FAIL'}: {self.candidate} vs {self.reference}, prefill of {self.batch} x "
-            f"{self.prompt_length} + {len(self.steps) - 1} decode steps; worst relative error {self.worst_rel:.3e} "
+            f"{'PASS' if self.passed else 'FAIL'}: {self.candidate} vs {self.reference}, "
+            f"{'prefill' if self.chain == 'decode steps' else 'a first call'} of {self.batch} x {self.prompt_length}"
+            f" + {len(self.steps) - 1} {self.chain}; worst relative error {self.worst_rel:.3e} "
             f"(tolerance {self.tolerance:g}, {self.precision}); {diverged}"
         )
 
@@ -180,15 +194,17 @@ class ParityReport:
 
     def lines(self) -> list[str]:
         """One line per call (logits error, worst state error and its tensor), then :meth:`verdict`."""
+        first = self.steps[0].errors[0].name if self.steps and self.steps[0].errors else LOGITS
+        head = first[:10]
         out = [
-            f"{'step':>5}  {'logits abs':>10}  {'logits rel':>10}  {'state abs':>10}  {'state rel':>10}  worst state"
+            f"{'step':>5}  {head + ' abs':>14}  {head + ' rel':>14}  {'state abs':>10}  {'state rel':>10}  worst state"
         ]
         for s in self.steps:
-            logits = next((e for e in s.errors if e.name == LOGITS), TensorError(LOGITS, 0.0, 0.0))
-            states = [e for e in s.errors if e.name != LOGITS]
+            logits = next((e for e in s.errors if e.name == first), TensorError(first, 0.0, 0.0))
+            states = [e for e in s.errors if e.name.startswith(PRESENT_PREFIX)]
             st = max(states, key=lambda e: (e.max_rel, e.max_abs)) if states else TensorError("-", 0.0, 0.0)
             out.append(
-                f"{s.step:5d}  {logits.max_abs:10.3e}  {logits.max_rel:10.3e}  {st.max_abs:10.3e}  "
+                f"{s.step:5d}  {logits.max_abs:14.3e}  {logits.max_rel:14.3e}  {st.max_abs:10.3e}  "
                 f"{st.max_rel:10.3e}  {st.name}"
             )
         return [*out, self.verdict()]
@@ -205,6 +221,7 @@ class ParityReport:
             "batch": self.batch,
             "prompt_length": self.prompt_length,
             "decode_steps": len(self.steps) - 1,
+            "chain": self.chain,
             "worst": [dict(zip(("name", "max_abs", "max_rel", "step"), r)) for r in self.worst()],
             "divergence": None if self.divergence is None else asdict(self.divergence),
             "steps": [asdict(s) for s in self.steps],
@@ -221,15 +238,57 @@ def random_prompts(vocab_size: int, batch: int = 3, length: int = 12, seed: int 
 def reference_calls(
     reference: Backend, prompts: Sequence[Sequence[int]], steps: int, keep_state: Callable[[int], bool] = lambda i: True
 ) -> Iterator[Call]:
-    """The reference's calls: a prefill of ``prompts`` (right-padded) and ``steps`` greedy decode steps.
-    ``keep_state(i)`` says whether call i's state is copied to the host (every call by default)."""
+    """A language model's calls: a prefill of ``prompts`` (right-padded) and ``steps`` greedy decode
+    steps. ``keep_state(i)`` says whether call i's state is copied to the host (every call by default)."""
     ids, mask = Session(reference).pad([list(p) for p in prompts])
     state = reference.init_state(ids.shape[0])
     for step in range(steps + 1):
-        logits, state = reference.run(ids, mask, state)
-        call = Call(ids, mask, logits, reference.state_to_host(state) if keep_state(step) else None)
+        inputs = {INPUT_IDS: ids, ATTENTION_MASK: mask}
+        outputs, state = reference.run(inputs, state)
+        call = Call(inputs, outputs, reference.state_to_host(state) if keep_state(step) else None)
         yield call
         ids, mask = call.next_tokens()[:, None], np.ones((len(ids), 1), np.int64)
+
+
+def _window(array: np.ndarray, axis: int, start: int, size: int) -> np.ndarray:
+    return np.ascontiguousarray(np.take(array, np.arange(start, start + size), axis=axis))
+
+
+def chained_inputs(
+    first: dict[str, np.ndarray], specs: Sequence[TensorSpec], steps: int, seed: int = 0
+) -> Iterator[dict[str, np.ndarray]]:
+    """``first``, then ``steps`` short inputs cut from it: every input with a ``length`` axis gets the
+    same window of 1, 2 or 3 positions (cycling; at most the sequence's length) at a random offset;
+    inputs without one are repeated. So the values stay the kind the model was given (token ids,
+    masks, features)."""
+    yield first
+    axes = {spec.name: spec.shape.index(LENGTH) for spec in specs if LENGTH in spec.shape}
+    lengths = {first[name].shape[axis] for name, axis in axes.items()}
+    if len(lengths) > 1:
+        raise ValueError(f"inputs disagree on the {LENGTH!r} axis: sizes {sorted(lengths)}")
+    total = lengths.pop() if lengths else 0
+    rng = np.random.default_rng(seed)
+    for step in range(steps):
+        size = min(1 + step % 3, total)
+        start = int(rng.integers(0, total - size + 1)) if total else 0
+        yield {
+            name: _window(value, axes[name], start, size) if name in axes else value for name, value in first.items()
+        }
+
+
+def stream_calls(
+    reference: Backend,
+    first: dict[str, np.ndarray],
+    steps: int,
+    keep_state: Callable[[int], bool] = lambda i: True,
+    seed: int = 0,
+) -> Iterator[Call]:
+    """Any stateful export's calls: ``first`` (data inputs, one call on a sequence), then ``steps``
+    short calls from :func:`chained_inputs`, each continuing the reference's state."""
+    state = reference.init_state(reference.batch_of(first))
+    for step, inputs in enumerate(chained_inputs(first, reference.inputs, steps, seed)):
+        outputs, state = reference.run(inputs, state)
+        yield Call(inputs, outputs, reference.state_to_host(state) if keep_state(step) else None)
 
 
 def compare(
@@ -242,28 +301,34 @@ def compare(
     on_step: Optional[Callable[[StepParity], None]] = None,
 ) -> ParityReport:
     """Runs ``candidate`` on the inputs of ``calls`` (chaining its own state) and compares every call's
-    logits and, where the call kept it, state. ``precision`` defaults to the candidate's, the tolerance
-    to that precision's. ``on_step`` is called after each call (for streaming output)."""
+    data outputs and, where the call kept it, state. ``precision`` defaults to the candidate's, the
+    tolerance to that precision's. ``on_step`` is called after each call (for streaming output)."""
     precision = precision or candidate.metadata.get("precision", "fp32")
     tol = TOLERANCES.get(precision, TOLERANCES["fp32"]) if tolerance is None else float(tolerance)
     report: Optional[ParityReport] = None
     state: Optional[BackendState] = None
     for step, call in enumerate(calls):
         if report is None:
-            batch, length = call.input_ids.shape
-            report = ParityReport(reference_name, candidate.name, precision, tol, batch, length)
+            batch = candidate.batch_of(call.inputs)
+            length = next((call.inputs[t.name].shape[t.shape.index(LENGTH)] for t in candidate.inputs
+                           if LENGTH in t.shape), 0)  # fmt: skip
+            chain = "decode steps" if call.next_tokens() is not None else "chained calls"
+            report = ParityReport(reference_name, candidate.name, precision, tol, batch, int(length), chain=chain)
             state = candidate.init_state(batch)
-        logits, state = candidate.run(call.input_ids, call.attention_mask, state)
-        errs = [TensorError(LOGITS, *errors(logits, call.logits))]
+        outputs, state = candidate.run(call.inputs, state)
+        errs = [TensorError(name, *errors(outputs[name], want)) for name, want in call.outputs.items()]
         if call.state is not None:
             host = candidate.state_to_host(state)
             errs += [TensorError(s.output, *errors(host[s.name], call.state[s.name])) for s in candidate.state_specs]
-        ref_tokens, cand_tokens = call.next_tokens(), greedy_tokens(logits, call.attention_mask)
-        entry = StepParity(step, errs, ref_tokens.tolist(), cand_tokens.tolist())
+        ref_tokens = call.next_tokens()
+        entry = StepParity(step, errs)
+        if ref_tokens is not None:
+            cand_tokens = greedy_tokens(outputs[LOGITS], call.inputs[ATTENTION_MASK])
+            entry.reference_tokens, entry.candidate_tokens = ref_tokens.tolist(), cand_tokens.tolist()
+            if report.divergence is None and (ref_tokens != cand_tokens).any():
+                row = int(np.flatnonzero(ref_tokens != cand_tokens)[0])
+                report.divergence = Divergence(step, row, int(ref_tokens[row]), int(cand_tokens[row]))
         report.steps.append(entry)
-        if report.divergence is None and (ref_tokens != cand_tokens).any():
-            row = int(np.flatnonzero(ref_tokens != cand_tokens)[0])
-            report.divergence = Divergence(step, row, int(ref_tokens[row]), int(cand_tokens[row]))
         if on_step is not None:
             on_step(entry)
     if report is None:
@@ -285,6 +350,34 @@ def compare_backends(
     """:func:`compare` on :func:`reference_calls` of ``reference``; the calls are appended to ``record``
     when given (to save them or to write Polygraphy files)."""
     calls: Iterable[Call] = reference_calls(reference, prompts, steps, keep_state)
+    return _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+
+
+def compare_stream(
+    reference: Backend,
+    candidate: Backend,
+    first: dict[str, np.ndarray],
+    steps: int,
+    *,
+    tolerance: Optional[float] = None,
+    on_step: Optional[Callable[[StepParity], None]] = None,
+    record: Optional[list[Call]] = None,
+    keep_state: Callable[[int], bool] = lambda i: True,
+) -> ParityReport:
+    """:func:`compare` on :func:`stream_calls` of ``reference`` (any stateful export); ``record`` as in
+    :func:`compare_backends`."""
+    calls: Iterable[Call] = stream_calls(reference, first, steps, keep_state)
+    return _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+
+
+def _compare_recorded(
+    calls: Iterable[Call],
+    reference: Backend,
+    candidate: Backend,
+    tolerance: Optional[float],
+    on_step: Optional[Callable[[StepParity], None]],
+    record: Optional[list[Call]],
+) -> ParityReport:
     if record is not None:
         calls = _recording(calls, record)
     return compare(calls, candidate, reference_name=reference.name, tolerance=tolerance, on_step=on_step)
@@ -299,19 +392,22 @@ def _recording(calls: Iterable[Call], record: list[Call]) -> Iterator[Call]:
 # -- a saved reference --------------------------------------------------------------------------------
 
 
-def save_reference(path: Path, calls: Sequence[Call], prompts: Sequence[Sequence[int]], source: str) -> Path:
-    """Writes ``calls`` (and the prompts they came from) to an ``.npz`` that :func:`load_reference` reads."""
+def save_reference(
+    path: Path, calls: Sequence[Call], source: str, prompts: Optional[Sequence[Sequence[int]]] = None
+) -> Path:
+    """Writes ``calls`` (and, for a language model, the prompts they came from) to an ``.npz`` that
+    :func:`load_reference` reads: ``<call>/in/<name>``, ``<call>/out/<name>``, ``<call>/state/<name>``."""
     arrays: dict[str, np.ndarray] = {}
     for i, call in enumerate(calls):
-        arrays[f"{i}/input_ids"], arrays[f"{i}/attention_mask"] = call.input_ids, call.attention_mask
-        arrays[f"{i}/logits"] = call.logits
-        for name, value in (call.state or {}).items():
-            arrays[f"{i}/state/{name}"] = value
+        for part, values in (("in", call.inputs), ("out", call.outputs), ("state", call.state or {})):
+            arrays.update((f"{i}/{part}/{name}", value) for name, value in values.items())
     header = {
         "format": REFERENCE_FORMAT,
         "format_version": REFERENCE_FORMAT_VERSION,
         "calls": len(calls),
-        "prompts": [list(map(int, p)) for p in prompts],
+        "inputs": list(calls[0].inputs) if calls else [],
+        "outputs": list(calls[0].outputs) if calls else [],
+        "prompts": None if prompts is None else [list(map(int, p)) for p in prompts],
         "source": source,
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
@@ -320,9 +416,15 @@ def save_reference(path: Path, calls: Sequence[Call], prompts: Sequence[Sequence
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+def _part(data: Any, prefix: str, order: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Arrays under ``prefix`` (name -> array), in ``order`` first."""
+    found = {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
+    return {**{n: found[n] for n in order if n in found}, **found}
+
+
 def load_reference(path: Path) -> tuple[list[Call], dict[str, Any]]:
-    """The calls and header (prompts, source) saved by :func:`save_reference`; ValueError naming the file
-    when it is not one."""
+    """The calls and header (source, prompts of a language model) saved by :func:`save_reference`
+    (version 1, a language model's, reads too); ValueError naming the file when it is not one."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no saved parity reference (export with --check writes one)")
@@ -330,15 +432,18 @@ def load_reference(path: Path) -> tuple[list[Call], dict[str, Any]]:
         if "header" not in data.files:
             raise ValueError(f"{path}: not an rnnx parity reference (no header)")
         header = json.loads(bytes(data["header"]).decode())
-        if header.get("format") != REFERENCE_FORMAT or header.get("format_version") != REFERENCE_FORMAT_VERSION:
-            raise ValueError(
-                f"{path}: unsupported parity reference {header.get('format')!r} v{header.get('format_version')}"
-            )
+        version = header.get("format_version")
+        if header.get("format") != REFERENCE_FORMAT or version not in (1, REFERENCE_FORMAT_VERSION):
+            raise ValueError(f"{path}: unsupported parity reference {header.get('format')!r} v{version}")
         calls = []
         for i in range(int(header["calls"])):
-            prefix = f"{i}/state/"
-            state = {k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
-            calls.append(Call(data[f"{i}/input_ids"], data[f"{i}/attention_mask"], data[f"{i}/logits"], state or None))
+            state = _part(data, f"{i}/state/") or None
+            if version == 1:
+                inputs = {INPUT_IDS: data[f"{i}/input_ids"], ATTENTION_MASK: data[f"{i}/attention_mask"]}
+                calls.append(Call(inputs, {LOGITS: data[f"{i}/logits"]}, state))
+            else:
+                inputs = _part(data, f"{i}/in/", header.get("inputs", ()))
+                calls.append(Call(inputs, _part(data, f"{i}/out/", header.get("outputs", ())), state))
     return calls, header
 
 
@@ -364,16 +469,16 @@ def save_polygraphy_files(
 
     feeds, iterations, past = [], [], initial_state
     for call in calls:
-        feed = OrderedDict([(INPUT_IDS, call.input_ids), (ATTENTION_MASK, call.attention_mask)])
+        feed = OrderedDict(call.inputs)
         feed.update((s.input, past[s.name]) for s in specs)
         feeds.append(feed)
-        if call.state is None:
+        if call.state is None and specs:
             raise ValueError("save_polygraphy_files: every call needs its state")
-        outputs = OrderedDict([(LOGITS, call.logits)])
+        outputs = OrderedDict(call.outputs)
         outputs.update((s.output, call.state[s.name]) for s in specs)
         named = OrderedDict((k, v.astype(output_dtypes.get(k, v.dtype))) for k, v in outputs.items())
         iterations.append(IterationResult(named, runner_name="reference"))
-        past = call.state
+        past = call.state or {}
     results = RunResults()
     results.append(("reference", iterations))
     with G_LOGGER.verbosity(G_LOGGER.ERROR):

@@ -1,6 +1,9 @@
-"""``Session``: prefill / step / generate over one backend, with validated inputs and state handles.
+"""Sessions: one export on one backend, with validated inputs and state handles.
 
-Shapes: B rows, L positions, V vocabulary. Tokens are int64 in ``[0, V)``.
+:class:`StatefulSession` runs any export, ``run(inputs) -> outputs`` with the state carried between calls
+(a streaming encoder fed chunk by chunk); :class:`Session` adds a language model's prefill / step /
+generate on the same mechanism. Language-model shapes: B rows, L positions, V vocabulary. Tokens are
+int64 in ``[0, V)``.
 
 * :meth:`Session.prefill` ``(tokens (B, L) or list of B lists, lengths (B,)) -> State``: prompts are
   right-padded; pads get ``attention_mask = 0`` and never change a row's state; ``state.last_logits``
@@ -24,6 +27,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from .artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, TensorSpec, numpy_dtype
 from .backends.base import Backend, InputError, RnnxRuntimeError
 from .sampling import check_options, row_generators, sample
 from .state import State, check_host_state, load_state_file
@@ -43,9 +47,14 @@ def _as_int_array(tokens: Any, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-class Session:
-    """A model on one backend plus the current :class:`State`. Build with :func:`rnnx.runtime.load`
-    or ``Session(backend)``; several sessions may share one backend (each owns its own states)."""
+class StatefulSession:
+    """Any export on one backend plus the current :class:`State`: ``inputs + state -> outputs + state``.
+
+    Build with :func:`rnnx.runtime.load` (which gives a :class:`Session` for a language model) or
+    ``StatefulSession(backend)``; several sessions may share one backend (each owns its own states).
+    :meth:`run` takes the data inputs the export names (:attr:`inputs`) and advances the current state,
+    so feeding a long input chunk by chunk gives what one call on all of it gives.
+    """
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
@@ -53,15 +62,11 @@ class Session:
         self._guard = threading.Lock()
 
     @property
-    def vocab_size(self) -> int:
-        return self.backend.vocab_size
-
-    @property
     def metadata(self) -> dict[str, Any]:
         return self.backend.metadata
 
     def __repr__(self) -> str:
-        return f"Session({self.backend.describe()})"
+        return f"{type(self).__name__}({self.backend.describe()})"
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -72,11 +77,15 @@ class Session:
         finally:
             self._guard.release()
 
-    def _check_vocab(self, tokens: np.ndarray, mask: np.ndarray, name: str) -> None:
-        real = tokens[mask.astype(bool)]
-        bad = real[(real < 0) | (real >= self.vocab_size)]
-        if bad.size:
-            raise InputError(f"{name}: token {int(bad[0])} out of vocabulary; expected 0 <= token < {self.vocab_size}")
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        """The data inputs of the graph (name, shape with axis names, dtype), graph order."""
+        return self.backend.inputs
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        """The data outputs of the graph, graph order."""
+        return self.backend.outputs
 
     def _check_state(self, state: State, batch: Optional[int] = None) -> None:
         inner = state.inner
@@ -91,13 +100,127 @@ class Session:
                 "use session.import_state(state.to_host())"
             )
         if batch is not None and inner.batch != batch:
-            raise InputError(f"state: batch mismatch: tokens have {batch} rows, state has {inner.batch}")
+            raise InputError(f"state: batch mismatch: the inputs have {batch} rows, the state has {inner.batch}")
 
     def new_state(self, batch: int) -> State:
         """A fresh state of ``batch`` rows (not made current)."""
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
             raise InputError(f"batch: expected an integer >= 1, got {batch!r}")
         return State(self.backend, self.backend.init_state(int(batch)))
+
+    def load_state(self, path: Union[str, Path]) -> State:
+        """Reads a state saved with :meth:`State.save` (same model, any backend) and makes it current."""
+        state = load_state_file(self.backend, path)
+        self.state = state
+        return state
+
+    def import_state(self, arrays: dict[str, np.ndarray], last_logits: Optional[np.ndarray] = None) -> State:
+        """A state from host arrays (flat name -> array, e.g. another backend's ``State.to_host()``),
+        validated against this model's state layout; made current."""
+        batch, past = check_host_state(self.backend, arrays, "import_state")
+        inner = self.backend.state_from_host(arrays)
+        inner.past_length = past
+        state = State(self.backend, inner, None if last_logits is None else np.asarray(last_logits, np.float32))
+        self.state = state
+        return state
+
+    def reset(self) -> None:
+        """Forgets the current state: the next :meth:`run` starts from a fresh one."""
+        self.state = None
+
+    def _feeds(
+        self, inputs: Union[dict[str, Any], Sequence[Any], None], named: dict[str, Any]
+    ) -> dict[str, np.ndarray]:
+        """The data inputs as host arrays of the specs' dtypes, validated (names, kinds, ranks, sizes)."""
+        specs = self.inputs
+        if isinstance(inputs, dict):
+            given = {**inputs, **named}
+        elif inputs is None:
+            given = dict(named)
+        else:
+            values = [inputs] if hasattr(inputs, "shape") else list(inputs)
+            if len(values) > len(specs):
+                raise InputError(
+                    f"inputs: {len(values)} given, the model takes {len(specs)} ({[t.name for t in specs]})"
+                )
+            given = {**dict(zip((t.name for t in specs), values)), **named}
+        missing = [t.name for t in specs if t.name not in given]
+        unknown = sorted(set(given) - {t.name for t in specs})
+        if missing or unknown:
+            raise InputError(f"inputs: missing {missing}, unknown {unknown}; the model takes {[t.name for t in specs]}")
+        feeds, sizes = {}, {}
+        for spec in specs:
+            feeds[spec.name] = arr = _as_array(given[spec.name], spec)
+            if arr.ndim != len(spec.shape):
+                raise InputError(
+                    f"{spec.name}: expected {len(spec.shape)} dims {list(spec.shape)}, got shape {arr.shape}"
+                )
+            for axis, (want, got) in enumerate(zip(spec.shape, arr.shape)):
+                if isinstance(want, int) and want != got:
+                    raise InputError(f"{spec.name}: axis {axis} must be {want}, got shape {arr.shape}")
+                if isinstance(want, str) and sizes.setdefault(want, (got, spec.name))[0] != got:
+                    raise InputError(
+                        f"{spec.name}: axis {axis} ({want!r}) has size {got}, "
+                        f"but {sizes[want][1]!r} has {sizes[want][0]}"
+                    )
+                if isinstance(want, str) and got < 1:
+                    raise InputError(f"{spec.name}: axis {axis} ({want!r}) is empty")
+        return feeds
+
+    def run(
+        self, inputs: Union[dict[str, Any], Sequence[Any], None] = None, *, state: Optional[State] = None, **named: Any
+    ) -> dict[str, np.ndarray]:
+        """One call: the data inputs (a dict by name, a sequence in graph order, or keywords; numpy, torch
+        or lists; floating values are cast to the graph's dtype) from ``state`` (default: the current
+        state, a fresh one when there is none) -> the data outputs by name (floating ones fp32). The
+        state advances in place and becomes current. Bad inputs raise :class:`InputError` naming the
+        input, with nothing changed."""
+        feeds = self._feeds(inputs, named)
+        batch = self.backend.batch_of(feeds)
+        state = state if state is not None else self.state
+        with self._exclusive():
+            if state is None:
+                state = State(self.backend, self.backend.init_state(batch))
+            else:
+                self._check_state(state, batch if self.backend.state_specs else None)
+            outputs, state.inner = self.backend.run(feeds, state.inner)
+            self.state = state
+        return outputs
+
+
+def _as_array(value: Any, spec: TensorSpec) -> np.ndarray:
+    """One data input as a C-contiguous host array of ``spec``'s dtype; InputError for another kind."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    want = numpy_dtype(spec.dtype)
+    kinds = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
+    if arr.dtype == object or kinds.get(arr.dtype.kind) != kinds.get(want.kind):
+        raise InputError(f"{spec.name}: expected {spec.dtype} values, got {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=want)
+
+
+class Session(StatefulSession):
+    """A language model on one backend plus the current :class:`State`: prefill, step, generate. Build
+    with :func:`rnnx.runtime.load` or ``Session(backend)``; several sessions may share one backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        if backend.vocab_size is None:
+            raise InputError(
+                f"{backend.metadata.get('model_type')}: not a language model export (interface "
+                f"{backend.metadata.get('interface')!r}); use StatefulSession / rnnx.runtime.load"
+            )
+        super().__init__(backend)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.backend.vocab_size)
+
+    def _check_vocab(self, tokens: np.ndarray, mask: np.ndarray, name: str) -> None:
+        real = tokens[mask.astype(bool)]
+        bad = real[(real < 0) | (real >= self.vocab_size)]
+        if bad.size:
+            raise InputError(f"{name}: token {int(bad[0])} out of vocabulary; expected 0 <= token < {self.vocab_size}")
 
     def pad(self, tokens: TokenInput, lengths: Optional[Sequence[int]] = None) -> tuple[np.ndarray, np.ndarray]:
         """Prompts -> right-padded ``(input_ids (B, L), attention_mask (B, L))`` int64 (pads hold 0).
@@ -150,9 +273,9 @@ class Session:
                 state = State(self.backend, self.backend.init_state(ids.shape[0]))
             else:
                 self._check_state(state, ids.shape[0])
-            logits, inner = self.backend.run(ids, mask, state.inner)
+            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner)
             state.inner = inner
-            state.last_logits = logits[np.arange(ids.shape[0]), mask.sum(1) - 1]
+            state.last_logits = outputs[LOGITS][np.arange(ids.shape[0]), mask.sum(1) - 1]
             self.state = state
         return state
 
@@ -180,9 +303,9 @@ class Session:
             raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
         self._check_vocab(ids, mask, "tokens")
         with self._exclusive():
-            logits, inner = self.backend.run(ids, mask, state.inner)
+            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner)
             state.inner = inner
-            out = logits[:, 0]
+            out = outputs[LOGITS][:, 0]
             if state.last_logits is None or active is None:
                 state.last_logits = out.copy()
             else:
@@ -238,19 +361,3 @@ class Session:
                 if t is not None:
                     out[row].append(t)
         return out
-
-    def load_state(self, path: Union[str, Path]) -> State:
-        """Reads a state saved with :meth:`State.save` (same model, any backend) and makes it current."""
-        state = load_state_file(self.backend, path)
-        self.state = state
-        return state
-
-    def import_state(self, arrays: dict[str, np.ndarray], last_logits: Optional[np.ndarray] = None) -> State:
-        """A state from host arrays (flat name -> array, e.g. another backend's ``State.to_host()``),
-        validated against this model's state layout; made current."""
-        batch, past = check_host_state(self.backend, arrays, "import_state")
-        inner = self.backend.state_from_host(arrays)
-        inner.past_length = past
-        state = State(self.backend, inner, None if last_logits is None else np.asarray(last_logits, np.float32))
-        self.state = state
-        return state

@@ -82,6 +82,8 @@ def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str
     extra = [n for n in arrays if n not in names]
     if missing or extra:
         raise InputError(f"{where}: state tensors do not match the model: missing {missing}, unexpected {extra}")
+    if not backend.state_specs:
+        return 1, 0
     first = backend.state_specs[0]
     batch = (
         int(np.shape(arrays[first.name])[first.batch_axis]) if np.ndim(arrays[first.name]) == len(first.shape) else -1

@@ -27,6 +27,19 @@ for v in 2.6.0 3.0.0.dev6; do
   fi
 done
 
+# pytorch-fast-transformers 0.4.0 (what rnnx.models.fast_transformers converts) ships only an sdist. Its
+# setup.py adds CUDA extensions whenever `nvcc` runs, and those no longer compile, so it is built
+# against the installed torch (no build isolation) with every PATH entry holding an nvcc left out.
+if "$PY" -c "import fast_transformers" 2>/dev/null; then
+  echo "setup: keeping pytorch-fast-transformers $("$PY" -c 'import fast_transformers; print(fast_transformers.__version__)')"
+else
+  echo "setup: building pytorch-fast-transformers==0.4.0 from source, CPU kernels only (about 5 minutes)"
+  py_exe=$("$PY" -c "import sys; print(sys.executable)")
+  path_without_nvcc=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [ -x "$dir/nvcc" ] || echo "$dir"; done | paste -sd: -)
+  PATH="$path_without_nvcc" CUDA_HOME="" "$py_exe" -m pip install --disable-pip-version-check --no-input \
+    --no-build-isolation pytorch-fast-transformers==0.4.0
+fi
+
 # TensorRT headers for building the plugins: TENSORRT_ROOT or a system install wins; otherwise the
 # public TensorRT 10.14 headers shipped in the PyPI wheel kernel-lens==2.0.1 (headers only).
 trt_headers=".cache/tensorrt/include"

@@ -139,7 +139,7 @@ def _edit(directory: Path, change) -> None:
     "change, message",
     [
         (lambda m: m.pop("state"), "field 'state' missing"),
-        (lambda m: m.update(format_version=2), "unsupported format_version 2"),
+        (lambda m: m.update(format_version=3), "unsupported format_version 3"),
         (lambda m: m.update(vocab_size=True), "field 'vocab_size' missing or not a int"),
         (lambda m: m.update(interface="seq2seq"), "unsupported interface 'seq2seq'"),
         (lambda m: m["state"][0].update(input="past.x"), "expected 'past_key_values.layers.0.S'"),
@@ -198,16 +198,33 @@ def test_validate_metadata_accepts_what_the_exporter_writes(demo_exports) -> Non
 
 def test_saved_reference_round_trip_and_bad_files(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
+    ids = {"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}
+    step = {"input_ids": np.ones((2, 1), np.int64), "attention_mask": np.ones((2, 1), np.int64)}
     calls = [
-        Call(np.ones((2, 3), np.int64), np.ones((2, 3), np.int64), rng.random((2, 3, 5), dtype=np.float32),
-             {"c": rng.random((1, 2, 4), dtype=np.float32)}),
-        Call(np.ones((2, 1), np.int64), np.ones((2, 1), np.int64), rng.random((2, 1, 5), dtype=np.float32), None),
+        Call(ids, {"logits": rng.random((2, 3, 5), dtype=np.float32)}, {"c": rng.random((1, 2, 4), dtype=np.float32)}),
+        Call(step, {"logits": rng.random((2, 1, 5), dtype=np.float32)}, None),
     ]  # fmt: skip
-    path = save_reference(tmp_path / "ref.npz", calls, [[1, 2, 3], [4, 5, 6]], source="test")
+    path = save_reference(tmp_path / "ref.npz", calls, "test", [[1, 2, 3], [4, 5, 6]])
     loaded, header = load_reference(path)
     assert header["prompts"] == [[1, 2, 3], [4, 5, 6]] and header["source"] == "test"
     assert loaded[1].state is None and np.array_equal(loaded[0].state["c"], calls[0].state["c"])
-    assert all(np.array_equal(a.logits, b.logits) for a, b in zip(loaded, calls))
+    assert all(np.array_equal(a.outputs["logits"], b.outputs["logits"]) for a, b in zip(loaded, calls))
+    assert all(list(a.inputs) == ["input_ids", "attention_mask"] for a in loaded)
+
+
+def test_version_1_reference_still_loads(tmp_path: Path) -> None:
+    """A parity reference written by rnnx before stateful exports (flat input_ids / logits keys)."""
+    header = {"format": "rnnx-parity-reference", "format_version": 1, "calls": 1, "prompts": [[1]], "source": "old"}
+    arrays = {"0/input_ids": np.ones((1, 1), np.int64), "0/attention_mask": np.ones((1, 1), np.int64),
+              "0/logits": np.zeros((1, 1, 3), np.float32), "0/state/c": np.zeros((1, 1, 2), np.float32),
+              "header": np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)}  # fmt: skip
+    np.savez(tmp_path / "v1.npz", **arrays)
+    (call,), _ = load_reference(tmp_path / "v1.npz")
+    assert list(call.inputs) == ["input_ids", "attention_mask"] and call.outputs["logits"].shape == (1, 1, 3)
+    assert call.state["c"].shape == (1, 1, 2)
+
+
+def test_bad_files_are_named(tmp_path: Path) -> None:
     np.savez(tmp_path / "other.npz", x=np.zeros(1))
     with pytest.raises(ValueError, match="not an rnnx parity reference"):
         load_reference(tmp_path / "other.npz")

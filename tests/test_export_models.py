@@ -151,7 +151,7 @@ def test_metadata_content(exported):
     family, target, model, result = exported
     meta = read_metadata(result.out_dir)
     assert meta == result.metadata
-    assert meta["format"] == "rnnx-onnx" and meta["format_version"] == 1
+    assert meta["format"] == "rnnx-onnx" and meta["format_version"] == 2 and meta["interface"] == "causal_lm"
     assert meta["model_type"] == FAMILIES[family][0] and meta["config"] == model.config
     assert meta["vocab_size"] == 19 and meta["target"] == target
     assert meta["precision"] == "fp32" and meta["opset"] == 20

@@ -366,8 +366,9 @@ def test_backend_matches_onnxruntime(softmax_meta, tmp_path):
     s_trt, s_ort = trt_backend.init_state(2), ort_backend.init_state(2)
     for step in range(6):
         feed = ids if step == 0 else ids[:, :1]
-        a, s_trt = trt_backend.run(feed, np.ones_like(feed), s_trt, donate=True)
-        b, s_ort = ort_backend.run(feed, np.ones_like(feed), s_ort)
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+        inputs = {"input_ids": feed, "attention_mask": np.ones_like(feed)}
+        a, s_trt = trt_backend.run(inputs, s_trt, donate=True)
+        b, s_ort = ort_backend.run(inputs, s_ort)
+        np.testing.assert_allclose(a["logits"], b["logits"], rtol=1e-3, atol=1e-3)
     assert s_trt.past_length == 4 + 5
     del mask

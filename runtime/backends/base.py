@@ -2,7 +2,11 @@
 
 A backend runs ONE graph call of the exported contract (docs/export.md)::
 
-    run(input_ids (B, L) int64, attention_mask (B, L) int64, state) -> (logits (B, L, V) fp32 numpy, new state)
+    run(inputs {data input name: host array}, state) -> ({data output name: host array}, new state)
+
+For a language model the data inputs are ``input_ids`` / ``attention_mask`` (B, L) int64 and the one
+data output ``logits`` (B, L, V); for any other stateful export they are the module's own (:attr:`Backend.inputs`,
+:attr:`Backend.outputs`). Floating outputs come back as fp32 host arrays.
 
 and owns the state in its *native, device-resident* form: torch tensors on the device for the torch
 backend, OrtValues on the device (IO binding: the default on the CUDA EP, optional on the CPU EP) or
@@ -22,21 +26,22 @@ Rules a backend must follow:
 * :meth:`Backend.copy_state` returns a state that shares no storage with its argument.
 * Host conversions use plain numpy arrays keyed by the flat state names (``layers.0.S``), with the
   concrete shapes of :meth:`StateSpec.concrete_shape` and dtypes of :attr:`StateSpec.dtype`.
-* Input validation (dtype/shape/vocabulary) is the Session's job; a backend may assume
-  ``input_ids``/``attention_mask`` are C-contiguous int64 numpy arrays of equal shape (B, L), L >= 1,
-  and a state it created itself (or from :meth:`state_from_host`) with the same batch B.
-* Rows with ``attention_mask == 0`` are pads: they never change that row's state (the graph does it).
+* Input validation (names, dtypes, shapes, vocabulary) is the session's job; a backend may assume
+  every data input is present as a C-contiguous host array of its spec's dtype and rank, and a state it
+  created itself (or from :meth:`state_from_host`) with the same batch B.
+* For a language model, rows with ``attention_mask == 0`` are pads: they never change that row's state
+  (the graph does it).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from ..artifact import StateSpec, model_signature
+from ..artifact import BATCH, LENGTH, StateSpec, TensorSpec, data_inputs, data_outputs, model_signature
 
 
 class RnnxRuntimeError(RuntimeError):
@@ -75,17 +80,42 @@ class Backend(ABC):
     Attributes:
         name: ``"torch"`` | ``"onnxruntime"`` | ``"tensorrt"``.
         device: ``"cpu"`` or ``"cuda"`` (``"cuda:N"`` allowed).
-        metadata: an ``rnnx.json``-shaped dict (at least model_type, config, vocab_size, state,
-            source, precision); the torch backend builds one from the checkpoint.
+        metadata: an ``rnnx.json``-shaped dict (at least model_type, config, inputs, outputs, state,
+            source, precision; vocab_size for a language model).
         state_specs: :class:`StateSpec` per state tensor, graph order.
-        vocab_size: V.
+        vocab_size: V of a language model, else None.
     """
 
     name: str
     device: str
     metadata: dict[str, Any]
     state_specs: list[StateSpec]
-    vocab_size: int
+    vocab_size: Optional[int]
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        """The data inputs (not state), graph order."""
+        return data_inputs(self.metadata)
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        """The data outputs (not state), graph order."""
+        return data_outputs(self.metadata)
+
+    def batch_of(self, inputs: dict[str, np.ndarray]) -> int:
+        """The size of the ``batch`` axis of the first data input that has one (1 when none has)."""
+        for spec in self.inputs:
+            if BATCH in spec.shape and spec.name in inputs:
+                return int(np.shape(inputs[spec.name])[spec.shape.index(BATCH)])
+        return 1
+
+    def call_length(self, inputs: dict[str, np.ndarray]) -> int:
+        """The size of the ``length`` axis of the first data input that has one (0 when none has): how
+        far a call advances :attr:`BackendState.past_length`."""
+        for spec in self.inputs:
+            if LENGTH in spec.shape and spec.name in inputs:
+                return int(np.shape(inputs[spec.name])[spec.shape.index(LENGTH)])
+        return 0
 
     @property
     def signature(self) -> str:
@@ -106,12 +136,13 @@ class Backend(ABC):
 
     @abstractmethod
     def run(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
-    ) -> tuple[np.ndarray, BackendState]:
-        """One graph call. input_ids, attention_mask: (B, L) int64 host arrays; ``state``: B rows.
+        self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
+    ) -> tuple[dict[str, np.ndarray], BackendState]:
+        """One graph call. ``inputs``: every data input (graph name -> host array); ``state``: B rows.
 
-        Returns ``(logits (B, L, V) float32 host array, new state with past_length + L)``. With
-        ``donate=True`` the caller gives up ``state`` and the backend may write into its buffers.
+        Returns ``({data output name: host array (floating ones fp32)}, new state with past_length +
+        the call's length)``. With ``donate=True`` the caller gives up ``state`` and the backend may
+        write into its buffers.
         """
 
     @abstractmethod
@@ -141,5 +172,6 @@ class Backend(ABC):
 
     def describe(self) -> str:
         """One line: backend, device, precision, model type."""
-        return (f"{self.name} on {self.device} ({self.metadata.get('precision', 'fp32')}, "
-                f"{self.metadata.get('model_type')}, vocab {self.vocab_size})")  # fmt: skip
+        what = f"vocab {self.vocab_size}" if self.vocab_size is not None else f"{len(self.state_specs)} state tensors"
+        precision, model_type = self.metadata.get("precision", "fp32"), self.metadata.get("model_type")
+        return f"{self.name} on {self.device} ({precision}, {model_type}, {what})"

@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, numpy_dtype, read_metadata, state_specs
+from ..artifact import numpy_dtype, read_metadata, state_specs
 from .base import Backend, BackendState, BackendUnavailable, InputError
 
 
@@ -85,9 +85,10 @@ class OrtBackend(Backend):
         self.session = ort.InferenceSession(
             str(self.model_dir / self.metadata["model_file"]), options, providers=providers
         )
-        self.vocab_size = int(self.metadata["vocab_size"])
+        self.vocab_size = self.metadata.get("vocab_size")
         self.state_specs = state_specs(self.metadata)
-        self._outputs = [LOGITS] + [s.output for s in self.state_specs]
+        self._data_outputs = [t.name for t in self.outputs]
+        self._outputs = self._data_outputs + [s.output for s in self.state_specs]
 
     def describe(self) -> str:
         """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound."""
@@ -120,8 +121,8 @@ class OrtBackend(Backend):
         return self._state(tensors, batch, 0)
 
     def run(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
-    ) -> tuple[np.ndarray, BackendState]:
+        self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
+    ) -> tuple[dict[str, np.ndarray], BackendState]:
         """:meth:`Backend.run`; raises :class:`InputError` for a state of another onnxruntime backend
         that keeps its tensors elsewhere (numpy vs OrtValues, or another device)."""
         placement = state.extra.get("placement")
@@ -131,36 +132,39 @@ class OrtBackend(Backend):
                 f"{self.io_binding}, device {self.device!r}); use session.import_state(state.to_host())"
             )
         run = self._run_bound if self.io_binding else self._run_unbound
-        logits, present = run(input_ids, attention_mask, state)
+        data, present = run(inputs, state)
         tensors = {s.name: t for s, t in zip(self.state_specs, present)}
-        past_length = state.past_length + input_ids.shape[1]
-        return np.asarray(logits, dtype=np.float32), self._state(tensors, state.batch, past_length)
+        past_length = state.past_length + self.call_length(inputs)
+        outputs = {
+            name: np.asarray(v, np.float32) if np.issubdtype(np.asarray(v).dtype, np.floating) else np.asarray(v)
+            for name, v in zip(self._data_outputs, data)
+        }
+        return outputs, self._state(tensors, state.batch, past_length)
 
-    def _run_unbound(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState
-    ) -> tuple[np.ndarray, list[Any]]:
-        """``InferenceSession.run`` on numpy state -> (logits, present numpy arrays in spec order)."""
-        feed = {INPUT_IDS: input_ids, ATTENTION_MASK: attention_mask}
+    def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
+        """``InferenceSession.run`` on numpy state -> (data outputs, present numpy arrays), spec order."""
+        feed = dict(inputs)
         feed.update((s.input, state.tensors[s.name]) for s in self.state_specs)
         outs = self.session.run(self._outputs, feed)
-        return outs[0], outs[1:]
+        n = len(self._data_outputs)
+        return outs[:n], outs[n:]
 
-    def _run_bound(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState
-    ) -> tuple[np.ndarray, list[Any]]:
-        """One IO-bound call -> (logits on the host, present OrtValues on the backend's device, spec
-        order). The same code for every device: only ``(device_type, device_id)`` differ."""
+    def _run_bound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
+        """One IO-bound call -> (data outputs on the host, present OrtValues on the backend's device,
+        spec order). The same code for every device: only ``(device_type, device_id)`` differ."""
         binding = self.session.io_binding()
-        binding.bind_cpu_input(INPUT_IDS, input_ids)
-        binding.bind_cpu_input(ATTENTION_MASK, attention_mask)
+        for name, value in inputs.items():
+            binding.bind_cpu_input(name, value)
         for s in self.state_specs:
             binding.bind_ortvalue_input(s.input, state.tensors[s.name])
-        binding.bind_output(LOGITS, "cpu")
+        for name in self._data_outputs:
+            binding.bind_output(name, "cpu")
         for s in self.state_specs:
             binding.bind_output(s.output, self._device_type, self._device_id)
         self.session.run_with_iobinding(binding)
         outs = binding.get_outputs()
-        return self._host(outs[0]), list(outs[1:])
+        n = len(self._data_outputs)
+        return [self._host(v) for v in outs[:n]], list(outs[n:])
 
     def copy_state(self, state: BackendState) -> BackendState:
         tensors = {k: self._upload(self._host(v)) for k, v in state.tensors.items()}

@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, MetadataError, StateSpec, read_metadata, state_specs
+from ..artifact import BATCH, LENGTH, PAST_LENGTH, MetadataError, StateSpec, read_metadata, resolve_shape, state_specs
 from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
 from ..tensorrt.bindings import plan_bindings
 from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library
@@ -76,7 +76,7 @@ class TensorRTBackend(Backend):
         self.device = str(device)
         self._torch_device = torch.device(self.device)
         self.state_specs = state_specs(self.metadata)
-        self.vocab_size = int(self.metadata["vocab_size"])
+        self.vocab_size = self.metadata.get("vocab_size")
         self.limits = (limits or ProfileLimits()).resolved()
         self.profiles = build_profiles(self.metadata, self.limits)
         plugin = Path(plugin_library) if plugin_library is not None else default_plugin_library()
@@ -97,16 +97,17 @@ class TensorRTBackend(Backend):
         self.context = self.engine.create_execution_context()
         self.stream = torch.cuda.Stream(device=self._torch_device)
         self._profile: Optional[int] = None
-        self._logits_dtype = _torch_dtype(next(t["dtype"] for t in self.metadata["outputs"] if t["name"] == LOGITS))
         self._pool: dict[tuple[str, int], list[Any]] = {}
         self._cuda_graphs = cuda_graphs and not any(s.grows for s in self.state_specs)
         self._graphs: dict[tuple[int, ...], Any] = {}
-        # Fixed data buffers sized for the limits (stable addresses for CUDA graphs).
+        # Fixed data buffers sized for the limits (stable addresses for CUDA graphs), one per data tensor.
         lim = self.limits
-        self._ids = torch.zeros(lim.max_batch * lim.max_length, dtype=torch.int64, device=self._torch_device)
-        self._mask = torch.zeros_like(self._ids)
-        self._logits = torch.empty(lim.max_batch * lim.max_length * self.vocab_size, dtype=self._logits_dtype,
-                                   device=self._torch_device)  # fmt: skip
+        largest = {BATCH: lim.max_batch, LENGTH: lim.max_length, PAST_LENGTH: int(lim.max_context or 0)}
+        self._buffers = {
+            t.name: torch.empty(max(1, int(np.prod(resolve_shape(t.shape, largest), dtype=np.int64))),
+                                dtype=_torch_dtype(t.dtype), device=self._torch_device)
+            for t in [*self.inputs, *self.outputs]
+        }  # fmt: skip
 
     # -- state buffers ---------------------------------------------------------------------------
 
@@ -147,14 +148,14 @@ class TensorRTBackend(Backend):
         return self._state(storages, batch, 0)
 
     def run(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
-    ) -> tuple[np.ndarray, BackendState]:
+        self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
+    ) -> tuple[dict[str, np.ndarray], BackendState]:
         import torch
 
-        batch, length = input_ids.shape
+        batch, length = self.batch_of(inputs), self.call_length(inputs)
         self._check_batch(batch)
         if length > self.limits.max_length:
-            raise InputError(f"input_ids: length {length} exceeds the engine's max_length {self.limits.max_length}")
+            raise InputError(f"inputs: length {length} exceeds the engine's max_length {self.limits.max_length}")
         grows = any(s.grows for s in self.state_specs)
         new_past = state.past_length + length
         if grows and new_past > int(self.limits.max_context or 0):
@@ -162,24 +163,28 @@ class TensorRTBackend(Backend):
                 f"KV cache would hold {new_past} positions; the engine's max_context is {self.limits.max_context}"
             )
         try:
-            profile = select_profile(self.profiles, {INPUT_IDS: (batch, length)})
+            profile = select_profile(self.profiles, {t.name: np.shape(inputs[t.name]) for t in self.inputs})
         except ProfileError as e:
             raise InputError(str(e)) from None
+        dims = {BATCH: batch, LENGTH: length, PAST_LENGTH: state.past_length}
         storages = {s.name: self._storage(s, batch) for s in self.state_specs}
-        n = batch * length
         ctx = self.context
+        outputs = {}
         with torch.cuda.stream(self.stream):
-            self._ids[:n].copy_(torch.from_numpy(np.ascontiguousarray(input_ids)), non_blocking=False)
-            self._mask[:n].copy_(torch.from_numpy(np.ascontiguousarray(attention_mask)), non_blocking=False)
-            logits = self._logits[: n * self.vocab_size].view(batch, length, self.vocab_size)
             if profile != self._profile:
                 ctx.set_optimization_profile_async(profile, self.stream.cuda_stream)
                 self._profile = profile
                 self._graphs.clear()
-            for name, buf in ((INPUT_IDS, self._ids), (ATTENTION_MASK, self._mask)):
-                ctx.set_input_shape(name, (batch, length))
-                ctx.set_tensor_address(name, buf.data_ptr())
-            ctx.set_tensor_address(LOGITS, logits.data_ptr())
+            for spec in self.inputs:
+                value = np.ascontiguousarray(inputs[spec.name])
+                buf = self._buffers[spec.name][: value.size]
+                buf.copy_(torch.from_numpy(value).reshape(-1), non_blocking=False)
+                ctx.set_input_shape(spec.name, value.shape)
+                ctx.set_tensor_address(spec.name, buf.data_ptr())
+            for spec in self.outputs:
+                shape = resolve_shape(spec.shape, dims)
+                outputs[spec.name] = self._buffers[spec.name][: int(np.prod(shape, dtype=np.int64))].view(shape)
+                ctx.set_tensor_address(spec.name, outputs[spec.name].data_ptr())
             for spec in self.state_specs:
                 past = state.tensors[spec.name]
                 ctx.set_input_shape(spec.input, tuple(past.shape))
@@ -187,10 +192,10 @@ class TensorRTBackend(Backend):
                 ctx.set_tensor_address(spec.output, storages[spec.name].data_ptr())
             self._execute(batch, length, donate, state, storages)
         self.stream.synchronize()
-        out = logits.float().cpu().numpy()
+        host = {n: (t.float() if t.is_floating_point() else t).cpu().numpy() for n, t in outputs.items()}
         if donate:
             self._recycle(state)
-        return out, self._state(storages, batch, new_past)
+        return host, self._state(storages, batch, new_past)
 
     def _execute(self, batch: int, length: int, donate: bool, state: BackendState, storages: dict[str, Any]) -> None:
         import torch

@@ -1,9 +1,12 @@
-"""The PyTorch backend: the rnnx model itself behind the graph contract (reference for parity).
+"""The PyTorch backend: the model itself behind the graph contract (reference for parity).
 
-The model is wrapped in :class:`rnnx.models.stateful.StatefulLM`, so it takes and returns exactly the
-graph's flat tensors (fp32 state at the boundary, KV ``valid`` masks bool). State tensors stay torch
-tensors on ``device`` between calls; only the logits come back to the host. The only backend that
-imports torch and rnnx.models.
+The model is wrapped in :class:`rnnx.models.stateful.StatefulModule` (:class:`~rnnx.models.stateful.StatefulLM`
+for an rnnx language model), so it takes and returns exactly the graph's flat tensors (fp32 state at the
+boundary, KV ``valid`` masks bool). State tensors stay torch tensors on ``device`` between calls; only the
+data outputs come back to the host. The only backend that imports torch and rnnx.models.
+
+Where the model comes from: a language model's checkpoint (a checkpoint directory, or an export's
+recorded ``source.checkpoint``), or a stateful export's recorded ``source.factory`` (+ ``source.weights``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import torch
 from ...models.checkpoint import load_checkpoint
 from ...models.lm import RecurrentLM
 from ...models.registry import model_type_of
-from ...models.stateful import StatefulLM, state_specs, torch_dtype
-from ..artifact import METADATA_FILE, numpy_dtype, read_metadata
+from ...models.stateful import StatefulLM, StatefulModule, state_specs, torch_dtype
+from ..artifact import CAUSAL_LM, METADATA_FILE, interface_of, lm_io, numpy_dtype, read_metadata
+from ..artifact import state_specs as specs_of_metadata
 from .base import Backend, BackendState, BackendUnavailable, InputError
 
 _PRECISIONS = {None: torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -35,14 +39,33 @@ def checkpoint_of(path: Union[str, Path]) -> Path:
     return path
 
 
+def lm_metadata(model: RecurrentLM, precision: str, source: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """The ``rnnx.json``-shaped description of a language model the torch backend runs."""
+    specs = state_specs(model)
+    logits_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    inputs, outputs = lm_io(int(model.vocab_size), specs, logits_dtype)
+    return {
+        "interface": CAUSAL_LM, "model_type": model_type_of(model), "config": dict(model.config),
+        "vocab_size": int(model.vocab_size), "precision": precision,
+        "inputs": [t.to_dict() for t in inputs], "outputs": [t.to_dict() for t in outputs],
+        "state": [spec.to_dict() for spec in specs],
+        "source": source or {"checkpoint": None, "weights_sha256": None},
+    }  # fmt: skip
+
+
 class TorchBackend(Backend):
-    """``model`` (a :class:`RecurrentLM`) on ``device`` in ``precision`` (fp32 default; fp16 / bf16)."""
+    """``model`` on ``device`` in ``precision`` (fp32 default; fp16 / bf16).
+
+    ``model``: an rnnx language model (:class:`RecurrentLM`), or a :class:`StatefulModule` together with
+    the ``metadata`` of its graph (what ``rnnx.export.export`` writes: ``inputs``, ``outputs``,
+    ``state``, ...).
+    """
 
     name = "torch"
 
     def __init__(
-        self, model: RecurrentLM, device: str = "cpu", precision: Optional[str] = None,
-        source: Optional[dict[str, Any]] = None,
+        self, model: Union[RecurrentLM, StatefulModule], device: str = "cpu", precision: Optional[str] = None,
+        source: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None,
     ) -> None:  # fmt: skip
         if precision not in _PRECISIONS:
             raise InputError(f"unknown precision {precision!r}; expected fp32, fp16 or bf16")
@@ -51,22 +74,34 @@ class TorchBackend(Backend):
         self.device = str(device)
         self._torch_device = torch.device(device)
         model = model.to(device=self._torch_device, dtype=_PRECISIONS[precision]).eval()
-        self.model = model
-        self.wrapper = StatefulLM(model).eval()
-        self.state_specs = state_specs(model)
-        self.vocab_size = int(model.vocab_size)
-        self.metadata = {
-            "model_type": model_type_of(model),
-            "config": dict(model.config),
-            "vocab_size": self.vocab_size,
-            "precision": precision or "fp32",
-            "state": [spec.to_dict() for spec in self.state_specs],
-            "source": source or {"checkpoint": None, "weights_sha256": None},
-        }
+        if isinstance(model, RecurrentLM):
+            self.graph: StatefulModule = StatefulLM(model).eval()
+            self.metadata = lm_metadata(model, precision or "fp32", source)
+        elif isinstance(model, StatefulModule) and metadata is not None:
+            self.graph = model
+            self.metadata = {**metadata, "precision": precision or "fp32"}
+            if source is not None:
+                self.metadata["source"] = source
+        else:
+            raise InputError(
+                f"TorchBackend: expected an rnnx RecurrentLM, or a StatefulModule with its metadata; "
+                f"got {type(model).__name__}{'' if metadata is None else ' with metadata'}"
+            )
+        self.model = self.graph.module
+        self.state_specs = specs_of_metadata(self.metadata)
+        self.vocab_size = self.metadata.get("vocab_size")
 
     @classmethod
     def from_path(cls, path: Union[str, Path], device: str = "cpu", precision: Optional[str] = None) -> TorchBackend:
-        """From a checkpoint directory, or an export directory's recorded source checkpoint."""
+        """From a checkpoint directory, or an export directory's recorded source: its checkpoint (a
+        language model) or its factory and weights (a stateful export)."""
+        path = Path(path)
+        if (path / METADATA_FILE).is_file() and interface_of(read_metadata(path, verify_hash=False)) != CAUSAL_LM:
+            from ...models.factory import load_factory_module
+
+            metadata = read_metadata(path, verify_hash=False)
+            graph = load_factory_module(metadata, where=str(path / METADATA_FILE))
+            return cls(graph, device=device, precision=precision, metadata=metadata)
         checkpoint = checkpoint_of(path)
         model, info = load_checkpoint(checkpoint, map_location="cpu")
         source = {"checkpoint": str(Path(checkpoint).resolve()), "weights_sha256": info.get("weights_sha256") or None}
@@ -84,14 +119,19 @@ class TorchBackend(Backend):
 
     @torch.inference_mode()
     def run(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray, state: BackendState, donate: bool = False
-    ) -> tuple[np.ndarray, BackendState]:
-        ids = torch.as_tensor(input_ids, device=self._torch_device)
-        mask = torch.as_tensor(attention_mask, device=self._torch_device)
-        outs = self.wrapper(ids, mask, *(state.tensors[n] for n in self.state_names))
-        logits = outs[0].float().cpu().numpy()
-        tensors = dict(zip(self.state_names, outs[1:]))
-        return logits, self._state(tensors, state.batch, state.past_length + ids.shape[1])
+        self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
+    ) -> tuple[dict[str, np.ndarray], BackendState]:
+        flat = [torch.as_tensor(np.asarray(inputs[t.name]), device=self._torch_device) for t in self.inputs]
+        outs = self.graph(*flat, *(state.tensors[n] for n in self.state_names))
+        names = [t.name for t in self.outputs]
+        if len(outs) != len(names) + len(self.state_names):
+            raise InputError(
+                f"the module returned {len(outs)} tensors; the graph has {len(names)} outputs and "
+                f"{len(self.state_names)} state tensors"
+            )
+        outputs = {n: (t.float() if t.is_floating_point() else t).cpu().numpy() for n, t in zip(names, outs)}
+        tensors = dict(zip(self.state_names, outs[len(names) :]))
+        return outputs, self._state(tensors, state.batch, state.past_length + self.call_length(inputs))
 
     def copy_state(self, state: BackendState) -> BackendState:
         return self._state({k: v.clone() for k, v in state.tensors.items()}, state.batch, state.past_length)
