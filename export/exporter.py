@@ -50,6 +50,7 @@ from ..models.stateful import (
     example_state,
     find_state_specs,
     lm_example_data,
+    torch_dtype,
 )
 from ..models.training.copy_task import task_prompts
 from ..runtime import parity
@@ -334,7 +335,7 @@ def _module_job(
         )
     graph = copy.deepcopy(reference).to(_DTYPES[precision]).eval()
     trace = _trace_sizes(sizes | ({PAST_LENGTH: length + 1} if any(s.grows for s in states) else {}))
-    cast = [t.to(numpy_torch_dtype(spec.dtype)) for t, spec in zip(examples, specs)]
+    cast = [t.to(torch_dtype(spec.dtype)) for t, spec in zip(examples, specs)]
     gen = torch.Generator().manual_seed(1)
     trace_inputs = (*(_tile(t, s, trace) for t, s in zip(cast, specs)),
                     *example_state(states, trace.get(BATCH, 1), trace.get(PAST_LENGTH, 0), gen))  # fmt: skip
@@ -349,11 +350,6 @@ def _module_job(
         inputs=specs, output_names=out_names, states=states, trace_inputs=trace_inputs, parity_run=run_parity,
         source=source, what=f"{type(module).__name__} module",
     )  # fmt: skip
-
-
-def numpy_torch_dtype(name: str) -> torch.dtype:
-    """A contract dtype name -> torch dtype."""
-    return getattr(torch, name) if name != "bool" else torch.bool
 
 
 # -- tracing and checks -----------------------------------------------------------------------------

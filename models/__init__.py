@@ -5,7 +5,9 @@ Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx
 ``SRUpp`` (drop-in for ``sru.SRUpp`` 3.0.0.dev6, plus linear attention). Language models sharing
 one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + state): ``SRULM``,
 ``SRUppLM``, ``LinearTransformerLM``; checkpoints (``load_checkpoint``) and the shipped demos.
-``convert(model)``: a copy of a user model with its published-package layers (sru) replaced by these.
+``LinearTransformerEncoder``: the twin of a ``fast-transformers`` 0.4 causal-linear encoder (sequence
+forward that takes and returns the attention state). ``convert(model)``: a copy of a user model with its
+published-package layers (``sru``, ``fast-transformers``) replaced by these.
 
 ``rnnx.models.convert`` is the function (it shadows the submodule of the same name); it carries
 ``convert.ConversionError`` and ``convert.supported`` so that both spellings work.
@@ -13,6 +15,7 @@ one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + stat
 
 from .checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path, load_checkpoint, save_checkpoint
 from .convert import ConversionError, convert, supported
+from .fast_transformers import LinearTransformerEncoder
 from .linear_transformer import LinearTransformerLM
 from .lm import SRULM, RecurrentLM, SRUppLM
 from .ops.linear_attention import causal_linear_attention
@@ -40,6 +43,7 @@ __all__ = [
     "save_checkpoint",
     "ConversionError",
     "convert",
+    "LinearTransformerEncoder",
     "LinearTransformerLM",
     "RecurrentLM",
     "SRULM",

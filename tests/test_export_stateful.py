@@ -276,3 +276,68 @@ def test_bad_modules_are_one_line_errors_and_leave_out_dir_alone(tmp_path: Path,
     assert "\n" not in str(info.value)
     assert os.listdir(out) == ["model.onnx"] and (out / "model.onnx").read_bytes() == b"a good earlier export"
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_io_binding_and_state_files_work_for_a_stateful_export(encoder_export, tmp_path: Path) -> None:
+    _, result = encoder_export
+    bound = rt.load(result.out_dir, backend="onnxruntime", io_binding=True)
+    plain = rt.load(result.out_dir, backend="onnxruntime")
+    x = np.random.default_rng(5).standard_normal((2, 9, 5)).astype(np.float32)
+    assert np.array_equal(bound.run(features=x[:, :4])["output"], plain.run(features=x[:, :4])["output"])
+    path = bound.state.save(tmp_path / "state.npz")
+    plain.load_state(path)
+    assert np.array_equal(bound.run(features=x[:, 4:])["output"], plain.run(features=x[:, 4:])["output"])
+    assert bound.state.past_length == plain.state.past_length == 9
+
+
+def test_fp16_stateful_export(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = StreamingEncoder().eval()
+    result = export(model, (torch.randn(2, 7, 5),), tmp_path / "out", target="tensorrt", precision="fp16")
+    meta = read_metadata(result.out_dir)
+    assert result.parity.passed and result.parity.tolerance == 1e-2 and result.parity.worst_rel > 1e-6
+    assert meta["inputs"][0]["dtype"] == "float16" and meta["outputs"][0]["dtype"] == "float16"
+    assert meta["state"][0]["dtype"] == "float32"
+    session = rt.load(result.out_dir, backend="onnxruntime")
+    x = np.random.default_rng(6).standard_normal((2, 11, 5)).astype(np.float32)  # fp32 values are cast
+    with torch.no_grad():
+        want, _ = model(torch.from_numpy(x), model.init_state(2))
+    assert rel(session.run(features=x)["output"], want.numpy()) <= 1e-2
+
+
+def test_stock_polygraphy_replays_a_stateful_export(encoder_export) -> None:
+    import shlex
+    import subprocess
+
+    from test_export_cli import polygraphy_executable
+
+    _, result = encoder_export
+    command = result.polygraphy_command
+    assert shlex.join(command).startswith(f"polygraphy run {result.out_dir / 'model.onnx'} --onnxrt")
+    proc = subprocess.run([polygraphy_executable(), *command[1:]], capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "PASSED" in log and "Passed: 9/9 iterations" in log, log[-3000:]
+
+
+def test_an_unconvertible_layer_is_a_one_line_error(tmp_path: Path) -> None:
+    builders = pytest.importorskip(
+        "fast_transformers.builders",
+        reason="pytorch-fast-transformers 0.4.0 is not installed: run bash scripts/setup.sh",
+    )
+    encoder = builders.TransformerEncoderBuilder.from_kwargs(
+        n_layers=1, n_heads=2, query_dimensions=4, value_dimensions=4, feed_forward_dimensions=16,
+        attention_type="full",
+    ).get()  # fmt: skip
+
+    class Wrapped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.encoder(x)
+
+    out = tmp_path / "out"
+    with pytest.raises(ExportError, match=r"cannot convert the module: encoder: .*FullAttention.*no fixed-size"):
+        export(Wrapped(), (torch.randn(2, 3, 8),), out, target="onnxruntime")
+    assert not out.exists() and os.listdir(tmp_path) == []

@@ -73,6 +73,7 @@ class TorchBackend(Backend):
             raise BackendUnavailable(f"device {device!r} requested but torch sees no CUDA device")
         self.device = str(device)
         self._torch_device = torch.device(device)
+        self._float_dtype = _PRECISIONS[precision]
         model = model.to(device=self._torch_device, dtype=_PRECISIONS[precision]).eval()
         if isinstance(model, RecurrentLM):
             self.graph: StatefulModule = StatefulLM(model).eval()
@@ -122,6 +123,7 @@ class TorchBackend(Backend):
         self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
     ) -> tuple[dict[str, np.ndarray], BackendState]:
         flat = [torch.as_tensor(np.asarray(inputs[t.name]), device=self._torch_device) for t in self.inputs]
+        flat = [t.to(self._float_dtype) if t.is_floating_point() else t for t in flat]  # the model's precision
         outs = self.graph(*flat, *(state.tensors[n] for n in self.state_names))
         names = [t.name for t in self.outputs]
         if len(outs) != len(names) + len(self.state_names):
