@@ -170,13 +170,9 @@ def _export_factory(
 ) -> Any:  # fmt: skip
     """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
     export's source (absolute paths)."""
-    import sys
-
     from ..models.factory import FactoryError, load_factory
     from .exporter import ExportError, export
 
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # `package.module` resolves from here, as with `python -m`
     target_part, _, function = factory.rpartition(":")
     recorded = f"{Path(target_part).resolve()}:{function}" if target_part.endswith(".py") else factory
     out_dir = out_dir or DEFAULT_OUT_ROOT / function

@@ -213,10 +213,14 @@ def _data_names(module: nn.Module, count: int, stateful: bool) -> list[str]:
     return names[:count] if len(names) >= count else [f"input_{i}" for i in range(count)]
 
 
-def _axes_of(name: str, rank: int, declared: Optional[AxesSpec]) -> dict[int, str]:
-    """Axis index -> axis name of one input: declared, or ``batch`` / ``length`` on axes 0 / 1."""
+def _axes_of(name: str, tensor: Tensor, declared: Optional[AxesSpec]) -> dict[int, str]:
+    """Axis index -> axis name of one input: declared, or by default ``batch`` on axis 0 and ``length``
+    on axis 1 of an integer / bool input of rank >= 2 (token ids, masks) or a floating one of rank >= 3
+    (features (B, L, F)); a floating (B, F) input is one step, its axis 1 fixed."""
+    rank = tensor.dim()
     if declared is None:
-        return {i: n for i, n in enumerate((BATCH, LENGTH)[:rank])}
+        sequence = rank >= 3 or (rank == 2 and not tensor.is_floating_point())
+        return {i: n for i, n in enumerate((BATCH, LENGTH)[: 2 if sequence else min(rank, 1)])}
     items = declared.items() if isinstance(declared, dict) else enumerate(declared)
     axes = {}
     for axis, axis_name in items:
@@ -241,7 +245,7 @@ def _input_specs(
         raise ExportError(f"dynamic_axes names unknown inputs {unknown}; the inputs are {names}")
     specs, sizes, first = [], {}, {}
     for name, tensor in zip(names, examples):
-        axes = _axes_of(name, tensor.dim(), (dynamic_axes or {}).get(name))
+        axes = _axes_of(name, tensor, (dynamic_axes or {}).get(name))
         for axis, axis_name in axes.items():
             size = int(tensor.shape[axis])
             if sizes.setdefault(axis_name, size) != size:
@@ -309,6 +313,8 @@ def _module_job(
         raise ExportError(_one_line(e)) from None
     except (ValueError, NotImplementedError) as e:  # ConversionError is a ValueError
         raise ExportError(f"cannot convert the module: {_one_line(e)}") from None
+    except Exception as e:  # the user's init_state(1)
+        raise ExportError(f"init_state(1) failed: {type(e).__name__}: {_one_line(e)}") from None
     names = list(input_names) if input_names is not None else _data_names(converted, len(examples), reference.stateful)
     if len(names) != len(examples) or len(set(names)) != len(names):
         raise ExportError(f"input_names {names}: expected {len(examples)} unique names, one per example input")
@@ -333,7 +339,10 @@ def _module_job(
         raise ExportError(
             f"output_names {out_names}: expected {len(outputs)} unique names, one per output, distinct from the inputs"
         )
-    graph = copy.deepcopy(reference).to(_DTYPES[precision]).eval()
+    bad = [n for n in out_names if n.startswith((PAST_PREFIX, PRESENT_PREFIX))]
+    if bad:
+        raise ExportError(f"output names {bad} use the reserved state prefixes {PAST_PREFIX!r} / {PRESENT_PREFIX!r}")
+    graph = reference.in_dtype(_DTYPES[precision]).eval()
     trace = _trace_sizes(sizes | ({PAST_LENGTH: length + 1} if any(s.grows for s in states) else {}))
     cast = [t.to(torch_dtype(spec.dtype)) for t, spec in zip(examples, specs)]
     gen = torch.Generator().manual_seed(1)
@@ -629,6 +638,13 @@ def export(
     _check_steps(chained_calls, polygraphy_steps)
     out_dir = _check_out_dir(out_dir)
     recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "weights": None, **(source or {})}
+    if recorded["weights"]:
+        recorded["weights"] = str(Path(recorded["weights"]).resolve())
+    for what, value in (("config", config), ("source", recorded)):
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as e:
+            raise ExportError(f"{what} must be JSON-serialisable (it is stored in rnnx.json): {e}") from None
     job = _module_job(
         module, example_inputs, init_state=init_state, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, precision=precision, steps=chained_calls, config=config, source=recorded,

@@ -15,6 +15,7 @@ argument, else the module's own ``init_state`` method, else none: a stateless mo
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -55,7 +56,7 @@ def import_factory(spec: str) -> Callable[[], Any]:
         path = Path(target).resolve()
         if not path.is_file():
             raise FactoryError(f"factory {spec!r}: {path} does not exist")
-        module_name = f"rnnx_factory_{abs(hash(str(path)))}"
+        module_name = f"rnnx_factory_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"  # stable across runs
         loader = importlib.util.spec_from_file_location(module_name, path)
         if loader is None or loader.loader is None:
             raise FactoryError(f"factory {spec!r}: cannot load {path} as Python")
@@ -63,6 +64,8 @@ def import_factory(spec: str) -> Callable[[], Any]:
         sys.modules[module_name] = module
         loader.loader.exec_module(module)
     else:
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))  # `package.module` resolves from here, as with `python -m`
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as e:
@@ -116,6 +119,10 @@ def resolve_init_state(module: nn.Module, init_state: Optional[Callable[[int], A
         if not callable(init_state):
             raise FactoryError(f"init_state must be a function batch -> state, got {type(init_state).__name__}")
         return init_state
+    from .sru import SRU
+
+    if isinstance(module, SRU):  # its forward takes and returns the cell states c, not an SRUState
+        return lambda batch: module.init_state(batch).c
     method = getattr(module, "init_state", None)
     return method if callable(method) else None
 

@@ -2,9 +2,13 @@
 
 ``fast_transformers`` (idiap, pytorch-fast-transformers 0.4.0) trains with a ``TransformerEncoder``
 built by ``TransformerEncoderBuilder`` (``attention_type="causal-linear"``) and decodes with a
-``RecurrentTransformerEncoder`` from ``RecurrentEncoderBuilder`` holding the same weights. Both
-become a :class:`LinearTransformerEncoder` here: one sequence forward that takes and returns the
-attention state, so the same weights prefill a prompt and then decode token by token.
+``RecurrentTransformerEncoder`` from ``RecurrentEncoderBuilder`` holding the same weights. They become
+:class:`LinearTransformerEncoder` and :class:`RecurrentLinearTransformerEncoder` here, drop-ins for the
+originals' calls (``encoder(x, attn_mask, length_mask) -> y``; ``recurrent(x_t, state) -> (y_t, state)``),
+so a user's model keeps working after :func:`rnnx.models.convert`. Both also have one sequence form that
+takes and returns the attention state, ``forward_state(x (B, L, D), state, pad_mask) -> (y, state)``
+(the recurrent twin's ``forward`` takes a (B, L, D) sequence too), so the same weights prefill a prompt
+and then decode token by token.
 
 The maths (read from fast-transformers 0.4, reimplemented). Each encoder layer is post-norm::
 
@@ -60,6 +64,7 @@ __all__ = [
     "FAST_TRANSFORMERS_VERSION",
     "CausalLinearAttentionLayer",
     "LinearTransformerEncoder",
+    "RecurrentLinearTransformerEncoder",
     "LinearTransformerEncoderLayer",
     "convert_encoder",
     "convert_encoder_layer",
@@ -191,8 +196,12 @@ class LinearTransformerEncoder(nn.Module):
     ``RecurrentTransformerEncoder`` (``layers.<i>.attention.query_projection.weight``, ...,
     ``norm.weight``), so ``load_state_dict(original.state_dict())`` works.
 
-    ``forward(x (B, L, d_model), state, pad_mask (B, L)) -> (y (B, L, d_model), new_state)``: the state
-    is a list with one :class:`~rnnx.models.state.LinearAttentionState` (S (B, H, E, M), z (B, H, E),
+    ``forward(x (B, L, d_model), attn_mask=None, length_mask=None) -> y``: the call of fast-transformers'
+    ``TransformerEncoder`` (``attn_mask`` None or a lower-triangular mask such as ``TriangularCausalMask``:
+    the attention is causal; ``length_mask`` a ``LengthMask`` marking each row's real positions).
+
+    ``forward_state(x (B, L, d_model), state, pad_mask (B, L)) -> (y (B, L, d_model), new_state)``: the
+    state is a list with one :class:`~rnnx.models.state.LinearAttentionState` (S (B, H, E, M), z (B, H, E),
     fp32; fp64 for an fp64 model) per layer. A prefill over n tokens followed by calls with L = 1
     gives the outputs and state of one call over all the tokens. Pad positions (True in
     ``pad_mask``) leave the state unchanged; their outputs are computed but meaningless.
@@ -237,7 +246,20 @@ class LinearTransformerEncoder(nn.Module):
         weights' dtype) on ``device`` (default: the weights' device)."""
         return [layer.init_state(batch_size, device, dtype) for layer in self.layers]
 
-    def forward(
+    def forward(self, x: Tensor, attn_mask: Optional[object] = None, length_mask: Optional[object] = None) -> Tensor:
+        """fast-transformers' ``TransformerEncoder.forward``: x (B, L, d_model) from a zero state -> y.
+
+        ``attn_mask``: None or a mask whose ``lower_triangular`` is True (anything else is what causal
+        linear attention cannot compute: ValueError, as the original raises); ``length_mask``: None or
+        a ``LengthMask`` (its ``bool_matrix`` (B, L) is True at real positions)."""
+        if attn_mask is not None and not getattr(attn_mask, "lower_triangular", False):
+            raise ValueError("causal linear attention only supports a full lower-triangular attn_mask (or None)")
+        pad_mask = None
+        if length_mask is not None and not getattr(length_mask, "all_ones", False):
+            pad_mask = ~length_mask.bool_matrix.to(x.device)
+        return self.forward_state(x, None, pad_mask)[0]
+
+    def forward_state(
         self, x: Tensor, state: Optional[Sequence[LinearAttentionState]] = None, pad_mask: Optional[Tensor] = None
     ) -> tuple[Tensor, list[LinearAttentionState]]:
         """x (B, L, d_model), state (None: zeros), pad_mask (B, L) bool True = pad -> (y, new state)."""
@@ -254,6 +276,21 @@ class LinearTransformerEncoder(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return x, new_state
+
+
+class RecurrentLinearTransformerEncoder(LinearTransformerEncoder):
+    """The twin of fast-transformers' ``RecurrentTransformerEncoder``: same layers and weights as
+    :class:`LinearTransformerEncoder`; ``forward(x, state=None) -> (y, new_state)`` takes one step
+    x (B, d_model) -> y (B, d_model) like the original (its state is this module's list of
+    ``LinearAttentionState``, which callers pass back unchanged), or a sequence x (B, L, d_model)."""
+
+    def forward(  # type: ignore[override]
+        self, x: Tensor, state: Optional[Sequence[LinearAttentionState]] = None
+    ) -> tuple[Tensor, list[LinearAttentionState]]:
+        if x.dim() == 2:
+            y, new_state = self.forward_state(x.unsqueeze(1), state)
+            return y.squeeze(1), new_state
+        return self.forward_state(x, state)
 
 
 def _check_sequence(x: Tensor, d_model: int, pad_mask: Optional[Tensor]) -> None:
@@ -433,19 +470,6 @@ def _require_version(module: nn.Module, fail: Fail) -> None:
         )
 
 
-def _carry_over(original: nn.Module, twin: nn.Module, path: str) -> nn.Module:
-    """:func:`rnnx.models.convert.carry_over`, with each parameter's ``requires_grad`` as it was before.
-
-    ``load_state_dict(assign=True)`` gives an assigned parameter the ``requires_grad`` of the twin's
-    fresh one (True), on the very tensor the original holds; the flags are read first and put back.
-    """
-    requires_grad = {name: p.requires_grad for name, p in original.named_parameters()}
-    twin = carry_over(original, twin, path)
-    for name, param in twin.named_parameters():
-        param.requires_grad_(requires_grad.get(name, param.requires_grad))
-    return twin
-
-
 def convert_encoder(encoder: nn.Module, path: str) -> LinearTransformerEncoder:
     """fast-transformers 0.4.0 ``TransformerEncoder`` / ``RecurrentTransformerEncoder`` with causal linear
     attention -> :class:`LinearTransformerEncoder` holding its weights (same tensors, hence device and
@@ -467,7 +491,9 @@ def convert_encoder(encoder: nn.Module, path: str) -> LinearTransformerEncoder:
     if not layers:
         fail("it has no layers")
     norm = None if encoder.norm is None else _layer_norm(encoder.norm, _child_rel(prefix, "norm"), fail)
-    return _carry_over(encoder, LinearTransformerEncoder(layers, norm), path)
+    twin = RecurrentLinearTransformerEncoder if qualified_name(type(encoder)) == _RECURRENT_ENCODER else (
+        LinearTransformerEncoder)  # fmt: skip
+    return carry_over(encoder, twin(layers, norm), path)
 
 
 def convert_encoder_layer(layer: nn.Module, path: str) -> LinearTransformerEncoderLayer:
@@ -479,7 +505,7 @@ def convert_encoder_layer(layer: nn.Module, path: str) -> LinearTransformerEncod
     expected = _LAYER_FAMILIES.get(qualified_name(type(layer)))
     if expected is None:
         fail("it is not a fast-transformers encoder layer")
-    return _carry_over(layer, _twin_layer(layer, _prefix(path), expected, fail), path)
+    return carry_over(layer, _twin_layer(layer, _prefix(path), expected, fail), path)
 
 
 def _reject(reason: str) -> Converter:

@@ -3,7 +3,8 @@
 A state is any nesting of tensors, ``None``, tuples, lists, dicts with string keys and dataclasses (the
 rnnx layers use the dataclasses below). States are plain data: ``map_tensors`` copies, detaches or moves
 one; ``flatten_state`` lists its tensors under stable dotted names (list / tuple index, dict key,
-dataclass field), which export and the runtime use as graph input/output names.
+named-tuple or dataclass field), which export and the runtime use as graph input/output names; a state
+that is one bare tensor is named ``state``.
 Recurrent state is kept in fp32 (fp64 when the model runs in fp64) whatever the activation dtype.
 """
 
@@ -69,12 +70,18 @@ class LinearTransformerState:
     position: Optional[Tensor] = None
 
 
+def _is_namedtuple(state: object) -> bool:
+    return isinstance(state, tuple) and hasattr(type(state), "_fields")
+
+
 def map_tensors(state: S, fn: Callable[[Tensor], Tensor]) -> S:
     """A new state of the same structure with ``fn`` applied to every tensor."""
     if state is None:
         return None
     if isinstance(state, Tensor):
         return fn(state)
+    if _is_namedtuple(state):
+        return type(state)(*(map_tensors(s, fn) for s in state))
     if isinstance(state, (list, tuple)):
         return type(state)(map_tensors(s, fn) for s in state)
     if isinstance(state, dict):
@@ -92,7 +99,11 @@ def flatten_state(state: object, prefix: str = "") -> list[tuple[str, Tensor]]:
     if state is None:
         return out
     if isinstance(state, Tensor):
-        return [(prefix, state)]
+        return [(prefix or "state", state)]
+    if _is_namedtuple(state):
+        for field, s in zip(state._fields, state):
+            out += flatten_state(s, f"{prefix}.{field}" if prefix else field)
+        return out
     if isinstance(state, (list, tuple)):
         for i, s in enumerate(state):
             out += flatten_state(s, f"{prefix}.{i}" if prefix else str(i))

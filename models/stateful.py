@@ -22,6 +22,7 @@ output ``logits`` (batch, length, vocab).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
@@ -71,6 +72,8 @@ def rebuild_state(template: Any, tensors: Iterator[Tensor]) -> Any:
         return None
     if isinstance(template, Tensor):
         return next(tensors)
+    if isinstance(template, tuple) and hasattr(type(template), "_fields"):
+        return type(template)(*(rebuild_state(t, tensors) for t in template))
     if isinstance(template, (list, tuple)):
         return type(template)(rebuild_state(t, tensors) for t in template)
     if isinstance(template, dict):
@@ -114,6 +117,15 @@ class StatefulModule(nn.Module):
     def stateful(self) -> bool:
         return self.init_state is not None
 
+    def in_dtype(self, dtype: torch.dtype) -> StatefulModule:
+        """A copy whose module has floating ``dtype`` (the state template rebuilt from it, so a module that
+        keeps part of its state in its own dtype gets it in that dtype)."""
+        module = copy.deepcopy(self.module).to(dtype)
+        init = self.init_state
+        if init is not None and getattr(init, "__self__", None) is self.module:
+            init = getattr(module, init.__name__)
+        return StatefulModule(module, init, self.num_inputs)
+
     def step(self, inputs: Sequence[Tensor], state: Any) -> tuple[tuple[Tensor, ...], Any]:
         """One call of the wrapped module in its own terms: ``(outputs, new state)``."""
         if not self.stateful:
@@ -148,6 +160,9 @@ class StatefulLM(StatefulModule):
     def model(self) -> RecurrentLM:
         return self.module
 
+    def in_dtype(self, dtype: torch.dtype) -> StatefulLM:
+        return StatefulLM(copy.deepcopy(self.module).to(dtype))
+
     def step(self, inputs: Sequence[Tensor], state: Any) -> tuple[tuple[Tensor, ...], Any]:
         input_ids, attention_mask = inputs
         logits, new_state = self.module(input_ids, state, pad_mask=attention_mask == 0)
@@ -164,14 +179,21 @@ def find_state_specs(graph: StatefulModule, inputs: Sequence[Tensor], batch: int
 
     ``inputs`` are example data inputs of ``batch`` rows and ``length`` positions. The batch axis is
     the one axis that differs between ``init_state(2)`` and ``init_state(3)``; an axis that grows by
-    exactly ``length`` over one call from ``init_state(batch)`` is ``past_length`` (``grows``). Raises
-    :class:`StateError` naming the tensor when a state does not follow these rules.
+    exactly ``length`` over one call from ``init_state(batch)`` is ``past_length`` (``grows``) and must
+    start empty. The initial state must be zeros: that is what every runtime starts a stream from.
+    Raises :class:`StateError` naming the tensor when a state does not follow these rules.
     """
     if not graph.stateful:
         return []
     two, three = _shapes(graph.init_state(2), "init_state(2)"), _shapes(graph.init_state(3), "init_state(3)")
     start = graph.init_state(batch)
     before = _shapes(start, f"init_state({batch})")
+    for name, tensor in state_tensors(start, f"init_state({batch})"):
+        if tensor.numel() and bool(tensor.detach().ne(0).any()):
+            raise StateError(
+                f"state tensor {name!r}: init_state gives non-zero values, but every runtime starts a stream "
+                "from zeros (an empty cache); apply a learned initial state inside forward instead"
+            )
     _, new_state = graph.step(inputs, start)
     after = {name: t for name, t in state_tensors(new_state, "the state forward returned")}
     if list(after) != list(two) or list(three) != list(two):
@@ -198,6 +220,11 @@ def find_state_specs(graph: StatefulModule, inputs: Sequence[Tensor], batch: int
             raise StateError(
                 f"state tensor {name!r}: shape {before[name]} before a call of length {length}, "
                 f"{tuple(tensor.shape)} after; a state tensor keeps its shape or grows one axis by the length"
+            )
+        if grown and before[name][grown[0]] != 0:
+            raise StateError(
+                f"state tensor {name!r} grows along axis {grown[0]}, but init_state({batch}) gives it "
+                f"{before[name][grown[0]]} positions there; a growing cache must start empty"
             )
         if grown:
             shape[grown[0]] = PAST_LENGTH

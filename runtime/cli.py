@@ -120,8 +120,14 @@ def parity_main(
 
             if prompts:
                 raise click.UsageError("--prompt is for language models; this export takes other inputs")
+            saved = Path(model_dir) / PARITY_REFERENCE_FILE
+            if not saved.is_file():
+                raise click.ClickException(
+                    f"{saved}: missing (exported with --no-check): the saved first call is what a stateful "
+                    "export's parity starts from; re-export with --check"
+                )
             torch_side = TorchBackend.from_path(model_dir, device=device)
-            first = load_reference(Path(model_dir) / PARITY_REFERENCE_FILE)[0][0].inputs
+            first = load_reference(saved)[0][0].inputs
             factory = torch_side.metadata["source"].get("factory")
             click.echo(f"# reference: torch {factory}; candidate: {candidate.backend.describe()}; "
                        f"the saved first call + {steps} chained calls")  # fmt: skip

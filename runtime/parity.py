@@ -312,7 +312,8 @@ def compare(
             batch = candidate.batch_of(call.inputs)
             length = next((call.inputs[t.name].shape[t.shape.index(LENGTH)] for t in candidate.inputs
                            if LENGTH in t.shape), 0)  # fmt: skip
-            chain = "decode steps" if call.next_tokens() is not None else "chained calls"
+            language_model = candidate.vocab_size is not None and call.next_tokens() is not None
+            chain = "decode steps" if language_model else "chained calls"
             report = ParityReport(reference_name, candidate.name, precision, tol, batch, int(length), chain=chain)
             state = candidate.init_state(batch)
         outputs, state = candidate.run(call.inputs, state)
@@ -320,7 +321,7 @@ def compare(
         if call.state is not None:
             host = candidate.state_to_host(state)
             errs += [TensorError(s.output, *errors(host[s.name], call.state[s.name])) for s in candidate.state_specs]
-        ref_tokens = call.next_tokens()
+        ref_tokens = call.next_tokens() if report.chain == "decode steps" else None
         entry = StepParity(step, errs)
         if ref_tokens is not None:
             cand_tokens = greedy_tokens(outputs[LOGITS], call.inputs[ATTENTION_MASK])

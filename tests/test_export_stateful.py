@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -341,3 +342,104 @@ def test_an_unconvertible_layer_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match=r"cannot convert the module: encoder: .*FullAttention.*no fixed-size"):
         export(Wrapped(), (torch.randn(2, 3, 8),), out, target="onnxruntime")
     assert not out.exists() and os.listdir(tmp_path) == []
+
+
+class LearnedStart(StreamingEncoder):
+    def init_state(self, batch: int) -> dict:
+        state = super().init_state(batch)
+        state["rnn"].c.fill_(1.0)
+        return state
+
+
+class Pair(NamedTuple):
+    rnn: Any
+    frames: torch.Tensor
+
+
+class FrameCache(nn.Module):
+    """A named-tuple state with a cache of the last frame kept in the module's own dtype (fp16 in fp16)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(5, 8)
+        self.rnn = SRU(16, 8, num_layers=1)
+
+    def init_state(self, batch: int) -> Pair:
+        return Pair(self.rnn.init_state(batch), torch.zeros(batch, 1, 5, dtype=self.proj.weight.dtype))
+
+    def forward(self, features: torch.Tensor, state: Pair) -> tuple[torch.Tensor, Pair]:
+        previous = torch.cat([state.frames, features[:, :-1]], dim=1)  # each frame with the one before it
+        x = torch.cat([self.proj(features), self.proj(previous)], dim=-1)
+        h, s = self.rnn.forward_state(x.transpose(0, 1), state.rnn)
+        return h.transpose(0, 1), Pair(s, features[:, -1:])
+
+
+class StepCell(nn.Module):
+    """One step per call: x (B, 6) float -> h (B, 8); its axis 1 is features, not length."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = SRU(6, 8, num_layers=1)
+
+    def init_state(self, batch: int) -> list:
+        return [self.rnn.init_state(batch)]
+
+    def forward(self, x: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
+        h, s = self.rnn.forward_state(x[None], state[0])
+        return h[0], [s]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_named_tuple_state_kept_in_the_module_dtype(tmp_path: Path, precision: str) -> None:
+    torch.manual_seed(3)
+    model = FrameCache().eval()
+    result = export(model, (torch.randn(2, 6, 5),), tmp_path / "out", target="onnxruntime", precision=precision)
+    assert result.parity.passed, result.parity.verdict()
+    assert [s["name"] for s in read_metadata(result.out_dir)["state"]] == ["rnn.c", "frames"]
+    session = rt.load(result.out_dir, backend="onnxruntime")
+    x = np.random.default_rng(7).standard_normal((2, 12, 5)).astype(np.float32)
+    whole = session.run(features=x)["output"]
+    session.reset()
+    parts = np.concatenate([session.run(features=x[:, i : i + 4])["output"] for i in range(0, 12, 4)], 1)
+    assert rel(parts, whole) <= (1e-5 if precision == "fp32" else 1e-2)
+
+
+def test_root_sru_and_single_step_inputs(tmp_path: Path) -> None:
+    torch.manual_seed(4)
+    sru = SRU(4, 6, num_layers=2).eval()
+    result = export(sru, (torch.randn(5, 2, 4),), tmp_path / "sru", target="onnxruntime",
+                    dynamic_axes={"input": {0: "length", 1: "batch"}})  # fmt: skip
+    meta = read_metadata(result.out_dir)
+    assert result.parity.passed and [s["name"] for s in meta["state"]] == ["state"]
+    assert [t["name"] for t in meta["outputs"]] == ["output", "present.state"]
+    cell = StepCell().eval()
+    result = export(cell, (torch.randn(3, 6),), tmp_path / "cell", target="onnxruntime")
+    meta = read_metadata(result.out_dir)
+    assert result.parity.passed and meta["inputs"][0]["shape"] == ["batch", 6]  # axis 1 stays fixed
+    session = rt.load(result.out_dir, backend="onnxruntime")
+    xs = np.random.default_rng(8).standard_normal((5, 3, 6)).astype(np.float32)
+    got = np.stack([session.run(x=x)["output"] for x in xs])
+    with torch.no_grad():
+        want, _ = cell.rnn(torch.from_numpy(xs))
+    assert rel(got, want.numpy()) <= TOL
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"output_names": ["present.x"]}, "reserved state prefixes"),
+        ({"config": {"f": object()}}, "config must be JSON-serialisable"),
+        ({"init_state": lambda batch, device: None}, r"init_state\(1\) failed: TypeError"),
+    ],
+    ids=["reserved-output-name", "config-not-json", "init-state-raises"],
+)
+def test_bad_options_are_one_line_errors(tmp_path: Path, kwargs: dict, match: str) -> None:
+    with pytest.raises(ExportError, match=match) as info:
+        export(StreamingEncoder(), (torch.randn(2, 3, 5),), tmp_path / "out", **kwargs)
+    assert "\n" not in str(info.value) and os.listdir(tmp_path) == []
+
+
+def test_a_non_zero_initial_state_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match="'rnn.c': init_state gives non-zero values"):
+        export(LearnedStart(), (torch.randn(2, 3, 5),), tmp_path / "out")
+    assert os.listdir(tmp_path) == []

@@ -29,13 +29,14 @@ from fast_transformers.builders import (
 )
 from fast_transformers.events import EventDispatcher, QKVEvent
 from fast_transformers.feature_maps import ActivationFunctionFeatureMap, Favor
-from fast_transformers.masking import LengthMask, TriangularCausalMask
+from fast_transformers.masking import FullMask, LengthMask, TriangularCausalMask
 
 from rnnx.models.convert import ConversionError, convert, qualified_name, supported
 from rnnx.models.fast_transformers import (
     CONVERTERS,
     LinearTransformerEncoder,
     LinearTransformerEncoderLayer,
+    RecurrentLinearTransformerEncoder,
 )
 from rnnx.models.state import LinearAttentionState
 
@@ -126,7 +127,7 @@ def test_parallel_form_matches_transformer_encoder(config: str) -> None:
     x = torch.randn(B, L, d_model_of(kwargs))
     with torch.no_grad():
         expected = encoder(x, attn_mask=TriangularCausalMask(L))
-        got, state = converted(x)
+        got, state = converted.forward_state(x)
     assert max_err(got, expected) <= TOL
     assert len(state) == kwargs["n_layers"] and all(isinstance(s, LinearAttentionState) for s in state)
     H, E, M = kwargs["n_heads"], kwargs["query_dimensions"], kwargs["value_dimensions"]
@@ -146,10 +147,10 @@ def test_parallel_form_with_length_mask(config: str) -> None:
     length_mask = LengthMask(lengths, max_len=L)
     with torch.no_grad():
         expected = encoder(x, attn_mask=TriangularCausalMask(L), length_mask=length_mask)
-        got, state = converted(x, pad_mask=~length_mask.bool_matrix)
+        got, state = converted.forward_state(x, pad_mask=~length_mask.bool_matrix)
         # the state after a padded batch is that of each row's real tokens alone
         for row, n in enumerate(lengths.tolist()):
-            _, alone = converted(x[row : row + 1, :n])
+            _, alone = converted.forward_state(x[row : row + 1, :n])
             for s, a in zip(state, alone):
                 assert max_err(s.S[row], a.S[0]) <= TOL and max_err(s.z[row], a.z[0]) <= TOL
     # fast-transformers still computes the outputs of pad positions (from the real keys): all of them match
@@ -171,10 +172,10 @@ def test_recurrent_form_matches_recurrent_transformer_encoder(config: str, sourc
     x = torch.randn(B, n + m, d_model_of(kwargs))
     with torch.no_grad():
         expected, original_state = run_original_recurrent(recurrent, x)
-        prefill, state = converted(x[:, :n])
+        prefill, state = converted.forward_state(x[:, :n])
         steps = [prefill]
         for t in range(n, n + m):
-            y, state = converted(x[:, t : t + 1], state)
+            y, state = converted.forward_state(x[:, t : t + 1], state)
             steps.append(y)
     assert max_err(torch.cat(steps, dim=1), expected) <= TOL
     # fast-transformers' recurrent state of a layer is [Si (B, H, E, M), Zi (B, H, E)]: (S, z) as is
@@ -183,6 +184,39 @@ def test_recurrent_form_matches_recurrent_transformer_encoder(config: str, sourc
         assert s.S.shape == Si.shape and s.z.shape == Zi.shape
         assert max_err(s.S, Si) <= TOL * max(1.0, Si.abs().max().item())
         assert max_err(s.z, Zi) <= TOL * max(1.0, Zi.abs().max().item())
+
+
+def test_converted_models_keep_their_fast_transformers_calls() -> None:
+    """Drop-in: a user's forward written against fast-transformers runs unchanged after convert()."""
+
+    class Tagger(nn.Module):
+        def __init__(self, encoder: nn.Module) -> None:
+            super().__init__()
+            self.encoder, self.head = encoder, nn.Linear(encoder.layers[0].linear2.out_features, 3)
+
+        def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+            mask = TriangularCausalMask(x.shape[1], device=x.device)
+            return self.head(self.encoder(x, attn_mask=mask, length_mask=LengthMask(lengths, max_len=x.shape[1])))
+
+    kwargs = builder_kwargs(sorted(CONFIGS)[0])
+    model = Tagger(parallel_encoder(**kwargs)).eval()
+    converted = convert(model)
+    assert isinstance(converted.encoder, LinearTransformerEncoder)
+    x, lengths = torch.randn(3, 9, d_model_of(kwargs)), torch.tensor([9, 5, 2])
+    with torch.no_grad():
+        want, got = model(x, lengths), converted(x, lengths)
+        real = torch.arange(9)[None, :] < lengths[:, None]
+        assert max_err(got[real], want[real]) <= TOL
+        recurrent = recurrent_twin(model.encoder, **kwargs)
+        twin = convert(recurrent)
+        assert isinstance(twin, RecurrentLinearTransformerEncoder)
+        state_a = state_b = None
+        for t in range(4):  # the recurrent call: one (B, D) step at a time, state passed back as returned
+            ya, state_a = recurrent(x[:, t], state_a)
+            yb, state_b = twin(x[:, t], state_b)
+            assert yb.shape == ya.shape and max_err(yb, ya) <= TOL
+    with pytest.raises(ValueError, match="lower-triangular"):
+        converted.encoder(x, attn_mask=FullMask(9, device=x.device))
 
 
 # ----- greedy decoding of a small LM
@@ -210,11 +244,11 @@ def greedy_original(lm: TinyLM, recurrent: nn.Module, prompt: list[int], n_new: 
 
 def greedy_converted(lm: nn.Module, prompt: list[int], n_new: int) -> list[int]:
     """Greedy decoding with the converted LM: one prefill call over the prompt, then one call per token."""
-    h, state = lm.encoder(lm.embedding(torch.tensor([prompt])))
+    h, state = lm.encoder.forward_state(lm.embedding(torch.tensor([prompt])))
     new = []
     for _ in range(n_new):
         new.append(int(lm.head(h[:, -1]).argmax(-1)))
-        h, state = lm.encoder(lm.embedding(torch.tensor([[new[-1]]])), state)
+        h, state = lm.encoder.forward_state(lm.embedding(torch.tensor([[new[-1]]])), state)
     return new
 
 
@@ -355,11 +389,11 @@ def test_prefill_then_steps_equal_one_call() -> None:
     ).eval()
     x = torch.randn(2, 13, 10)
     with torch.no_grad():
-        full, full_state = model(x)
-        y, state = model(x[:, :8], model.init_state(2))
+        full, full_state = model.forward_state(x)
+        y, state = model.forward_state(x[:, :8], model.init_state(2))
         outs = [y]
         for t in range(8, 13):
-            y, state = model(x[:, t : t + 1], state)
+            y, state = model.forward_state(x[:, t : t + 1], state)
             outs.append(y)
     assert max_err(torch.cat(outs, dim=1), full) <= TOL
     for a, b in zip(state, full_state):
@@ -375,10 +409,10 @@ def test_pad_positions_do_not_change_the_state() -> None:
     pad = torch.zeros(1, 10, dtype=torch.bool)
     pad[0, [2, 5, 6, 9]] = True
     with torch.no_grad():
-        _, start = model(torch.randn(1, 3, 8))
-        y, state = model(x, start, pad_mask=pad)
-        y_real, state_real = model(x[:, ~pad[0]], start)
-        _, unchanged = model(x[:, :1], start, pad_mask=torch.ones(1, 1, dtype=torch.bool))
+        _, start = model.forward_state(torch.randn(1, 3, 8))
+        y, state = model.forward_state(x, start, pad_mask=pad)
+        y_real, state_real = model.forward_state(x[:, ~pad[0]], start)
+        _, unchanged = model.forward_state(x[:, :1], start, pad_mask=torch.ones(1, 1, dtype=torch.bool))
     assert max_err(y[:, ~pad[0]], y_real) <= TOL
     for a, b, s0, s1 in zip(state, state_real, start, unchanged):
         assert max_err(a.S, b.S) <= TOL and max_err(a.z, b.z) <= TOL
@@ -388,8 +422,8 @@ def test_pad_positions_do_not_change_the_state() -> None:
 def test_bad_inputs_are_rejected() -> None:
     model = LinearTransformerEncoder.from_config(n_layers=1, n_heads=2, query_dimensions=4, value_dimensions=4)
     with pytest.raises(ValueError, match="x must have shape"):
-        model(torch.randn(2, 7))
+        model.forward_state(torch.randn(2, 7))
     with pytest.raises(ValueError, match="pad_mask must have shape"):
-        model(torch.randn(2, 3, 8), pad_mask=torch.zeros(2, 4, dtype=torch.bool))
+        model.forward_state(torch.randn(2, 3, 8), pad_mask=torch.zeros(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="state has 2 layers"):
-        model(torch.randn(2, 3, 8), model.init_state(2) * 2)
+        model.forward_state(torch.randn(2, 3, 8), model.init_state(2) * 2)

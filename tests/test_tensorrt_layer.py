@@ -109,8 +109,26 @@ def test_profile_unknown_symbolic_dim(linear_meta):
     _, meta = linear_meta
     bad = json.loads(json.dumps(meta))
     bad["inputs"][2]["shape"][1] = "heads"
-    with pytest.raises(ProfileError, match="unknown symbolic dim 'heads'"):
+    with pytest.raises(ProfileError, match=r"no range for axis 'heads'.*ProfileLimits\(axes="):
         build_profiles(bad)
+
+
+def test_profile_declared_axis_ranges(linear_meta):
+    """A stateful export's own axis names get their (min, opt, max) from ProfileLimits.axes."""
+    _, meta = linear_meta
+    declared = json.loads(json.dumps(meta))
+    declared["inputs"][0]["shape"] = ["batch", "length", "frames"]
+    decode, prefill = build_profiles(declared, ProfileLimits(max_batch=2, max_length=8, axes={"frames": (1, 4, 16)}))
+    name = declared["inputs"][0]["name"]
+    assert decode.shapes[name].to_dict() == {"min": [1, 1, 1], "opt": [1, 1, 4], "max": [2, 1, 16]}
+    assert prefill.shapes[name].to_dict() == {"min": [1, 1, 1], "opt": [1, 8, 4], "max": [2, 8, 16]}
+    for axes, message in [
+        ({"frames": (1, 20, 16)}, r"opt must be an integer in \[1, 16\]"),
+        ({"batch": (1, 1, 2)}, "set batch through max_batch"),
+        ({"frames": (1, 2)}, "must be"),
+    ]:
+        with pytest.raises(ProfileError, match=message):
+            ProfileLimits(axes=axes).resolved()
 
 
 # -- engine cache ---------------------------------------------------------------------------------

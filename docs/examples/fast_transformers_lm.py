@@ -90,7 +90,7 @@ class StatefulLM(nn.Module):
 
     def forward(self, tokens: Tensor, state: list[LinearAttentionState]) -> tuple[Tensor, list[LinearAttentionState]]:
         """Prefill (L > 1) or one step (L = 1) from ``state``."""
-        y, state = self.encoder(self.embed(tokens), state)
+        y, state = self.encoder.forward_state(self.embed(tokens), state)
         return self.head(y), state
 
 

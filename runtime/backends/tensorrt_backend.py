@@ -25,15 +25,15 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..artifact import BATCH, LENGTH, PAST_LENGTH, MetadataError, StateSpec, read_metadata, resolve_shape, state_specs
+from ..artifact import MetadataError, StateSpec, read_metadata, state_specs
 from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
 from ..tensorrt.bindings import plan_bindings
 from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library
 from ..tensorrt.profiles import ProfileError, ProfileLimits, build_profiles, select_profile
 from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
 
-_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int64": "int64",
-                 "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8"}  # fmt: skip
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
+                 "int64": "int64", "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8"}  # fmt: skip
 _MAX_GRAPHS = 8
 
 
@@ -100,14 +100,23 @@ class TensorRTBackend(Backend):
         self._pool: dict[tuple[str, int], list[Any]] = {}
         self._cuda_graphs = cuda_graphs and not any(s.grows for s in self.state_specs)
         self._graphs: dict[tuple[int, ...], Any] = {}
-        # Fixed data buffers sized for the limits (stable addresses for CUDA graphs), one per data tensor.
-        lim = self.limits
-        largest = {BATCH: lim.max_batch, LENGTH: lim.max_length, PAST_LENGTH: int(lim.max_context or 0)}
-        self._buffers = {
-            t.name: torch.empty(max(1, int(np.prod(resolve_shape(t.shape, largest), dtype=np.int64))),
-                                dtype=_torch_dtype(t.dtype), device=self._torch_device)
-            for t in [*self.inputs, *self.outputs]
-        }  # fmt: skip
+        # One device buffer per data tensor, grown on demand (a stable address between calls of the same or
+        # smaller size, which CUDA-graph replays need; growing one drops the captured graphs).
+        self._buffers: dict[str, Any] = {}
+
+    # -- data buffers ----------------------------------------------------------------------------
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: str) -> Any:
+        """A device tensor of ``shape`` viewing the data buffer of ``name`` (grown when too small)."""
+        import torch
+
+        numel = int(np.prod(shape, dtype=np.int64))
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < numel:
+            buf = torch.empty(max(1, numel), dtype=_torch_dtype(dtype), device=self._torch_device)
+            self._buffers[name] = buf
+            self._graphs.clear()
+        return buf[:numel].view(shape)
 
     # -- state buffers ---------------------------------------------------------------------------
 
@@ -166,7 +175,6 @@ class TensorRTBackend(Backend):
             profile = select_profile(self.profiles, {t.name: np.shape(inputs[t.name]) for t in self.inputs})
         except ProfileError as e:
             raise InputError(str(e)) from None
-        dims = {BATCH: batch, LENGTH: length, PAST_LENGTH: state.past_length}
         storages = {s.name: self._storage(s, batch) for s in self.state_specs}
         ctx = self.context
         outputs = {}
@@ -177,17 +185,18 @@ class TensorRTBackend(Backend):
                 self._graphs.clear()
             for spec in self.inputs:
                 value = np.ascontiguousarray(inputs[spec.name])
-                buf = self._buffers[spec.name][: value.size]
-                buf.copy_(torch.from_numpy(value).reshape(-1), non_blocking=False)
+                buf = self._buffer(spec.name, value.shape, spec.dtype)
+                buf.copy_(torch.from_numpy(value), non_blocking=False)
                 ctx.set_input_shape(spec.name, value.shape)
                 ctx.set_tensor_address(spec.name, buf.data_ptr())
-            for spec in self.outputs:
-                shape = resolve_shape(spec.shape, dims)
-                outputs[spec.name] = self._buffers[spec.name][: int(np.prod(shape, dtype=np.int64))].view(shape)
+            for spec in self.state_specs:
+                ctx.set_input_shape(spec.input, tuple(state.tensors[spec.name].shape))
+            for spec in self.outputs:  # every input shape is set: TensorRT knows the output shapes
+                shape = tuple(int(d) for d in ctx.get_tensor_shape(spec.name))
+                outputs[spec.name] = self._buffer(spec.name, shape, spec.dtype)
                 ctx.set_tensor_address(spec.name, outputs[spec.name].data_ptr())
             for spec in self.state_specs:
                 past = state.tensors[spec.name]
-                ctx.set_input_shape(spec.input, tuple(past.shape))
                 ctx.set_tensor_address(spec.input, past.data_ptr())
                 ctx.set_tensor_address(spec.output, storages[spec.name].data_ptr())
             self._execute(batch, length, donate, state, storages)

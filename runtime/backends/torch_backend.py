@@ -74,6 +74,8 @@ class TorchBackend(Backend):
         self.device = str(device)
         self._torch_device = torch.device(device)
         self._float_dtype = _PRECISIONS[precision]
+        if isinstance(model, StatefulModule):
+            model = model.in_dtype(_PRECISIONS[precision])
         model = model.to(device=self._torch_device, dtype=_PRECISIONS[precision]).eval()
         if isinstance(model, RecurrentLM):
             self.graph: StatefulModule = StatefulLM(model).eval()

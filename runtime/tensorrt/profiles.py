@@ -70,7 +70,8 @@ class ProfileLimits:
     ``max_batch`` rows, prompts of up to ``max_length`` tokens, and a KV cache of up to
     ``max_context`` positions in total (only matters for a growing cache; default ``max_length``).
     ``opt_*`` are what TensorRT tunes for (defaults: batch 1, prefill length ``max_length``,
-    decode past_length ``max_context // 2``).
+    decode past_length ``max_context // 2``). ``axes`` gives ``(min, opt, max)`` for every other axis
+    name a stateful export declared (e.g. ``{"frames": (1, 64, 1024)}``), the same in both profiles.
     """
 
     max_batch: int = 8
@@ -79,6 +80,7 @@ class ProfileLimits:
     opt_batch: Optional[int] = None
     opt_length: Optional[int] = None
     opt_context: Optional[int] = None
+    axes: Optional[dict[str, tuple[int, int, int]]] = None
 
     def resolved(self) -> ProfileLimits:
         """Defaults filled in and every limit validated; :class:`ProfileError` otherwise."""
@@ -95,7 +97,17 @@ class ProfileLimits:
         _check_between("opt_batch", opt_batch, 1, self.max_batch)
         _check_between("opt_length", opt_length, 1, self.max_length)
         _check_between("opt_context", opt_context, 0, max_context - 1)
-        return ProfileLimits(self.max_batch, self.max_length, max_context, opt_batch, opt_length, opt_context)
+        axes = dict(self.axes or {})
+        for name, bounds in axes.items():
+            if name in (BATCH, LENGTH, PAST_LENGTH):
+                raise ProfileError(f"axes[{name!r}]: set {name} through max_batch / max_length / max_context")
+            if not (isinstance(bounds, (tuple, list)) and len(bounds) == 3):
+                raise ProfileError(f"axes[{name!r}] must be (min, opt, max), got {bounds!r}")
+            _check_between(f"axes[{name!r}] min", bounds[0], 0, bounds[2])
+            _check_between(f"axes[{name!r}] opt", bounds[1], bounds[0], bounds[2])
+        return ProfileLimits(
+            self.max_batch, self.max_length, max_context, opt_batch, opt_length, opt_context, axes or None
+        )
 
 
 def _check_between(name: str, value: Any, low: int, high: int) -> None:
@@ -116,7 +128,8 @@ def _resolve(name: str, shape: list[Any], dims: dict[str, int]) -> Shape:
             out.append(dims[d])
         else:
             raise ProfileError(
-                f"input {name!r}: unknown symbolic dim {d!r} in shape {shape} (known: {', '.join(dims)})"
+                f"input {name!r}: no range for axis {d!r} (shape {shape}); give it with "
+                f"ProfileLimits(axes={{{d!r}: (min, opt, max)}}) (known: {', '.join(dims)})"
             )
     return tuple(out)
 
@@ -141,17 +154,19 @@ def build_profiles(metadata: dict[str, Any], limits: Optional[ProfileLimits] = N
         raise ProfileError("metadata has no 'inputs' list")
     assert lim.max_context is not None and lim.opt_batch is not None  # resolved() filled them
     max_past = lim.max_context - 1
+    extra = lim.axes or {}
+    lo_x, opt_x, hi_x = ({n: b[i] for n, b in extra.items()} for i in range(3))
     decode = _profile(
         DECODE, inputs,
-        {BATCH: 1, LENGTH: 1, PAST_LENGTH: 0},
-        {BATCH: lim.opt_batch, LENGTH: 1, PAST_LENGTH: int(lim.opt_context or 0)},
-        {BATCH: lim.max_batch, LENGTH: 1, PAST_LENGTH: max_past},
+        {BATCH: 1, LENGTH: 1, PAST_LENGTH: 0, **lo_x},
+        {BATCH: lim.opt_batch, LENGTH: 1, PAST_LENGTH: int(lim.opt_context or 0), **opt_x},
+        {BATCH: lim.max_batch, LENGTH: 1, PAST_LENGTH: max_past, **hi_x},
     )  # fmt: skip
     prefill = _profile(
         PREFILL, inputs,
-        {BATCH: 1, LENGTH: 1, PAST_LENGTH: 0},
-        {BATCH: lim.opt_batch, LENGTH: int(lim.opt_length or 1), PAST_LENGTH: 0},
-        {BATCH: lim.max_batch, LENGTH: lim.max_length, PAST_LENGTH: max_past},
+        {BATCH: 1, LENGTH: 1, PAST_LENGTH: 0, **lo_x},
+        {BATCH: lim.opt_batch, LENGTH: int(lim.opt_length or 1), PAST_LENGTH: 0, **opt_x},
+        {BATCH: lim.max_batch, LENGTH: lim.max_length, PAST_LENGTH: max_past, **hi_x},
     )  # fmt: skip
     return [decode, prefill]
 
