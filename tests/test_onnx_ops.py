@@ -33,7 +33,12 @@ from rnnx.export.onnx_ops.schemas import (  # noqa: E402
     node_attribute_defaults,
     op_schema,
 )
-from rnnx.export.onnx_ops.translate import attention_node, sru_scan_node  # noqa: E402
+from rnnx.export.onnx_ops.translate import (  # noqa: E402
+    attention_node,
+    attention_node_full,
+    sru_scan_node,
+    sru_scan_node_full,
+)
 from rnnx.models.ops import spec  # noqa: E402
 from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
 from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent  # noqa: E402
@@ -105,6 +110,16 @@ def rnnx_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in model.graph.node if n.domain == spec.ONNX_DOMAIN]
 
 
+def assert_full_layout(model: onnx.ModelProto, node: onnx.NodeProto, op: spec.OpSpec) -> None:
+    """The TensorRT target's contract: TensorRT's parser hands a plugin its node's inputs by position, so
+    every input of the op is present (no empty-name slot, none left off); and it keys local functions by
+    name only, so the graph has one function per op and no overloads."""
+    assert len(node.input) == len(op.inputs) and all(node.input), list(node.input)
+    assert node.overload == ""
+    rnnx_functions = [f for f in model.functions if f.domain == spec.ONNX_DOMAIN]
+    assert [(f.name, f.overload) for f in rnnx_functions] == [(op.onnx_name, "")]
+
+
 # ---------------------------------------------------------------------------------------------- SRU
 
 SRU_CASES = [
@@ -147,7 +162,7 @@ def test_sru_scan_runs_on_onnxruntime(tmp_path, D, k, skip, tanh, mask_dtype, sc
     model = export(module, example, dyn, "tensorrt", path)
     (node,) = rnnx_nodes(model)
     assert node.op_type == spec.SRU_SCAN.onnx_name
-    assert [f.overload for f in model.functions] == [node.overload]
+    assert_full_layout(model, node, spec.SRU_SCAN)
 
     tol = TOLERANCES[dtype]
     state_tol = FP64_TOL if dtype == torch.float64 else FP32_TOL
@@ -158,6 +173,53 @@ def test_sru_scan_runs_on_onnxruntime(tmp_path, D, k, skip, tanh, mask_dtype, sc
         assert_close(h, want_h, tol)
         assert_close(c_last, want_c, state_tol)
         assert h.shape == (steps, batch, D * d)
+
+
+class TwoSRUScans(torch.nn.Module):
+    """A k = 4 bidirectional layer without a mask, then a k = 3 unidirectional one with a mask: two
+    structures that would need two function overloads."""
+
+    def forward(self, U1, w1, b1, c1, U2_proj, w2, b2, c2, mask):
+        h1, c1_last = sru_scan(U1, None, w1, b1, c1, None, hidden_size=3, num_directions=2, num_matrices=4,
+                               has_skip_term=True, use_tanh=True, scale_x=1.0)  # fmt: skip
+        U2 = h1 @ U2_proj  # (L, B, 6) -> (L, B, 3 * 3)
+        h2, c2_last = sru_scan(U2, h1[..., :3], w2, b2, c2, mask, hidden_size=3, num_directions=1, num_matrices=3,
+                               has_skip_term=True, use_tanh=False, scale_x=0.5)  # fmt: skip
+        return h2, c1_last, c2_last
+
+
+def test_tensorrt_target_has_one_function_per_op_for_every_structure(tmp_path):
+    """Two SRUScan nodes of different structures in one TensorRT-target graph share one function (no
+    overloads to collide in TensorRT's parser), both nodes have every input, and ONNX Runtime running
+    that one body matches the naive reference for both structures."""
+    g = torch.Generator().manual_seed(11)
+    L, B = 6, 2
+    args = (
+        torch.randn(L, B, 2 * 3 * 4, generator=g),
+        0.5 * torch.randn(12, generator=g),
+        0.5 * torch.randn(12, generator=g),
+        torch.randn(B, 6, generator=g),
+        torch.randn(6, 9, generator=g),
+        0.5 * torch.randn(6, generator=g),
+        0.5 * torch.randn(6, generator=g),
+        torch.randn(B, 3, generator=g),
+        torch.rand(L, B, generator=g) < 0.3,
+    )
+    model = export(TwoSRUScans(), args, None, "tensorrt", tmp_path / "two.onnx")
+    nodes = rnnx_nodes(model)
+    assert len(nodes) == 2
+    for node in nodes:
+        assert_full_layout(model, node, spec.SRU_SCAN)
+    h2, c1, c2 = run(tmp_path / "two.onnx", args)
+    U1, w1, b1, c1_0, proj, w2, b2, c2_0, mask = args
+    want_h1, want_c1 = sru_scan_naive(U1, None, w1, b1, c1_0, None, hidden_size=3, num_directions=2, num_matrices=4,
+                                      has_skip_term=True, use_tanh=True, scale_x=1.0)  # fmt: skip
+    want_h2, want_c2 = sru_scan_naive(want_h1 @ proj, want_h1[..., :3], w2, b2, c2_0, mask, hidden_size=3,
+                                      num_directions=1, num_matrices=3, has_skip_term=True, use_tanh=False,
+                                      scale_x=0.5)  # fmt: skip
+    assert_close(c1, want_c1, FP32_TOL)
+    assert_close(c2, want_c2, FP32_TOL)
+    assert_close(h2, want_h2, FP32_TOL)
 
 
 def test_sru_scan_function_is_used_for_onnxruntime_target(tmp_path):
@@ -208,6 +270,8 @@ def test_causal_linear_attention_runs_on_onnxruntime(tmp_path, target, with_stat
     else:
         (node,) = rnnx_nodes(model)
         assert node.op_type == spec.CAUSAL_LINEAR_ATTENTION.onnx_name
+        if target == "tensorrt":
+            assert_full_layout(model, node, spec.CAUSAL_LINEAR_ATTENTION)
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         assert attrs[spec.PLUGIN_VERSION_ATTR] == spec.PLUGIN_VERSION.encode()
         assert attrs[spec.PLUGIN_NAMESPACE_ATTR] == spec.PLUGIN_NAMESPACE.encode()
@@ -332,6 +396,7 @@ def test_schema_follows_the_record(op):
 #: Torch schema types an attribute kind of the records may have (bool attributes are ints in ONNX).
 TORCH_ATTRIBUTE_TYPES = {"int": ("int", "bool"), "float": ("float",), "str": ("str",)}
 TRANSLATIONS = {spec.SRU_SCAN: sru_scan_node, spec.CAUSAL_LINEAR_ATTENTION: attention_node}
+FULL_TRANSLATIONS = {spec.SRU_SCAN: sru_scan_node_full, spec.CAUSAL_LINEAR_ATTENTION: attention_node_full}
 
 
 @pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
@@ -350,6 +415,7 @@ def test_torch_op_and_translation_take_the_record_arguments(op):
         assert torch_type in TORCH_ATTRIBUTE_TYPES[op.attribute(name).kind], name
     assert len(schema.returns) == len(op.outputs)
     assert list(inspect.signature(TRANSLATIONS[op]).parameters) == [*op.inputs, *op.attributes]
+    assert list(inspect.signature(FULL_TRANSLATIONS[op]).parameters) == [*op.inputs, *op.attributes]
 
 
 def test_finalize_rejects_a_node_without_a_required_attribute():

@@ -49,3 +49,12 @@ class NodeWriter:
         node.attribute.append(ref)
         self.nodes.append(node)
         return out
+
+    def attribute_int(self, attribute: str, hint: str = "") -> str:
+        """A 0-D int64 constant holding the enclosing function's int attribute ``attribute``."""
+        ref = onnx.AttributeProto(name="value_int", ref_attr_name=attribute, type=onnx.AttributeProto.INT)
+        out = self.fresh(hint or attribute)
+        node = helper.make_node("Constant", [], [out], name=self.fresh("n_Constant"))
+        node.attribute.append(ref)
+        self.nodes.append(node)
+        return out

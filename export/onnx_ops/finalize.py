@@ -1,7 +1,11 @@
 """``finalize``: give every rnnx node of an exported model its model-local function.
 
 After the torch exporter has written the rnnx custom nodes (:mod:`.translate`), this adds one
-``FunctionProto`` (domain ``rnnx``) per distinct overload in use, with a standard-op body
+``FunctionProto`` (domain ``rnnx``) per distinct overload in use (the ``onnxruntime`` target), or one
+function per op without overloads (the ``tensorrt`` target: TensorRT's parser keys local functions by
+name only, so two overloads of one op would collide there; its nodes have every input present and the
+body reads the structure from the attributes, :func:`~.sru_function.sru_scan_any_function`), with a
+standard-op body
 (:mod:`.sru_function`, :mod:`.attention_function`), checks each node's ``plugin_version`` /
 ``plugin_namespace`` and adds the opset imports. The result passes ``onnx.checker`` (full check)
 and strict shape inference without the rnnx schemas registered, and stock ONNX Runtime runs it by
@@ -21,7 +25,7 @@ from .attention_function import attention_function
 from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION
 from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
 from .schemas import node_attribute_defaults
-from .sru_function import sru_scan_function
+from .sru_function import sru_scan_any_function, sru_scan_function
 from .translate import TARGETS
 
 #: Lowest default-domain opset the function bodies are written for (Shape start/end, CastLike).
@@ -113,6 +117,41 @@ def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | Attent
     )
 
 
+def _add_any_function(
+    node: onnx.NodeProto, types: dict[str, int], functions: dict[str, onnx.FunctionProto], opset: int
+) -> None:
+    """The TensorRT target: checks that ``node`` has every input of its op (no empty slot), clears its
+    overload and adds the op's one function (keyed ``op:`` in ``functions``); ValueError when two nodes
+    of one op need bodies of different state dtypes (one graph holds one function per op)."""
+    op = _SPECS[node.op_type]
+    _check_required_attributes(node, op)
+    missing = [name for i, name in enumerate(op.inputs) if i >= len(node.input) or not node.input[i]]
+    if missing:
+        raise ValueError(
+            f"{op.onnx_name} node {node.name!r}: the TensorRT layout needs every input; missing {missing} "
+            f"(inputs {list(node.input)})"
+        )
+    parse = parse_sru_overload if op is spec.SRU_SCAN else parse_attention_overload
+    double = _is_double(node, op, parse, types)
+    node.overload = ""
+    key = f"{node.op_type}:"
+    if key in functions:
+        if functions[key].doc_string.endswith(f"[{_dtype_name(double)}]"):
+            return
+        raise ValueError(f"{op.onnx_name} nodes of one TensorRT-target graph mix fp32 and fp64 state")
+    if op is spec.SRU_SCAN:
+        function = sru_scan_any_function(double, opset)
+    else:
+        function = attention_function(AttentionVariant(True, True, double), opset)
+        function.overload = ""
+    function.doc_string += f" [{_dtype_name(double)}]"
+    functions[key] = function
+
+
+def _dtype_name(double: bool) -> str:
+    return "fp64 state" if double else "fp32 state"
+
+
 def _check_plugin_attributes(node: onnx.NodeProto) -> None:
     """Adds missing plugin_version / plugin_namespace; ``ValueError`` if one has another value."""
     for name in (spec.PLUGIN_VERSION_ATTR, spec.PLUGIN_NAMESPACE_ATTR):
@@ -186,6 +225,9 @@ def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
         if node.op_type not in _SPECS:
             raise ValueError(f"unknown rnnx op {node.op_type!r} (node {node.name!r}); known: {sorted(_SPECS)}")
         _check_plugin_attributes(node)
+        if target == "tensorrt":
+            _add_any_function(node, types, functions, opset)
+            continue
         variant = _variant(node, types)
         node.overload = variant.name
         key = f"{node.op_type}:{variant.name}"
@@ -194,7 +236,10 @@ def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
             functions[key] = build(variant, opset)
     if uses_ms and target == "tensorrt":
         raise ValueError("a tensorrt-target model contains com.microsoft nodes (exported for onnxruntime?)")
-    kept = [f for f in out.functions if not (f.domain == spec.ONNX_DOMAIN and f"{f.name}:{f.overload}" in functions)]
+    kept = [
+        f for f in out.functions
+        if f.domain != spec.ONNX_DOMAIN or (target != "tensorrt" and f"{f.name}:{f.overload}" not in functions)
+    ]  # fmt: skip
     del out.functions[:]
     out.functions.extend([*kept, *functions.values()])
     if functions:

@@ -3,9 +3,12 @@
 A model-local function is keyed by (domain, name, overload) (ONNX IR 10). The SRUScan body is
 specialised on its structural attributes and on which optional inputs are present; the
 CausalLinearAttention body on which initial states are present. Both are specialised on the state
-dtype (f32, or f64 for fp64 activations), which the body computes in. Numeric attributes (scale_x, eps) are read in the
-body through attribute references, so one overload serves every value. TensorRT ignores the
-overload: its parser picks the plugin by op type, ``plugin_version`` and ``plugin_namespace``.
+dtype (f32, or f64 for fp64 activations), which the body computes in. Numeric attributes (scale_x,
+eps) are read in the body through attribute references, so one overload serves every value.
+
+Overloads are for the ``onnxruntime`` target only. TensorRT's parser keys local functions by name alone,
+so two overloads of one op in a graph would collide there: the ``tensorrt`` target has one function
+per op and no overloads (:func:`rnnx.export.onnx_ops.finalize.finalize`).
 """
 
 from __future__ import annotations

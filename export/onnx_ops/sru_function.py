@@ -11,6 +11,14 @@ is the elementwise step::
 The backward direction (D = 2) is the same Scan walking t from L-1 down to 0
 (``scan_input_directions`` / ``scan_output_directions`` = 1), so its h comes back in time order.
 The body computes in the state dtype (fp32, or fp64 for fp64 U); h is cast back to U's dtype.
+
+Two builders. :func:`sru_scan_function` writes one overload per structure (the ONNX Runtime target).
+:func:`sru_scan_any_function` writes ONE body for every structure, reading D, k, the skip term and tanh
+from the node's attributes (the TensorRT target, whose parser keys local functions by name only, so a
+graph may hold one function per op). It needs every input present (x may be a 1-element dummy, the
+mask all false) and handles both directions in a single Scan over a (B, D, d) state: the backward
+direction's inputs are reversed in time before the Scan and its outputs after it; k = 4's highway
+input and k = 3's scaled x are blended by 0/1 factors computed from the attributes, as is tanh.
 """
 
 from __future__ import annotations
@@ -131,3 +139,122 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
         doc_string=f"SRUScan, overload {v.name}: standard-op body (Scan over time).",
         overload=v.name,
     )
+
+
+def _reverse_time(w: NodeWriter, value: str, hint: str) -> str:
+    """``value`` with axis 0 (time) reversed (a Slice with step -1; any length, empty included)."""
+    big = 2**62
+    return w.op("Slice", [value, w.ints([-1]), w.ints([-big]), w.ints([0]), w.ints([-1])], hint)
+
+
+def _backward_reversed(w: NodeWriter, value: str, axis: int, D: str, hint: str) -> str:
+    """``value`` (time first, directions on ``axis``) with the directions after the first reversed in
+    time: the layout one forward Scan walks for both directions. ``D`` is the 1-D direction count."""
+    forward = w.op("Slice", [value, w.ints([0]), w.ints([1]), w.ints([axis])], f"{hint}_fwd")
+    backward = w.op("Slice", [value, w.ints([1]), D, w.ints([axis])], f"{hint}_bwd")  # empty when D = 1
+    return w.op("Concat", [forward, _reverse_time(w, backward, f"{hint}_bwd_rev")], hint, axis=axis)
+
+
+def _flag(w: NodeWriter, condition: str, like: str, hint: str) -> str:
+    """A 0-D 1.0 / 0.0 in ``like``'s dtype from a bool ``condition``."""
+    return w.op("CastLike", [w.op("Cast", [condition], to=TensorProto.FLOAT), like], hint)
+
+
+def sru_scan_any_function(double: bool, opset_version: int) -> onnx.FunctionProto:
+    """FunctionProto ``rnnx::SRUScan`` (no overload) for every structure: see the module doc.
+
+    Inputs U (L, B, D*d*k), x (L, B, D*d) or a 1-element dummy (read only when k = 3 with the skip term),
+    weight_c, bias (2*D*d,), c0 (B, D*d), mask_pad (L, B), all present; outputs h (L, B, D*d) in U's
+    dtype, c_last (B, D*d) in the state dtype (fp64 when ``double``).
+    """
+    acc = state_elem_type(double)
+    w = NodeWriter("")
+    D0 = w.attribute_int("num_directions", "D0")
+    k0 = w.attribute_int("num_matrices", "k0")
+    D = w.op("Unsqueeze", [D0, w.ints([0])], "D")  # (1,)
+    k = w.op("Unsqueeze", [k0, w.ints([0])], "k")
+    one = w.op("Cast", [w.scalar_float(1.0)], "one", to=acc)
+    zero = w.op("Cast", [w.scalar_float(0.0)], "zero", to=acc)
+    shape5 = w.op("Concat", [w.ints([0, 0]), D, w.ints([-1]), k], "shape5", axis=0)
+    U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), shape5], "U5")  # (L, B, D, d, k)
+    width = w.op("Shape", ["c0"], "width", start=1, end=2)  # (1,) D*d
+    h_shape = w.op("Concat", [w.op("Shape", ["U"], end=2), width], "h_shape", axis=0)  # (L, B, D*d)
+    shape4 = w.op("Concat", [w.ints([0, 0]), D, w.ints([-1])], "shape4", axis=0)
+    X = w.op("Reshape", [w.op("Expand", [w.op("Cast", ["x"], to=acc), h_shape]), shape4], "X")  # (L, B, D, d)
+    skip_on = w.op("Cast", [w.attribute_int("has_skip_term")], "skip_on", to=TensorProto.BOOL)
+    k3 = w.op("Equal", [k0, w.op("Constant", [], value_int=3)], "k3")
+    use_x = _flag(w, w.op("And", [skip_on, k3]), one, "use_x")
+    use_U = _flag(w, w.op("And", [skip_on, w.op("Not", [k3])]), one, "use_U")
+    tanh_on = _flag(w, w.op("Cast", [w.attribute_int("use_tanh")], to=TensorProto.BOOL), one, "tanh_on")
+    scale = w.op("Cast", [w.attribute_float("scale_x")], "scale", to=acc)
+
+    def column(j: int) -> str:  # U5[..., j] (L, B, D, d)
+        return w.op("Squeeze", [w.op("Slice", [U5, w.ints([j]), w.ints([j + 1]), w.ints([4])]), w.ints([4])])
+
+    zeros = w.op(
+        "ConstantOfShape", [w.op("Shape", [column(0)])], "zeros", value=helper.make_tensor("z", acc, [1], [0.0])
+    )
+    padded = w.op("Concat", [U5, w.op("Unsqueeze", [zeros, w.ints([4])])], "U5_padded", axis=4)
+    highway = w.op("Squeeze", [w.op("Slice", [padded, w.ints([3]), w.ints([4]), w.ints([4])]), w.ints([4])])
+    skip = w.op(  # k = 4: U's 4th column; k = 3: scale_x * x; no skip term: 0
+        "Add", [w.op("Mul", [highway, use_U]), w.op("Mul", [w.op("Mul", [X, scale]), use_x])], "skip"
+    )
+    W = w.op("Reshape", [w.op("Cast", ["weight_c"], to=acc), w.op("Concat", [w.ints([2]), D, w.ints([-1])], axis=0)])
+    Bias = w.op("Reshape", [w.op("Cast", ["bias"], to=acc), w.op("Concat", [w.ints([2]), D, w.ints([-1])], axis=0)])
+    idx0, idx1 = w.scalar_int(0), w.scalar_int(1)
+    v_f, v_r = (w.op("Gather", [W, i], axis=0) for i in (idx0, idx1))  # (D, d)
+    b_f, b_r = (w.op("Gather", [Bias, i], axis=0) for i in (idx0, idx1))
+    pad = w.op("Cast", ["mask_pad"], "pad_bool", to=TensorProto.BOOL)  # (L, B)
+    pad = w.op("Expand", [w.op("Unsqueeze", [pad, w.ints([2, 3])]), w.op("Concat", [w.ints([1, 1]), D, w.ints([1])],
+                axis=0)], "pad_LBD1")  # fmt: skip
+    scan_inputs = [
+        _backward_reversed(w, value, 2, D, hint)
+        for value, hint in (
+            (column(0), "u_x"), (w.op("Add", [column(1), b_f]), "u_f"), (w.op("Add", [column(2), b_r]), "u_r"),
+            (skip, "skip_in"), (pad, "pad"),
+        )
+    ]  # fmt: skip
+    C0 = w.op("Reshape", [w.op("Cast", ["c0"], to=acc), w.op("Concat", [w.ints([0]), D, w.ints([-1])], axis=0)])
+    body = _any_step_graph(acc, {"v_f": v_f, "v_r": v_r, "one": one, "zero": zero, "tanh_on": tanh_on})
+    c_last, h = w.op("Scan", [C0, *scan_inputs], "scan", num_outputs=2, body=body, num_scan_inputs=len(scan_inputs))
+    h = _backward_reversed(w, h, 2, D, "h_time")  # the backward direction back in time order
+    h_flat = w.op("Reshape", [h, w.ints([0, 0, -1])], "h_flat")
+    w.nodes.append(helper.make_node("CastLike", [h_flat, "U"], ["h"], name="n_h"))
+    w.nodes.append(helper.make_node("Reshape", [c_last, w.ints([0, -1])], ["c_last"], name="n_c_last"))
+    defaults = node_attribute_defaults(SRU)
+    return helper.make_function(
+        spec.ONNX_DOMAIN,
+        SRU.onnx_name,
+        list(SRU.inputs),
+        list(SRU.outputs),
+        w.nodes,
+        [helper.make_opsetid("", opset_version)],
+        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
+        doc_string="SRUScan: one standard-op body for every structure (attributes read in the body).",
+    )
+
+
+def _any_step_graph(acc: int, outer: dict[str, str]) -> onnx.GraphProto:
+    """Scan body of :func:`sru_scan_any_function`: state c (B, D, d); scan inputs u_x, u_f, u_r, skip
+    (B, D, d) and pad (B, D, 1). ``outer``: v_f, v_r (D, d), one, zero, tanh_on (0-D 0/1)."""
+    prefix = "step_"
+    w = NodeWriter(prefix)
+    names = ["c", "u_x", "u_f", "u_r", "skip", "pad"]
+    inputs = {n: f"{prefix}{n}" for n in names}
+    c = inputs["c"]
+    f = w.op("Sigmoid", [w.op("Add", [inputs["u_f"], w.op("Mul", [outer["v_f"], c])])], "f")
+    r = w.op("Sigmoid", [w.op("Add", [inputs["u_r"], w.op("Mul", [outer["v_r"], c])])], "r")
+    c_new = w.op("Add", [w.op("Mul", [f, c]), w.op("Mul", [w.op("Sub", [outer["one"], f]), inputs["u_x"]])], "c_new")
+    off = w.op("Sub", [outer["one"], outer["tanh_on"]])
+    g = w.op("Add", [w.op("Mul", [w.op("Tanh", [c_new]), outer["tanh_on"]]), w.op("Mul", [c_new, off])], "g")
+    h = w.op("Add", [w.op("Mul", [r, g]), w.op("Mul", [w.op("Sub", [outer["one"], r]), inputs["skip"]])], "h")
+    c_new = w.op("Where", [inputs["pad"], c, c_new], "c_kept")
+    h = w.op("Where", [inputs["pad"], outer["zero"], h], "h_masked")
+    c_out, h_out = f"{prefix}c_out", f"{prefix}h_out"
+    w.nodes.append(helper.make_node("Identity", [c_new], [c_out], name=w.fresh("n_c_out")))
+    w.nodes.append(helper.make_node("Identity", [h], [h_out], name=w.fresh("n_h_out")))
+    value_infos = [
+        helper.make_tensor_value_info(inputs[n], TensorProto.BOOL if n == "pad" else acc, None) for n in names
+    ]
+    outputs = [helper.make_tensor_value_info(c_out, acc, None), helper.make_tensor_value_info(h_out, acc, None)]
+    return helper.make_graph(w.nodes, "any_step", value_infos, outputs)

@@ -4,7 +4,11 @@ The torch exporter calls each function with ONNX IR values in place of tensors (
 absent optional input) and the op's scalar arguments as Python values, under an onnxscript tracer;
 the ops called here become nodes of the exported graph.
 
-* target ``tensorrt``: both ops become rnnx custom nodes (plugins in TensorRT);
+* target ``tensorrt``: both ops become rnnx custom nodes (plugins in TensorRT) with every input
+  present, at fixed positions, so TensorRT's parser (which hands a plugin its node's inputs by
+  position) never sees an empty slot: SRUScan ``U, x, weight_c, bias, c0, mask_pad`` (x a 1-element
+  zero dummy where the attributes say it is unused, mask_pad all false when there is no padding),
+  CausalLinearAttention ``q, k, v, S0, z0`` (zeros when the model gave no initial state);
 * target ``onnxruntime``: ``SRUScan`` stays a custom node (ONNX Runtime inlines its local
   function), ``CausalLinearAttention`` is lowered to ``com.microsoft.LinearAttention``
   (:mod:`.ort_attention`).
@@ -18,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional
 
+import onnx
 import onnxscript
 import torch
 from onnxscript import ir
+from onnxscript import opset18 as op
 
 from rnnx.models.ops import spec
 from rnnx.runtime.artifact import TARGETS
@@ -57,7 +63,29 @@ def _bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) 
             value.dtype = ir.DataType.DOUBLE if double else ir.DataType.FLOAT
 
 
-def sru_scan_node(
+def _full_sru_inputs(U: Any, x: Optional[Any], mask_pad: Optional[Any]) -> tuple[Any, Any]:
+    """The TensorRT layout's x and mask_pad: a 1-element zero in U's dtype for an unused x, an all-false
+    (L, B) mask for an absent one."""
+    if x is None:
+        x = op.CastLike(op.Constant(value_floats=[0.0]), U)
+    if mask_pad is None:
+        false = onnx.helper.make_tensor("false", onnx.TensorProto.BOOL, [1], [False])
+        mask_pad = op.ConstantOfShape(op.Shape(U, end=2), value=false)
+    return x, mask_pad
+
+
+def _full_attention_state(q: Any, v: Any, S0: Optional[Any], z0: Optional[Any]) -> tuple[Any, Any]:
+    """The TensorRT layout's S0 (B, H, E, M) and z0 (B, H, E): zeros in the state dtype where absent."""
+    state = onnx.TensorProto.DOUBLE if q.dtype == ir.DataType.DOUBLE else onnx.TensorProto.FLOAT
+    zero = op.Cast(op.Constant(value_float=0.0), to=state)
+    if S0 is None:
+        S0 = op.Expand(zero, op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), op.Shape(v, start=3), axis=0))
+    if z0 is None:
+        z0 = op.Expand(zero, op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), axis=0))
+    return S0, z0
+
+
+def _sru_scan(
     U: Any,
     x: Optional[Any],
     weight_c: Any,
@@ -70,14 +98,18 @@ def sru_scan_node(
     has_skip_term: bool,
     use_tanh: bool,
     scale_x: float,
+    full_layout: bool,
 ) -> tuple[Any, Any]:
     """``rnnx::SRUScan`` node: (U, x?, weight_c, bias, c0, mask_pad?) -> (h, c_last).
 
     x is dropped where the op ignores it (k = 4, or no skip term), so the node's inputs say which
-    function overload it needs.
+    function overload it needs; with ``full_layout`` (the TensorRT target) every input is present
+    instead (:func:`_full_sru_inputs`).
     """
     if num_matrices != 3 or not has_skip_term:
         x = None
+    if full_layout:
+        x, mask_pad = _full_sru_inputs(U, x, mask_pad)
     attrs = _node_attributes(
         spec.SRU_SCAN,
         dict(
@@ -98,14 +130,50 @@ def sru_scan_node(
     return h, c_last
 
 
-def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
-    """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?) -> (out, S_last, z_last)."""
+def _attention(
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float, full_layout: bool
+) -> tuple[Any, Any, Any]:
+    """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?) -> (out, S_last, z_last); with
+    ``full_layout`` (the TensorRT target) S0 and z0 are always present (:func:`_full_attention_state`)."""
+    if full_layout:
+        S0, z0 = _full_attention_state(q, v, S0, z0)
     attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, {"eps": float(eps)})
     out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, **attrs)
     double = q.dtype == ir.DataType.DOUBLE
     out.producer().overload = attention_overload(S0 is not None, z0 is not None, double)
     _bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
     return out, S_last, z_last
+
+
+def sru_scan_node(
+    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], hidden_size: int,
+    num_directions: int, num_matrices: int, has_skip_term: bool, use_tanh: bool, scale_x: float,
+) -> tuple[Any, Any]:  # fmt: skip
+    """The ONNX Runtime target's ``rnnx::SRUScan`` node (absent inputs left out): :func:`_sru_scan`."""
+    return _sru_scan(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
+                     has_skip_term, use_tanh, scale_x, full_layout=False)  # fmt: skip
+
+
+def sru_scan_node_full(
+    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], hidden_size: int,
+    num_directions: int, num_matrices: int, has_skip_term: bool, use_tanh: bool, scale_x: float,
+) -> tuple[Any, Any]:  # fmt: skip
+    """The TensorRT target's ``rnnx::SRUScan`` node, every input present: :func:`_sru_scan`."""
+    return _sru_scan(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
+                     has_skip_term, use_tanh, scale_x, full_layout=True)  # fmt: skip
+
+
+def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
+    """The ``rnnx::CausalLinearAttention`` node with absent states left out (what the ONNX Runtime target
+    lowers, or keeps for fp64): :func:`_attention`."""
+    return _attention(q, k, v, S0, z0, eps, full_layout=False)
+
+
+def attention_node_full(
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float
+) -> tuple[Any, Any, Any]:
+    """The TensorRT target's ``rnnx::CausalLinearAttention`` node, S0 and z0 always present."""
+    return _attention(q, k, v, S0, z0, eps, full_layout=True)
 
 
 def _torch_op(op: spec.OpSpec) -> torch._ops.OpOverload:
@@ -119,8 +187,12 @@ def translation_table(target: str) -> dict[torch._ops.OpOverload, Callable[..., 
     import rnnx.models.ops.linear_attention
     import rnnx.models.ops.sru  # noqa: F401
 
-    attention = attention_node if target == "tensorrt" else lowered_attention(attention_node)
+    if target == "tensorrt":
+        return {
+            _torch_op(spec.SRU_SCAN): sru_scan_node_full,
+            _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention_node_full,
+        }
     return {
         _torch_op(spec.SRU_SCAN): sru_scan_node,
-        _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention,
+        _torch_op(spec.CAUSAL_LINEAR_ATTENTION): lowered_attention(attention_node),
     }
