@@ -5,18 +5,26 @@ both users of the kernels build from the installed package as well as from a sou
 
 * the PyTorch binding (``rnnx.models.ops.cuda``) JIT-compiles :data:`KERNEL_SOURCES` with
   :data:`KERNELS_INCLUDE_DIR` on its include path;
-* the TensorRT plugin library ``librnnx_trt_plugins.so`` is built by CMake from :data:`SOURCE_DIR`.
+* the TensorRT plugin libraries are built by CMake from :data:`SOURCE_DIR`, from the same sources, one per
+  registration mechanism (each TensorRT loader uses exactly one):
 
-``plugin_library_path()`` is the built library (for ``IPluginRegistry.load_library``,
-``polygraphy run --plugins``, ``trtexec --staticPlugins``); ``build_plugins()`` runs the CMake build.
-``python -m rnnx.plugins`` builds and prints the path::
+  ==============================================  ==============================================================
+  ``plugin_library_path(kind="load_library")``    ``librnnx_trt_plugins.so``: exports ``getCreators`` /
+                                                  ``setLoggerFinder`` and registers nothing by itself; for
+                                                  ``IPluginRegistry.load_library`` and ``trtexec --dynamicPlugins``
+                                                  (rnnx's own engine builder and TensorRT backend use it)
+  ``plugin_library_path(kind="dlopen")``          ``librnnx_trt_plugins_static.so``: registers its creators from a
+                                                  static initialiser, exports nothing; for loaders that only
+                                                  dlopen: ``polygraphy --plugins``, ``trtexec --staticPlugins``
+  ==============================================  ==============================================================
+
+``build_plugins()`` runs the CMake build. ``python -m rnnx.plugins`` builds and prints the path of the
+``dlopen`` library (``--kind load_library`` prints the other)::
 
     polygraphy run model.onnx --trt --plugins "$(python -m rnnx.plugins)"
 
-The library is built into :func:`default_build_dir`: ``<repo>/build/plugins`` in a source checkout, else
-``$XDG_CACHE_HOME/rnnx/plugins/<rnnx version>`` (``~/.cache`` when unset). The library registers its
-creators itself when loaded into a process that has TensorRT, and exports ``getCreators`` /
-``setLoggerFinder`` for TensorRT's loaders; see plugins/README.md.
+The libraries are built into :func:`default_build_dir`: ``<repo>/build/plugins`` in a source checkout, else
+``$XDG_CACHE_HOME/rnnx/plugins/<rnnx version>`` (``~/.cache`` when unset). See docs/tensorrt.md.
 """
 
 from __future__ import annotations
@@ -29,7 +37,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
+#: The library for ``IPluginRegistry.load_library`` / ``trtexec --dynamicPlugins`` (exports getCreators).
 LIBRARY_NAME = "librnnx_trt_plugins.so"
+#: The library for plain-dlopen loaders, ``polygraphy --plugins`` / ``trtexec --staticPlugins`` (self-registering).
+STATIC_LIBRARY_NAME = "librnnx_trt_plugins_static.so"
+#: ``kind`` -> library file name (see the module doc).
+LIBRARY_KINDS = {"load_library": LIBRARY_NAME, "dlopen": STATIC_LIBRARY_NAME}
 #: The CMake source tree of the plugin library (this package's folder).
 SOURCE_DIR = Path(__file__).resolve().parent
 #: The repository root in a source checkout (editable install included), else None (installed wheel).
@@ -44,8 +57,10 @@ KERNELS_SRC_DIR = KERNELS_DIR / "src"
 KERNEL_SOURCES = tuple(
     KERNELS_SRC_DIR / name for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
 )
-#: Environment variable naming a library to use instead of the default build location.
+#: Environment variables naming a library to use instead of the default build location, per kind.
 LIBRARY_ENV = "RNNX_TRT_PLUGINS"
+STATIC_LIBRARY_ENV = "RNNX_TRT_PLUGINS_STATIC"
+LIBRARY_ENVS = {"load_library": LIBRARY_ENV, "dlopen": STATIC_LIBRARY_ENV}
 
 
 def find_nvcc() -> Optional[str]:
@@ -80,15 +95,22 @@ def _rnnx_version() -> str:
         return "unknown"
 
 
-def plugin_library_path(build_dir: Optional[Path] = None) -> Path:
-    """The built plugin library: ``$RNNX_TRT_PLUGINS`` if set, else ``<build_dir>/librnnx_trt_plugins.so``
-    (``build_dir`` defaults to :func:`default_build_dir`).
+def plugin_library_path(build_dir: Optional[Path] = None, kind: str = "load_library") -> Path:
+    """The built plugin library of ``kind``:
 
-    Raises :class:`PluginLibraryNotFound` with the build command when it does not exist.
+    * ``"load_library"`` (default): ``$RNNX_TRT_PLUGINS`` if set, else ``<build_dir>/librnnx_trt_plugins.so``,
+      for ``IPluginRegistry.load_library`` and ``trtexec --dynamicPlugins``;
+    * ``"dlopen"``: ``$RNNX_TRT_PLUGINS_STATIC`` if set, else ``<build_dir>/librnnx_trt_plugins_static.so``,
+      for ``polygraphy --plugins`` and ``trtexec --staticPlugins``.
+
+    ``build_dir`` defaults to :func:`default_build_dir`. Raises :class:`PluginLibraryNotFound` with the build
+    command when it does not exist, ValueError for an unknown ``kind``.
     """
-    override = os.environ.get(LIBRARY_ENV)
+    if kind not in LIBRARY_KINDS:
+        raise ValueError(f"unknown plugin library kind {kind!r}; one of: {', '.join(LIBRARY_KINDS)}")
+    override = os.environ.get(LIBRARY_ENVS[kind])
     build = Path(build_dir or default_build_dir())
-    path = Path(override) if override else build / LIBRARY_NAME
+    path = Path(override) if override else build / LIBRARY_KINDS[kind]
     if not path.is_file():
         raise PluginLibraryNotFound(
             f"rnnx TensorRT plugin library not found at {path}. Build it with `python -m rnnx.plugins` "
@@ -107,7 +129,8 @@ def build_plugins(
     quiet: bool = False,
 ) -> Path:
     """Configures and builds :data:`SOURCE_DIR` with CMake into ``build_dir`` (default
-    :func:`default_build_dir`; incremental); returns the library path.
+    :func:`default_build_dir`; incremental); returns the path of the ``load_library`` library (the
+    ``dlopen`` one is built next to it, see :func:`plugin_library_path`).
 
     ``cmake_args`` are passed to the configure step (e.g. ``-DTENSORRT_ROOT=...``,
     ``-DCMAKE_CUDA_ARCHITECTURES=90``; ``-DCMAKE_CUDA_COMPILER`` defaults to :func:`find_nvcc`);
@@ -142,10 +165,24 @@ def build_plugins(
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rnnx.plugins [cmake configure args...]``: builds, prints the library path."""
+    """``python -m rnnx.plugins [--kind dlopen|load_library] [cmake configure args...]``: builds, prints the
+    path of the library of that kind (default ``dlopen``: the one ``polygraphy --plugins`` and
+    ``trtexec --staticPlugins`` take)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    kind = "dlopen"
+    if args and args[0].startswith("--kind"):
+        option = args.pop(0)
+        if "=" in option:
+            kind = option.split("=", 1)[1]
+        elif args:
+            kind = args.pop(0)
+        else:
+            kind = ""
+    if kind not in LIBRARY_KINDS:
+        print(f"error: --kind must be one of: {', '.join(LIBRARY_KINDS)} (got {kind!r})", file=sys.stderr)
+        return 2
     try:
-        path = _build_reporting_to_stderr(args)
+        path = _build_reporting_to_stderr(args, kind)
     except (RuntimeError, PluginLibraryNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -153,7 +190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _build_reporting_to_stderr(cmake_args: Sequence[str]) -> Path:
+def _build_reporting_to_stderr(cmake_args: Sequence[str], kind: str) -> Path:
     """Builds with CMake's progress on stderr so stdout carries only the path (for ``$(...)``)."""
     stdout = os.dup(1)
     try:
@@ -162,4 +199,4 @@ def _build_reporting_to_stderr(cmake_args: Sequence[str]) -> Path:
     finally:
         os.dup2(stdout, 1)
         os.close(stdout)
-    return plugin_library_path(built.parent)
+    return plugin_library_path(built.parent, kind=kind)

@@ -1,4 +1,5 @@
-"""``python -m rnnx.plugins [cmake configure args...]``: builds the TensorRT plugin library, prints its path."""
+"""``python -m rnnx.plugins [--kind dlopen|load_library] [cmake configure args...]``: builds the TensorRT plugin
+libraries, prints the path of the one of that kind (default dlopen, for polygraphy --plugins)."""
 
 import sys
 

@@ -12,6 +12,14 @@ int64 in ``[0, V)``.
   session's current state (or the ``state`` passed) in place.
 * :meth:`Session.generate` streams new tokens step by step (see there).
 
+Donation: ``step(..., donate=True)`` (and ``prefill`` / ``run`` likewise) promises that nothing will read
+the state's *previous* backend buffers again, so the backend may reuse them: the TensorRT backend
+recycles them and, for a decode loop, double-buffers the state across two CUDA graphs. The
+:class:`State` handle itself stays valid (it is advanced in place to the new buffers); what the
+promise covers is an old ``state.inner`` kept elsewhere. :meth:`State.fork` copies, so a fork taken
+before a donated step is unaffected. :meth:`Session.generate` owns its state and always donates it.
+Backends that cannot reuse buffers (torch, onnxruntime) ignore ``donate``.
+
 A bad input (dtype, shape, vocabulary, batch, state of another model) raises
 :class:`~rnnx.runtime.backends.base.InputError` before anything changes, so the session stays usable.
 One session is meant for one thread at a time: concurrent use raises instead of corrupting state.
@@ -168,22 +176,28 @@ class StatefulSession:
         return feeds
 
     def run(
-        self, inputs: Union[dict[str, Any], Sequence[Any], None] = None, *, state: Optional[State] = None, **named: Any
+        self,
+        inputs: Union[dict[str, Any], Sequence[Any], None] = None,
+        *,
+        state: Optional[State] = None,
+        donate: bool = False,
+        **named: Any,
     ) -> dict[str, np.ndarray]:
         """One call: the data inputs (a dict by name, a sequence in graph order, or keywords; numpy, torch
         or lists; floating values are cast to the graph's dtype) from ``state`` (default: the current
         state, a fresh one when there is none) -> the data outputs by name (floating ones fp32). The
         state advances in place and becomes current. Bad inputs raise :class:`InputError` naming the
-        input, with nothing changed."""
+        input, with nothing changed. ``donate=True``: the state's previous buffers may be reused (see
+        the module doc); a fresh state made here is always donated, since nothing else holds it."""
         feeds = self._feeds(inputs, named)
         batch = self.backend.batch_of(feeds)
         state = state if state is not None else self.state
         with self._exclusive():
             if state is None:
-                state = State(self.backend, self.backend.init_state(batch))
+                state, donate = State(self.backend, self.backend.init_state(batch)), True
             else:
                 self._check_state(state, batch if self.backend.state_specs else None)
-            outputs, state.inner = self.backend.run(feeds, state.inner)
+            outputs, state.inner = self.backend.run(feeds, state.inner, donate=bool(donate))
             self.state = state
         return outputs
 
@@ -261,19 +275,25 @@ class Session(StatefulSession):
         return np.ascontiguousarray(ids), mask
 
     def prefill(
-        self, tokens: TokenInput, lengths: Optional[Sequence[int]] = None, state: Optional[State] = None
+        self,
+        tokens: TokenInput,
+        lengths: Optional[Sequence[int]] = None,
+        state: Optional[State] = None,
+        donate: bool = False,
     ) -> State:
         """Feeds prompts (right-padded, see :meth:`pad`) from a fresh state, or continuing ``state``
         (which is then advanced in place). Returns the state, made current; its ``last_logits``
-        (B, V) are each row's logits after its last real token."""
+        (B, V) are each row's logits after its last real token. ``donate=True``: ``state``'s previous
+        buffers may be reused (see the module doc); a fresh state is always donated, since nothing
+        else holds it."""
         ids, mask = self.pad(tokens, lengths)
         self._check_vocab(ids, mask, "tokens")
         with self._exclusive():
             if state is None:
-                state = State(self.backend, self.backend.init_state(ids.shape[0]))
+                state, donate = State(self.backend, self.backend.init_state(ids.shape[0])), True
             else:
                 self._check_state(state, ids.shape[0])
-            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner)
+            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
             state.inner = inner
             state.last_logits = outputs[LOGITS][np.arange(ids.shape[0]), mask.sum(1) - 1]
             self.state = state
@@ -289,10 +309,22 @@ class Session(StatefulSession):
             raise InputError(f"tokens: batch mismatch: state has {batch} rows, got {ids.shape[0]} tokens")
         return np.ascontiguousarray(ids)
 
-    def step(self, tokens: Any, state: Optional[State] = None, active: Optional[Sequence[bool]] = None) -> np.ndarray:
+    def step(
+        self,
+        tokens: Any,
+        state: Optional[State] = None,
+        active: Optional[Sequence[bool]] = None,
+        donate: bool = False,
+    ) -> np.ndarray:
         """One token per row -> logits (B, V) float32; advances ``state`` (default: the current
         state) in place. ``active`` (B,) bool: rows set False are fed as pads (state unchanged,
-        their returned logits are meaningless and their ``last_logits`` kept)."""
+        their returned logits are meaningless and their ``last_logits`` kept).
+
+        ``donate=True`` promises that nothing reads ``state``'s previous backend buffers (an old
+        ``state.inner``) again, so the backend may reuse them: on TensorRT a decode loop then replays
+        two CUDA graphs over two state buffer sets. The ``state`` handle stays valid either way, and a
+        :meth:`State.fork` taken earlier is a copy that donation never touches; reusing a donated inner
+        state raises :class:`InputError` on TensorRT. Torch and onnxruntime ignore it."""
         state = state if state is not None else self.state
         if state is None:
             raise InputError("state: no current state; call prefill() first or pass a state")
@@ -303,7 +335,7 @@ class Session(StatefulSession):
             raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
         self._check_vocab(ids, mask, "tokens")
         with self._exclusive():
-            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner)
+            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
             state.inner = inner
             out = outputs[LOGITS][:, 0]
             if state.last_logits is None or active is None:
@@ -327,7 +359,12 @@ class Session(StatefulSession):
         ``stop_tokens`` (the stop token is yielded) or after ``max_new_tokens``; iteration ends when
         every row has stopped. ``temperature == 0`` is greedy; row b samples from its own generator
         seeded by ``(seed, b)``. Validation happens on the first ``next()``. The generation's state
-        becomes the session's current state (``session.state``)."""
+        becomes the session's current state (``session.state``).
+
+        The generation owns its state and donates it to every call (``step(..., donate=True)``), which
+        on TensorRT is the CUDA-graph decode path. Between yields a caller may read, :meth:`State.fork`
+        or save ``session.state``; a fork is an independent copy. Stepping that state yourself
+        mid-generation advances the generation too, since it is the same handle."""
         check_options(temperature, top_k, top_p)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
             raise InputError(f"max_new_tokens: expected an integer >= 0, got {max_new_tokens!r}")
@@ -351,7 +388,7 @@ class Session(StatefulSession):
             active &= ~np.isin(tokens, list(stops))
             if not active.any() or i == max_new_tokens - 1:
                 return
-            self.step(np.where(active, tokens, 0), state=state, active=active)
+            self.step(np.where(active, tokens, 0), state=state, active=active, donate=True)
 
     def generate_all(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, **kwargs: Any) -> list[list[int]]:
         """:meth:`generate` collected: the new tokens of every row (stop token included)."""

@@ -10,10 +10,15 @@
 #   4. compute-sanitizer --tool memcheck on plugin_enqueue_gpu (when compute-sanitizer is installed)
 #   5. pytest -m gpu on tests/test_cuda_kernels.py and tests/test_sru_scan_op.py (the torch CUDA binding
 #      JIT-builds from plugins/kernels, i.e. rnnx.plugins)
-#   6. benchmarks/bench_cuda_kernels.py
+#   6. where TensorRT is importable (else recorded as SKIP with the reason): every TensorRT-marked test
+#      (pytest -m tensorrt over tests/; none may be skipped), then rnnx-parity of both targets: the demo
+#      exported for --target tensorrt checked on --backend tensorrt (cuda), and for --target onnxruntime on
+#      --backend onnxruntime. The engine builder loads librnnx_trt_plugins.so (RNNX_TRT_PLUGINS points at
+#      this build); see docs/tensorrt.md.
+#   7. benchmarks/bench_cuda_kernels.py
 #
 # Logs go to $OUT when set (the device tool's result folder), else ./gpu-results: build.log, ctest.log,
-# memcheck.log, pytest.log, bench.log and summary.txt. Every step has a time limit so the whole run fits in
+# memcheck.log, pytest.log, tensorrt.log, parity.log, bench.log and summary.txt. Every step has a time limit so the whole run fits in
 # about 9 minutes; a failed step is recorded and the next one still runs. Exit status: 0 when every step
 # passed (a skipped optional step does not count as a failure), else 1.
 #
@@ -125,7 +130,40 @@ if grep -qE "[0-9]+ skipped" "$RESULTS/pytest.log" && ! grep -qE "[0-9]+ passed"
     FAILED=1
 fi
 
-# --- 6. benchmark (gets what is left of ~9 minutes) --------------------------------------------------------------
+# --- 6. TensorRT: every tensorrt-marked test, rnnx-parity of both targets ----------------------------------------
+TRT_VERSION="$("$PYTHON" -c "import tensorrt; print(tensorrt.__version__)" 2>/dev/null)"
+if [ -z "$TRT_VERSION" ]; then
+    note "SKIP  TensorRT tests and parity: the tensorrt Python package is not importable (pip install tensorrt)"
+elif [ "$BUILT" -ne 1 ]; then
+    note "FAIL  TensorRT tests and parity: the plugin libraries were not built"
+    FAILED=1
+else
+    note "TensorRT $TRT_VERSION"
+    export RNNX_TRT_PLUGINS="$REPO/$BUILD_DIR/librnnx_trt_plugins.so"
+    export RNNX_TRT_PLUGINS_STATIC="$REPO/$BUILD_DIR/librnnx_trt_plugins_static.so"
+    export RNNX_ENGINE_CACHE="$RESULTS/engines"
+    step "pytest -m tensorrt" "$RESULTS/tensorrt.log" 300 \
+        "$PYTHON" -m pytest -q -m tensorrt -p no:cacheprovider -rs tests/
+    if grep -qE "[0-9]+ skipped" "$RESULTS/tensorrt.log"; then
+        note "FAIL  pytest -m tensorrt skipped tests although TensorRT is installed (see tensorrt.log)"
+        FAILED=1
+    fi
+    EXPORTS="$(mktemp -d /tmp/rnnx-gpu-exports.XXXXXX)"
+    EXPORT=(-c "import sys; from rnnx.export.cli import main; sys.argv[0] = 'export-model'; main()")
+    PARITY=(-c "import sys; from rnnx.runtime.cli import parity_main; sys.argv[0] = 'rnnx-parity'; parity_main()")
+    if step "export --target tensorrt" "$RESULTS/parity.log" 120 \
+        "$PYTHON" "${EXPORT[@]}" --out "$EXPORTS/tensorrt" --target tensorrt --no-check; then
+        step "rnnx-parity tensorrt" "$RESULTS/parity.log" 240 \
+            "$PYTHON" "${PARITY[@]}" "$EXPORTS/tensorrt" --backend tensorrt --device cuda
+    fi
+    if step "export --target onnxruntime" "$RESULTS/parity.log" 120 \
+        "$PYTHON" "${EXPORT[@]}" --out "$EXPORTS/onnxruntime" --target onnxruntime --no-check; then
+        step "rnnx-parity onnxruntime" "$RESULTS/parity.log" 120 \
+            "$PYTHON" "${PARITY[@]}" "$EXPORTS/onnxruntime" --backend onnxruntime
+    fi
+fi
+
+# --- 7. benchmark (gets what is left of ~9 minutes) --------------------------------------------------------------
 ELAPSED=$(($(date +%s) - START))
 LEFT=$((530 - ELAPSED))
 if [ "$LEFT" -ge 30 ]; then

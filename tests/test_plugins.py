@@ -1,6 +1,7 @@
-"""The TensorRT plugin library: CMake build, the C++ unit tests (ctest), the plugins against the op
-records of models/ops/spec.py (fields, outputs, tensor roles, output types, in-place aliasing), and
-loading the library without TensorRT (ctypes, exported symbols).
+"""The TensorRT plugin libraries: CMake build, the C++ unit tests (ctest), the plugins against the op
+records of models/ops/spec.py (fields, outputs, tensor roles, output types, no output aliasing), and
+loading both libraries without TensorRT (ctypes, exported symbols: librnnx_trt_plugins.so for
+load_library / trtexec --dynamicPlugins, librnnx_trt_plugins_static.so for plain-dlopen loaders).
 
 Needs cmake and nvcc (CI has both; no GPU and no TensorRT library needed). The build goes to
 build/plugins and is incremental, so the CUDA kernels compile once per source change.
@@ -99,7 +100,10 @@ def test_field_tables_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
 @pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
 def test_plugin_tensors_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
     """With all inputs given: the plugin's input count, outputs, the role (dtype rule) of every input and
-    output, the output types for fp16 activations and the in-place aliases are those of the op's record."""
+    output and the output types for fp16 activations are those of the op's record. The plugins declare no
+    aliasing: their build capability is IPluginV3OneBuild (version 1, no getAliasedInput), so TensorRT gives
+    every output its own buffer; a record's state pairs (``updates``) say which output continues which input,
+    and the runtime double-buffers that state (ping-pong) instead of updating it in place."""
     facts = plugin_facts[op.onnx_name]
     assert max(facts["inputCounts"]) == len(op.inputs), facts["inputCounts"]
     assert min(facts["inputCounts"]) >= len(op.inputs) - len(op.optional_inputs), facts["inputCounts"]
@@ -107,12 +111,25 @@ def test_plugin_tensors_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
     assert facts["inputRoles"] == [t.dtype_rule for t in op.input_records]
     assert facts["outputRoles"] == [t.dtype_rule for t in op.output_records]
     assert facts["outputTypes"] == [FP16_TYPE_NAMES[t.dtype_rule] for t in op.output_records]
-    aliases = {op.outputs.index(out): op.inputs.index(state) for state, out in op.state_pairs}
-    assert facts["aliases"] == [aliases.get(i, -1) for i in range(len(op.outputs))]
+    assert "aliases" not in facts
+    assert facts["buildInterface"] == "PLUGIN_V3ONE_BUILD 1.0", facts["buildInterface"]
+    for state, out in op.state_pairs:  # each state output continues a state input (without aliasing it)
+        assert facts["inputRoles"][op.inputs.index(state)] == facts["outputRoles"][op.outputs.index(out)] == "state"
+
+
+STATIC_LIBRARY = BUILD_DIR / plugins.STATIC_LIBRARY_NAME
+
+
+def test_both_libraries_are_built(build: Path) -> None:
+    """One library per registration mechanism, next to each other."""
+    assert build == BUILD_DIR / plugins.LIBRARY_NAME
+    assert STATIC_LIBRARY.is_file(), f"{STATIC_LIBRARY} was not built"
 
 
 def test_library_loads_without_tensorrt(build: Path) -> None:
-    """dlopen through ctypes (as polygraphy --plugins does) in a fresh process; getCreators returns 2."""
+    """The load_library library through ctypes in a fresh process: getCreators returns 2, setLoggerFinder
+    takes a null finder; the self-registering one loads too (no registry: nothing registered) and has no
+    getCreators."""
     code = (
         "import ctypes, sys\n"
         "lib = ctypes.CDLL(sys.argv[1])\n"
@@ -122,44 +139,92 @@ def test_library_loads_without_tensorrt(build: Path) -> None:
         "creators = lib.getCreators(ctypes.byref(n))\n"
         "lib.setLoggerFinder.argtypes = [ctypes.c_void_p]\n"
         "lib.setLoggerFinder(None)\n"
-        "print(n.value, bool(creators))\n"
+        "static = ctypes.CDLL(sys.argv[2])\n"
+        "print(n.value, bool(creators), hasattr(static, 'getCreators'), hasattr(static, 'setLoggerFinder'))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code, str(build)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(build), str(STATIC_LIBRARY)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2", "True"]
+    assert result.stdout.split() == ["2", "True", "False", "False"]
+
+
+def _dynamic_symbols(library: Path) -> tuple[dict[str, str], str, str]:
+    """(defined dynamic symbol -> nm type, undefined dynamic symbols, readelf -d) of a shared library."""
+    defined = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    symbols = {line.split()[-1]: line.split()[-2] for line in defined.splitlines() if len(line.split()) >= 2}
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    return symbols, undefined, needed
 
 
 def test_exported_symbols(build: Path) -> None:
-    """Exports exactly the TensorRT entry points; needs no TensorRT library."""
+    """librnnx_trt_plugins.so exports exactly the loadLibrary entry points; librnnx_trt_plugins_static.so
+    exports no entry point (it registers itself, so no loader can register it a second time through
+    getCreators). Neither needs the TensorRT library."""
     if shutil.which("nm") is None or shutil.which("readelf") is None:
         pytest.skip("binutils (nm, readelf) not found")
-    defined = subprocess.run(
-        ["nm", "-D", "--defined-only", str(build)], capture_output=True, text=True, check=True
-    ).stdout
-    symbols = {line.split()[-1]: line.split()[-2] for line in defined.splitlines() if len(line.split()) >= 2}
+    symbols, undefined, needed = _dynamic_symbols(build)
     assert symbols.get("getCreators") == "T"
     assert symbols.get("setLoggerFinder") == "T"
-    leaked = [s for s in symbols if "rnnx" in s or "nvinfer1" in s]
-    assert not leaked, f"C++ symbols leak from the library: {leaked[:10]}"
-    undefined = subprocess.run(
-        ["nm", "-D", "--undefined-only", str(build)], capture_output=True, text=True, check=True
-    ).stdout
-    assert "getPluginRegistry" not in undefined and "nvinfer" not in undefined.lower()
-    needed = subprocess.run(["readelf", "-d", str(build)], capture_output=True, text=True, check=True).stdout
-    assert "libnvinfer" not in needed
+    static_symbols, static_undefined, static_needed = _dynamic_symbols(STATIC_LIBRARY)
+    assert "getCreators" not in static_symbols and "setLoggerFinder" not in static_symbols
+    for name, table in (("load_library", symbols), ("self-registering", static_symbols)):
+        leaked = [s for s in table if "rnnx" in s or "nvinfer1" in s]
+        assert not leaked, f"C++ symbols leak from the {name} library: {leaked[:10]}"
+    for text in (undefined, static_undefined):
+        assert "getPluginRegistry" not in text and "nvinfer" not in text.lower()
+    assert "libnvinfer" not in needed and "libnvinfer" not in static_needed
 
 
 def test_plugin_library_path_error_names_the_build_command(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
-    with pytest.raises(plugins.PluginLibraryNotFound, match="python -m rnnx.plugins"):
-        plugins.plugin_library_path(tmp_path)
+    monkeypatch.delenv(plugins.STATIC_LIBRARY_ENV, raising=False)
+    for kind in plugins.LIBRARY_KINDS:
+        with pytest.raises(plugins.PluginLibraryNotFound, match="python -m rnnx.plugins"):
+            plugins.plugin_library_path(tmp_path, kind=kind)
+    with pytest.raises(ValueError, match="unknown plugin library kind 'static'"):
+        plugins.plugin_library_path(tmp_path, kind="static")
 
 
 def test_plugin_library_path_finds_the_build(build: Path, monkeypatch) -> None:
     monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
+    monkeypatch.delenv(plugins.STATIC_LIBRARY_ENV, raising=False)
     assert plugins.plugin_library_path(BUILD_DIR) == build
+    assert plugins.plugin_library_path(BUILD_DIR, kind="load_library") == build
+    assert plugins.plugin_library_path(BUILD_DIR, kind="dlopen") == STATIC_LIBRARY
     monkeypatch.setenv(plugins.LIBRARY_ENV, str(build))
+    monkeypatch.setenv(plugins.STATIC_LIBRARY_ENV, str(STATIC_LIBRARY))
     assert plugins.plugin_library_path() == build
+    assert plugins.plugin_library_path(kind="dlopen") == STATIC_LIBRARY
+
+
+def test_main_prints_the_library_polygraphy_needs(build: Path, monkeypatch, capsys) -> None:
+    """``python -m rnnx.plugins`` prints the self-registering library (polygraphy --plugins, trtexec
+    --staticPlugins); ``--kind load_library`` the other."""
+    monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
+    monkeypatch.delenv(plugins.STATIC_LIBRARY_ENV, raising=False)
+    monkeypatch.setattr(plugins, "build_plugins", lambda cmake_args=(): build)
+    assert plugins.main([]) == 0
+    assert capsys.readouterr().out.strip() == str(STATIC_LIBRARY)
+    for args in (["--kind", "load_library"], ["--kind=load_library"]):
+        assert plugins.main(args) == 0
+        assert capsys.readouterr().out.strip() == str(build)
+    assert plugins.main(["--kind", "static"]) == 2
+    assert "--kind must be one of" in capsys.readouterr().err
+
+
+def test_builder_loads_the_load_library_library(build: Path, monkeypatch) -> None:
+    """The engine builder hands IPluginRegistry.load_library the library that exports getCreators."""
+    from rnnx.runtime.tensorrt.builder import default_plugin_library
+
+    monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
+    monkeypatch.setattr(plugins, "default_build_dir", lambda: BUILD_DIR)
+    assert default_plugin_library() == build
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +271,7 @@ def test_ctest_reports_the_gpu_enqueue_test_skipped_without_a_device(build: Path
 @pytest.mark.skipif(not _cuda_device_listed(), reason="needs a CUDA device (nvidia-smi lists none)")
 def test_gpu_enqueue_matches_reference(build: Path) -> None:
     """Both plugins' enqueue on device buffers against the C++ reference: random shapes, fp32/fp16/bf16,
-    mask_pad, both directions, k = 3/4, head dims 32/64/128, prefill-then-step in place and out of place."""
+    mask_pad, both directions, k = 3/4, head dims 32/64/128, prefill-then-step with ping-pong state."""
     result, passed, failed = _run_summary(GPU_ENQUEUE_TEST)
     assert result.returncode == 0, result.stdout + result.stderr
     assert failed == 0 and passed >= 12, result.stdout

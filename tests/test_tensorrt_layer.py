@@ -3,6 +3,7 @@ the engine build / backend (marked ``tensorrt``: skip where TensorRT is not inst
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -20,6 +21,7 @@ from rnnx.runtime.tensorrt import (
     ProfileError,
     ProfileLimits,
     TensorRTNotInstalled,
+    bindings,
     build_profiles,
     default_cache_dir,
     plan_bindings,
@@ -27,7 +29,7 @@ from rnnx.runtime.tensorrt import (
     select_profile,
     tensorrt_available,
 )  # fmt: skip
-from rnnx.runtime.tensorrt.bindings import IN_PLACE, PING_PONG
+from rnnx.runtime.tensorrt.bindings import PING_PONG
 
 needs_tensorrt = pytest.mark.skipif(not tensorrt_available(), reason="TensorRT is not installed")
 
@@ -137,12 +139,15 @@ def test_profile_declared_axis_ranges(linear_meta):
 def _parts(meta, **override):
     profiles = build_profiles(meta, ProfileLimits(max_batch=2, max_length=16))
     args = dict(model_sha256=meta["model_sha256"], tensorrt_version="10.14.1", gpu_name="NVIDIA H100 80GB HBM3",
-                compute_capability=(9, 0), precision="fp16", profiles=profiles, plugin_library=None)  # fmt: skip
+                compute_capability=(9, 0), precision="fp16", profiles=profiles, plugin_library=None,
+                device_index=0, workspace_bytes=None)  # fmt: skip
     args.update(override)
     return KeyParts.create(**args)
 
 
 def test_cache_key_stable_and_sensitive(linear_meta, softmax_meta, tmp_path):
+    """The key changes with everything that changes an engine: the ONNX file's hash, TensorRT version, GPU
+    name, compute capability and index, precision, profiles, workspace and the plugin library's content."""
     _, meta = linear_meta
     base = _parts(meta)
     assert base.key() == _parts(meta).key() and len(base.key()) == 64
@@ -152,19 +157,43 @@ def test_cache_key_stable_and_sensitive(linear_meta, softmax_meta, tmp_path):
     other_profiles = build_profiles(meta, ProfileLimits(max_batch=4, max_length=16))
     variants = {
         "model": _parts(softmax_meta[1]),
+        "onnx": _parts(meta, model_sha256="0" * 64),
         "trt": _parts(meta, tensorrt_version="10.13.0"),
         "gpu": _parts(meta, gpu_name="NVIDIA H200"),
         "cc": _parts(meta, compute_capability="8.0"),
+        "device": _parts(meta, device_index=1),
         "precision": _parts(meta, precision="fp32"),
         "profiles": _parts(meta, profiles=other_profiles),
+        "workspace": _parts(meta, workspace_bytes=1 << 30),
+        "workspace2": _parts(meta, workspace_bytes=2 << 30),
         "plugin": _parts(meta, plugin_library=plugin),
     }
     keys = {name: p.key() for name, p in variants.items()}
     assert base.key() not in keys.values() and len(set(keys.values())) == len(keys)
     plugin.write_bytes(b"plugin v2")
     assert _parts(meta, plugin_library=plugin).key() != keys["plugin"]
+    # The library's content counts, not its path: the same bytes elsewhere give the same key.
+    copy = tmp_path / "elsewhere" / "librnnx_trt_plugins.so"
+    copy.parent.mkdir()
+    copy.write_bytes(b"plugin v2")
+    assert _parts(meta, plugin_library=copy).key() == _parts(meta, plugin_library=plugin).key()
+    assert "/" not in json.dumps(_parts(meta, plugin_library=copy).to_dict()["plugin_sha256"])
     stem = base.file_stem()
     assert stem.startswith(meta["model_sha256"][:12] + "-fp16-") and "/" not in stem
+
+
+def test_builder_key_parts_take_the_device_workspace_and_onnx_hash(linear_meta, tmp_path):
+    """builder.key_parts: the device index from the caller, the workspace, the ONNX file's own hash."""
+    from rnnx.runtime.tensorrt.builder import key_parts
+
+    _, meta = linear_meta
+    profiles = build_profiles(meta, ProfileLimits(max_batch=2, max_length=16))
+    gpu0, gpu1 = ("NVIDIA H100", "9.0", 0), ("NVIDIA H100", "9.0", 1)
+    a = key_parts(meta, "fp32", profiles, None, "10.14.1", gpu0)
+    assert a.model_sha256 == meta["model_sha256"] and a.device_index == 0 and a.workspace_bytes is None
+    assert key_parts(meta, "fp32", profiles, None, "10.14.1", gpu1).key() != a.key()
+    assert key_parts(meta, "fp32", profiles, None, "10.14.1", gpu0, workspace_bytes=1 << 28).key() != a.key()
+    assert key_parts(meta, "fp32", profiles, None, "10.14.1", gpu0, onnx_sha256="f" * 64).key() != a.key()
 
 
 def test_default_cache_dir(monkeypatch, tmp_path):
@@ -246,14 +275,22 @@ def test_binding_plan_linear_transformer(linear_meta):
     assert specs["position#1"].nbytes == 2 * 4
     exact = sum(s.nbytes for s in specs.values())
     assert plan.total_bytes(2, 10, 10, alignment=1) == exact <= plan.total_bytes(2, 10, 10)
-    inplace = plan_bindings(meta, in_place=["layers.0.S"])
-    assert inplace.states[0].mode == IN_PLACE
-    assert (
-        inplace.addresses(1)["past_key_values.layers.0.S"]
-        == inplace.addresses(1)["present.layers.0.S"]
-        == "layers.0.S#0"
-    )
-    assert "layers.0.S#1" not in inplace.buffer_specs(2, 10, 10)
+
+
+def test_binding_plan_has_no_in_place_mode(linear_meta, softmax_meta):
+    """State is always double-buffered: no call reads and writes the same state buffer (the plugins
+    declare no aliasing, and a captured graph must never update state in place)."""
+    assert not hasattr(bindings, "IN_PLACE")
+    assert "in_place" not in inspect.signature(plan_bindings).parameters
+    for _, meta in (linear_meta, softmax_meta):
+        plan = plan_bindings(meta)
+        specs = plan.buffer_specs(2, 16, 16)
+        for s in plan.states:
+            assert s.mode == PING_PONG and s.buffers == (f"{s.name}#0", f"{s.name}#1")
+            assert {f"{s.name}#0", f"{s.name}#1"} <= set(specs)
+        for parity in (0, 1):
+            addresses = plan.addresses(parity)
+            assert all(addresses[s.input] != addresses[s.output] for s in plan.states)
 
 
 def test_binding_plan_growing_cache(softmax_meta):
@@ -265,8 +302,6 @@ def test_binding_plan_growing_cache(softmax_meta):
     assert specs["attention.1.valid#0"].nbytes == 3 * 100 * 1
     assert specs["c#0"].shape == (2, 3, 16)
     assert specs["attention_mask"].shape == (3, 16)
-    with pytest.raises(BindingError, match="grows .* cannot be updated in place"):
-        plan_bindings(meta, in_place=["attention.0.key"])
     with pytest.raises(BindingError, match="max_context .* must be >= max_length"):
         plan.buffer_specs(1, 16, 8)
     with pytest.raises(BindingError, match="batch must be an integer >= 1"):
@@ -282,8 +317,6 @@ def test_binding_plan_checks_engine_names(softmax_meta):
         plan_bindings(meta, inputs, outputs[:1] + outputs[2:])
     with pytest.raises(BindingError, match="unexpected"):
         plan_bindings(meta, inputs + ["extra"], outputs)
-    with pytest.raises(BindingError, match="unknown state"):
-        plan_bindings(meta, in_place=["nope"])
 
 
 # -- without TensorRT -----------------------------------------------------------------------------
@@ -355,9 +388,7 @@ def test_build_engine_and_cache_hit(linear_meta, tmp_path):
         pytest.skip("needs a CUDA device")
     out, _ = linear_meta
     limits = ProfileLimits(max_batch=2, max_length=16)
-    kwargs = dict(
-        limits=limits, cache_dir=tmp_path, allow_function_fallback=True, timing_cache=tmp_path / "timing.cache"
-    )
+    kwargs = dict(limits=limits, cache_dir=tmp_path, timing_cache=tmp_path / "timing.cache")
     first = build_engine(out, **kwargs)
     assert first.is_file() and (tmp_path / "timing.cache").is_file()
     stamp = first.stat().st_mtime_ns

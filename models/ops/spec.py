@@ -5,13 +5,14 @@ Each op is an :class:`OpSpec`: its PyTorch and ONNX names, one :class:`OpTensor`
 :class:`OpAttribute` per attribute (name, default, required). Everything that needs a fact about an op
 reads it from here: the ``torch.library`` registration, the ONNX schemas, nodes and local functions
 (``rnnx.export.onnx_ops``), the TensorRT plugins' tests (tests/test_plugins.py compares the plugins'
-fields, outputs, roles and in-place aliasing with these records) and the runtime. See docs/ops.md
+fields, outputs, roles and output types with these records) and the runtime. See docs/ops.md
 for the maths and layouts, and CONTRIBUTING.md for adding an op.
 
 Roles decide dtypes: an ``activation`` or ``parameter`` tensor has the op's activation dtype (that
 of its first input: fp32 / fp16 / bf16 / fp64), a ``state`` tensor has ``state_dtype_for`` of it
 (fp32, fp64 for fp64), a ``mask`` tensor is bool / integer / floating with non-zero meaning "pad".
-A state output that ``updates`` a state input has its shape and may be written in place over it.
+A state output that ``updates`` a state input has its shape; it never aliases it (the runtime double-buffers
+state, so no call writes the buffer it reads).
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class OpTensor:
     """One input or output of an op.
 
     ``dims`` is the symbolic shape, e.g. ``("L", "B", "D*d*k")`` (its length is the rank); ``updates``,
-    on a state output only, names the state input whose updated value it is (same shape and dtype; a
-    plugin may alias the two, so a decode step updates the state in place).
+    on a state output only, names the state input whose updated value it is (same shape and dtype; the
+    next call takes it as that input).
     """
 
     name: str
@@ -167,7 +168,7 @@ class OpSpec:
 
     @property
     def state_pairs(self) -> tuple[tuple[str, str], ...]:
-        """``(state input, state output)`` pairs, e.g. ``(("c0", "c_last"),)``; the output may alias the input."""
+        """``(state input, state output)`` pairs, e.g. ``(("c0", "c_last"),)``: the output continues the input."""
         return tuple((t.updates, t.name) for t in self.output_records if t.updates is not None)
 
     @property

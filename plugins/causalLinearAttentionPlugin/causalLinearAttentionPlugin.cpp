@@ -80,33 +80,16 @@ bool CausalLinearAttentionPlugin::fromFieldValues(
 }
 
 bool CausalLinearAttentionPlugin::inputLayout(
-    int32_t nbInputs, int32_t fourthRank, CausalLinearAttentionInputs& inputs) noexcept
+    int32_t nbInputs, CausalLinearAttentionInputs& inputs, char const* layer) noexcept
 {
-    CausalLinearAttentionInputs in;
-    switch (nbInputs)
+    if (nbInputs != kNB_INPUTS)
     {
-    case 3: break;
-    case 4:
-        if (fourthRank == 4)
-        {
-            in.S0 = 3;
-        }
-        else if (fourthRank == 3)
-        {
-            in.z0 = 3;
-        }
-        else
-        {
-            return false;
-        }
-        break;
-    case 5:
-        in.S0 = 3;
-        in.z0 = 4;
-        break;
-    default: return false;
+        logError(std::string(kPLUGIN_NAME) + (layer != nullptr ? " '" + std::string(layer) + "'" : std::string())
+            + ": expected exactly " + std::to_string(kNB_INPUTS)
+            + " inputs (q, k, v, S0, z0; S0 / z0 zeros when there is no state), got " + std::to_string(nbInputs));
+        return false;
     }
-    inputs = in;
+    inputs = CausalLinearAttentionInputs{};
     return true;
 }
 
@@ -123,7 +106,7 @@ nvinfer1::IPluginCapability* CausalLinearAttentionPlugin::getCapabilityInterface
     switch (type)
     {
     case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-    case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuildV2*>(this);
+    case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
     case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
     }
     return nullptr;
@@ -168,12 +151,18 @@ int32_t CausalLinearAttentionPlugin::getNbOutputs() const noexcept
 int32_t CausalLinearAttentionPlugin::getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
     nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept
 {
-    if (outputTypes == nullptr || inputTypes == nullptr || nbOutputs != kNB_OUTPUTS || nbInputs < 3 || nbInputs > 5)
+    CausalLinearAttentionInputs layout;
+    if (!inputLayout(nbInputs, layout, mName.c_str()))
     {
-        logError("CausalLinearAttention '" + mName + "': unexpected number of inputs / outputs");
         return -1;
     }
-    outputTypes[0] = inputTypes[0];
+    if (outputTypes == nullptr || inputTypes == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("CausalLinearAttention '" + mName + "': expected non-null descriptors and 3 outputs, got "
+            + std::to_string(nbOutputs) + " outputs");
+        return -1;
+    }
+    outputTypes[0] = inputTypes[layout.q];
     outputTypes[1] = nvinfer1::DataType::kFLOAT;
     outputTypes[2] = nvinfer1::DataType::kFLOAT;
     return 0;
@@ -184,59 +173,42 @@ int32_t CausalLinearAttentionPlugin::getOutputShapes(nvinfer1::DimsExprs const* 
     int32_t nbOutputs, nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
 {
     CausalLinearAttentionInputs layout;
-    if (inputs == nullptr || outputs == nullptr || nbOutputs != kNB_OUTPUTS
-        || !inputLayout(nbInputs, nbInputs == 4 ? inputs[3].nbDims : 0, layout))
+    if (!inputLayout(nbInputs, layout, mName.c_str()))
     {
-        logError("CausalLinearAttention '" + mName
-            + "': expected q, k, v and optionally S0 (4-D) and z0 (3-D), and 3 outputs");
+        return -1;
+    }
+    if (inputs == nullptr || outputs == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("CausalLinearAttention '" + mName + "': expected non-null descriptors and 3 outputs, got "
+            + std::to_string(nbOutputs) + " outputs");
         return -1;
     }
     nvinfer1::DimsExprs const& q = inputs[layout.q];
     nvinfer1::DimsExprs const& v = inputs[layout.v];
-    if (q.nbDims != 4 || inputs[layout.k].nbDims != 4 || v.nbDims != 4
-        || (layout.S0 >= 0 && inputs[layout.S0].nbDims != 4) || (layout.z0 >= 0 && inputs[layout.z0].nbDims != 3))
+    if (q.nbDims != 4 || inputs[layout.k].nbDims != 4 || v.nbDims != 4 || inputs[layout.S0].nbDims != 4
+        || inputs[layout.z0].nbDims != 3)
     {
         logError("CausalLinearAttention '" + mName + "': q, k, v must be 4-D, S0 4-D, z0 3-D");
         return -1;
     }
-    mLayout = layout;
-    mLayoutKnown = true;
+    // The state outputs take the state inputs' shapes (S_last continues S0, z_last continues z0).
     outputs[0] = v;
-    if (layout.S0 >= 0)
-    {
-        outputs[1] = inputs[layout.S0];
-    }
-    else
-    {
-        outputs[1].nbDims = 4;
-        outputs[1].d[0] = q.d[0];
-        outputs[1].d[1] = q.d[1];
-        outputs[1].d[2] = q.d[3];
-        outputs[1].d[3] = v.d[3];
-    }
-    if (layout.z0 >= 0)
-    {
-        outputs[2] = inputs[layout.z0];
-    }
-    else
-    {
-        outputs[2].nbDims = 3;
-        outputs[2].d[0] = q.d[0];
-        outputs[2].d[1] = q.d[1];
-        outputs[2].d[2] = q.d[3];
-    }
+    outputs[1] = inputs[layout.S0];
+    outputs[2] = inputs[layout.z0];
     return 0;
 }
 
 bool CausalLinearAttentionPlugin::supportsFormatCombination(
     int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
 {
-    if (inOut == nullptr || nbOutputs != kNB_OUTPUTS || nbInputs < 3 || nbInputs > 5 || pos < 0
-        || pos >= nbInputs + nbOutputs)
+    CausalLinearAttentionInputs layout;
+    if (inOut == nullptr || nbOutputs != kNB_OUTPUTS || pos < 0 || pos >= nbInputs + nbOutputs
+        || !inputLayout(nbInputs, layout, mName.c_str()))
     {
         return false;
     }
-    bool const activation = pos < 3 || pos == nbInputs;
+    // q, k, v and out are activations; S0, z0, S_last and z_last state.
+    bool const activation = pos == layout.q || pos == layout.k || pos == layout.v || pos == nbInputs;
     return supportsRole(activation ? TensorRole::kACTIVATION : TensorRole::kSTATE, inOut[pos].desc, inOut[0].desc);
 }
 
@@ -244,10 +216,15 @@ int32_t CausalLinearAttentionPlugin::configurePlugin(nvinfer1::DynamicPluginTens
     nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
 {
     CausalLinearAttentionInputs layout;
-    if (in == nullptr || out == nullptr || nbOutputs != kNB_OUTPUTS
-        || !inputLayout(nbInputs, nbInputs == 4 ? in[3].desc.dims.nbDims : 0, layout))
+    if (!inputLayout(nbInputs, layout, mName.c_str()))
     {
-        logError("CausalLinearAttention '" + mName + "': configurePlugin with unexpected inputs / outputs");
+        return -1;
+    }
+    if (in == nullptr || out == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("CausalLinearAttention '" + mName
+            + "': configurePlugin expects non-null descriptors and 3 outputs, got " + std::to_string(nbOutputs)
+            + " outputs");
         return -1;
     }
     mLayout = layout;
@@ -260,37 +237,25 @@ size_t CausalLinearAttentionPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTens
 {
     kernels::DataType type{};
     kernels::LinearAttentionParams params{};
-    if (inputs == nullptr || nbInputs < 3 || !toKernelType(inputs[0].desc.type, type)
-        || !attentionSizes(inputs[0].max, inputs[2].max, mParams.eps, params))
+    CausalLinearAttentionInputs const layout;
+    if (inputs == nullptr || nbInputs != kNB_INPUTS || !toKernelType(inputs[layout.q].desc.type, type)
+        || !attentionSizes(inputs[layout.q].max, inputs[layout.v].max, mParams.eps, params))
     {
         return 0;
     }
     return kernels::causalLinearAttentionWorkspaceSize(params, type);
 }
 
-int32_t CausalLinearAttentionPlugin::getAliasedInput(int32_t outputIndex) noexcept
-{
-    if (!mLayoutKnown)
-    {
-        return -1;
-    }
-    if (outputIndex == 1)
-    {
-        return mLayout.S0;
-    }
-    if (outputIndex == 2)
-    {
-        return mLayout.z0;
-    }
-    return -1;
-}
-
 bool CausalLinearAttentionPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs) const noexcept
 {
     CausalLinearAttentionInputs layout;
-    if (in == nullptr || !inputLayout(nbInputs, nbInputs == 4 ? in[3].dims.nbDims : 0, layout))
+    if (!inputLayout(nbInputs, layout, mName.c_str()))
     {
-        logError("CausalLinearAttention '" + mName + "': unexpected inputs");
+        return false;
+    }
+    if (in == nullptr)
+    {
+        logError("CausalLinearAttention '" + mName + "': no input descriptors");
         return false;
     }
     nvinfer1::Dims const& q = in[layout.q].dims;
@@ -301,12 +266,12 @@ bool CausalLinearAttentionPlugin::checkShapes(nvinfer1::PluginTensorDesc const* 
     {
         ok = k.d[i] == q.d[i] && (i == 3 || v.d[i] == q.d[i]);
     }
-    if (ok && layout.S0 >= 0)
+    if (ok)
     {
         nvinfer1::Dims const& S = in[layout.S0].dims;
         ok = S.nbDims == 4 && S.d[0] == q.d[0] && S.d[1] == q.d[1] && S.d[2] == q.d[3] && S.d[3] == v.d[3];
     }
-    if (ok && layout.z0 >= 0)
+    if (ok)
     {
         nvinfer1::Dims const& z = in[layout.z0].dims;
         ok = z.nbDims == 3 && z.d[0] == q.d[0] && z.d[1] == q.d[1] && z.d[2] == q.d[3];
@@ -326,7 +291,7 @@ int32_t CausalLinearAttentionPlugin::onShapeChange(nvinfer1::PluginTensorDesc co
     {
         return -1;
     }
-    inputLayout(nbInputs, nbInputs == 4 ? in[3].dims.nbDims : 0, mLayout);
+    inputLayout(nbInputs, mLayout);
     mLayoutKnown = true;
     return 0;
 }
@@ -344,10 +309,10 @@ int32_t CausalLinearAttentionPlugin::enqueue(nvinfer1::PluginTensorDesc const* i
         logError("CausalLinearAttention '" + mName + "': enqueue before a valid onShapeChange / configurePlugin");
         return -1;
     }
+    // The state inputs are always bound (zeros when the model gave none).
     cudaError_t const status = kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q], inputs[mLayout.k],
-        inputs[mLayout.v], mLayout.S0 >= 0 ? static_cast<float const*>(inputs[mLayout.S0]) : nullptr,
-        mLayout.z0 >= 0 ? static_cast<float const*>(inputs[mLayout.z0]) : nullptr, outputs[0],
-        static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), workspace, stream);
+        inputs[mLayout.v], static_cast<float const*>(inputs[mLayout.S0]), static_cast<float const*>(inputs[mLayout.z0]),
+        outputs[0], static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), workspace, stream);
     if (status != cudaSuccess)
     {
         logError("CausalLinearAttention '" + mName + "': kernel launch failed, cudaError " + std::to_string(status));

@@ -1,11 +1,12 @@
 /*
  * CausalLinearAttention: causal linear attention with phi(x) = elu(x) + 1 as a TensorRT IPluginV3 plugin.
  *
- * Inputs: q, k (B, H, L, E), v (B, H, L, M) in fp32 / fp16 / bf16, then the optional fp32 state S0 (B, H, E, M)
- * and z0 (B, H, E) in that order with absent ones left out. With four inputs the fourth is S0 when it has four
- * dimensions and z0 when it has three.
+ * Inputs: always exactly five, at fixed positions (the TensorRT node layout of docs/ops.md; the exporter emits
+ * no empty-name slots for this target): 0 q, 1 k (B, H, L, E), 2 v (B, H, L, M) in fp32 / fp16 / bf16,
+ * 3 S0 (B, H, E, M) and 4 z0 (B, H, E) in fp32 (zeros when the model gave no state).
  * Outputs: out (B, H, L, M) in q's type, S_last (B, H, E, M) and z_last (B, H, E) fp32.
- * S_last may alias S0 and z_last z0 when those are inputs (getAliasedInput).
+ * Outputs never alias inputs: the plugin declares no in-place I/O (no getAliasedInput), so S_last and z_last get
+ * their own buffers; the runtime double-buffers state instead. Any input count but five is refused.
  */
 #pragma once
 
@@ -26,29 +27,33 @@ struct CausalLinearAttentionParameters
     float eps{1e-6F};
 };
 
-//! Positions of the inputs; -1 marks an absent state input.
+//! Positions of the inputs: fixed, every one always present.
 struct CausalLinearAttentionInputs
 {
     int32_t q{0};
     int32_t k{1};
     int32_t v{2};
-    int32_t S0{-1};
-    int32_t z0{-1};
+    int32_t S0{3};
+    int32_t z0{4};
 };
 
 class CausalLinearAttentionPlugin : public nvinfer1::IPluginV3,
                                     public nvinfer1::IPluginV3OneCore,
-                                    public nvinfer1::IPluginV3OneBuildV2,
+                                    public nvinfer1::IPluginV3OneBuild,
                                     public nvinfer1::IPluginV3OneRuntime
 {
 public:
     static constexpr char const* kPLUGIN_NAME{"CausalLinearAttention"};
     static constexpr int32_t kNB_OUTPUTS{3};
+    //! The TensorRT node always lists all five inputs (q, k, v, S0, z0).
+    static constexpr int32_t kNB_INPUTS{5};
     //! The field table: the single place CausalLinearAttention's fields are listed.
     static std::vector<FieldDesc> const& fieldTable();
     static bool fromFieldValues(std::vector<double> const& values, CausalLinearAttentionParameters& params) noexcept;
-    //! Input positions from the number of inputs and, for four, the rank of the fourth (4: S0, 3: z0).
-    static bool inputLayout(int32_t nbInputs, int32_t fourthRank, CausalLinearAttentionInputs& inputs) noexcept;
+    //! The fixed input positions. False when `nbInputs` is not exactly kNB_INPUTS; then an error naming the
+    //! plugin (and `layer` when given), the expected and the given count is logged.
+    static bool inputLayout(
+        int32_t nbInputs, CausalLinearAttentionInputs& inputs, char const* layer = nullptr) noexcept;
 
     CausalLinearAttentionPlugin(std::string const& name, CausalLinearAttentionParameters const& params);
     ~CausalLinearAttentionPlugin() override = default;
@@ -67,7 +72,7 @@ public:
     char const* getPluginVersion() const noexcept override;
     char const* getPluginNamespace() const noexcept override;
 
-    // IPluginV3OneBuildV2
+    // IPluginV3OneBuild
     int32_t getNbOutputs() const noexcept override;
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
         int32_t nbInputs) const noexcept override;
@@ -80,7 +85,6 @@ public:
         nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
         nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
-    int32_t getAliasedInput(int32_t outputIndex) noexcept override;
 
     // IPluginV3OneRuntime
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
@@ -95,7 +99,7 @@ private:
 
     std::string mName;
     CausalLinearAttentionParameters mParams;
-    //! Input positions seen by getOutputShapes / configurePlugin / onShapeChange (unset before), for aliasing.
+    //! Whether onShapeChange / configurePlugin accepted the inputs; enqueue refuses to run before.
     bool mLayoutKnown{false};
     CausalLinearAttentionInputs mLayout;
     std::vector<nvinfer1::PluginField> mSerialized;

@@ -1,28 +1,36 @@
 /*
- * The library's entry points and its self-registration.
+ * The library's entry points: one registration mechanism per library, chosen at compile time.
  *
- * TensorRT finds the creators in three ways, all served by this file:
- *  - IPluginRegistry::loadLibrary (trtexec --staticPlugins / --dynamicPlugins, engines with plugins to
- *    serialize) dlopens the library and calls the exported getCreators() / setLoggerFinder();
- *  - a plain dlopen into a process that already has TensorRT (polygraphy --plugins, ctypes.CDLL) relies on
- *    the static initialiser below, which looks up getPluginRegistry() at run time and registers the creators
- *    under the namespace "rnnx";
- *  - without TensorRT in the process (CI, the ctypes test) the initialiser finds no registry and does nothing.
- * The library never links libnvinfer: the registry is found with dlsym, first in the global scope, then in an
- * already loaded libnvinfer (RTLD_NOLOAD; Python loads it with local scope).
+ * TensorRT's loaders each use exactly one documented mechanism, so the same sources are built twice
+ * (plugins/CMakeLists.txt), with RNNX_PLUGIN_SELF_REGISTER set to 0 or 1:
  *
- * Double registration: loadLibrary's dlopen runs the initialiser first, which registers the creators, then
- * loadLibrary registers what getCreators() returns, and a registry refuses a second creator with the same
- * name / version / namespace. So getCreators() first deregisters the creators the initialiser registered and
- * leaves the registration to its caller.
+ *  - 0, librnnx_trt_plugins.so, for IPluginRegistry::loadLibrary (Python: IPluginRegistry.load_library) and
+ *    trtexec --dynamicPlugins: the loader dlopens the library, calls the exported setLoggerFinder() and
+ *    getCreators(), and registers what getCreators() returns. Loading this library registers nothing by
+ *    itself: no static initialiser touches a registry, so nothing is registered while the registry is inside
+ *    loadLibrary, and each creator is registered exactly once, by the loader.
+ *  - 1, librnnx_trt_plugins_static.so, for loaders that only dlopen (trtexec --staticPlugins,
+ *    polygraphy --plugins, ctypes.CDLL): a static initialiser looks up getPluginRegistry() at load time and
+ *    registers both creators under the namespace "rnnx" (what REGISTER_TENSORRT_PLUGIN does, without linking
+ *    libnvinfer). It exports no getCreators, so it cannot be registered a second time through loadLibrary's
+ *    mechanism. A second dlopen of the same path returns the loaded library and runs no initialiser again.
+ *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing.
+ *
+ * Neither library links libnvinfer: the registry (self-registering library) and the global logger are found
+ * with dlsym, first in the global scope, then in an already loaded libnvinfer (RTLD_NOLOAD; Python loads it
+ * with local scope).
  */
 #include "causalLinearAttentionPlugin/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
 #include "sruScanPlugin/sruScanPlugin.h"
 
-#include <dlfcn.h>
+#ifndef RNNX_PLUGIN_SELF_REGISTER
+#error "define RNNX_PLUGIN_SELF_REGISTER: 0 for the getCreators library, 1 for the self-registering one"
+#endif
 
-#include <mutex>
+#if RNNX_PLUGIN_SELF_REGISTER
+#include <dlfcn.h>
+#endif
 
 #define RNNX_PLUGIN_EXPORT __attribute__((visibility("default")))
 
@@ -33,17 +41,14 @@ namespace plugin
 namespace
 {
 
-using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
-
 SruScanPluginCreator gSruScanCreator;
 CausalLinearAttentionPluginCreator gCausalLinearAttentionCreator;
 nvinfer1::IPluginCreatorInterface* const gCreators[] = {&gSruScanCreator, &gCausalLinearAttentionCreator};
 constexpr int32_t kNB_CREATORS = static_cast<int32_t>(sizeof(gCreators) / sizeof(gCreators[0]));
 
-std::mutex gRegistrationMutex;
-//! The registry the initialiser registered creators into (nullptr when none), and which of them it registered.
-nvinfer1::IPluginRegistry* gSelfRegistry{nullptr};
-bool gSelfRegistered[kNB_CREATORS]{};
+#if RNNX_PLUGIN_SELF_REGISTER
+
+using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
 
 //! TensorRT's plugin registry when libnvinfer is loaded in this process, else nullptr.
 nvinfer1::IPluginRegistry* findPluginRegistry() noexcept
@@ -64,60 +69,40 @@ nvinfer1::IPluginRegistry* findPluginRegistry() noexcept
     return fn != nullptr ? fn() : nullptr;
 }
 
-void registerWithTensorRt() noexcept
-{
-    std::lock_guard<std::mutex> lock(gRegistrationMutex);
-    nvinfer1::IPluginRegistry* registry = findPluginRegistry();
-    if (registry == nullptr)
-    {
-        return;
-    }
-    gSelfRegistry = registry;
-    for (int32_t i = 0; i < kNB_CREATORS; ++i)
-    {
-        gSelfRegistered[i] = registry->registerCreator(*gCreators[i], kPLUGIN_NAMESPACE);
-        if (!gSelfRegistered[i])
-        {
-            log(Severity::kWARNING, "a creator was not registered (already registered by another copy?)");
-        }
-    }
-}
-
-void deregisterSelfRegistration() noexcept
-{
-    std::lock_guard<std::mutex> lock(gRegistrationMutex);
-    if (gSelfRegistry == nullptr)
-    {
-        return;
-    }
-    for (int32_t i = 0; i < kNB_CREATORS; ++i)
-    {
-        if (gSelfRegistered[i])
-        {
-            gSelfRegistry->deregisterCreator(*gCreators[i]);
-            gSelfRegistered[i] = false;
-        }
-    }
-    gSelfRegistry = nullptr;
-}
-
+//! Runs once per loaded copy of the library (dlopen of an already loaded path runs no initialiser).
 struct SelfRegistration
 {
     SelfRegistration() noexcept
     {
-        registerWithTensorRt();
+        nvinfer1::IPluginRegistry* registry = findPluginRegistry();
+        if (registry == nullptr)
+        {
+            return;
+        }
+        for (nvinfer1::IPluginCreatorInterface* creator : gCreators)
+        {
+            if (!registry->registerCreator(*creator, kPLUGIN_NAMESPACE))
+            {
+                log(Severity::kWARNING,
+                    "a creator was not registered: the registry already has one of that name, version and namespace "
+                    "(another copy of the rnnx plugin library is loaded)");
+            }
+        }
     }
 };
 
 SelfRegistration const gSelfRegistration;
 
+#endif // RNNX_PLUGIN_SELF_REGISTER
+
 } // namespace
 } // namespace plugin
 } // namespace rnnx
 
+#if !RNNX_PLUGIN_SELF_REGISTER
+
 extern "C" RNNX_PLUGIN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
 {
-    rnnx::plugin::deregisterSelfRegistration();
     nbCreators = rnnx::plugin::kNB_CREATORS;
     return rnnx::plugin::gCreators;
 }
@@ -126,3 +111,5 @@ extern "C" RNNX_PLUGIN_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* find
 {
     rnnx::plugin::setLoggerFinder(finder);
 }
+
+#endif // !RNNX_PLUGIN_SELF_REGISTER

@@ -97,20 +97,20 @@ bool SruScanPlugin::fromFieldValues(std::vector<double> const& values, SruScanPa
     return true;
 }
 
-bool SruScanPlugin::inputLayout(SruScanParameters const& params, int32_t nbInputs, SruScanInputs& inputs) noexcept
+bool SruScanPlugin::inputLayout(
+    SruScanParameters const& params, int32_t nbInputs, SruScanInputs& inputs, char const* layer) noexcept
 {
-    int32_t const base = needsX(params) ? 5 : 4;
-    if (nbInputs != base && nbInputs != base + 1)
+    if (nbInputs != kNB_INPUTS)
     {
+        logError(std::string(kPLUGIN_NAME) + (layer != nullptr ? " '" + std::string(layer) + "'" : std::string())
+            + ": expected exactly " + std::to_string(kNB_INPUTS)
+            + " inputs (U, x, weight_c, bias, c0, mask_pad; x is a dummy unless num_matrices = 3 with "
+              "has_skip_term), got "
+            + std::to_string(nbInputs));
         return false;
     }
     SruScanInputs in;
-    int32_t next = 1;
-    in.x = needsX(params) ? next++ : -1;
-    in.weightC = next++;
-    in.bias = next++;
-    in.c0 = next++;
-    in.maskPad = nbInputs > next ? next : -1;
+    in.readsX = needsX(params);
     inputs = in;
     return true;
 }
@@ -126,7 +126,7 @@ nvinfer1::IPluginCapability* SruScanPlugin::getCapabilityInterface(nvinfer1::Plu
     switch (type)
     {
     case nvinfer1::PluginCapabilityType::kCORE: return static_cast<nvinfer1::IPluginV3OneCore*>(this);
-    case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuildV2*>(this);
+    case nvinfer1::PluginCapabilityType::kBUILD: return static_cast<nvinfer1::IPluginV3OneBuild*>(this);
     case nvinfer1::PluginCapabilityType::kRUNTIME: return static_cast<nvinfer1::IPluginV3OneRuntime*>(this);
     }
     return nullptr;
@@ -171,10 +171,14 @@ int32_t SruScanPlugin::getOutputDataTypes(nvinfer1::DataType* outputTypes, int32
     nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept
 {
     SruScanInputs layout;
-    if (outputTypes == nullptr || inputTypes == nullptr || nbOutputs != kNB_OUTPUTS
-        || !inputLayout(mParams, nbInputs, layout))
+    if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
     {
-        logError("SRUScan '" + mName + "': unexpected number of inputs / outputs");
+        return -1;
+    }
+    if (outputTypes == nullptr || inputTypes == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("SRUScan '" + mName + "': expected non-null descriptors and 2 outputs, got "
+            + std::to_string(nbOutputs) + " outputs");
         return -1;
     }
     outputTypes[0] = inputTypes[layout.U];
@@ -187,19 +191,22 @@ int32_t SruScanPlugin::getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_
     int32_t nbOutputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
 {
     SruScanInputs layout;
-    if (inputs == nullptr || outputs == nullptr || nbOutputs != kNB_OUTPUTS || !inputLayout(mParams, nbInputs, layout))
+    if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
     {
-        logError("SRUScan '" + mName + "': expected " + std::to_string(needsX(mParams) ? 5 : 4) + " or "
-            + std::to_string(needsX(mParams) ? 6 : 5) + " inputs and 2 outputs, got " + std::to_string(nbInputs)
-            + " inputs");
         return -1;
     }
+    if (inputs == nullptr || outputs == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("SRUScan '" + mName + "': expected non-null descriptors and 2 outputs, got "
+            + std::to_string(nbOutputs) + " outputs");
+        return -1;
+    }
+    // x (position 1) is not looked at: a dummy of any shape unless needsX, checked at onShapeChange otherwise.
     if (inputs[layout.U].nbDims != 3 || inputs[layout.c0].nbDims != 2)
     {
         logError("SRUScan '" + mName + "': U must be (L, B, D*d*k) and c0 (B, D*d)");
         return -1;
     }
-    mNbInputs = nbInputs;
     auto const* width = exprBuilder.constant(static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize);
     outputs[0].nbDims = 3;
     outputs[0].d[0] = inputs[layout.U].d[0];
@@ -214,10 +221,11 @@ bool SruScanPlugin::supportsFormatCombination(
 {
     SruScanInputs layout;
     if (inOut == nullptr || nbOutputs != kNB_OUTPUTS || pos < 0 || pos >= nbInputs + nbOutputs
-        || !inputLayout(mParams, nbInputs, layout))
+        || !inputLayout(mParams, nbInputs, layout, mName.c_str()))
     {
         return false;
     }
+    // U, x (read or dummy, any shape), weight_c, bias and h are activations; c0 and c_last state.
     TensorRole role = TensorRole::kACTIVATION;
     if (pos == layout.c0 || pos == nbInputs + 1)
     {
@@ -234,9 +242,14 @@ int32_t SruScanPlugin::configurePlugin(nvinfer1::DynamicPluginTensorDesc const* 
     nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
 {
     SruScanInputs layout;
-    if (in == nullptr || out == nullptr || nbOutputs != kNB_OUTPUTS || !inputLayout(mParams, nbInputs, layout))
+    if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
     {
-        logError("SRUScan '" + mName + "': configurePlugin with an unexpected number of inputs / outputs");
+        return -1;
+    }
+    if (in == nullptr || out == nullptr || nbOutputs != kNB_OUTPUTS)
+    {
+        logError("SRUScan '" + mName + "': configurePlugin expects non-null descriptors and 2 outputs, got "
+            + std::to_string(nbOutputs) + " outputs");
         return -1;
     }
     mNbInputs = nbInputs;
@@ -249,22 +262,16 @@ size_t SruScanPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* 
     return 0;
 }
 
-int32_t SruScanPlugin::getAliasedInput(int32_t outputIndex) noexcept
-{
-    SruScanInputs layout;
-    if (outputIndex != 1 || !inputLayout(mParams, mNbInputs, layout))
-    {
-        return -1;
-    }
-    return layout.c0;
-}
-
 bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs) const noexcept
 {
     SruScanInputs layout;
-    if (in == nullptr || !inputLayout(mParams, nbInputs, layout))
+    if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
     {
-        logError("SRUScan '" + mName + "': unexpected number of inputs " + std::to_string(nbInputs));
+        return false;
+    }
+    if (in == nullptr)
+    {
+        logError("SRUScan '" + mName + "': no input descriptors");
         return false;
     }
     nvinfer1::Dims const& U = in[layout.U].dims;
@@ -272,15 +279,13 @@ bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, int32_t nb
     bool ok = U.nbDims == 3 && U.d[2] == width * mParams.numMatrices;
     ok = ok && in[layout.c0].dims.nbDims == 2 && in[layout.c0].dims.d[0] == U.d[1] && in[layout.c0].dims.d[1] == width;
     ok = ok && volume(in[layout.weightC].dims) == 2 * width && volume(in[layout.bias].dims) == 2 * width;
-    if (ok && layout.x >= 0)
+    if (ok && layout.readsX)
     {
         nvinfer1::Dims const& x = in[layout.x].dims;
         ok = x.nbDims == 3 && x.d[0] == U.d[0] && x.d[1] == U.d[1] && x.d[2] == width;
     }
-    if (ok && layout.maskPad >= 0)
-    {
-        ok = volume(in[layout.maskPad].dims) == U.d[0] * U.d[1];
-    }
+    // Otherwise x is a dummy of any shape: not checked, never read.
+    ok = ok && volume(in[layout.maskPad].dims) == U.d[0] * U.d[1];
     if (!ok)
     {
         logError("SRUScan '" + mName + "': input shapes do not match hidden_size " + std::to_string(mParams.hiddenSize)
@@ -308,7 +313,8 @@ int32_t SruScanPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
 {
     SruScanInputs layout;
     if (inputDesc == nullptr || outputDesc == nullptr || inputs == nullptr || outputs == nullptr
-        || !inputLayout(mParams, mNbInputs, layout) || !checkShapes(inputDesc, mNbInputs))
+        || mNbInputs != kNB_INPUTS || !inputLayout(mParams, mNbInputs, layout, mName.c_str())
+        || !checkShapes(inputDesc, mNbInputs))
     {
         logError("SRUScan '" + mName + "': enqueue before a valid onShapeChange / configurePlugin");
         return -1;
@@ -328,11 +334,11 @@ int32_t SruScanPlugin::enqueue(nvinfer1::PluginTensorDesc const* inputDesc,
     params.has_skip_term = mParams.hasSkipTerm != 0;
     params.use_tanh = mParams.useTanh != 0;
     params.scale_x = mParams.scaleX;
+    // x only when the attributes read it (else its binding is a dummy); the mask always.
     cudaError_t const status =
-        kernels::sruScanForward(params, type, inputs[layout.U], layout.x >= 0 ? inputs[layout.x] : nullptr,
+        kernels::sruScanForward(params, type, inputs[layout.U], layout.readsX ? inputs[layout.x] : nullptr,
             inputs[layout.weightC], inputs[layout.bias], static_cast<float const*>(inputs[layout.c0]),
-            layout.maskPad >= 0 ? static_cast<uint8_t const*>(inputs[layout.maskPad]) : nullptr, outputs[0],
-            static_cast<float*>(outputs[1]), stream);
+            static_cast<uint8_t const*>(inputs[layout.maskPad]), outputs[0], static_cast<float*>(outputs[1]), stream);
     if (status != cudaSuccess)
     {
         logError("SRUScan '" + mName + "': kernel launch failed, cudaError " + std::to_string(status));

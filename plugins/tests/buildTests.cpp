@@ -1,6 +1,7 @@
 /*
  * Build-phase behaviour: output shapes for symbolic dimensions (through the IExprBuilder test double), output
- * types, the format-combination matrix, aliasing, configurePlugin and the workspace size.
+ * types, the format-combination matrix, configurePlugin, the workspace size, and that the plugins declare no
+ * aliasing (their build capability is IPluginV3OneBuild, which has no getAliasedInput).
  */
 #include "exprBuilderDouble.h"
 #include "kernelsDouble.h"
@@ -8,6 +9,24 @@
 #include "testUtils.h"
 
 using namespace rnnx;
+
+namespace
+{
+
+//! The build capability's interface info as TensorRT reads it: "PLUGIN_V3ONE_BUILD" version 1 is
+//! IPluginV3OneBuild (no getAliasedInput: outputs never alias inputs); version 2 would be IPluginV3OneBuildV2.
+std::string buildInterface(nvinfer1::IPluginV3& plugin)
+{
+    auto* capability = plugin.getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD);
+    if (capability == nullptr)
+    {
+        return "none";
+    }
+    nvinfer1::InterfaceInfo const info = capability->getInterfaceInfo();
+    return std::string(info.kind) + " " + std::to_string(info.major) + "." + std::to_string(info.minor);
+}
+
+} // namespace
 using namespace rnnx::test;
 using nvinfer1::DataType;
 
@@ -46,16 +65,13 @@ bool isActivation(DataType t)
 
 } // namespace
 
-TEST_CASE("SRUScan output shapes for symbolic L and B")
+TEST_CASE("SRUScan output shapes for symbolic L and B: six inputs at fixed positions, x a dummy unless read")
 {
     struct Case
     {
         int32_t directions, matrices, skip;
-        bool mask;
-        int32_t nbInputs;
     };
-    for (Case c : {Case{1, 3, 1, false, 5}, Case{1, 3, 1, true, 6}, Case{2, 4, 1, false, 4}, Case{2, 3, 0, true, 5},
-             Case{1, 4, 0, true, 5}})
+    for (Case c : {Case{1, 3, 1}, Case{2, 3, 1}, Case{2, 4, 1}, Case{2, 3, 0}, Case{1, 4, 0}})
     {
         auto plugin = makeSru(8, c.directions, c.matrices, c.skip);
         REQUIRE(plugin != nullptr);
@@ -63,33 +79,35 @@ TEST_CASE("SRUScan output shapes for symbolic L and B")
         auto const* L = b.symbol("L");
         auto const* B = b.symbol("B");
         int64_t const width = 8 * c.directions;
+        bool const readsX = c.matrices == 3 && c.skip == 1;
         std::vector<nvinfer1::DimsExprs> in;
         in.push_back(exprs({L, B, b.constant(width * c.matrices)}));
-        if (c.matrices == 3 && c.skip == 1)
-        {
-            in.push_back(exprs({L, B, b.constant(width)}));
-        }
+        // x: (L, B, D*d) when read, else the exporter's 1-element dummy.
+        in.push_back(readsX ? exprs({L, B, b.constant(width)}) : exprs({b.constant(1)}));
         in.push_back(exprs({b.constant(2 * width)}));
         in.push_back(exprs({b.constant(2 * width)}));
         in.push_back(exprs({B, b.constant(width)}));
-        if (c.mask)
-        {
-            in.push_back(exprs({L, B}));
-        }
-        REQUIRE(static_cast<int32_t>(in.size()) == c.nbInputs);
+        in.push_back(exprs({L, B}));
+        in.push_back(exprs({L, B})); // spare, for the too-many check
         nvinfer1::DimsExprs out[2]{};
-        REQUIRE(plugin->getOutputShapes(in.data(), c.nbInputs, nullptr, 0, out, 2, b) == 0);
+        REQUIRE(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 2, b) == 0);
         CHECK_EQ(text(out[0]), "(L, B, " + std::to_string(width) + ")");
         CHECK_EQ(text(out[1]), "(B, " + std::to_string(width) + ")");
         CHECK(out[1].d[0] == B);
-        // One input too few or too many for this configuration.
-        CHECK(plugin->getOutputShapes(in.data(), c.nbInputs - 2, nullptr, 0, out, 2, b) != 0);
-        CHECK(plugin->getOutputShapes(in.data(), c.nbInputs + 2, nullptr, 0, out, 2, b) != 0);
-        CHECK(plugin->getOutputShapes(in.data(), c.nbInputs, nullptr, 0, out, 1, b) != 0);
+        // Any other count is refused, whatever the attributes: the old 4 / 5 input layouts included.
+        for (int32_t n : {0, 3, 4, 5, 7})
+        {
+            takeLoggedMessages();
+            CHECK(plugin->getOutputShapes(in.data(), n, nullptr, 0, out, 2, b) != 0);
+            std::string const logged = takeLoggedMessages();
+            CHECK(logged.find("SRUScan 'layer': expected exactly 6 inputs") != std::string::npos);
+            CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+        }
+        CHECK(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 1, b) != 0);
     }
 }
 
-TEST_CASE("CausalLinearAttention output shapes with and without S0 / z0")
+TEST_CASE("CausalLinearAttention output shapes: five inputs q, k, v, S0, z0 at fixed positions")
 {
     auto plugin = makeAttention();
     REQUIRE(plugin != nullptr);
@@ -103,30 +121,29 @@ TEST_CASE("CausalLinearAttention output shapes with and without S0 / z0")
     auto const v = exprs({B, H, L, M});
     auto const S0 = exprs({B, H, E, M});
     auto const z0 = exprs({B, H, E});
-    struct Case
-    {
-        std::vector<nvinfer1::DimsExprs> inputs;
-        int32_t S0, z0;
-    };
-    for (Case const& c : {Case{{q, q, v}, -1, -1}, Case{{q, q, v, S0}, 3, -1}, Case{{q, q, v, z0}, -1, 3},
-             Case{{q, q, v, S0, z0}, 3, 4}})
-    {
-        nvinfer1::DimsExprs out[3]{};
-        auto const n = static_cast<int32_t>(c.inputs.size());
-        REQUIRE(plugin->getOutputShapes(c.inputs.data(), n, nullptr, 0, out, 3, b) == 0);
-        CHECK_EQ(text(out[0]), "(B, H, L, M)");
-        CHECK_EQ(text(out[1]), "(B, H, 64, M)");
-        CHECK_EQ(text(out[2]), "(B, H, 64)");
-        CHECK_EQ(plugin->getAliasedInput(0), -1);
-        CHECK_EQ(plugin->getAliasedInput(1), c.S0);
-        CHECK_EQ(plugin->getAliasedInput(2), c.z0);
-    }
-    std::vector<nvinfer1::DimsExprs> bad{q, q, v, exprs({B, H})};
+    std::vector<nvinfer1::DimsExprs> const all{q, q, v, S0, z0};
     nvinfer1::DimsExprs out[3]{};
-    CHECK(plugin->getOutputShapes(bad.data(), 4, nullptr, 0, out, 3, b) != 0);
-    std::vector<nvinfer1::DimsExprs> badQ{exprs({B, L, E}), q, v};
-    CHECK(plugin->getOutputShapes(badQ.data(), 3, nullptr, 0, out, 3, b) != 0);
-    CHECK(plugin->getOutputShapes(badQ.data(), 2, nullptr, 0, out, 3, b) != 0);
+    REQUIRE(plugin->getOutputShapes(all.data(), 5, nullptr, 0, out, 3, b) == 0);
+    CHECK_EQ(text(out[0]), "(B, H, L, M)");
+    CHECK_EQ(text(out[1]), "(B, H, 64, M)");
+    CHECK_EQ(text(out[2]), "(B, H, 64)");
+    // The old layouts (no state: 3 inputs; one state tensor: 4) are refused, naming the expected count.
+    for (std::vector<nvinfer1::DimsExprs> const& old : {std::vector<nvinfer1::DimsExprs>{q, q, v},
+             std::vector<nvinfer1::DimsExprs>{q, q, v, S0}, std::vector<nvinfer1::DimsExprs>{q, q, v, z0}})
+    {
+        takeLoggedMessages();
+        auto const n = static_cast<int32_t>(old.size());
+        CHECK(plugin->getOutputShapes(old.data(), n, nullptr, 0, out, 3, b) != 0);
+        std::string const logged = takeLoggedMessages();
+        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
+        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+    }
+    // Wrong ranks at the state positions.
+    std::vector<nvinfer1::DimsExprs> swapped{q, q, v, z0, S0};
+    CHECK(plugin->getOutputShapes(swapped.data(), 5, nullptr, 0, out, 3, b) != 0);
+    std::vector<nvinfer1::DimsExprs> badQ{exprs({B, L, E}), q, v, S0, z0};
+    CHECK(plugin->getOutputShapes(badQ.data(), 5, nullptr, 0, out, 3, b) != 0);
+    CHECK(plugin->getOutputShapes(all.data(), 5, nullptr, 0, out, 2, b) != 0);
 }
 
 TEST_CASE("output data types: activations follow the first input, state is fp32")
@@ -137,14 +154,16 @@ TEST_CASE("output data types: activations follow the first input, state is fp32"
     {
         DataType in[6] = {t, t, t, t, DataType::kFLOAT, DataType::kBOOL};
         DataType out[3]{};
-        REQUIRE(sru->getOutputDataTypes(out, 2, in, 5) == 0);
-        CHECK(out[0] == t && out[1] == DataType::kFLOAT);
         REQUIRE(sru->getOutputDataTypes(out, 2, in, 6) == 0);
+        CHECK(out[0] == t && out[1] == DataType::kFLOAT);
+        CHECK(sru->getOutputDataTypes(out, 2, in, 5) != 0);
         CHECK(sru->getOutputDataTypes(out, 2, in, 3) != 0);
         DataType qkv[5] = {t, t, t, DataType::kFLOAT, DataType::kFLOAT};
         REQUIRE(attention->getOutputDataTypes(out, 3, qkv, 5) == 0);
         CHECK(out[0] == t && out[1] == DataType::kFLOAT && out[2] == DataType::kFLOAT);
         CHECK(attention->getOutputDataTypes(out, 2, qkv, 5) != 0);
+        CHECK(attention->getOutputDataTypes(out, 3, qkv, 3) != 0);
+        CHECK(attention->getOutputDataTypes(out, 3, qkv, 4) != 0);
     }
     CHECK_EQ(sru->getNbOutputs(), 2);
     CHECK_EQ(attention->getNbOutputs(), 3);
@@ -152,8 +171,7 @@ TEST_CASE("output data types: activations follow the first input, state is fp32"
 
 TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike; state fp32; mask bool/uint8")
 {
-    // k = 3 with skip term and a mask: U, x, weight_c, bias, c0, mask_pad | h, c_last
-    auto plugin = makeSru(4);
+    // Every variant: U, x (read or dummy), weight_c, bias, c0, mask_pad | h, c_last
     enum Role
     {
         kAct,
@@ -163,50 +181,73 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     std::vector<Role> const roles{kAct, kAct, kAct, kAct, kState, kMask, kAct, kState};
     int32_t const nbInputs = 6;
     int32_t checked = 0;
-    for (DataType first : kAllTypes)
+    struct Variant
     {
-        for (size_t pos = 0; pos < roles.size(); ++pos)
+        int32_t matrices, skip;
+    };
+    for (Variant variant : {Variant{3, 1}, Variant{3, 0}, Variant{4, 1}, Variant{4, 0}})
+    {
+        auto plugin = makeSru(4, 1, variant.matrices, variant.skip);
+        for (DataType first : kAllTypes)
         {
-            for (DataType t : kAllTypes)
+            for (size_t pos = 0; pos < roles.size(); ++pos)
             {
-                std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc({2, 2}, first)));
-                io[pos] = dynDesc(desc({2, 2}, pos == 0 ? first : t));
-                DataType const type = pos == 0 ? first : t;
-                bool expected = false;
-                switch (roles[pos])
+                for (DataType t : kAllTypes)
                 {
-                case kAct: expected = isActivation(type) && type == first; break;
-                case kState: expected = type == DataType::kFLOAT; break;
-                case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
+                    std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc({2, 2}, first)));
+                    io[pos] = dynDesc(desc({2, 2}, pos == 0 ? first : t));
+                    DataType const type = pos == 0 ? first : t;
+                    bool expected = false;
+                    switch (roles[pos])
+                    {
+                    case kAct: expected = isActivation(type) && type == first; break;
+                    case kState: expected = type == DataType::kFLOAT; break;
+                    case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
+                    }
+                    CHECK_EQ(
+                        plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2), expected);
+                    io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
+                    CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2));
+                    ++checked;
                 }
-                CHECK_EQ(
-                    plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2), expected);
-                io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
-                CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2));
-                ++checked;
             }
         }
     }
-    CHECK(checked > 900);
+    CHECK(checked > 3600);
+    auto plugin = makeSru(4);
     std::vector<nvinfer1::DynamicPluginTensorDesc> io(8, dynDesc(desc({2}, DataType::kFLOAT)));
     CHECK(!plugin->supportsFormatCombination(8, io.data(), 6, 2));
     CHECK(!plugin->supportsFormatCombination(-1, io.data(), 6, 2));
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 3, 2));
-    // Without the mask (5 inputs) position 5 is h, an activation.
+    // The old count-based layouts are refused at every position (5 inputs: no mask, or k = 4 without x).
+    io[4] = dynDesc(desc({2}, DataType::kFLOAT));
     io[5] = dynDesc(desc({2}, DataType::kBOOL));
-    CHECK(!plugin->supportsFormatCombination(5, io.data(), 5, 2));
-    // k = 4: U, weight_c, bias, c0 | h, c_last; c0 at position 3.
+    for (int32_t pos = 0; pos < 7; ++pos)
+    {
+        CHECK(!plugin->supportsFormatCombination(pos, io.data(), 5, 2));
+    }
+    // k = 4: x is a 1-element dummy in the activation type at position 1; c0 stays at position 4.
     auto k4 = makeSru(4, 1, 4);
-    std::vector<nvinfer1::DynamicPluginTensorDesc> k4io(6, dynDesc(desc({2}, DataType::kHALF)));
-    CHECK(!k4->supportsFormatCombination(3, k4io.data(), 4, 2));
-    k4io[3] = dynDesc(desc({2}, DataType::kFLOAT));
-    CHECK(k4->supportsFormatCombination(3, k4io.data(), 4, 2));
+    std::vector<nvinfer1::DynamicPluginTensorDesc> k4io(8, dynDesc(desc({2, 3, 16}, DataType::kHALF)));
+    k4io[1] = dynDesc(desc({1}, DataType::kHALF));
+    k4io[4] = dynDesc(desc({3, 4}, DataType::kFLOAT));
+    k4io[5] = dynDesc(desc({2, 3}, DataType::kBOOL));
+    k4io[7] = dynDesc(desc({3, 4}, DataType::kFLOAT));
+    for (int32_t pos = 0; pos < 8; ++pos)
+    {
+        CHECK(k4->supportsFormatCombination(pos, k4io.data(), 6, 2));
+    }
+    k4io[1] = dynDesc(desc({1}, DataType::kFLOAT));
+    CHECK(!k4->supportsFormatCombination(1, k4io.data(), 6, 2));
+    k4io[1] = dynDesc(desc({1}, DataType::kHALF));
+    k4io[4] = dynDesc(desc({3, 4}, DataType::kHALF));
+    CHECK(!k4->supportsFormatCombination(4, k4io.data(), 6, 2));
 }
 
 TEST_CASE("CausalLinearAttention format combinations")
 {
     auto plugin = makeAttention();
-    for (int32_t nbInputs = 3; nbInputs <= 5; ++nbInputs)
+    for (int32_t nbInputs = 5; nbInputs <= 5; ++nbInputs)
     {
         int32_t const n = nbInputs + 3;
         for (DataType first : kAllTypes)
@@ -227,52 +268,71 @@ TEST_CASE("CausalLinearAttention format combinations")
     }
     std::vector<nvinfer1::DynamicPluginTensorDesc> io(8, dynDesc(desc({1}, DataType::kFLOAT)));
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 6, 3));
+    // The old layouts without state or with one state tensor: refused at every position.
+    for (int32_t nbInputs : {3, 4})
+    {
+        for (int32_t pos = 0; pos < nbInputs + 3; ++pos)
+        {
+            CHECK(!plugin->supportsFormatCombination(pos, io.data(), nbInputs, 3));
+        }
+    }
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 5, 2));
     io[0].desc.format = nvinfer1::TensorFormat::kHWC8;
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 5, 3));
 }
 
-TEST_CASE("SRUScan aliases c_last to c0 once the inputs are known")
+TEST_CASE("SRUScan configurePlugin takes exactly six inputs in every variant and declares no aliasing")
 {
-    auto plugin = makeSru(4);
-    CHECK_EQ(plugin->getAliasedInput(1), -1);
     std::vector<nvinfer1::DynamicPluginTensorDesc> in(6, dynDesc(desc({2}, DataType::kFLOAT)));
     std::vector<nvinfer1::DynamicPluginTensorDesc> out(2, dynDesc(desc({2}, DataType::kFLOAT)));
-    REQUIRE(plugin->configurePlugin(in.data(), 6, out.data(), 2) == 0);
-    CHECK_EQ(plugin->getAliasedInput(0), -1);
-    CHECK_EQ(plugin->getAliasedInput(1), 4);
-    CHECK_EQ(plugin->getAliasedInput(2), -1);
-    CHECK(plugin->configurePlugin(in.data(), 3, out.data(), 2) != 0);
-    auto k4 = makeSru(4, 2, 4);
-    REQUIRE(k4->configurePlugin(in.data(), 4, out.data(), 2) == 0);
-    CHECK_EQ(k4->getAliasedInput(1), 3);
-    std::unique_ptr<nvinfer1::IPluginV3> copy(k4->clone());
-    auto* build = static_cast<nvinfer1::IPluginV3OneBuildV2*>(
-        copy->getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD));
-    CHECK_EQ(build->getAliasedInput(1), 3);
+    for (int32_t matrices : {3, 4})
+    {
+        for (int32_t skip : {0, 1})
+        {
+            auto plugin = makeSru(4, 2, matrices, skip);
+            CHECK_EQ(buildInterface(*plugin), "PLUGIN_V3ONE_BUILD 1.0");
+            REQUIRE(plugin->configurePlugin(in.data(), 6, out.data(), 2) == 0);
+            for (int32_t n : {3, 4, 5, 7})
+            {
+                takeLoggedMessages();
+                CHECK(plugin->configurePlugin(in.data(), n, out.data(), 2) != 0);
+                CHECK(takeLoggedMessages().find("expected exactly 6 inputs") != std::string::npos);
+            }
+            std::unique_ptr<nvinfer1::IPluginV3> copy(plugin->clone());
+            CHECK_EQ(buildInterface(*copy), "PLUGIN_V3ONE_BUILD 1.0");
+        }
+    }
 }
 
-TEST_CASE("CausalLinearAttention configurePlugin decides S0 / z0 by rank; workspace from the kernels")
+TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0; workspace from the kernels")
 {
     auto plugin = makeAttention();
     auto const q = dynDesc(desc({2, 4, 16, 32}, DataType::kHALF));
     auto const S = dynDesc(desc({2, 4, 32, 32}, DataType::kFLOAT));
     auto const z = dynDesc(desc({2, 4, 32}, DataType::kFLOAT));
     std::vector<nvinfer1::DynamicPluginTensorDesc> out{q, S, z};
+    std::vector<nvinfer1::DynamicPluginTensorDesc> all{q, q, q, S, z};
+    REQUIRE(plugin->configurePlugin(all.data(), 5, out.data(), 3) == 0);
+    // S_last / z_last get their own buffers: the build capability has no getAliasedInput.
+    CHECK_EQ(buildInterface(*plugin), "PLUGIN_V3ONE_BUILD 1.0");
+    std::unique_ptr<nvinfer1::IPluginV3> copy(plugin->clone());
+    CHECK_EQ(buildInterface(*copy), "PLUGIN_V3ONE_BUILD 1.0");
     std::vector<nvinfer1::DynamicPluginTensorDesc> withZ{q, q, q, z};
-    REQUIRE(plugin->configurePlugin(withZ.data(), 4, out.data(), 3) == 0);
-    CHECK_EQ(plugin->getAliasedInput(1), -1);
-    CHECK_EQ(plugin->getAliasedInput(2), 3);
     std::vector<nvinfer1::DynamicPluginTensorDesc> withS{q, q, q, S};
-    REQUIRE(plugin->configurePlugin(withS.data(), 4, out.data(), 3) == 0);
-    CHECK_EQ(plugin->getAliasedInput(1), 3);
-    CHECK_EQ(plugin->getAliasedInput(2), -1);
-    std::vector<nvinfer1::DynamicPluginTensorDesc> bad{q, q, q, dynDesc(desc({2}, DataType::kFLOAT))};
-    CHECK(plugin->configurePlugin(bad.data(), 4, out.data(), 3) != 0);
+    for (auto const* old : {&withZ, &withS, &all})
+    {
+        int32_t const n = old == &all ? 3 : 4;
+        takeLoggedMessages();
+        CHECK(plugin->configurePlugin(old->data(), n, out.data(), 3) != 0);
+        std::string const logged = takeLoggedMessages();
+        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
+        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+    }
     kernelsDouble().workspaceSize = 12345;
-    CHECK_EQ(plugin->getWorkspaceSize(withS.data(), 4, out.data(), 3), size_t{12345});
-    std::vector<nvinfer1::DynamicPluginTensorDesc> badType{dynDesc(desc({2, 4, 16, 32}, DataType::kINT8)), q, q};
-    CHECK_EQ(plugin->getWorkspaceSize(badType.data(), 3, out.data(), 3), size_t{0});
+    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 5, out.data(), 3), size_t{12345});
+    CHECK_EQ(plugin->getWorkspaceSize(withS.data(), 4, out.data(), 3), size_t{0});
+    std::vector<nvinfer1::DynamicPluginTensorDesc> badType{dynDesc(desc({2, 4, 16, 32}, DataType::kINT8)), q, q, S, z};
+    CHECK_EQ(plugin->getWorkspaceSize(badType.data(), 5, out.data(), 3), size_t{0});
     auto sru = makeSru(4);
-    CHECK_EQ(sru->getWorkspaceSize(withS.data(), 4, out.data(), 2), size_t{0});
+    CHECK_EQ(sru->getWorkspaceSize(all.data(), 5, out.data(), 2), size_t{0});
 }

@@ -3,13 +3,18 @@
  *
  * Each case walks a plugin through the calls TensorRT makes: createPlugin (kBUILD) with the fields the ONNX
  * parser passes (INT -> kINT32, FLOAT -> kFLOAT32, plugin_version / plugin_namespace as kCHAR),
- * getOutputDataTypes, supportsFormatCombination, configurePlugin, getWorkspaceSize, getAliasedInput,
+ * getOutputDataTypes, supportsFormatCombination, configurePlugin, getWorkspaceSize,
  * getFieldsToSerialize -> createPlugin (kRUNTIME) -> attachToContext, then onShapeChange + enqueue on a
  * cudaStream_t with cudaMalloc'ed buffers. The outputs are compared with naive loops of docs/ops.md written
  * here (fp64 accumulation, from the same rounded inputs), for random shapes, fp32 / fp16 / bf16 activations,
- * mask_pad (bool and uint8), both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones), absent
- * optional state, and prefill-then-step with the state fed back (in place, as getAliasedInput asks, and
- * out of place).
+ * mask_pad (bool and uint8), both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones), state
+ * the model did not give (zeros), and prefill-then-step with the state fed back through two buffers (ping-pong,
+ * as the runtime binds it: the plugins declare no aliasing, so a call never writes the state buffer it reads,
+ * which is checked). The kernels' in-place mode is tested on the kernels directly (tests/test_cuda_kernels*.py).
+ *
+ * Every call uses the TensorRT node layout the exporter emits: SRUScan with exactly six inputs (U, x, weight_c,
+ * bias, c0, mask_pad; x a 1-element NaN dummy unless num_matrices = 3 with the skip term, mask_pad all false
+ * without padding) and CausalLinearAttention with exactly five (q, k, v, S0, z0; zeros when no state is given).
  *
  * Without a CUDA device (cudaGetDeviceCount fails or finds none) it prints a "SKIP ... no CUDA device" line
  * and exits with 77, ctest's SKIP_RETURN_CODE for this test. Otherwise it prints "N passed, N failed".
@@ -29,6 +34,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 using namespace rnnx;
 using namespace rnnx::test;
@@ -344,11 +350,11 @@ void addParserExtras(Fields& f)
     f.str("plugin_version", "1").str("plugin_namespace", "rnnx");
 }
 
-//! Build phase (types, formats, configure, workspace, aliases), then serialise -> deserialise -> attach, as
-//! TensorRT does; returns the plugin that runs. `workspace` and `aliases` report the build plugin's answers.
+//! Build phase (types, formats, configure, workspace), then serialise -> deserialise -> attach, as TensorRT
+//! does; returns the plugin that runs. `workspace` reports the build plugin's answer.
 template <typename Plugin, typename Creator>
 std::unique_ptr<Plugin> buildThenDeserialize(Fields& fields, std::vector<PluginTensorDesc> const& in,
-    std::vector<PluginTensorDesc> const& out, size_t& workspace, std::vector<int32_t>& aliases)
+    std::vector<PluginTensorDesc> const& out, size_t& workspace)
 {
     Creator creator;
     auto build = createAs<Plugin>(creator, fields.get(), nvinfer1::TensorRTPhase::kBUILD);
@@ -382,11 +388,6 @@ std::unique_ptr<Plugin> buildThenDeserialize(Fields& fields, std::vector<PluginT
     }
     REQUIRE(build->configurePlugin(dyn.data(), nIn, dyn.data() + nIn, nOut) == 0);
     workspace = build->getWorkspaceSize(dyn.data(), nIn, dyn.data() + nIn, nOut);
-    aliases.clear();
-    for (int32_t o = 0; o < nOut; ++o)
-    {
-        aliases.push_back(build->getAliasedInput(o));
-    }
     nvinfer1::PluginFieldCollection const* serialized = build->getFieldsToSerialize();
     REQUIRE(serialized != nullptr);
     auto runtime = createAs<Plugin>(creator, serialized, nvinfer1::TensorRTPhase::kRUNTIME);
@@ -445,9 +446,12 @@ void* byteOffset(void* base, size_t bytes)
 struct SruConfig
 {
     int32_t L, B, d, D, k;
+    //! mask: real padding; without it mask_pad is still an input, all false.
     bool skip, tanh, mask, maskUint8;
     float scaleX;
     Act act;
+    //! The value of the 1-element dummy bound at x when x is not read (NaN: a read would show).
+    double dummyX{NAN};
 
     bool hasX() const
     {
@@ -461,7 +465,8 @@ struct SruConfig
     {
         std::ostringstream s;
         s << name(act) << " L=" << L << " B=" << B << " d=" << d << " D=" << D << " k=" << k << " skip=" << skip
-          << " tanh=" << tanh << " mask=" << (mask ? (maskUint8 ? "uint8" : "bool") : "none") << " scale_x=" << scaleX;
+          << " tanh=" << tanh << " mask=" << (mask ? "padded " : "all-false ") << (maskUint8 ? "uint8" : "bool")
+          << " scale_x=" << scaleX << (hasX() ? "" : " x=dummy(" + std::to_string(dummyX) + ")");
         return s.str();
     }
 };
@@ -564,36 +569,30 @@ Fields sruParserFields(SruConfig const& c)
     return f;
 }
 
-//! Input / output descriptors for `length` steps.
+//! Input / output descriptors for `length` steps: the TensorRT node's six inputs, U, x (the exporter's
+//! 1-element dummy unless read), weight_c, bias, c0, mask_pad.
 void sruDescs(SruConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in, std::vector<PluginTensorDesc>& out)
 {
     DataType const t = trtType(c.act);
     int32_t const W = c.width();
-    in = {desc({length, c.B, W * c.k}, t)};
-    if (c.hasX())
-    {
-        in.push_back(desc({length, c.B, W}, t));
-    }
-    in.push_back(desc({2 * W}, t));
-    in.push_back(desc({2 * W}, t));
-    in.push_back(desc({c.B, W}, DataType::kFLOAT));
-    if (c.mask)
-    {
-        in.push_back(desc({length, c.B}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL));
-    }
+    in = {desc({length, c.B, W * c.k}, t), c.hasX() ? desc({length, c.B, W}, t) : desc({1}, t), desc({2 * W}, t),
+        desc({2 * W}, t), desc({c.B, W}, DataType::kFLOAT),
+        desc({length, c.B}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL)};
     out = {desc({length, c.B, W}, t), desc({c.B, W}, DataType::kFLOAT)};
 }
 
 //! Device copies of one SRU problem; time-major tensors, so steps [t0, t1) are pointer offsets.
 struct SruDevice
 {
-    DeviceBuffer U, x, w, b, c0, mask, h, cLast;
+    DeviceBuffer U, x, dummyX, w, b, c0, mask, h, cLast;
     std::vector<uint8_t> c0Bytes;
 
     SruDevice(SruConfig const& c, SruData& in)
     {
         U = upload(encode(in.U, c.act));
         x = upload(encode(in.x, c.act));
+        std::vector<double> dummy{c.dummyX};
+        dummyX = upload(encode(dummy, c.act));
         w = upload(encode(in.w, c.act));
         b = upload(encode(in.b, c.act));
         c0Bytes = encodeF32(in.c0);
@@ -609,18 +608,8 @@ struct SruDevice
     {
         size_t const es = elementSize(c.act);
         size_t const rowElems = static_cast<size_t>(t0) * c.B * c.width();
-        inPtr = {byteOffset(U.get(), rowElems * c.k * es)};
-        if (c.hasX())
-        {
-            inPtr.push_back(byteOffset(x.get(), rowElems * es));
-        }
-        inPtr.push_back(w.get());
-        inPtr.push_back(b.get());
-        inPtr.push_back(state);
-        if (c.mask)
-        {
-            inPtr.push_back(byteOffset(mask.get(), static_cast<size_t>(t0) * c.B));
-        }
+        inPtr = {byteOffset(U.get(), rowElems * c.k * es), c.hasX() ? byteOffset(x.get(), rowElems * es) : dummyX.get(),
+            w.get(), b.get(), state, byteOffset(mask.get(), static_cast<size_t>(t0) * c.B)};
         outPtr = {byteOffset(h.get(), rowElems * es), cOut};
     }
 };
@@ -651,10 +640,9 @@ SruConfig randomSruConfig(Act act, int32_t D, int32_t k, bool skip, bool mask)
     return c;
 }
 
-//! One SRU problem in a single enqueue, against the reference.
-void sruOnePass(SruConfig const& c)
+//! One SRU problem in a single enqueue, against the reference; returns h and c_last as bytes.
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> sruOnePass(SruConfig const& c, SruData in)
 {
-    SruData in = sruData(c);
     SruDevice dev(c, in);
     std::vector<double> hRef, cRef;
     sruReference(c, in, hRef, cRef);
@@ -663,12 +651,9 @@ void sruOnePass(SruConfig const& c)
     sruDescs(c, c.L, inDesc, outDesc);
     Fields fields = sruParserFields(c);
     size_t workspace = 0;
-    std::vector<int32_t> aliases;
-    auto plugin = buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
-        fields, inDesc, outDesc, workspace, aliases);
+    auto plugin =
+        buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(fields, inDesc, outDesc, workspace);
     CHECK_EQ(workspace, size_t{0});
-    int32_t const c0Index = c.hasX() ? 4 : 3;
-    CHECK(aliases == (std::vector<int32_t>{-1, c0Index}));
 
     // Poison the outputs so a missing write shows.
     REQUIRE_CUDA(cudaMemset(dev.h.get(), 0xff, dev.h.bytes()));
@@ -679,13 +664,67 @@ void sruOnePass(SruConfig const& c)
     dev.pointers(c, 0, dev.c0.get(), dev.cLast.get(), inPtr, outPtr);
     run(*plugin, inDesc, outDesc, inPtr, outPtr, nullptr, stream.get());
 
-    auto const h = decode(download(dev.h.get(), dev.h.bytes()), c.act);
-    auto const cLast = decodeF32(download(dev.cLast.get(), dev.cLast.bytes()));
-    CHECK_MSG(compare("h [" + c.str() + "]", h, hRef, sruTolerance(c.act)));
-    CHECK_MSG(compare("c_last [" + c.str() + "]", cLast, cRef, kSTATE_TOLERANCE));
+    auto hBytes = download(dev.h.get(), dev.h.bytes());
+    auto cBytes = download(dev.cLast.get(), dev.cLast.bytes());
+    CHECK_MSG(compare("h [" + c.str() + "]", decode(hBytes, c.act), hRef, sruTolerance(c.act)));
+    CHECK_MSG(compare("c_last [" + c.str() + "]", decodeF32(cBytes), cRef, kSTATE_TOLERANCE));
     // c0 is an input: untouched when c_last has its own buffer.
     CHECK_MSG(bitwiseEqual(
         "c0 after an out-of-place run [" + c.str() + "]", download(dev.c0.get(), dev.c0.bytes()), dev.c0Bytes));
+    return {std::move(hBytes), std::move(cBytes)};
+}
+
+void sruOnePass(SruConfig const& c)
+{
+    sruOnePass(c, sruData(c));
+}
+
+/*
+ * Every SRUScan node the exporter emits for TensorRT (D = 1 / 2, k = 3 / 4, skip term on / off, tanh on / off,
+ * with and without real padding), with exactly its six inputs. Where x is not read its binding is a 1-element
+ * dummy: filled with NaN the result must match the reference, and equal bitwise the result with a zero dummy.
+ */
+void sruNodeLayouts()
+{
+    int32_t runs = 0;
+    int32_t dummyRuns = 0;
+    for (int32_t D : {1, 2})
+    {
+        for (int32_t k : {3, 4})
+        {
+            for (bool skip : {true, false})
+            {
+                for (bool tanh : {false, true})
+                {
+                    for (bool mask : {false, true})
+                    {
+                        SruConfig c = randomSruConfig(kALL_ACTS[runs % 3], D, k, skip, mask);
+                        c.tanh = tanh;
+                        c.L = randInt(1, 12);
+                        c.B = randInt(1, 4);
+                        c.d = randInt(1, 24);
+                        SruData const in = sruData(c);
+                        auto const nanDummy = sruOnePass(c, in);
+                        ++runs;
+                        if (c.hasX())
+                        {
+                            continue;
+                        }
+                        SruConfig zero = c;
+                        zero.dummyX = 0.0;
+                        auto const zeroDummy = sruOnePass(zero, in);
+                        CHECK_MSG(
+                            bitwiseEqual("h, NaN vs zero dummy x [" + c.str() + "]", nanDummy.first, zeroDummy.first));
+                        CHECK_MSG(bitwiseEqual(
+                            "c_last, NaN vs zero dummy x [" + c.str() + "]", nanDummy.second, zeroDummy.second));
+                        ++dummyRuns;
+                    }
+                }
+            }
+        }
+    }
+    CHECK_EQ(runs, 32);
+    CHECK_EQ(dummyRuns, 24);
 }
 
 void sruRandomShapes(Act act)
@@ -708,9 +747,9 @@ void sruRandomShapes(Act act)
     CHECK_EQ(runs, 16);
 }
 
-//! Prefill n steps then single steps, c fed back (in place: c_last aliases c0; or ping-pong), against the
+//! Prefill n steps then single steps, c fed back through two buffers (ping-pong, never in place), against the
 //! reference over all L steps and bitwise against one enqueue over all steps.
-void sruPrefillThenStep(Act act, bool inPlace)
+void sruPrefillThenStep(Act act)
 {
     for (int32_t k : {3, 4})
     {
@@ -726,9 +765,8 @@ void sruPrefillThenStep(Act act, bool inPlace)
         sruDescs(c, c.L, inDesc, outDesc);
         Fields fields = sruParserFields(c);
         size_t workspace = 0;
-        std::vector<int32_t> aliases;
         auto plugin = buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
-            fields, inDesc, outDesc, workspace, aliases);
+            fields, inDesc, outDesc, workspace);
         Stream stream;
 
         // One pass over all steps (out of place).
@@ -750,16 +788,16 @@ void sruPrefillThenStep(Act act, bool inPlace)
         {
             int32_t const len = t0 == 0 ? n : 1;
             sruDescs(c, len, inDesc, outDesc);
-            void* cOut = inPlace ? state : other;
-            dev.pointers(c, t0, state, cOut, inPtr, outPtr);
+            auto const stateBefore = download(state, dev.c0Bytes.size());
+            dev.pointers(c, t0, state, other, inPtr, outPtr);
             run(*plugin, inDesc, outDesc, inPtr, outPtr, nullptr, stream.get());
-            if (!inPlace)
-            {
-                std::swap(state, other);
-            }
+            // The call read `state` and wrote `other`: the buffer it read is untouched.
+            CHECK_MSG(bitwiseEqual(
+                "c0 read at step " + std::to_string(t0), download(state, dev.c0Bytes.size()), stateBefore));
+            std::swap(state, other);
             t0 += len;
         }
-        std::string const what = c.str() + " prefill " + std::to_string(n) + (inPlace ? " in place" : " ping-pong");
+        std::string const what = c.str() + " prefill " + std::to_string(n) + " ping-pong";
         auto const hBytes = download(dev.h.get(), dev.h.bytes());
         auto const cBytes = download(state, dev.c0Bytes.size());
         CHECK_MSG(compare("h [" + what + "]", decode(hBytes, c.act), hRef, sruTolerance(c.act)));
@@ -775,6 +813,7 @@ void sruPrefillThenStep(Act act, bool inPlace)
 struct AttentionConfig
 {
     int32_t B, H, L, E, M;
+    //! Whether the model gave S0 / z0 (random); otherwise the node still has them, as zeros.
     bool hasS0, hasZ0;
     float eps;
     Act act;
@@ -782,8 +821,9 @@ struct AttentionConfig
     std::string str() const
     {
         std::ostringstream s;
-        s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M << " inputs=q,k,v"
-          << (hasS0 ? ",S0" : "") << (hasZ0 ? ",z0" : "") << " eps=" << eps;
+        s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M
+          << " inputs=q,k,v,S0,z0 (S0 " << (hasS0 ? "given" : "zeros") << ", z0 " << (hasZ0 ? "given" : "zeros")
+          << ") eps=" << eps;
         return s.str();
     }
 };
@@ -886,15 +926,8 @@ void attentionDescs(
     auto const vd = desc({c.B, c.H, length, c.M}, t);
     auto const Sd = desc({c.B, c.H, c.E, c.M}, DataType::kFLOAT);
     auto const zd = desc({c.B, c.H, c.E}, DataType::kFLOAT);
-    in = {qd, qd, vd};
-    if (c.hasS0)
-    {
-        in.push_back(Sd);
-    }
-    if (c.hasZ0)
-    {
-        in.push_back(zd);
-    }
+    // The TensorRT node's five inputs, whatever the model gave (absent state is bound as zeros).
+    in = {qd, qd, vd, Sd, zd};
     out = {vd, Sd, zd};
 }
 
@@ -948,11 +981,8 @@ void attentionOnePass(AttentionConfig const& c)
     attentionDescs(c, c.L, inDesc, outDesc);
     Fields fields = attentionParserFields(c.eps);
     size_t workspaceBytes = 0;
-    std::vector<int32_t> aliases;
     auto plugin = buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
-        fields, inDesc, outDesc, workspaceBytes, aliases);
-    int32_t const zIndex = c.hasZ0 ? (c.hasS0 ? 4 : 3) : -1;
-    CHECK(aliases == (std::vector<int32_t>{-1, c.hasS0 ? 3 : -1, zIndex}));
+        fields, inDesc, outDesc, workspaceBytes);
     DeviceBuffer workspace(std::max<size_t>(workspaceBytes, 16));
 
     DeviceBuffer out(outRef.size() * es);
@@ -961,15 +991,7 @@ void attentionOnePass(AttentionConfig const& c)
     REQUIRE_CUDA(cudaMemset(out.get(), 0xff, out.bytes()));
     REQUIRE_CUDA(cudaMemset(S.get(), 0xff, S.bytes()));
     REQUIRE_CUDA(cudaMemset(z.get(), 0xff, z.bytes()));
-    std::vector<void const*> inPtr{q.get(), k.get(), v.get()};
-    if (c.hasS0)
-    {
-        inPtr.push_back(S0.get());
-    }
-    if (c.hasZ0)
-    {
-        inPtr.push_back(z0.get());
-    }
+    std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S0.get(), z0.get()};
     std::vector<void*> outPtr{out.get(), S.get(), z.get()};
     Stream stream;
     run(*plugin, inDesc, outDesc, inPtr, outPtr, workspace.get(), stream.get());
@@ -1022,6 +1044,35 @@ void attentionRandomShapes(Act act)
     }
 }
 
+//! Every CausalLinearAttention node the exporter emits for TensorRT: q, k, v, S0, z0, with the state given
+//! (random S0 / z0) or not (zeros), for prefill and L = 1 decode, each activation type.
+void attentionNodeLayouts()
+{
+    int32_t runs = 0;
+    for (Act act : kALL_ACTS)
+    {
+        for (bool given : {false, true})
+        {
+            for (int32_t L : {1, 9})
+            {
+                AttentionConfig c{};
+                c.act = act;
+                c.B = randInt(1, 2);
+                c.H = randInt(1, 2);
+                c.L = L;
+                c.E = runs % 2 == 0 ? 32 : 16;
+                c.M = runs % 2 == 0 ? 32 : 8;
+                c.hasS0 = given;
+                c.hasZ0 = given;
+                c.eps = 1e-6F;
+                attentionOnePass(c);
+                ++runs;
+            }
+        }
+    }
+    CHECK_EQ(runs, 12);
+}
+
 //! Other head dims (the per-token decode kernel for every L) and L = 1 with state.
 void attentionGenericDims(Act act)
 {
@@ -1046,12 +1097,13 @@ void attentionGenericDims(Act act)
 }
 
 /*
- * Prefill n tokens then single steps with the state fed back, against the reference over all L tokens:
- *   mode 0: q, k, v, S0, z0 with S_last / z_last aliasing S0 / z0 (in place, as getAliasedInput answers);
- *   mode 1: the same out of place (two state buffers, swapped after each call);
- *   mode 2: prefill from zero state with three inputs (a second plugin instance), then in-place steps.
+ * Prefill n tokens then single steps with the state fed back through two state buffers swapped after each call
+ * (ping-pong, never in place: a call never writes the S / z it reads), against the reference over all L tokens:
+ *   givenState: q, k, v, S0, z0 with the model's state;
+ *   otherwise:  prefill without given state, S0 / z0 bound as zeros (a second plugin instance, as a separate
+ *               prefill engine would have), then the steps.
  */
-void attentionPrefillThenStep(Act act, int32_t mode)
+void attentionPrefillThenStep(Act act, bool givenState)
 {
     for (int32_t D : {32, 64, 128})
     {
@@ -1062,8 +1114,8 @@ void attentionPrefillThenStep(Act act, int32_t mode)
         c.L = randInt(70, 140);
         c.E = D;
         c.M = D;
-        c.hasS0 = mode != 2;
-        c.hasZ0 = mode != 2;
+        c.hasS0 = givenState;
+        c.hasZ0 = givenState;
         c.eps = 1e-6F;
         int32_t const n = c.L - randInt(3, 8);
         int32_t const BH = c.B * c.H;
@@ -1078,7 +1130,7 @@ void attentionPrefillThenStep(Act act, int32_t mode)
         std::vector<double> outRef, SRef, zRef;
         attentionReference(c, in, outRef, SRef, zRef);
 
-        // The steps run with state inputs in every mode.
+        // The steps run with the state given either way.
         AttentionConfig stepConfig = c;
         stepConfig.hasS0 = true;
         stepConfig.hasZ0 = true;
@@ -1086,21 +1138,18 @@ void attentionPrefillThenStep(Act act, int32_t mode)
         attentionDescs(stepConfig, c.L, inDesc, outDesc);
         Fields fields = attentionParserFields(c.eps);
         size_t workspaceBytes = 0;
-        std::vector<int32_t> aliases;
         auto stepPlugin =
             buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
-                fields, inDesc, outDesc, workspaceBytes, aliases);
-        CHECK(aliases == (std::vector<int32_t>{-1, 3, 4}));
+                fields, inDesc, outDesc, workspaceBytes);
         std::unique_ptr<plugin::CausalLinearAttentionPlugin> prefillPlugin;
-        if (mode == 2)
+        if (!givenState)
         {
             attentionDescs(c, c.L, inDesc, outDesc);
             Fields prefillFields = attentionParserFields(c.eps);
             size_t prefillWorkspace = 0;
             prefillPlugin =
                 buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
-                    prefillFields, inDesc, outDesc, prefillWorkspace, aliases);
-            CHECK(aliases == (std::vector<int32_t>{-1, -1, -1}));
+                    prefillFields, inDesc, outDesc, prefillWorkspace);
             workspaceBytes = std::max(workspaceBytes, prefillWorkspace);
         }
         DeviceBuffer workspace(std::max<size_t>(workspaceBytes, 16));
@@ -1126,27 +1175,26 @@ void attentionPrefillThenStep(Act act, int32_t mode)
             DeviceBuffer k = upload(encode(kPart, act));
             DeviceBuffer v = upload(encode(vPart, act));
             DeviceBuffer out(vPart.size() * es);
-            bool const statefulCall = !(first && mode == 2);
+            bool const statefulCall = givenState || !first;
             attentionDescs(statefulCall ? stepConfig : c, len, inDesc, outDesc);
-            std::vector<void const*> inPtr{q.get(), k.get(), v.get()};
-            if (statefulCall)
-            {
-                inPtr.push_back(S);
-                inPtr.push_back(z);
-            }
-            bool const outOfPlace = mode == 1;
-            std::vector<void*> outPtr{out.get(), outOfPlace ? SOther : S, outOfPlace ? zOther : z};
+            // Without given state the prefill reads the zero state uploaded into S / z (the model gave none).
+            std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S, z};
+            std::vector<void*> outPtr{out.get(), SOther, zOther};
+            auto const SBefore = download(S, S0Bytes.size());
+            auto const zBefore = download(z, z0Bytes.size());
             run(statefulCall ? *stepPlugin : *prefillPlugin, inDesc, outDesc, inPtr, outPtr, workspace.get(),
                 stream.get());
-            if (outOfPlace)
-            {
-                std::swap(S, SOther);
-                std::swap(z, zOther);
-            }
+            // The call read S / z and wrote SOther / zOther: the buffers it read are untouched.
+            std::string const step = " read at token " + std::to_string(t0);
+            CHECK_MSG(bitwiseEqual("S0" + step, download(S, S0Bytes.size()), SBefore));
+            CHECK_MSG(bitwiseEqual("z0" + step, download(z, z0Bytes.size()), zBefore));
+            std::swap(S, SOther);
+            std::swap(z, zOther);
             timeScatter(outAll, decode(download(out.get(), out.bytes()), act), BH, c.L, c.M, t0, t0 + len);
             t0 += len;
         }
-        std::string const what = c.str() + " prefill " + std::to_string(n) + " mode " + std::to_string(mode);
+        std::string const what =
+            c.str() + " prefill " + std::to_string(n) + (givenState ? " given state" : " zero state") + " ping-pong";
         CHECK_MSG(compare("out [" + what + "]", outAll, outRef, attentionTolerance(act)));
         CHECK_MSG(compare(
             "S_last [" + what + "]", decodeF32(download(S, S0Bytes.size())), SRef, attentionStateTolerance(act, SRef)));
@@ -1160,6 +1208,10 @@ void attentionPrefillThenStep(Act act, int32_t mode)
 // ------------------------------------------------------------------------------------------------------------
 // Test cases.
 
+TEST_CASE("SRUScan TensorRT node layouts: six inputs for every variant, a NaN dummy x is never read")
+{
+    sruNodeLayouts();
+}
 TEST_CASE("SRUScan fp32 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
 {
     sruRandomShapes(Act::kF32);
@@ -1172,19 +1224,16 @@ TEST_CASE("SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
 {
     sruRandomShapes(Act::kBF16);
 }
-TEST_CASE("SRUScan prefill-then-step, c_last aliasing c0 (in place), all dtypes")
-{
-    for (Act a : kALL_ACTS)
-    {
-        sruPrefillThenStep(a, true);
-    }
-}
 TEST_CASE("SRUScan prefill-then-step, state ping-pong (out of place), all dtypes")
 {
     for (Act a : kALL_ACTS)
     {
-        sruPrefillThenStep(a, false);
+        sruPrefillThenStep(a);
     }
+}
+TEST_CASE("CausalLinearAttention TensorRT node layouts: five inputs, state given or zeros")
+{
+    attentionNodeLayouts();
 }
 TEST_CASE("CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes")
 {
@@ -1205,25 +1254,18 @@ TEST_CASE("CausalLinearAttention generic head dims and L=1 decode, all dtypes")
         attentionGenericDims(a);
     }
 }
-TEST_CASE("CausalLinearAttention prefill-then-step, S/z aliasing S0/z0 (in place), all dtypes")
-{
-    for (Act a : kALL_ACTS)
-    {
-        attentionPrefillThenStep(a, 0);
-    }
-}
 TEST_CASE("CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes")
 {
     for (Act a : kALL_ACTS)
     {
-        attentionPrefillThenStep(a, 1);
+        attentionPrefillThenStep(a, true);
     }
 }
-TEST_CASE("CausalLinearAttention prefill from zero state (3 inputs) then in-place steps, all dtypes")
+TEST_CASE("CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes")
 {
     for (Act a : kALL_ACTS)
     {
-        attentionPrefillThenStep(a, 2);
+        attentionPrefillThenStep(a, false);
     }
 }
 

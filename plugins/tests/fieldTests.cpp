@@ -293,7 +293,8 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
         auto* build = p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD);
         REQUIRE(build != nullptr);
         CHECK_EQ(std::string(build->getInterfaceInfo().kind), "PLUGIN_V3ONE_BUILD");
-        CHECK_EQ(build->getInterfaceInfo().major, 2);
+        // Version 1 (IPluginV3OneBuild): no getAliasedInput, outputs never alias inputs.
+        CHECK_EQ(build->getInterfaceInfo().major, 1);
         auto* runtime = p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME);
         REQUIRE(runtime != nullptr);
         CHECK_EQ(std::string(runtime->getInterfaceInfo().kind), "PLUGIN_V3ONE_RUNTIME");

@@ -1,11 +1,18 @@
 /*
- * Loads librnnx_trt_plugins.so the way IPluginRegistry::loadLibrary does: dlopen, the exported
- * setLoggerFinder() and getCreators(), then one plugin from each creator.
+ * Loads the two plugin libraries the way TensorRT's loaders do, without TensorRT:
  *
- * This executable exports a getPluginRegistry() returning a registry test double (no real registry exists
- * without the TensorRT library), so the library's self-registration on dlopen and its hand-over in
- * getCreators() (deregistering, so that loadLibrary can register without duplicates) are checked too.
- * Usage: rnnx_plugin_library_test <path to librnnx_trt_plugins.so>
+ *  - librnnx_trt_plugins.so as IPluginRegistry::loadLibrary / trtexec --dynamicPlugins load it: dlopen, the
+ *    exported setLoggerFinder() and getCreators(), then the loader registers each creator. The dlopen itself
+ *    must not touch a registry (no static initialiser may register while the registry is inside loadLibrary).
+ *  - librnnx_trt_plugins_static.so as trtexec --staticPlugins / polygraphy --plugins load it: a plain dlopen,
+ *    after which the library's static initialiser has registered each creator once; it exports no
+ *    getCreators, and a second dlopen of the same path registers nothing more.
+ *
+ * Test double: this executable exports a getPluginRegistry() returning a stand-in registry (no real registry
+ * exists without the TensorRT library), found by the self-registering library's dlsym(RTLD_DEFAULT). Like
+ * TensorRT's registry, it refuses a second creator with the same name, version and namespace; it counts every
+ * call so that "registered once" and "not touched" can be checked.
+ * Usage: rnnx_plugin_library_test <librnnx_trt_plugins.so> <librnnx_trt_plugins_static.so>
  */
 #include <NvInferRuntime.h>
 
@@ -27,6 +34,7 @@ using SetLoggerFinderFn = void (*)(nvinfer1::ILoggerFinder*);
 
 int gFailures = 0;
 int gChecks = 0;
+int gGetPluginRegistryCalls = 0;
 
 void check(bool ok, char const* what)
 {
@@ -38,12 +46,24 @@ void check(bool ok, char const* what)
     }
 }
 
-//! Test double of TensorRT's plugin registry: records V3 creator registrations.
+//! "name/version/namespace" of a V3 creator registered under `ns`.
+std::string creatorKey(nvinfer1::IPluginCreatorInterface& creator, char const* ns)
+{
+    if (std::strcmp(creator.getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") != 0)
+    {
+        return "?";
+    }
+    auto& v3 = static_cast<nvinfer1::IPluginCreatorV3One&>(creator);
+    return std::string(v3.getPluginName()) + "/" + v3.getPluginVersion() + "/" + (ns != nullptr ? ns : "");
+}
+
+//! Stand-in for TensorRT's plugin registry: records V3 creator registrations, refuses duplicates by key.
 class RegistryDouble : public nvinfer1::IPluginRegistry
 {
 public:
     bool registerCreator(nvinfer1::IPluginCreator&, char const* const) noexcept override
     {
+        ++calls;
         return false;
     }
     nvinfer1::IPluginCreator* const* getPluginCreatorList(int32_t* const n) const noexcept override
@@ -54,6 +74,7 @@ public:
     nvinfer1::IPluginCreator* getPluginCreator(
         char const* const, char const* const, char const* const) noexcept override
     {
+        ++calls;
         return nullptr;
     }
     void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
@@ -63,6 +84,7 @@ public:
     }
     bool deregisterCreator(nvinfer1::IPluginCreator const&) noexcept override
     {
+        ++calls;
         return false;
     }
     bool isParentSearchEnabled() const override
@@ -72,20 +94,24 @@ public:
     void setParentSearchEnabled(bool const) override {}
     PluginLibraryHandle loadLibrary(char const*) noexcept override
     {
+        ++calls;
         return nullptr;
     }
     void deregisterLibrary(PluginLibraryHandle) noexcept override {}
     bool registerCreator(nvinfer1::IPluginCreatorInterface& creator, char const* const ns) noexcept override
     {
-        for (auto* c : registered)
+        ++calls;
+        ++registerCalls;
+        std::string const key = creatorKey(creator, ns);
+        for (auto const& k : keys)
         {
-            if (c == &creator)
+            if (k == key)
             {
                 return false;
             }
         }
         registered.push_back(&creator);
-        namespaces.emplace_back(ns != nullptr ? ns : "");
+        keys.push_back(key);
         return true;
     }
     nvinfer1::IPluginCreatorInterface* const* getAllCreators(int32_t* const n) const noexcept override
@@ -94,18 +120,28 @@ public:
         return registered.data();
     }
     nvinfer1::IPluginCreatorInterface* getCreator(
-        char const* const, char const* const, char const* const) noexcept override
+        char const* const name, char const* const version, char const* const ns) noexcept override
     {
+        ++calls;
+        std::string const key = std::string(name) + "/" + version + "/" + (ns != nullptr ? ns : "");
+        for (size_t i = 0; i < keys.size(); ++i)
+        {
+            if (keys[i] == key)
+            {
+                return registered[i];
+            }
+        }
         return nullptr;
     }
     bool deregisterCreator(nvinfer1::IPluginCreatorInterface const& creator) noexcept override
     {
+        ++calls;
         for (size_t i = 0; i < registered.size(); ++i)
         {
             if (registered[i] == &creator)
             {
                 registered.erase(registered.begin() + static_cast<std::ptrdiff_t>(i));
-                ++deregistered;
+                keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(i));
                 return true;
             }
         }
@@ -124,9 +160,19 @@ public:
         return getAllCreators(n);
     }
 
+    //! Forgets everything (the next part of the test stands for a fresh process).
+    void reset()
+    {
+        registered.clear();
+        keys.clear();
+        calls = 0;
+        registerCalls = 0;
+    }
+
     std::vector<nvinfer1::IPluginCreatorInterface*> registered;
-    std::vector<std::string> namespaces;
-    int deregistered{0};
+    std::vector<std::string> keys;
+    int calls{0};
+    int registerCalls{0};
 };
 
 RegistryDouble gRegistry;
@@ -155,63 +201,26 @@ public:
     CountingLogger logger;
 };
 
-} // namespace
+std::vector<std::string> const kExpectedKeys{"SRUScan/1/rnnx", "CausalLinearAttention/1/rnnx"};
 
-extern "C" nvinfer1::IPluginRegistry* getPluginRegistry() noexcept
+//! One plugin from each registered creator; bad fields are refused (and logged, through `finder` when given).
+void checkCreators(Finder* finder)
 {
-    return &gRegistry;
-}
-
-int main(int argc, char** argv)
-{
-    if (argc != 2)
+    for (auto const& key : kExpectedKeys)
     {
-        std::printf("usage: %s <librnnx_trt_plugins.so>\n", argv[0]);
-        return 2;
-    }
-    void* handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr)
-    {
-        std::printf("FAILED dlopen: %s\n0 passed, 1 failed\n", dlerror());
-        return 1;
-    }
-    check(gRegistry.registered.size() == 2, "dlopen registered both creators with the registry");
-    check(gRegistry.namespaces == std::vector<std::string>({"rnnx", "rnnx"}), "registered under namespace rnnx");
-    auto getCreators = reinterpret_cast<GetCreatorsFn>(dlsym(handle, "getCreators"));
-    auto setLoggerFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(handle, "setLoggerFinder"));
-    check(getCreators != nullptr, "getCreators is exported");
-    check(setLoggerFinder != nullptr, "setLoggerFinder is exported");
-    check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
-    if (getCreators == nullptr || setLoggerFinder == nullptr)
-    {
-        std::printf("0 passed, %d failed\n", gFailures);
-        return 1;
-    }
-    static Finder finder;
-    setLoggerFinder(&finder);
-    int32_t nb = -1;
-    nvinfer1::IPluginCreatorInterface* const* creators = getCreators(nb);
-    check(nb == 2 && creators != nullptr, "two creators");
-    check(gRegistry.registered.empty() && gRegistry.deregistered == 2,
-        "getCreators handed the registration over to its caller (no duplicates)");
-    for (int32_t i = 0; creators != nullptr && i < nb; ++i)
-    {
-        check(gRegistry.registerCreator(*creators[i], "rnnx"), "the caller registers the creators");
-    }
-    int32_t again = 0;
-    getCreators(again);
-    check(gRegistry.registered.size() == 2 && gRegistry.deregistered == 2, "a second getCreators leaves them");
-    for (int32_t i = 0; creators != nullptr && i < nb; ++i)
-    {
-        check(std::strcmp(creators[i]->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") == 0, "V3One creator");
-        auto* creator = static_cast<nvinfer1::IPluginCreatorV3One*>(creators[i]);
-        std::string const name = creator->getPluginName();
-        check(name == (i == 0 ? "SRUScan" : "CausalLinearAttention"), "creator name");
-        check(std::strcmp(creator->getPluginVersion(), "1") == 0, "creator version");
+        std::string const name = key.substr(0, key.find('/'));
+        nvinfer1::IPluginCreatorInterface* found = gRegistry.getCreator(name.c_str(), "1", "rnnx");
+        check(found != nullptr, "the registry finds the creator by name, version and namespace");
+        if (found == nullptr)
+        {
+            continue;
+        }
+        check(std::strcmp(found->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") == 0, "V3One creator");
+        auto* creator = static_cast<nvinfer1::IPluginCreatorV3One*>(found);
         check(std::strcmp(creator->getPluginNamespace(), "rnnx") == 0, "creator namespace");
         int32_t const hidden = 8;
         float const eps = 1e-6F;
-        nvinfer1::PluginField field = i == 0
+        nvinfer1::PluginField field = name == "SRUScan"
             ? nvinfer1::PluginField("hidden_size", &hidden, nvinfer1::PluginFieldType::kINT32, 1)
             : nvinfer1::PluginField("eps", &eps, nvinfer1::PluginFieldType::kFLOAT32, 1);
         nvinfer1::PluginFieldCollection fc{1, &field};
@@ -220,10 +229,106 @@ int main(int argc, char** argv)
         delete plugin;
         nvinfer1::PluginField unknown("no_such_field", &hidden, nvinfer1::PluginFieldType::kINT32, 1);
         nvinfer1::PluginFieldCollection bad{1, &unknown};
-        int const before = finder.logger.errors;
+        int const before = finder != nullptr ? finder->logger.errors : 0;
         check(creator->createPlugin("layer", &bad, nvinfer1::TensorRTPhase::kBUILD) == nullptr, "bad fields rejected");
-        check(finder.logger.errors > before, "error reported through the logger finder");
+        if (finder != nullptr)
+        {
+            check(finder->logger.errors > before, "error reported through the logger finder");
+        }
     }
+}
+
+//! IPluginRegistry::loadLibrary's mechanism: dlopen, setLoggerFinder, getCreators, the loader registers.
+void loadLibraryShape(char const* path)
+{
+    std::printf("librnnx_trt_plugins.so through loadLibrary's mechanism: %s\n", path);
+    gRegistry.reset();
+    gGetPluginRegistryCalls = 0;
+    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    check(handle != nullptr, "dlopen of the loadLibrary library");
+    if (handle == nullptr)
+    {
+        std::printf("  dlopen: %s\n", dlerror());
+        return;
+    }
+    check(gGetPluginRegistryCalls == 0 && gRegistry.calls == 0,
+        "dlopen did not touch the registry (no registration while the registry is inside loadLibrary)");
+    auto getCreators = reinterpret_cast<GetCreatorsFn>(dlsym(handle, "getCreators"));
+    auto setLoggerFinder = reinterpret_cast<SetLoggerFinderFn>(dlsym(handle, "setLoggerFinder"));
+    check(getCreators != nullptr, "getCreators is exported");
+    check(setLoggerFinder != nullptr, "setLoggerFinder is exported");
+    check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
+    if (getCreators == nullptr || setLoggerFinder == nullptr)
+    {
+        return;
+    }
+    static Finder finder;
+    setLoggerFinder(&finder);
+    int32_t nb = -1;
+    nvinfer1::IPluginCreatorInterface* const* creators = getCreators(nb);
+    check(nb == 2 && creators != nullptr, "two creators");
+    check(gRegistry.calls == 0, "getCreators did not touch the registry");
+    for (int32_t i = 0; creators != nullptr && i < nb; ++i)
+    {
+        check(gRegistry.registerCreator(*creators[i], "rnnx"), "the loader registers each creator");
+    }
+    check(gRegistry.keys == kExpectedKeys, "one registration per creator: SRUScan, CausalLinearAttention v1 rnnx");
+    // A second dlopen of the same path (what a second loadLibrary starts with) runs no initialiser.
+    void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    check(again == handle, "a second dlopen returns the loaded library");
+    check(gRegistry.registerCalls == nb && gGetPluginRegistryCalls == 0, "a second dlopen registered nothing");
+    // What a second loadLibrary would then do: register again, which the registry refuses. Hence rnnx's Python
+    // loader checks the registry first and calls load_library at most once per process and path.
+    int32_t nbAgain = 0;
+    nvinfer1::IPluginCreatorInterface* const* same = getCreators(nbAgain);
+    check(same == creators && nbAgain == nb, "getCreators returns the same creators");
+    check(!gRegistry.registerCreator(*same[0], "rnnx"), "the registry refuses a duplicate creator");
+    check(gRegistry.keys.size() == 2, "still one registration per creator");
+    checkCreators(&finder);
+}
+
+//! trtexec --staticPlugins / polygraphy --plugins: a plain dlopen; the library registers itself.
+void plainDlopenShape(char const* path)
+{
+    std::printf("librnnx_trt_plugins_static.so through a plain dlopen: %s\n", path);
+    gRegistry.reset();
+    gGetPluginRegistryCalls = 0;
+    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    check(handle != nullptr, "dlopen of the self-registering library");
+    if (handle == nullptr)
+    {
+        std::printf("  dlopen: %s\n", dlerror());
+        return;
+    }
+    check(gGetPluginRegistryCalls >= 1, "the initialiser looked up getPluginRegistry");
+    check(gRegistry.registerCalls == 2, "the initialiser called registerCreator once per creator");
+    check(gRegistry.keys == kExpectedKeys, "registered: SRUScan, CausalLinearAttention, version 1, namespace rnnx");
+    check(dlsym(handle, "getCreators") == nullptr, "getCreators is not exported (no second mechanism)");
+    check(dlsym(handle, "setLoggerFinder") == nullptr, "setLoggerFinder is not exported");
+    check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
+    void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    check(again == handle, "a second dlopen returns the loaded library");
+    check(gRegistry.registerCalls == 2 && gRegistry.keys.size() == 2, "a second dlopen registered nothing more");
+    checkCreators(nullptr);
+}
+
+} // namespace
+
+extern "C" nvinfer1::IPluginRegistry* getPluginRegistry() noexcept
+{
+    ++gGetPluginRegistryCalls;
+    return &gRegistry;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc != 3)
+    {
+        std::printf("usage: %s <librnnx_trt_plugins.so> <librnnx_trt_plugins_static.so>\n", argv[0]);
+        return 2;
+    }
+    loadLibraryShape(argv[1]);
+    plainDlopenShape(argv[2]);
     std::printf("%d passed, %d failed\n", gChecks - gFailures, gFailures);
     return gFailures == 0 ? 0 : 1;
 }

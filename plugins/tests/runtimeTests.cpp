@@ -1,6 +1,8 @@
 /*
  * Runtime behaviour: onShapeChange validation and enqueue's arguments to the kernels (recorded by the
- * kernels test double; nothing is launched), including absent optional inputs and in-place state.
+ * kernels test double; nothing is launched) for the fixed TensorRT node layouts (SRUScan: six inputs, x a
+ * dummy unless read; CausalLinearAttention: five), refusal of any other input count, and state outputs in
+ * their own buffers (the plugins declare no aliasing; the runtime double-buffers state).
  */
 #include "kernelsDouble.h"
 #include "testHarness.h"
@@ -25,96 +27,161 @@ cudaStream_t const kStream = reinterpret_cast<cudaStream_t>(0xabc0);
 
 } // namespace
 
-TEST_CASE("SRUScan enqueue passes sizes, attributes and pointers; absent x / mask_pad are nullptr")
+TEST_CASE("SRUScan enqueue passes sizes, attributes and pointers; x only when read, mask_pad always")
 {
     int32_t const L = 5, B = 3, d = 4;
     for (int32_t matrices : {3, 4})
     {
-        for (bool mask : {false, true})
+        for (int32_t skip : {0, 1})
         {
-            int32_t const D = 2;
-            auto plugin = makeSru(d, D, matrices, 1, 1, 0.75F);
-            bool const hasX = matrices == 3;
-            std::vector<nvinfer1::PluginTensorDesc> in{desc({L, B, D * d * matrices}, DataType::kHALF)};
-            if (hasX)
+            for (DataType maskType : {DataType::kBOOL, DataType::kUINT8})
             {
-                in.push_back(desc({L, B, D * d}, DataType::kHALF));
+                int32_t const D = 2;
+                auto plugin = makeSru(d, D, matrices, skip, 1, 0.75F);
+                bool const readsX = matrices == 3 && skip == 1;
+                // The TensorRT node: U, x (the exporter's 1-element dummy unless read), weight_c, bias, c0, mask_pad.
+                std::vector<nvinfer1::PluginTensorDesc> in{desc({L, B, D * d * matrices}, DataType::kHALF),
+                    readsX ? desc({L, B, D * d}, DataType::kHALF) : desc({1}, DataType::kHALF),
+                    desc({2 * D * d}, DataType::kHALF), desc({2 * D * d}, DataType::kHALF),
+                    desc({B, D * d}, DataType::kFLOAT), desc({L, B}, maskType)};
+                std::vector<nvinfer1::PluginTensorDesc> out{
+                    desc({L, B, D * d}, DataType::kHALF), desc({B, D * d}, DataType::kFLOAT)};
+                REQUIRE(plugin->onShapeChange(in.data(), 6, out.data(), 2) == 0);
+                std::vector<void const*> inPtr;
+                for (int32_t i = 0; i < 6; ++i)
+                {
+                    inPtr.push_back(address(i));
+                }
+                // c_last in its own buffer: the plugin declares no aliasing, so TensorRT never binds it to c0.
+                void* outPtr[2] = {address(10), address(11)};
+                REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
+                SruScanCall const& call = kernelsDouble().sru;
+                CHECK_EQ(call.count, 1);
+                CHECK(call.params.length == L && call.params.batch == B && call.params.hidden_size == d);
+                CHECK(call.params.num_directions == D && call.params.num_matrices == matrices);
+                CHECK(call.params.has_skip_term == (skip == 1) && call.params.use_tanh && call.params.scale_x == 0.75F);
+                CHECK(call.type == kernels::DataType::kHALF);
+                CHECK(call.U == inPtr[0]);
+                CHECK(call.x == (readsX ? inPtr[1] : nullptr));
+                CHECK(call.weightC == inPtr[2]);
+                CHECK(call.bias == inPtr[3]);
+                CHECK(call.c0 == inPtr[4]);
+                CHECK(call.maskPad == inPtr[5]);
+                CHECK(call.h == outPtr[0]);
+                CHECK(static_cast<void*>(call.cLast) == outPtr[1]);
+                CHECK(call.stream == kStream);
+                kernelsDouble() = KernelsDouble{};
             }
-            in.push_back(desc({2 * D * d}, DataType::kHALF));
-            in.push_back(desc({2 * D * d}, DataType::kHALF));
-            in.push_back(desc({B, D * d}, DataType::kFLOAT));
-            if (mask)
-            {
-                in.push_back(desc({L, B}, DataType::kBOOL));
-            }
-            std::vector<nvinfer1::PluginTensorDesc> out{
-                desc({L, B, D * d}, DataType::kHALF), desc({B, D * d}, DataType::kFLOAT)};
-            auto const n = static_cast<int32_t>(in.size());
-            REQUIRE(plugin->onShapeChange(in.data(), n, out.data(), 2) == 0);
-            std::vector<void const*> inPtr;
-            for (int32_t i = 0; i < n; ++i)
-            {
-                inPtr.push_back(address(i));
-            }
-            // c_last aliased to c0, as TensorRT binds it when the aliasing preview feature is on.
-            void* outPtr[2] = {address(10), const_cast<void*>(inPtr[hasX ? 4 : 3])};
-            REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
-            SruScanCall const& call = kernelsDouble().sru;
-            CHECK_EQ(call.count, 1);
-            CHECK(call.params.length == L && call.params.batch == B && call.params.hidden_size == d);
-            CHECK(call.params.num_directions == D && call.params.num_matrices == matrices);
-            CHECK(call.params.has_skip_term && call.params.use_tanh && call.params.scale_x == 0.75F);
-            CHECK(call.type == kernels::DataType::kHALF);
-            CHECK(call.U == inPtr[0]);
-            CHECK(call.x == (hasX ? inPtr[1] : nullptr));
-            CHECK(call.weightC == inPtr[hasX ? 2 : 1]);
-            CHECK(call.bias == inPtr[hasX ? 3 : 2]);
-            CHECK(call.c0 == inPtr[hasX ? 4 : 3]);
-            CHECK(call.maskPad == (mask ? inPtr[n - 1] : nullptr));
-            CHECK(call.h == outPtr[0]);
-            CHECK(static_cast<void const*>(call.cLast) == static_cast<void const*>(call.c0));
-            CHECK(call.stream == kStream);
-            kernelsDouble() = KernelsDouble{};
         }
     }
 }
 
-TEST_CASE("SRUScan onShapeChange rejects shapes that do not match the attributes")
+TEST_CASE("SRUScan onShapeChange rejects shapes that do not match the attributes; a dummy x has any shape")
 {
     auto plugin = makeSru(4, 1, 4);
     std::vector<nvinfer1::PluginTensorDesc> out{desc({2, 2, 4}, DataType::kFLOAT), desc({2, 4}, DataType::kFLOAT)};
-    std::vector<nvinfer1::PluginTensorDesc> good{desc({2, 2, 16}, DataType::kFLOAT), desc({8}, DataType::kFLOAT),
-        desc({8}, DataType::kFLOAT), desc({2, 4}, DataType::kFLOAT)};
-    CHECK_EQ(plugin->onShapeChange(good.data(), 4, out.data(), 2), 0);
+    std::vector<nvinfer1::PluginTensorDesc> good{desc({2, 2, 16}, DataType::kFLOAT), desc({1}, DataType::kFLOAT),
+        desc({8}, DataType::kFLOAT), desc({8}, DataType::kFLOAT), desc({2, 4}, DataType::kFLOAT),
+        desc({2, 2}, DataType::kBOOL)};
+    CHECK_EQ(plugin->onShapeChange(good.data(), 6, out.data(), 2), 0);
+    for (auto const& dummy : {desc({}, DataType::kFLOAT), desc({7, 3, 5}, DataType::kFLOAT),
+             desc({2, 2, 4}, DataType::kFLOAT), desc({0}, DataType::kFLOAT)})
+    {
+        auto anyX = good;
+        anyX[1] = dummy;
+        CHECK_EQ(plugin->onShapeChange(anyX.data(), 6, out.data(), 2), 0);
+    }
+    CHECK_EQ(takeLoggedErrors(), 0);
     auto wrongWidth = good;
     wrongWidth[0] = desc({2, 2, 12}, DataType::kFLOAT);
-    CHECK(plugin->onShapeChange(wrongWidth.data(), 4, out.data(), 2) != 0);
+    CHECK(plugin->onShapeChange(wrongWidth.data(), 6, out.data(), 2) != 0);
     auto wrongBatch = good;
-    wrongBatch[3] = desc({3, 4}, DataType::kFLOAT);
-    CHECK(plugin->onShapeChange(wrongBatch.data(), 4, out.data(), 2) != 0);
+    wrongBatch[4] = desc({3, 4}, DataType::kFLOAT);
+    CHECK(plugin->onShapeChange(wrongBatch.data(), 6, out.data(), 2) != 0);
     auto wrongWeight = good;
-    wrongWeight[1] = desc({4}, DataType::kFLOAT);
-    CHECK(plugin->onShapeChange(wrongWeight.data(), 4, out.data(), 2) != 0);
-    auto withMask = good;
-    withMask.push_back(desc({2, 3}, DataType::kUINT8));
-    CHECK(plugin->onShapeChange(withMask.data(), 5, out.data(), 2) != 0);
-    withMask.back() = desc({2, 2}, DataType::kUINT8);
-    CHECK_EQ(plugin->onShapeChange(withMask.data(), 5, out.data(), 2), 0);
+    wrongWeight[2] = desc({4}, DataType::kFLOAT);
+    CHECK(plugin->onShapeChange(wrongWeight.data(), 6, out.data(), 2) != 0);
+    auto wrongMask = good;
+    wrongMask[5] = desc({2, 3}, DataType::kUINT8);
+    CHECK(plugin->onShapeChange(wrongMask.data(), 6, out.data(), 2) != 0);
+    wrongMask[5] = desc({2, 2}, DataType::kUINT8);
+    CHECK_EQ(plugin->onShapeChange(wrongMask.data(), 6, out.data(), 2), 0);
     CHECK(takeLoggedErrors() >= 4);
+    // The old k = 4 layout without x (U, weight_c, bias, c0[, mask_pad]).
+    std::vector<nvinfer1::PluginTensorDesc> old{good[0], good[2], good[3], good[4], good[5]};
+    CHECK(plugin->onShapeChange(old.data(), 4, out.data(), 2) != 0);
+    CHECK(plugin->onShapeChange(old.data(), 5, out.data(), 2) != 0);
+    // With x read (k = 3, skip term), x must be (L, B, D*d).
+    auto withX = makeSru(4);
+    std::vector<nvinfer1::PluginTensorDesc> k3 = good;
+    k3[0] = desc({2, 2, 12}, DataType::kFLOAT);
+    k3[1] = desc({2, 2, 4}, DataType::kFLOAT);
+    CHECK_EQ(withX->onShapeChange(k3.data(), 6, out.data(), 2), 0);
+    k3[1] = desc({1}, DataType::kFLOAT);
+    CHECK(withX->onShapeChange(k3.data(), 6, out.data(), 2) != 0);
+}
+
+TEST_CASE("SRUScan and CausalLinearAttention refuse the old input counts, naming the expected count")
+{
+    std::vector<nvinfer1::PluginTensorDesc> in(8, desc({2, 2, 16}, DataType::kFLOAT));
+    std::vector<nvinfer1::PluginTensorDesc> out(3, desc({2, 2, 4}, DataType::kFLOAT));
+    for (int32_t matrices : {3, 4})
+    {
+        for (int32_t skip : {0, 1})
+        {
+            auto plugin = makeSru(4, 1, matrices, skip);
+            // 4 / 5: the count-based layouts (x left out, mask_pad optional); 7: one too many.
+            for (int32_t n : {4, 5, 7})
+            {
+                takeLoggedMessages();
+                CHECK(plugin->onShapeChange(in.data(), n, out.data(), 2) != 0);
+                std::string const logged = takeLoggedMessages();
+                CHECK(logged.find("SRUScan 'layer': expected exactly 6 inputs") != std::string::npos);
+                CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+            }
+        }
+    }
+    auto attention = makeAttention();
+    for (int32_t n : {3, 4, 6})
+    {
+        takeLoggedMessages();
+        CHECK(attention->onShapeChange(in.data(), n, out.data(), 3) != 0);
+        std::string const logged = takeLoggedMessages();
+        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
+        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+    }
+    // The static layouts say the same without a plugin instance.
+    plugin::SruScanInputs sruLayout;
+    CHECK(!plugin::SruScanPlugin::inputLayout(plugin::SruScanParameters{}, 5, sruLayout));
+    CHECK(takeLoggedMessages().find("SRUScan: expected exactly 6 inputs") != std::string::npos);
+    REQUIRE(plugin::SruScanPlugin::inputLayout(plugin::SruScanParameters{}, 6, sruLayout));
+    CHECK(sruLayout.U == 0 && sruLayout.x == 1 && sruLayout.weightC == 2 && sruLayout.bias == 3);
+    CHECK(sruLayout.c0 == 4 && sruLayout.maskPad == 5 && sruLayout.readsX);
+    plugin::SruScanParameters k4;
+    k4.numMatrices = 4;
+    REQUIRE(plugin::SruScanPlugin::inputLayout(k4, 6, sruLayout));
+    CHECK(sruLayout.x == 1 && sruLayout.c0 == 4 && !sruLayout.readsX);
+    plugin::CausalLinearAttentionInputs attentionLayout;
+    CHECK(!plugin::CausalLinearAttentionPlugin::inputLayout(4, attentionLayout));
+    CHECK(takeLoggedMessages().find("CausalLinearAttention: expected exactly 5 inputs") != std::string::npos);
+    REQUIRE(plugin::CausalLinearAttentionPlugin::inputLayout(5, attentionLayout));
+    CHECK(attentionLayout.q == 0 && attentionLayout.k == 1 && attentionLayout.v == 2);
+    CHECK(attentionLayout.S0 == 3 && attentionLayout.z0 == 4);
 }
 
 TEST_CASE("SRUScan enqueue reports a kernel error and an unconfigured plugin without crashing")
 {
     auto fresh = makeSru(4);
-    std::vector<nvinfer1::PluginTensorDesc> in(5, desc({1}, DataType::kFLOAT));
-    void const* inPtr[5]{};
+    std::vector<nvinfer1::PluginTensorDesc> in(6, desc({1}, DataType::kFLOAT));
+    void const* inPtr[6]{};
     void* outPtr[2]{};
     CHECK(fresh->enqueue(in.data(), in.data(), inPtr, outPtr, nullptr, kStream) != 0);
     CHECK_EQ(kernelsDouble().sru.count, 0);
     auto plugin = makeSru(4, 1, 4);
-    std::vector<nvinfer1::PluginTensorDesc> good{desc({2, 2, 16}, DataType::kBF16), desc({8}, DataType::kBF16),
-        desc({8}, DataType::kBF16), desc({2, 4}, DataType::kFLOAT)};
-    REQUIRE(plugin->onShapeChange(good.data(), 4, good.data(), 2) == 0);
+    std::vector<nvinfer1::PluginTensorDesc> good{desc({2, 2, 16}, DataType::kBF16), desc({1}, DataType::kBF16),
+        desc({8}, DataType::kBF16), desc({8}, DataType::kBF16), desc({2, 4}, DataType::kFLOAT),
+        desc({2, 2}, DataType::kBOOL)};
+    REQUIRE(plugin->onShapeChange(good.data(), 6, good.data(), 2) == 0);
     kernelsDouble().status = cudaErrorInvalidValue;
     takeLoggedErrors();
     CHECK(plugin->enqueue(good.data(), good.data(), inPtr, outPtr, nullptr, kStream) != 0);
@@ -129,37 +196,30 @@ TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, state pointers and t
     auto const v = desc({B, H, L, M}, DataType::kFLOAT);
     auto const S = desc({B, H, E, M}, DataType::kFLOAT);
     auto const z = desc({B, H, E}, DataType::kFLOAT);
-    struct Case
+    // The TensorRT node always lists q, k, v, S0, z0 (zeros when the model gave no state); S0 / z0 always go to
+    // the kernel, and S_last / z_last have their own buffers (the plugin declares no aliasing).
+    auto plugin = makeAttention(0.5F);
+    std::vector<nvinfer1::PluginTensorDesc> in{q, q, v, S, z};
+    std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
+    REQUIRE(plugin->onShapeChange(in.data(), 5, out.data(), 3) == 0);
+    std::vector<void const*> inPtr;
+    for (int32_t i = 0; i < 5; ++i)
     {
-        std::vector<nvinfer1::PluginTensorDesc> in;
-        int32_t S0, z0;
-    };
-    for (Case const& c :
-        {Case{{q, q, v}, -1, -1}, Case{{q, q, v, S}, 3, -1}, Case{{q, q, v, z}, -1, 3}, Case{{q, q, v, S, z}, 3, 4}})
-    {
-        auto plugin = makeAttention(0.5F);
-        std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
-        auto const n = static_cast<int32_t>(c.in.size());
-        REQUIRE(plugin->onShapeChange(c.in.data(), n, out.data(), 3) == 0);
-        std::vector<void const*> inPtr;
-        for (int32_t i = 0; i < n; ++i)
-        {
-            inPtr.push_back(address(i));
-        }
-        void* outPtr[3] = {address(10), address(11), address(12)};
-        kernelsDouble() = KernelsDouble{};
-        REQUIRE(plugin->enqueue(c.in.data(), out.data(), inPtr.data(), outPtr, address(20), kStream) == 0);
-        AttentionCall const& call = kernelsDouble().attention;
-        CHECK_EQ(call.count, 1);
-        CHECK(call.params.batch == B && call.params.heads == H && call.params.length == L);
-        CHECK(call.params.dim_k == E && call.params.dim_v == M && call.params.eps == 0.5F);
-        CHECK(call.type == kernels::DataType::kFLOAT);
-        CHECK(call.q == inPtr[0] && call.k == inPtr[1] && call.v == inPtr[2]);
-        CHECK(static_cast<void const*>(call.S0) == (c.S0 >= 0 ? inPtr[c.S0] : nullptr));
-        CHECK(static_cast<void const*>(call.z0) == (c.z0 >= 0 ? inPtr[c.z0] : nullptr));
-        CHECK(call.out == outPtr[0] && call.SLast == outPtr[1] && call.zLast == outPtr[2]);
-        CHECK(call.workspace == address(20) && call.stream == kStream);
+        inPtr.push_back(address(i));
     }
+    void* outPtr[3] = {address(10), address(11), address(12)};
+    kernelsDouble() = KernelsDouble{};
+    REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, address(20), kStream) == 0);
+    AttentionCall const& call = kernelsDouble().attention;
+    CHECK_EQ(call.count, 1);
+    CHECK(call.params.batch == B && call.params.heads == H && call.params.length == L);
+    CHECK(call.params.dim_k == E && call.params.dim_v == M && call.params.eps == 0.5F);
+    CHECK(call.type == kernels::DataType::kFLOAT);
+    CHECK(call.q == inPtr[0] && call.k == inPtr[1] && call.v == inPtr[2]);
+    CHECK(static_cast<void const*>(call.S0) == inPtr[3]);
+    CHECK(static_cast<void const*>(call.z0) == inPtr[4]);
+    CHECK(call.out == outPtr[0] && call.SLast == outPtr[1] && call.zLast == outPtr[2]);
+    CHECK(call.workspace == address(20) && call.stream == kStream);
 }
 
 TEST_CASE("CausalLinearAttention onShapeChange rejects inconsistent shapes")
@@ -167,17 +227,20 @@ TEST_CASE("CausalLinearAttention onShapeChange rejects inconsistent shapes")
     auto plugin = makeAttention();
     auto const q = desc({2, 3, 7, 16}, DataType::kHALF);
     auto const v = desc({2, 3, 7, 8}, DataType::kHALF);
-    std::vector<nvinfer1::PluginTensorDesc> out{
-        v, desc({2, 3, 16, 8}, DataType::kFLOAT), desc({2, 3, 16}, DataType::kFLOAT)};
-    std::vector<nvinfer1::PluginTensorDesc> kShort{q, desc({2, 3, 6, 16}, DataType::kHALF), v};
-    CHECK(plugin->onShapeChange(kShort.data(), 3, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> wrongS{q, q, v, desc({2, 3, 8, 16}, DataType::kFLOAT)};
-    CHECK(plugin->onShapeChange(wrongS.data(), 4, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> wrongZ{q, q, v, desc({2, 3, 8}, DataType::kFLOAT)};
-    CHECK(plugin->onShapeChange(wrongZ.data(), 4, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> good{q, q, v};
-    CHECK_EQ(plugin->onShapeChange(good.data(), 3, out.data(), 3), 0);
-    void const* inPtr[3]{};
+    auto const S = desc({2, 3, 16, 8}, DataType::kFLOAT);
+    auto const z = desc({2, 3, 16}, DataType::kFLOAT);
+    std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
+    std::vector<nvinfer1::PluginTensorDesc> kShort{q, desc({2, 3, 6, 16}, DataType::kHALF), v, S, z};
+    CHECK(plugin->onShapeChange(kShort.data(), 5, out.data(), 3) != 0);
+    std::vector<nvinfer1::PluginTensorDesc> wrongS{q, q, v, desc({2, 3, 8, 16}, DataType::kFLOAT), z};
+    CHECK(plugin->onShapeChange(wrongS.data(), 5, out.data(), 3) != 0);
+    std::vector<nvinfer1::PluginTensorDesc> wrongZ{q, q, v, S, desc({2, 3, 8}, DataType::kFLOAT)};
+    CHECK(plugin->onShapeChange(wrongZ.data(), 5, out.data(), 3) != 0);
+    std::vector<nvinfer1::PluginTensorDesc> swapped{q, q, v, z, S};
+    CHECK(plugin->onShapeChange(swapped.data(), 5, out.data(), 3) != 0);
+    std::vector<nvinfer1::PluginTensorDesc> good{q, q, v, S, z};
+    CHECK_EQ(plugin->onShapeChange(good.data(), 5, out.data(), 3), 0);
+    void const* inPtr[5]{};
     void* outPtr[3]{};
     auto fresh = makeAttention();
     CHECK(fresh->enqueue(good.data(), out.data(), inPtr, outPtr, nullptr, kStream) != 0);

@@ -1,6 +1,6 @@
 /*
  * The runtime of the minimal test harness (testHarness.h), shared by the test executables: the case
- * registry, failure and logged-error counting, and the loop that runs the cases and prints
+ * registry, failure and logged-error counting (with the messages), and the loop that runs the cases and prints
  * "N passed, N failed".
  */
 #include "testHarness.h"
@@ -16,6 +16,7 @@ namespace
 {
 int32_t gFailures{0};
 int32_t gLoggedErrors{0};
+std::string gLoggedMessages;
 char const* gCurrent{""};
 } // namespace
 
@@ -31,9 +32,20 @@ void fail(char const* file, int line, std::string const& what)
     std::cout << "  FAILED " << gCurrent << ": " << file << ":" << line << ": " << what << "\n";
 }
 
-void countLoggedError()
+void countLoggedError(char const* message)
 {
     ++gLoggedErrors;
+    if (message != nullptr)
+    {
+        gLoggedMessages += std::string(message) + "\n";
+    }
+}
+
+std::string takeLoggedMessages()
+{
+    std::string messages;
+    messages.swap(gLoggedMessages);
+    return messages;
 }
 
 int32_t takeLoggedErrors()
@@ -59,6 +71,7 @@ int runTestCases(char const* filter, std::function<void(TestCase const&)> const&
             beforeEach(testCase);
         }
         takeLoggedErrors();
+        takeLoggedMessages();
         int32_t const before = gFailures;
         try
         {

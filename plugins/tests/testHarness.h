@@ -26,10 +26,12 @@ struct TestCase
 std::vector<TestCase>& registry();
 //! Records one failed check of the running test case.
 void fail(char const* file, int line, std::string const& what);
-//! Counts one error the plugins logged (called by the test executables' log sinks).
-void countLoggedError();
+//! Counts one error the plugins logged (called by the test executables' log sinks); keeps `message` if given.
+void countLoggedError(char const* message = nullptr);
 //! Errors the plugins logged since the last call (the tests install a log sink counting them).
 int32_t takeLoggedErrors();
+//! The messages passed to countLoggedError since the last call (or the start of the test case), one a line.
+std::string takeLoggedMessages();
 //! Runs the registered cases whose name contains ``filter`` (all when null), calling ``beforeEach``
 //! first; with ``failOnLoggedErrors`` a case that made a plugin log an error fails. Prints one line
 //! per case and "N passed, N failed"; returns the exit code (0: all passed and at least one ran).

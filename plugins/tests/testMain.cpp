@@ -3,7 +3,8 @@
  * `rnnx_plugin_tests --fields` prints, as JSON, per plugin: the creator's field table, and what a plugin
  * instance (made as the test cases make it) answers about its tensors: the input counts it accepts, its number
  * of outputs, the role of every input and output (probed through supportsFormatCombination), its output types
- * for fp16 activations, and the input each output may alias (getAliasedInput, all inputs given).
+ * for fp16 activations, and the name and version of its build capability ("PLUGIN_V3ONE_BUILD 1.0":
+ * IPluginV3OneBuild, which has no getAliasedInput, so no output ever aliases an input).
  * tests/test_plugins.py compares all of it with the op records of models/ops/spec.py, the single source of the
  * op contract.
  */
@@ -22,11 +23,11 @@ namespace test
 namespace
 {
 
-void countingSink(nvinfer1::ILogger::Severity severity, char const*)
+void countingSink(nvinfer1::ILogger::Severity severity, char const* message)
 {
     if (severity <= nvinfer1::ILogger::Severity::kERROR)
     {
-        countLoggedError();
+        countLoggedError(message);
     }
 }
 
@@ -37,7 +38,7 @@ using IoDescs = std::vector<nvinfer1::DynamicPluginTensorDesc>;
 
 //! The role supportsFormatCombination allows at `pos` while the first input is fp16: "mask" (takes bool),
 //! "activation" (takes fp16) or "state" (takes fp32 only).
-std::string probeRole(nvinfer1::IPluginV3OneBuildV2& build, int32_t pos, int32_t nbInputs, int32_t nbOutputs)
+std::string probeRole(nvinfer1::IPluginV3OneBuild& build, int32_t pos, int32_t nbInputs, int32_t nbOutputs)
 {
     IoDescs io(static_cast<size_t>(nbInputs + nbOutputs), dynDesc(desc({1}, DataType::kHALF)));
     auto const accepts = [&](DataType type)
@@ -83,14 +84,14 @@ template <typename T> std::string jsonList(std::vector<T> const& values, bool qu
 //! The tensor facts of `plugin` as JSON members (no braces); `plugin` is configured with all inputs on the way.
 std::string pluginFacts(nvinfer1::IPluginV3& plugin)
 {
-    auto& build = *static_cast<nvinfer1::IPluginV3OneBuildV2*>(
+    auto& build = *static_cast<nvinfer1::IPluginV3OneBuild*>(
         plugin.getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD));
     int32_t const nbOutputs = build.getNbOutputs();
     IoDescs out(static_cast<size_t>(nbOutputs), dynDesc(desc({1}, DataType::kFLOAT)));
     std::vector<int32_t> counts;
     for (int32_t n = 0; n <= 8; ++n)
     {
-        // 4-D descriptors: CausalLinearAttention tells S0 (4-D) from z0 (3-D) by rank when 4 inputs are given.
+        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 5).
         IoDescs in(static_cast<size_t>(n), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
         if (build.configurePlugin(in.data(), n, out.data(), nbOutputs) == 0)
         {
@@ -115,16 +116,19 @@ std::string pluginFacts(nvinfer1::IPluginV3& plugin)
     }
     std::vector<DataType> types(static_cast<size_t>(nbOutputs), DataType::kINT32);
     std::vector<std::string> outputTypes;
-    std::vector<int32_t> aliases;
     bool const typed = build.getOutputDataTypes(types.data(), nbOutputs, inputTypes.data(), nbInputs) == 0;
     for (int32_t o = 0; o < nbOutputs; ++o)
     {
         outputTypes.emplace_back(typed ? typeName(types[static_cast<size_t>(o)]) : "error");
-        aliases.push_back(build.getAliasedInput(o));
     }
+    // TensorRT tells the build capability's version from this: major 1 (IPluginV3OneBuild) declares no aliasing,
+    // major 2 (IPluginV3OneBuildV2) would be asked getAliasedInput.
+    nvinfer1::InterfaceInfo const info = build.getInterfaceInfo();
+    std::string const buildInterface =
+        std::string(info.kind) + " " + std::to_string(info.major) + "." + std::to_string(info.minor);
     return "\"inputCounts\": " + jsonList(counts, false) + ", \"nbOutputs\": " + std::to_string(nbOutputs)
         + ", \"inputRoles\": " + jsonList(inputRoles, true) + ", \"outputRoles\": " + jsonList(outputRoles, true)
-        + ", \"outputTypes\": " + jsonList(outputTypes, true) + ", \"aliases\": " + jsonList(aliases, false);
+        + ", \"outputTypes\": " + jsonList(outputTypes, true) + ", \"buildInterface\": \"" + buildInterface + "\"";
 }
 
 void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator, std::vector<plugin::FieldDesc> const& table,

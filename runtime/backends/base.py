@@ -23,6 +23,10 @@ Rules a backend must follow:
 * :meth:`Backend.run` never mutates the ``state`` it is given in a way visible to another holder of
   it; it returns a new :class:`BackendState` (it may reuse the *given* state's buffers only when the
   caller passes ``donate=True``, i.e. promises never to use the old state again).
+* Donation is a permission, never a requirement: a backend that cannot reuse buffers ignores
+  ``donate`` (torch, onnxruntime); one that does (tensorrt) may refuse a donated state that comes back
+  (:class:`InputError`). Within one call the new state never shares a buffer with the state read
+  (no in-place update), donated or not.
 * :meth:`Backend.copy_state` returns a state that shares no storage with its argument.
 * Host conversions use plain numpy arrays keyed by the flat state names (``layers.0.S``), with the
   concrete shapes of :meth:`StateSpec.concrete_shape` and dtypes of :attr:`StateSpec.dtype`.
@@ -141,8 +145,9 @@ class Backend(ABC):
         """One graph call. ``inputs``: every data input (graph name -> host array); ``state``: B rows.
 
         Returns ``({data output name: host array (floating ones fp32)}, new state with past_length +
-        the call's length)``. With ``donate=True`` the caller gives up ``state`` and the backend may
-        write into its buffers.
+        the call's length)``. With ``donate=True`` the caller gives up ``state``: the backend may reuse
+        its buffers for later calls' outputs (never this call's). Without it, ``state`` stays valid and
+        its buffers are never reused.
         """
 
     @abstractmethod

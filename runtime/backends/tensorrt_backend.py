@@ -5,17 +5,29 @@
   decode profile.
 * Every state tensor lives in a flat CUDA torch buffer sized for ``max_context`` positions (the
   live tensor is its dense prefix, :mod:`rnnx.runtime.tensorrt.bindings`). A call binds the past
-  buffers as inputs and fresh / recycled buffers as ``present.*`` outputs via
-  ``IExecutionContext.set_tensor_address``, then ``execute_async_v3`` on a CUDA stream. With
-  ``donate=True`` the old state's buffers are recycled for the next call's outputs, i.e. two
-  buffers per state tensor ping-pong by swapping addresses; nothing is copied.
-* ``cuda_graphs=True`` captures the decode step (batch fixed, donated state, no growing KV cache:
-  shapes and addresses must not change between replays) in a ``torch.cuda.CUDAGraph``.
+  buffers as inputs and other buffers as ``present.*`` outputs via
+  ``IExecutionContext.set_tensor_address``, then ``execute_async_v3`` on a CUDA stream. A call never
+  binds one buffer as both a state input and a state output (the engine is built without the
+  ``ALIASED_PLUGIN_IO_10_03`` preview feature, so TensorRT gives plugin outputs their own buffers).
+* ``donate=True`` (:meth:`Session.step` / :meth:`Session.generate` pass it): the caller gives up the
+  old state. Its buffers return to a pool that the next call's outputs draw from, and reusing that
+  state afterwards raises :class:`~rnnx.runtime.tensorrt.graphs.StaleState`. Without donation the
+  caller's buffers are never reused.
+* ``cuda_graphs=True`` (the default) double-buffers a donated decode loop (one step per call, no
+  growing KV cache) through two state buffer sets per batch size, A and B, and two CUDA graphs
+  (``torch.cuda.CUDAGraph``): ``ping`` reads A and writes B, ``pong`` reads B and writes A, replayed
+  alternately (:mod:`rnnx.runtime.tensorrt.graphs` decides per call). Each graph is captured right after
+  an eager ``execute_async_v3`` with the same shapes and addresses, and is keyed by the optimization
+  profile, the batch and every data tensor's address and shape, so a replay only runs on the buffers it
+  captured; a profile switch (a prefill) drops the graphs. A capture that fails turns graphs off for
+  this backend and the calls stay eager.
 
 NOT RUN IN CI: this machine has no GPU and no TensorRT. Written against the documented TensorRT 10
 Python API (``deserialize_cuda_engine``, ``num_io_tensors`` / ``get_tensor_name`` /
 ``get_tensor_mode``, ``set_optimization_profile_async``, ``set_input_shape``, ``set_tensor_address``,
-``execute_async_v3``); tests marked ``tensorrt`` exercise it where TensorRT is installed.
+``get_tensor_address``, ``get_tensor_shape``, ``execute_async_v3``) and ``torch.cuda.graph``; the state
+and graph logic runs on CPU against stand-in contexts in tests/test_runtime_donation.py; tests marked
+``tensorrt`` exercise it where TensorRT is installed.
 """
 
 from __future__ import annotations
@@ -28,7 +40,8 @@ import numpy as np
 from ..artifact import MetadataError, StateSpec, read_metadata, state_specs
 from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
 from ..tensorrt.bindings import plan_bindings
-from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library
+from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library, required_creators
+from ..tensorrt.graphs import CAPTURE, GRAPH_READING, REPLAY, PingPong, StaleState, StepPlan
 from ..tensorrt.profiles import ProfileError, ProfileLimits, build_profiles, select_profile
 from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
 
@@ -58,7 +71,7 @@ class TensorRTBackend(Backend):
         engine_path: Optional[Union[str, Path]] = None,
         plugin_library: Optional[Union[str, Path]] = None,
         cache_dir: Optional[Union[str, Path]] = None,
-        cuda_graphs: bool = False,
+        cuda_graphs: bool = True,
     ) -> None:
         try:
             trt = require_tensorrt()
@@ -81,11 +94,14 @@ class TensorRTBackend(Backend):
         self.profiles = build_profiles(self.metadata, self.limits)
         plugin = Path(plugin_library) if plugin_library is not None else default_plugin_library()
         if engine_path is None:
-            engine_path = build_engine(model_dir, precision, self.profiles, plugin, cache_dir=cache_dir)
+            engine_path = build_engine(
+                model_dir, precision, self.profiles, plugin, cache_dir=cache_dir, device=self.device
+            )
         self._trt = trt
         self._logger = trt.Logger(trt.Logger.WARNING)
-        if plugin is not None:
-            load_plugin_library(trt, plugin)
+        if plugin is not None and self.metadata["ops"]:
+            # The same loader as build_engine's: a no-op when it already loaded this library in this process.
+            load_plugin_library(trt, plugin, required_creators(self.metadata))
         self._runtime = trt.Runtime(self._logger)
         self.engine = self._runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
         if self.engine is None:
@@ -99,7 +115,9 @@ class TensorRTBackend(Backend):
         self._profile: Optional[int] = None
         self._pool: dict[tuple[str, int], list[Any]] = {}
         self._cuda_graphs = cuda_graphs and not any(s.grows for s in self.state_specs)
-        self._graphs: dict[tuple[int, ...], Any] = {}
+        self._graphs: dict[tuple[Any, ...], Any] = {}  # (profile, batch, data key, ping | pong) -> CUDAGraph
+        self._rings: dict[int, PingPong] = {}  # batch -> the decode ring's plan
+        self._ring_buffers: dict[int, dict[str, Any]] = {}  # batch -> buffer name (<state>#0 / #1) -> storage
         # One device buffer per data tensor, grown on demand (a stable address between calls of the same or
         # smaller size, which CUDA-graph replays need; growing one drops the captured graphs).
         self._buffers: dict[str, Any] = {}
@@ -133,10 +151,31 @@ class TensorRTBackend(Backend):
         return torch.empty(self._capacity(spec, batch), dtype=_torch_dtype(spec.dtype), device=self._torch_device)
 
     def _recycle(self, state: BackendState) -> None:
+        """A donated state's own buffers back to the pool (at most two per tensor, each once)."""
         for name, storage in state.extra.get("storage", {}).items():
             free = self._pool.setdefault((name, state.batch), [])
-            if len(free) < 2:
+            if len(free) < 2 and all(storage is not f for f in free):
                 free.append(storage)
+
+    def _ring_storages(self, batch: int, parity: int) -> dict[str, Any]:
+        """State name -> storage of ring set ``parity`` (0 = A, 1 = B) for ``batch``, allocated once.
+        The buffer names are :meth:`BindingPlan.addresses`' (``<state>#0`` / ``<state>#1``)."""
+        buffers = self._ring_buffers.setdefault(batch, {})
+        names = self.plan.addresses(1 - parity)  # a call of parity 1 - p writes set p
+        storages = {}
+        for spec in self.state_specs:
+            buffer = names[spec.output]
+            if buffer not in buffers:
+                buffers[buffer] = self._storage(spec, batch)
+            storages[spec.name] = buffers[buffer]
+        return storages
+
+    def _check_live(self, state: BackendState) -> None:
+        if state.extra.get("donated"):
+            raise StaleState(
+                "state: it was donated to an earlier call (donate=True) and its buffers are reused; "
+                "fork() a state before donating it to keep a copy"
+            )
 
     def _state(self, storages: dict[str, Any], batch: int, past_length: int) -> BackendState:
         tensors = {}
@@ -175,7 +214,7 @@ class TensorRTBackend(Backend):
             profile = select_profile(self.profiles, {t.name: np.shape(inputs[t.name]) for t in self.inputs})
         except ProfileError as e:
             raise InputError(str(e)) from None
-        storages = {s.name: self._storage(s, batch) for s in self.state_specs}
+        self._check_live(state)
         ctx = self.context
         outputs = {}
         with torch.cuda.stream(self.stream):
@@ -195,42 +234,87 @@ class TensorRTBackend(Backend):
                 shape = tuple(int(d) for d in ctx.get_tensor_shape(spec.name))
                 outputs[spec.name] = self._buffer(spec.name, shape, spec.dtype)
                 ctx.set_tensor_address(spec.name, outputs[spec.name].data_ptr())
-            for spec in self.state_specs:
-                past = state.tensors[spec.name]
-                ctx.set_tensor_address(spec.input, past.data_ptr())
-                ctx.set_tensor_address(spec.output, storages[spec.name].data_ptr())
-            self._execute(batch, length, donate, state, storages)
+            step, storages, key = self._bind_state(state, batch, length, donate)
+            self._execute(step, key)
         self.stream.synchronize()
         host = {n: (t.float() if t.is_floating_point() else t).cpu().numpy() for n, t in outputs.items()}
-        if donate:
-            self._recycle(state)
-        return host, self._state(storages, batch, new_past)
+        return host, self._finish(step, state, storages, batch, new_past, donate)
 
-    def _execute(self, batch: int, length: int, donate: bool, state: BackendState, storages: dict[str, Any]) -> None:
+    def _graph_key(self, batch: int) -> tuple[Any, ...]:
+        """What a captured graph baked in besides the state sets: the profile, the batch, and every data
+        tensor's bound address and shape (``get_tensor_address`` / ``get_tensor_shape``)."""
+        ctx = self.context
+        data = tuple(
+            (d.name, int(ctx.get_tensor_address(d.name)), tuple(int(x) for x in ctx.get_tensor_shape(d.name)))
+            for d in self.plan.data
+        )
+        return (self._profile, batch, data)
+
+    def _bind_state(
+        self, state: BackendState, batch: int, length: int, donate: bool
+    ) -> tuple[StepPlan, dict[str, Any], tuple[Any, ...]]:
+        """Plans the call (:meth:`PingPong.plan`), picks the output state buffers and binds the state
+        addresses; a state input and a state output never share a buffer."""
+        ring = self._rings.setdefault(batch, PingPong())
+        key = self._graph_key(batch) if self._cuda_graphs else ()
+        captured = [g for g in GRAPH_READING if (*key, g) in self._graphs]
+        step = ring.plan(
+            donate=donate, decode=length <= 1, graphs=self._cuda_graphs, ticket=state.extra.get("ring"),
+            captured=captured, can_capture=len(self._graphs) < _MAX_GRAPHS,
+        )  # fmt: skip
+        if step.write is None:
+            storages = {s.name: self._storage(s, batch) for s in self.state_specs}
+        else:
+            storages = self._ring_storages(batch, step.write)
+        for spec in self.state_specs:
+            past, present = state.tensors[spec.name].data_ptr(), storages[spec.name].data_ptr()
+            if past == present:
+                raise RnnxRuntimeError(f"state {spec.name!r}: input and output bound to one buffer ({step})")
+            self.context.set_tensor_address(spec.input, past)
+            self.context.set_tensor_address(spec.output, present)
+        return step, storages, key
+
+    def _finish(
+        self, step: StepPlan, state: BackendState, storages: dict[str, Any], batch: int, past: int, donate: bool
+    ) -> BackendState:
+        """After the call: recycles / marks the donated input state and records the ring's new holder."""
+        if step.recycle:
+            self._recycle(state)
+        if donate:
+            state.extra["donated"] = True
+        new = self._state(storages, batch, past)
+        ticket = self._rings[batch].commit(step, new)
+        if ticket is not None:
+            new.extra["ring"] = ticket
+        return new
+
+    def _execute(self, step: StepPlan, key: tuple[Any, ...]) -> None:
+        """Runs the bound call: replays its graph, or ``execute_async_v3`` and, for :data:`CAPTURE`, then
+        captures that same call (TensorRT needs one eager enqueue with these shapes and addresses before
+        a capture; capturing records without running, so the eager run gives this call's outputs)."""
         import torch
 
-        key = None
-        if self._cuda_graphs and donate and length == 1:
-            key = (batch, *(state.tensors[s.name].data_ptr() for s in self.state_specs),
-                   *(storages[s.name].data_ptr() for s in self.state_specs))  # fmt: skip
-            graph = self._graphs.get(key)
-            if graph is not None:
-                graph.replay()
-                return
+        if step.mode == REPLAY:
+            self._graphs[(*key, step.graph)].replay()
+            return
         if not self.context.execute_async_v3(self.stream.cuda_stream):
             raise RnnxRuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
-        if key is not None and len(self._graphs) < _MAX_GRAPHS:
-            # Captured after one eager run with the same shapes/addresses (TensorRT's requirement).
-            # The eager run above already produced this call's outputs; the graph serves later replays.
-            graph = torch.cuda.CUDAGraph()
-            try:
-                with torch.cuda.graph(graph, stream=self.stream):
-                    self.context.execute_async_v3(self.stream.cuda_stream)
-                self._graphs[key] = graph
-            except RuntimeError:
-                self._cuda_graphs = False  # capture unsupported here: stay eager
+        if step.mode != CAPTURE:
+            return
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=self.stream):
+                ok = self.context.execute_async_v3(self.stream.cuda_stream)
+        except RuntimeError:
+            ok = False
+        if ok:
+            self._graphs[(*key, step.graph)] = graph
+        else:
+            self._cuda_graphs = False  # capture unsupported here: stay eager
 
     def copy_state(self, state: BackendState) -> BackendState:
+        """A copy in pool buffers (never a ring set), so donating either one leaves the other intact."""
+        self._check_live(state)
         storages = {}
         for spec in self.state_specs:
             storage = self._storage(spec, state.batch)
@@ -239,6 +323,7 @@ class TensorRTBackend(Backend):
         return self._state(storages, state.batch, state.past_length)
 
     def state_to_host(self, state: BackendState) -> dict[str, np.ndarray]:
+        self._check_live(state)
         self.stream.synchronize()
         return {s.name: state.tensors[s.name].cpu().numpy() for s in self.state_specs}
 
@@ -260,5 +345,7 @@ class TensorRTBackend(Backend):
     def close(self) -> None:
         self._graphs.clear()
         self._pool.clear()
+        self._rings.clear()
+        self._ring_buffers.clear()
         self.context = None
         self.engine = None

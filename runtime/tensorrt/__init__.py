@@ -11,7 +11,9 @@ Pure Python (tested without TensorRT):
 
 Needs TensorRT (imported lazily; :class:`TensorRTNotInstalled` otherwise):
 
-* :func:`build_engine` (:mod:`.builder`) — build or reuse a cached engine;
+* :func:`build_engine` (:mod:`.builder`) — build or reuse a cached engine (TensorRT >=
+  :data:`MIN_TENSORRT_VERSION`, strongly typed, every rnnx node checked to be a plugin layer);
+  :func:`load_plugin_library` — the one place the plugin library is loaded (once per process and path);
 * :class:`TensorRTBackend` (:mod:`rnnx.runtime.backends.tensorrt_backend`) — the runtime backend.
 """
 
@@ -19,16 +21,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._trt import NOT_INSTALLED, TensorRTNotInstalled, require_tensorrt, tensorrt_available
+from ._trt import (
+    MIN_TENSORRT_VERSION,
+    NOT_INSTALLED,
+    TensorRTNotInstalled,
+    TensorRTTooOld,
+    require_tensorrt,
+    tensorrt_available,
+)
 from .bindings import BindingError, BindingPlan, BufferSpec, plan_bindings
-from .builder import ENGINE_PRECISIONS, EngineBuildError, build_engine
+from .builder import (
+    ENGINE_PRECISIONS,
+    EngineBuildError,
+    build_engine,
+    check_plugin_layers,
+    load_plugin_library,
+    required_creators,
+)
 from .cache import CACHE_ENV, EngineCache, KeyParts, Lookup, default_cache_dir
 from .profiles import DECODE, PREFILL, Profile, ProfileError, ProfileLimits, ShapeRange, build_profiles, select_profile
 
 __all__ = [
-    "NOT_INSTALLED", "TensorRTNotInstalled", "require_tensorrt", "tensorrt_available",
+    "MIN_TENSORRT_VERSION", "NOT_INSTALLED", "TensorRTNotInstalled", "TensorRTTooOld", "require_tensorrt",
+    "tensorrt_available",
     "BindingError", "BindingPlan", "BufferSpec", "plan_bindings",
-    "ENGINE_PRECISIONS", "EngineBuildError", "build_engine",
+    "ENGINE_PRECISIONS", "EngineBuildError", "build_engine", "check_plugin_layers", "load_plugin_library",
+    "required_creators",
     "CACHE_ENV", "EngineCache", "KeyParts", "Lookup", "default_cache_dir",
     "DECODE", "PREFILL", "Profile", "ProfileError", "ProfileLimits", "ShapeRange", "build_profiles",
     "select_profile", "TensorRTBackend",

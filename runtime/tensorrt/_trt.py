@@ -2,14 +2,26 @@
 
 Nothing in :mod:`rnnx.runtime.tensorrt` imports TensorRT at module import time: the pure-Python
 parts (profiles, cache, binding plan) work without it, and everything that needs it calls
-:func:`require_tensorrt`, which raises :class:`TensorRTNotInstalled` with an install hint.
+:func:`require_tensorrt`, which raises :class:`TensorRTNotInstalled` with an install hint, or
+:class:`TensorRTTooOld` for a release below :data:`MIN_TENSORRT_VERSION`.
+
+Why 10.7: the plugins are IPluginV3 (TensorRT >= 10.0, with the ONNX parser's IPluginV3 import), and
+every rnnx node also carries its ONNX local function (the reference body). Until 10.6 the ONNX parser
+imports a node's local function even when a plugin of that name is registered (the function importer
+runs before the plugin importer); from 10.7 on it prefers a registered plugin over the local function
+(onnx-tensorrt 10.7 GA release notes). Below 10.7 every engine would silently run the slow function body.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from types import ModuleType
+from typing import Any
+
+#: The oldest TensorRT release rnnx builds engines with (see the module doc for why).
+MIN_TENSORRT_VERSION = (10, 7)
 
 #: The one-line message used wherever TensorRT is needed and absent.
 NOT_INSTALLED = (
@@ -22,17 +34,41 @@ class TensorRTNotInstalled(ImportError):
     """``import tensorrt`` failed; the message says how to install it."""
 
 
+class TensorRTTooOld(TensorRTNotInstalled):
+    """The installed TensorRT is older than :data:`MIN_TENSORRT_VERSION` (one line, says which is needed)."""
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """``"10.14.1.48"`` -> ``(10, 14, 1, 48)``: the leading dot-separated integers (``()`` when none)."""
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", str(version))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def check_tensorrt_version(trt: Any) -> Any:
+    """``trt`` when its ``__version__`` is at least :data:`MIN_TENSORRT_VERSION`, else :class:`TensorRTTooOld`."""
+    version = str(getattr(trt, "__version__", "unknown"))
+    parsed = parse_version(version)
+    if not parsed or parsed[: len(MIN_TENSORRT_VERSION)] < MIN_TENSORRT_VERSION:
+        minimum = ".".join(str(v) for v in MIN_TENSORRT_VERSION)
+        raise TensorRTTooOld(
+            f"TensorRT {version} is too old: rnnx needs TensorRT >= {minimum} (IPluginV3 plugins that the ONNX "
+            f"parser prefers over the nodes' local functions); pip install 'tensorrt>={minimum}'"
+        )
+    return trt
+
+
 def tensorrt_available() -> bool:
     """True when the ``tensorrt`` package can be found (it is not imported)."""
     return importlib.util.find_spec("tensorrt") is not None
 
 
 def require_tensorrt() -> ModuleType:
-    """The imported ``tensorrt`` module, or :class:`TensorRTNotInstalled` (one line)."""
+    """The imported ``tensorrt`` module, or :class:`TensorRTNotInstalled` / :class:`TensorRTTooOld` (one line)."""
     try:
-        return importlib.import_module("tensorrt")
+        trt = importlib.import_module("tensorrt")
     except ImportError as e:
         raise TensorRTNotInstalled(f"{NOT_INSTALLED} ({e})") from None
+    return check_tensorrt_version(trt)
 
 
 def tensorrt_version() -> str:

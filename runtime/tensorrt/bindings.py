@@ -1,13 +1,14 @@
 """Which device buffer every engine I/O tensor is bound to, and how big the buffers are.
 
 For each state tensor the ``past_key_values.<name>`` input and the ``present.<name>`` output are
-paired (from ``rnnx.json`` "state", checked against the engine's I/O names). Two modes:
-
-* ``ping-pong`` (default): two buffers ``<name>#0`` / ``<name>#1``; a call with parity p reads
-  ``#p`` and writes ``#(1-p)``, the next call swaps the two addresses. Always correct.
-* ``in-place``: one buffer ``<name>#0`` bound to both input and output, for a state that the rnnx
-  plugin updates in place (IPluginV3 aliasing). Only for a non-growing state (a growing cache's
-  ``present`` is larger than its ``past``).
+paired (from ``rnnx.json`` "state", checked against the engine's I/O names) and double-buffered
+(``ping-pong``, the only mode): two buffers ``<name>#0`` / ``<name>#1``; a call with parity p reads
+``#p`` and writes ``#(1-p)``, the next call swaps the two addresses, so a call never reads and writes
+the same state buffer. The TensorRT backend names its decode ring's sets A / B with
+:meth:`BindingPlan.addresses` (:mod:`.graphs`: the ``ping`` graph is the parity-0 call, ``pong`` the
+parity-1 call). There is no in-place mode: the rnnx plugins declare no I/O aliasing (no
+``getAliasedInput``), so TensorRT gives every state output its own buffer, and a captured CUDA graph
+must never update state in place on the buffer it reads.
 
 A growing KV cache's buffers hold ``max_context`` positions: the live tensor (B, ..., past, ...)
 is the dense *prefix* of its buffer, so the same memory reinterpreted with a larger past_length
@@ -24,7 +25,8 @@ from typing import Any, Optional
 from .. import artifact
 from ..artifact import BATCH, ITEMSIZE, LENGTH, PAST_LENGTH, MetadataError
 
-PING_PONG, IN_PLACE = "ping-pong", "in-place"
+#: The state buffering mode: two buffers per state tensor, read and written alternately. The only mode.
+PING_PONG = "ping-pong"
 
 
 class BindingError(ValueError):
@@ -65,12 +67,16 @@ class StateBinding:
     shape: tuple[Any, ...]
     dtype: str
     grows: bool
-    mode: str = PING_PONG
+
+    @property
+    def mode(self) -> str:
+        """Always :data:`PING_PONG`: state is double-buffered, never updated in place."""
+        return PING_PONG
 
     @property
     def buffers(self) -> tuple[str, ...]:
-        """Buffer names: two for ping-pong, one for in-place."""
-        return (f"{self.name}#0",) if self.mode == IN_PLACE else (f"{self.name}#0", f"{self.name}#1")
+        """Buffer names: ``<name>#0`` and ``<name>#1``."""
+        return (f"{self.name}#0", f"{self.name}#1")
 
 
 @dataclass(frozen=True)
@@ -91,16 +97,13 @@ class BindingPlan:
     states: tuple[StateBinding, ...]
 
     def addresses(self, parity: int) -> dict[str, str]:
-        """Tensor name -> buffer name for a call with ``parity`` (0 or 1): ping-pong states read
-        ``#parity`` and write ``#(1 - parity)``; in-place states use ``#0`` for both."""
+        """Tensor name -> buffer name for a call with ``parity`` (0 or 1): every state reads
+        ``#parity`` and writes ``#(1 - parity)``; its input and output never share a buffer."""
         if parity not in (0, 1):
             raise BindingError(f"parity must be 0 or 1, got {parity!r}")
         out = {d.name: d.name for d in self.data}
         for s in self.states:
-            if s.mode == IN_PLACE:
-                out[s.input] = out[s.output] = s.buffers[0]
-            else:
-                out[s.input], out[s.output] = s.buffers[parity], s.buffers[1 - parity]
+            out[s.input], out[s.output] = s.buffers[parity], s.buffers[1 - parity]
         return out
 
     def buffer_specs(self, batch: int, max_length: int, max_context: int) -> dict[str, BufferSpec]:
@@ -142,13 +145,12 @@ def plan_bindings(
     metadata: dict[str, Any],
     engine_inputs: Optional[Iterable[str]] = None,
     engine_outputs: Optional[Iterable[str]] = None,
-    in_place: Iterable[str] = (),
 ) -> BindingPlan:
     """The :class:`BindingPlan` for an export's metadata.
 
     ``engine_inputs`` / ``engine_outputs``: the built engine's I/O tensor names (default: the
     metadata's); every one must be accounted for and every state's input/output must exist.
-    ``in_place``: flat state names the plugin updates in place (must not grow).
+    Every state is double-buffered (ping-pong; see the module doc).
     """
     meta_in = [t["name"] for t in metadata["inputs"]]
     meta_out = [t["name"] for t in metadata["outputs"]]
@@ -160,19 +162,12 @@ def plan_bindings(
         raise BindingError(
             f"engine I/O does not match rnnx.json (missing: {missing or '-'}; unexpected: {extra or '-'})"
         )
-    in_place = set(in_place)
-    known = {s["name"] for s in metadata["state"]}
-    if in_place - known:
-        raise BindingError(f"in_place names unknown state tensors: {sorted(in_place - known)}")
     states, paired = [], set()
     for s in metadata["state"]:
         if s["input"] not in eng_in or s["output"] not in eng_out:
             raise BindingError(f"state {s['name']!r}: {s['input']!r} / {s['output']!r} not both engine I/O")
         grows = bool(s.get("grows", False))
-        if s["name"] in in_place and grows:
-            raise BindingError(f"state {s['name']!r} grows (KV cache) and cannot be updated in place")
-        mode = IN_PLACE if s["name"] in in_place else PING_PONG
-        states.append(StateBinding(s["name"], s["input"], s["output"], tuple(s["shape"]), s["dtype"], grows, mode))
+        states.append(StateBinding(s["name"], s["input"], s["output"], tuple(s["shape"]), s["dtype"], grows))
         paired |= {s["input"], s["output"]}
     by_name = {t["name"]: t for t in metadata["inputs"] + metadata["outputs"]}
     data = [

@@ -1,8 +1,9 @@
 """The on-disk engine cache: keys, atomic writes, and detection of corrupt or foreign entries.
 
-A TensorRT engine is valid only for the exact ONNX file, TensorRT version, GPU (name and compute
-capability), precision, optimization profiles and plugin library it was built with. :class:`KeyParts`
-holds those; :meth:`KeyParts.key` is the sha256 of their canonical JSON and names the files::
+A TensorRT engine is valid only for the exact ONNX file (its sha256), TensorRT version, GPU (name,
+compute capability and device index), precision, optimization profiles, workspace limit and plugin
+library (the sha256 of the file, not its path) it was built with. :class:`KeyParts` holds those;
+:meth:`KeyParts.key` is the sha256 of their canonical JSON and names the files::
 
     <cache dir>/<model_sha256[:12]>-<precision>-<key[:24]>.engine   the serialized engine
     <cache dir>/<same stem>.json                                     sidecar: key, parts, engine sha256, size
@@ -29,7 +30,7 @@ from .profiles import Profile
 
 CACHE_ENV = "RNNX_ENGINE_CACHE"
 SIDECAR_FORMAT = "rnnx-trt-engine"
-SIDECAR_VERSION = 1
+SIDECAR_VERSION = 2
 
 
 def default_cache_dir() -> Path:
@@ -46,8 +47,10 @@ def sha256_bytes(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class KeyParts:
-    """Everything an engine depends on. ``profiles`` are :meth:`Profile.to_dict` dicts;
-    ``plugin_sha256`` is None when no plugin library is loaded."""
+    """Everything an engine depends on. ``model_sha256`` is the sha256 of the ONNX file; ``profiles`` are
+    :meth:`Profile.to_dict` dicts; ``device_index`` is the CUDA device the engine is built for;
+    ``workspace_bytes`` is the builder's workspace limit (None: TensorRT's default); ``plugin_sha256`` is the
+    sha256 of the plugin library file, None when no plugin library is needed."""
 
     model_sha256: str
     tensorrt_version: str
@@ -56,19 +59,23 @@ class KeyParts:
     precision: str
     profiles: tuple[Any, ...]
     plugin_sha256: Optional[str] = None
+    device_index: int = 0
+    workspace_bytes: Optional[int] = None
 
     @classmethod
     def create(
         cls, *, model_sha256: str, tensorrt_version: str, gpu_name: str,
         compute_capability: Union[str, tuple[int, int]], precision: str, profiles: list[Profile],
-        plugin_library: Optional[Union[str, Path]] = None,
+        plugin_library: Optional[Union[str, Path]] = None, device_index: int = 0,
+        workspace_bytes: Optional[int] = None,
     ) -> KeyParts:  # fmt: skip
         """Builds the parts, hashing ``plugin_library`` (a file) when given."""
         if not isinstance(compute_capability, str):
             compute_capability = ".".join(str(int(v)) for v in compute_capability)
         plugin = sha256_file(plugin_library) if plugin_library is not None else None
+        workspace = int(workspace_bytes) if workspace_bytes is not None else None
         return cls(model_sha256, str(tensorrt_version), str(gpu_name), compute_capability, precision,
-                   tuple(p.to_dict() for p in profiles), plugin)  # fmt: skip
+                   tuple(p.to_dict() for p in profiles), plugin, int(device_index), workspace)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

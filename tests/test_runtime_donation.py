@@ -1,0 +1,413 @@
+"""State donation and the CUDA-graph decode path (issue 12, point 6), on CPU.
+
+TensorRT and a GPU are not available here, so three kinds of TEST DOUBLES stand in, each labelled:
+
+* ``SpyBackend``: a numpy :class:`Backend` that records every ``run``'s ``donate`` flag and the identity
+  of the state passed (proves what :class:`Session` asks of a backend).
+* ``StandInContext`` / ``StandInStream``: a stand-in for TensorRT's ``IExecutionContext`` (the TensorRT
+  10 methods the backend calls: ``set_optimization_profile_async``, ``set_input_shape``,
+  ``get_tensor_shape``, ``set_tensor_address``, ``get_tensor_address``, ``execute_async_v3``) that
+  runs a tiny recurrent model directly on the bound CPU addresses, and a stream with ``cuda_stream`` /
+  ``synchronize``.
+* ``StandInGraph`` / ``stand_in_capture``: ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` stand-ins.
+  As in CUDA, capturing *records* the enqueue (the addresses bound at that moment) without running
+  it, and ``replay()`` re-runs exactly what was recorded, whatever is bound later.
+
+With them the real :class:`TensorRTBackend` ``run`` / ``_execute`` / ring logic runs unchanged (only
+``__init__``, which needs TensorRT and CUDA, is bypassed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rnnx.runtime import Session
+from rnnx.runtime.backends.base import Backend, BackendState, InputError
+from rnnx.runtime.tensorrt.bindings import plan_bindings
+from rnnx.runtime.tensorrt.graphs import CAPTURE, EAGER, PING, PONG, REPLAY, PingPong, StaleState
+from rnnx.runtime.tensorrt.profiles import ProfileLimits, build_profiles
+
+VOCAB, HIDDEN = 7, 3
+
+
+def _metadata(grows: bool = False) -> dict[str, Any]:
+    state = {"name": "layers.0.c", "input": "past_key_values.layers.0.c", "output": "present.layers.0.c",
+             "shape": ["batch", HIDDEN], "dtype": "float32", "grows": False}  # fmt: skip
+    if grows:
+        state = {**state, "shape": ["batch", "past_length", HIDDEN], "grows": True}
+    ids = {"name": "input_ids", "shape": ["batch", "length"], "dtype": "int64"}
+    mask = {"name": "attention_mask", "shape": ["batch", "length"], "dtype": "int64"}
+    return {
+        "model_type": "toy", "config": {"hidden": HIDDEN}, "vocab_size": VOCAB, "interface": "causal_lm",
+        "precision": "fp32", "source": {"weights_sha256": "0" * 64},
+        "inputs": [ids, mask, {"name": state["input"], "shape": state["shape"], "dtype": "float32"}],
+        "outputs": [{"name": "logits", "shape": ["batch", "length", VOCAB], "dtype": "float32"},
+                    {"name": state["output"], "shape": state["shape"], "dtype": "float32"}],
+        "state": [state],
+    }  # fmt: skip
+
+
+def _toy_step(c: np.ndarray, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The toy model: c (B, H) accumulates (token + 1) per real token; logits favour token (sum mod V)."""
+    c = c.copy()
+    logits = np.zeros((*ids.shape, VOCAB), np.float32)
+    for pos in range(ids.shape[1]):
+        c += (mask[:, pos] * (ids[:, pos] + 1))[:, None].astype(np.float32)
+        logits[np.arange(ids.shape[0]), pos, c[:, 0].astype(np.int64) % VOCAB] = 1.0
+    return logits, c
+
+
+# -- (a) what the session asks of a backend: SpyBackend (test double) --------------------------------------
+
+
+class SpyBackend(Backend):
+    """TEST DOUBLE: the toy model in numpy; records ``(donate, state passed)`` and the state returned."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.device, self.metadata = "cpu", _metadata()
+        from rnnx.runtime.artifact import state_specs
+
+        self.state_specs, self.vocab_size = state_specs(self.metadata), VOCAB
+        self.calls: list[tuple[bool, BackendState]] = []
+        self.returned: list[BackendState] = []
+
+    def _wrap(self, c: np.ndarray, past: int) -> BackendState:
+        return BackendState({"layers.0.c": c}, c.shape[0], past, self.name, self.signature)
+
+    def init_state(self, batch: int) -> BackendState:
+        return self._wrap(np.zeros((batch, HIDDEN), np.float32), 0)
+
+    def run(self, inputs, state, donate=False):
+        self.calls.append((donate, state))
+        logits, c = _toy_step(state.tensors["layers.0.c"], inputs["input_ids"], inputs["attention_mask"])
+        self.returned.append(self._wrap(c, state.past_length + inputs["input_ids"].shape[1]))
+        return {"logits": logits}, self.returned[-1]
+
+    def copy_state(self, state):
+        return self._wrap(state.tensors["layers.0.c"].copy(), state.past_length)
+
+    def state_to_host(self, state):
+        return {"layers.0.c": state.tensors["layers.0.c"].copy()}
+
+    def state_from_host(self, arrays):
+        return self._wrap(np.array(arrays["layers.0.c"], np.float32), 0)
+
+
+def test_generate_donates_every_call_and_a_mid_way_fork_is_unaffected():
+    spy = SpyBackend()
+    session = Session(spy)
+    stream = session.generate([[1, 2, 3], [4, 5]], max_new_tokens=6, temperature=0)
+    first = next(stream)
+    assert len(spy.calls) == 1 and spy.calls[0][0]  # the prefill: a fresh state nobody else holds
+    next(stream)
+    next(stream)
+    fork = session.state.fork()  # taken mid-way, between yields
+    fork_host = fork.to_host()["layers.0.c"].copy()
+    rest = list(stream)
+    assert len(rest) == 3 and first is not None
+    donations = [donate for donate, _ in spy.calls]
+    assert len(donations) == 1 + 5 and all(donations)  # prefill + every step donates
+    # every step donates exactly the state the call before returned (the generation's own), never the fork's
+    for returned, (_, passed) in zip(spy.returned, spy.calls[1:]):
+        assert passed is returned and passed is not fork.inner
+    assert np.array_equal(fork.to_host()["layers.0.c"], fork_host)  # donation never touched the fork
+    assert session.state.past_length == fork.past_length + 3
+
+
+def test_step_passes_donate_through_and_keeps_the_handle_valid():
+    spy = SpyBackend()
+    session = Session(spy)
+    state = session.prefill([[1, 2]])
+    inner = state.inner
+    session.step([3], state=state)
+    assert spy.calls[-1] == (False, inner)
+    before = state.inner
+    session.step([4], state=state, donate=True)
+    assert spy.calls[-1][0] is True and spy.calls[-1][1] is before
+    assert state.inner is not before and state.past_length == 4  # the handle moved to the new state
+    session.prefill([[1]], state=state, donate=True)
+    assert spy.calls[-1][0] is True
+    session.run({"input_ids": [[1]], "attention_mask": [[1]]}, state=state)
+    assert spy.calls[-1][0] is False
+
+
+# -- (b) the pure ping-pong plan ------------------------------------------------------------------------
+
+
+class Holder:
+    """A weak-referenceable stand-in for a returned BackendState."""
+
+
+def _drive(ring: PingPong, steps: int) -> list:
+    """Donated decode steps on one lineage, graphs captured as the plan asks; returns the plans."""
+    captured: set[str] = set()
+    ticket, holder, plans = None, Holder(), []
+    for _ in range(steps):
+        plan = ring.plan(donate=True, decode=True, graphs=True, ticket=ticket, captured=captured)
+        if plan.mode == CAPTURE:
+            captured.add(plan.graph)
+        holder = Holder()
+        ticket = ring.commit(plan, holder)
+        plans.append(plan)
+    return plans
+
+
+def test_ping_pong_never_reads_and_writes_one_set_and_alternates():
+    plans = _drive(PingPong(), 50)
+    assert plans[0].mode == EAGER and plans[0].read is None and plans[0].write == 0  # enters the ring
+    assert [p.mode for p in plans[1:3]] == [CAPTURE, CAPTURE] and all(p.mode == REPLAY for p in plans[3:])
+    for plan in plans[1:]:
+        assert plan.read is not None and plan.write is not None and plan.read != plan.write
+        assert plan.graph == (PING if plan.read == 0 else PONG)
+        assert not plan.recycle  # ring buffers never go to the pool
+    graphs = [p.graph for p in plans[1:]]
+    assert all(a != b for a, b in zip(graphs, graphs[1:]))  # ping, pong, ping, ...
+    assert graphs[0] == PING  # ping reads A (0), writes B (1)
+    for prev, plan in zip(plans, plans[1:]):
+        assert plan.read == prev.write  # each step reads what the one before wrote
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"donate": True, "decode": False, "graphs": True},  # prefill: not a fixed one-step shape
+        {"donate": True, "decode": True, "graphs": False},  # growing KV cache / graphs off
+        {"donate": False, "decode": True, "graphs": True},  # not donated
+    ],
+)
+def test_fallbacks_are_eager_and_never_recycle_an_undonated_state(kwargs):
+    ring = PingPong()
+    plan = ring.plan(**kwargs)
+    assert plan.mode == EAGER and plan.write is None and plan.graph is None
+    assert plan.recycle is kwargs["donate"]  # only a donated state's buffers go back to the pool
+    # a ring state read without donation stays live; donated to a non-ring call, it frees the ring
+    holder = Holder()
+    ticket = ring.commit(ring.plan(donate=True, decode=True, graphs=True), holder)
+    plan = ring.plan(ticket=ticket, **kwargs)
+    assert plan.mode == EAGER and plan.write is None and not plan.recycle
+    assert plan.release is kwargs["donate"] and ring.busy
+    ring.commit(plan, Holder())
+    assert ring.busy is not kwargs["donate"]
+
+
+def test_second_lineage_stays_out_of_a_busy_ring_and_stale_states_are_refused():
+    ring = PingPong()
+    holder = Holder()
+    ticket = ring.commit(ring.plan(donate=True, decode=True, graphs=True), holder)
+    other = ring.plan(donate=True, decode=True, graphs=True)  # another state while the ring is held
+    assert other.mode == EAGER and other.write is None and other.recycle
+    newer = ring.commit(ring.plan(donate=True, decode=True, graphs=True, ticket=ticket), Holder())
+    assert newer.parity == 1
+    with pytest.raises(StaleState):  # the donated state comes back
+        ring.plan(donate=False, decode=True, graphs=True, ticket=ticket)
+    assert isinstance(StaleState("x"), InputError)
+
+
+def test_a_dropped_holder_frees_the_ring():
+    ring = PingPong()
+    holder = Holder()
+    ring.commit(ring.plan(donate=True, decode=True, graphs=True), holder)
+    ref = weakref.ref(holder)
+    del holder
+    assert ref() is None and not ring.busy
+    assert ring.plan(donate=True, decode=True, graphs=True).write == 0
+
+
+def test_the_plan_uses_binding_plan_addresses_for_the_two_sets():
+    plan = plan_bindings(_metadata())
+    ping, pong = plan.addresses(0), plan.addresses(1)
+    assert ping["past_key_values.layers.0.c"] == pong["present.layers.0.c"] == "layers.0.c#0"
+    assert ping["present.layers.0.c"] == pong["past_key_values.layers.0.c"] == "layers.0.c#1"
+
+
+# -- the real TensorRTBackend.run / _execute on stand-ins ------------------------------------------------
+
+
+def _view(ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer((ctypes.c_byte * (count * dtype.itemsize)).from_address(ptr), dtype=dtype).reshape(shape)
+
+
+class StandInContext:
+    """TEST DOUBLE for ``tensorrt.IExecutionContext``: runs the toy model on the bound CPU addresses and
+    logs every executed call's state addresses (``("eager" | "replay", read, write)``)."""
+
+    def __init__(self) -> None:
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.addresses: dict[str, int] = {}
+        self.log: list[tuple[str, int, int]] = []
+        self.capturing: Any = None
+
+    def set_optimization_profile_async(self, index: int, stream: int) -> bool:
+        return True
+
+    def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
+        self.shapes[name] = tuple(int(d) for d in shape)
+        return True
+
+    def get_tensor_shape(self, name: str) -> tuple[int, ...]:
+        batch, length = self.shapes["input_ids"]
+        outputs = {"logits": (batch, length, VOCAB), "present.layers.0.c": (batch, HIDDEN)}
+        return outputs[name] if name in outputs else self.shapes[name]
+
+    def set_tensor_address(self, name: str, ptr: int) -> bool:
+        self.addresses[name] = int(ptr)
+        return True
+
+    def get_tensor_address(self, name: str) -> int:
+        return self.addresses[name]
+
+    def execute_async_v3(self, stream: int) -> bool:
+        frozen = (dict(self.shapes), dict(self.addresses))
+        if self.capturing is not None:  # CUDA capture records the launch; nothing runs
+            self.capturing.recorded = lambda: self._run(*frozen, "replay")
+        else:
+            self._run(*frozen, "eager")
+        return True
+
+    def _run(self, shapes: dict, addresses: dict, how: str) -> None:
+        ids = _view(addresses["input_ids"], shapes["input_ids"], np.dtype(np.int64))
+        mask = _view(addresses["attention_mask"], shapes["attention_mask"], np.dtype(np.int64))
+        read, write = addresses["past_key_values.layers.0.c"], addresses["present.layers.0.c"]
+        c_in = _view(read, shapes["past_key_values.layers.0.c"], np.dtype(np.float32))
+        logits, c_out = _toy_step(c_in, ids, mask)
+        _view(addresses["logits"], logits.shape, np.dtype(np.float32))[...] = logits
+        _view(write, c_out.shape, np.dtype(np.float32))[...] = c_out
+        self.log.append((how, read, write))
+
+
+class StandInStream:
+    """TEST DOUBLE for ``torch.cuda.Stream``."""
+
+    cuda_stream = 0
+
+    def synchronize(self) -> None:
+        pass
+
+
+class StandInGraph:
+    """TEST DOUBLE for ``torch.cuda.CUDAGraph``: replays what was recorded during capture."""
+
+    def __init__(self) -> None:
+        self.recorded = None
+
+    def replay(self) -> None:
+        self.recorded()
+
+
+def _stand_in_backend(monkeypatch, cuda_graphs: bool = True, grows: bool = False):
+    import torch
+
+    from rnnx.runtime.artifact import state_specs
+    from rnnx.runtime.backends.tensorrt_backend import TensorRTBackend
+
+    backend = object.__new__(TensorRTBackend)  # __init__ needs TensorRT + CUDA: set what it sets
+    backend.metadata = _metadata(grows)
+    backend.device, backend._torch_device = "cpu", torch.device("cpu")
+    backend.state_specs, backend.vocab_size = state_specs(backend.metadata), VOCAB
+    backend.limits = ProfileLimits(max_batch=4, max_length=8, max_context=64).resolved()
+    backend.profiles = build_profiles(backend.metadata, backend.limits)
+    names = [t["name"] for t in backend.metadata["inputs"]], [t["name"] for t in backend.metadata["outputs"]]
+    backend.plan = plan_bindings(backend.metadata, *names)
+    backend.context, backend.stream = StandInContext(), StandInStream()
+    backend._profile, backend._pool, backend._graphs, backend._buffers = None, {}, {}, {}
+    backend._cuda_graphs = cuda_graphs and not grows
+    backend._rings, backend._ring_buffers = {}, {}
+
+    @contextmanager
+    def stand_in_capture(graph, stream=None):  # TEST DOUBLE for torch.cuda.graph
+        backend.context.capturing = graph
+        try:
+            yield
+        finally:
+            backend.context.capturing = None
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
+    monkeypatch.setattr(torch.cuda, "graph", stand_in_capture)
+    return backend
+
+
+def test_tensorrt_backend_generate_alternates_two_graphs_over_two_buffer_sets(monkeypatch):
+    backend = _stand_in_backend(monkeypatch)
+    session = Session(backend)
+    prompts = [[1, 2, 3], [4, 5, 6]]
+    got = session.generate_all(prompts, max_new_tokens=12, temperature=0)
+    assert got == Session(SpyBackend()).generate_all(prompts, max_new_tokens=12, temperature=0)
+    log = backend.context.log
+    decode = log[1:]  # log[0]: the prefill
+    assert [how for how, _, _ in decode[:3]] == ["eager"] * 3  # enter the ring, then eager+capture ping, pong
+    assert all(how == "replay" for how, _, _ in decode[3:]) and len(decode) == 11
+    sets = {ptr for _, read, write in decode[1:] for ptr in (read, write)}
+    assert len(sets) == 2  # A and B
+    for _, read, write in log:
+        assert read != write  # no call, eager or replayed, updates the state it reads
+    for (_, _, wrote), (_, read, _) in zip(decode, decode[1:]):
+        assert read == wrote
+    assert sorted(k[-1] for k in backend._graphs) == [PING, PONG]
+
+
+def test_tensorrt_backend_graphs_match_eager_and_forks_survive(monkeypatch):
+    eager = _stand_in_backend(monkeypatch, cuda_graphs=False)
+    graphs = _stand_in_backend(monkeypatch, cuda_graphs=True)
+    results = []
+    for backend in (eager, graphs):
+        session = Session(backend)
+        state = session.prefill([[1, 2], [3, 4]])
+        logits, fork = [], None
+        for i in range(8):
+            logits.append(session.step([i % 5, (i + 1) % 5], state=state, donate=True))
+            if i == 3:
+                fork = state.fork()
+                fork_before = fork.to_host()["layers.0.c"].copy()
+        assert np.array_equal(fork.to_host()["layers.0.c"], fork_before)
+        results.append((np.stack(logits), state.to_host()["layers.0.c"]))
+        assert not any(how == "replay" for how, _, _ in eager.context.log)
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert any(how == "replay" for how, _, _ in graphs.context.log)
+
+
+def test_tensorrt_backend_without_donation_keeps_the_callers_buffers(monkeypatch):
+    backend = _stand_in_backend(monkeypatch)
+    session = Session(backend)
+    state = session.prefill([[1, 2]])
+    kept = state.inner
+    kept_ptr = kept.tensors["layers.0.c"].data_ptr()
+    snapshot = kept.tensors["layers.0.c"].clone()
+    for token in range(6):
+        session.step([token], state=state)  # no donation: eager, fresh buffers every call
+        assert state.inner.tensors["layers.0.c"].data_ptr() != kept_ptr
+    assert all(how == "eager" for how, _, _ in backend.context.log) and not backend._graphs
+    assert not any(s.data_ptr() == kept_ptr for free in backend._pool.values() for s in free)
+    assert backend.state_to_host(kept)["layers.0.c"].tolist() == snapshot.numpy().tolist()
+
+
+def test_tensorrt_backend_refuses_a_donated_state(monkeypatch):
+    backend = _stand_in_backend(monkeypatch)
+    session = Session(backend)
+    state = session.prefill([[1, 2]])
+    old = state.inner
+    session.step([3], state=state, donate=True)
+    ids = {"input_ids": np.array([[1]]), "attention_mask": np.array([[1]])}
+    with pytest.raises(StaleState):
+        backend.run(ids, old)
+    with pytest.raises(StaleState):
+        backend.copy_state(old)
+    session.step([3], state=state, donate=True)  # the handle itself stays usable
+
+
+def test_builder_never_enables_plugin_aliasing():
+    """The runtime relies on out-of-place state outputs: the aliasing preview feature stays off."""
+    from pathlib import Path
+
+    import rnnx.runtime.tensorrt.builder as builder
+
+    assert "ALIASED_PLUGIN_IO" not in Path(builder.__file__).read_text()

@@ -1,0 +1,425 @@
+"""The contract between rnnx's engine builder and TensorRT 10, on CPU.
+
+TensorRT cannot run here (no GPU, no TensorRT library), so each test drives rnnx's code with a
+STAND-IN for the TensorRT object it talks to, written against TensorRT's documented behaviour:
+
+* ``StandInRegistry`` plays ``tensorrt.IPluginRegistry`` (``load_library``, ``get_creator``,
+  ``all_creators``, ``register_creator``). Like TensorRT's registry, ``load_library`` registers what the
+  library's ``getCreators`` returns and FAILS (returns None) when one of those creators is already
+  registered, e.g. on a second load of the same library, and ``register_creator`` refuses a duplicate
+  (name, version, namespace).
+* ``StandInNetwork`` / ``StandInLayer`` play ``INetworkDefinition`` / ``ILayer`` (``num_layers``,
+  ``get_layer(i)``, ``layer.type``, ``layer.name``) as TensorRT's ONNX parser leaves them: one layer per
+  node, named after the node (``node_of_<output>`` for an unnamed one).
+* ``StandInTensorRT`` plays the ``tensorrt`` module for ``_build``: it records the network creation flags
+  and the builder flags.
+
+The real objects are exercised by the tests marked ``tensorrt`` (tests/test_tensorrt_layer.py) and by
+``bash scripts/gpu_check.sh`` on a GPU machine with TensorRT.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from rnnx.export import read_metadata
+from rnnx.models.ops import spec
+from rnnx.runtime.tensorrt import (
+    MIN_TENSORRT_VERSION,
+    TensorRTNotInstalled,
+    TensorRTTooOld,
+    builder,
+    require_tensorrt,
+)
+from rnnx.runtime.tensorrt.builder import (
+    EngineBuildError,
+    OnnxNode,
+    check_plugin_layers,
+    load_plugin_library,
+    read_rnnx_nodes,
+    required_creators,
+    resolve_precision,
+)
+
+#: (name, version, namespace) of every creator the library registers, from the op records.
+CREATORS = tuple((op.onnx_name, spec.PLUGIN_VERSION, spec.PLUGIN_NAMESPACE) for op in spec.ALL_OPS)
+FIRST, SECOND = (op.onnx_name for op in spec.ALL_OPS[:2])
+
+# -- stand-ins ------------------------------------------------------------------------------------------
+
+
+class StandInCreator:
+    """A registered creator: ``name``, ``plugin_version``, ``plugin_namespace`` as TensorRT's Python API has them."""
+
+    def __init__(self, name: str, version: str, namespace: str) -> None:
+        self.name, self.plugin_version, self.plugin_namespace = name, version, namespace
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.name, self.plugin_version, self.plugin_namespace)
+
+
+class StandInRegistry:
+    """STAND-IN for ``tensorrt.IPluginRegistry`` (TensorRT cannot run here). ``libraries`` maps a path to the
+    creators its ``getCreators`` returns. Fails like TensorRT's registry: ``load_library`` returns None when a
+    creator of the library is already registered (a second load), ``register_creator`` refuses duplicates."""
+
+    def __init__(self, libraries: dict[str, list[tuple[str, str, str]]]) -> None:
+        self.libraries = libraries
+        self._creators: list[StandInCreator] = []
+        self.load_library_calls: list[str] = []
+        self.register_calls: list[tuple[str, str, str]] = []
+
+    @property
+    def all_creators(self) -> list[StandInCreator]:
+        return list(self._creators)
+
+    def get_creator(self, name: str, version: str, plugin_namespace: str = "") -> Optional[StandInCreator]:
+        return next((c for c in self._creators if c.key == (name, version, plugin_namespace)), None)
+
+    def register_creator(self, creator: StandInCreator, plugin_namespace: str = "") -> bool:
+        self.register_calls.append(creator.key)
+        if self.get_creator(creator.name, creator.plugin_version, plugin_namespace) is not None:
+            return False
+        self._creators.append(creator)
+        return True
+
+    def load_library(self, plugin_path: str) -> Any:
+        self.load_library_calls.append(plugin_path)
+        creators = [StandInCreator(*key) for key in self.libraries.get(str(Path(plugin_path).resolve()), [])]
+        if not creators or any(self.get_creator(*c.key) is not None for c in creators):
+            return None  # TensorRT: registering the library's creators failed
+        for creator in creators:
+            self.register_creator(creator, creator.plugin_namespace)
+        return object()  # an opaque library handle
+
+
+def stand_in_trt(registry: StandInRegistry, version: str = "10.14.1.48") -> Any:
+    """STAND-IN for the ``tensorrt`` module: what load_plugin_library / check_plugin_layers use."""
+    layer_type = types.SimpleNamespace(PLUGIN_V3="PLUGIN_V3", CONVOLUTION="CONVOLUTION", SCAN="LOOP")
+    return types.SimpleNamespace(get_plugin_registry=lambda: registry, LayerType=layer_type, __version__=version)
+
+
+class StandInLayer:
+    def __init__(self, name: str, type: str) -> None:
+        self.name, self.type = name, type
+
+
+class StandInNetwork:
+    """STAND-IN for ``tensorrt.INetworkDefinition`` after parsing: ``num_layers`` and ``get_layer(i)``."""
+
+    def __init__(self, layers: list[StandInLayer]) -> None:
+        self.layers = layers
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def get_layer(self, index: int) -> StandInLayer:
+        return self.layers[index]
+
+
+@pytest.fixture
+def fresh_loads(monkeypatch):
+    """A process that has loaded no plugin library yet (the builder's per-process memory, emptied)."""
+    monkeypatch.setattr(builder, "_LOADED", {})
+
+
+@pytest.fixture
+def library(tmp_path) -> Path:
+    path = tmp_path / "librnnx_trt_plugins.so"
+    path.write_bytes(b"stand-in library")
+    return path
+
+
+# -- one load per process and path ------------------------------------------------------------------------
+
+
+def test_stand_in_fails_like_tensorrt_on_a_second_load(library):
+    """The premise: a second load_library of a library whose creators are registered returns None."""
+    registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
+    assert registry.load_library(str(library)) is not None
+    assert registry.load_library(str(library)) is None
+
+
+def test_builder_then_backend_load_once_and_register_each_creator_once(library, fresh_loads):
+    """build_engine then TensorRTBackend both call load_plugin_library: one load_library, one registration
+    per creator; the second call neither loads nor fails."""
+    registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
+    trt = stand_in_trt(registry)
+    first = load_plugin_library(trt, library, CREATORS)  # build_engine
+    second = load_plugin_library(trt, library, CREATORS)  # TensorRTBackend.__init__
+    assert first is not None and second is first
+    assert registry.load_library_calls == [str(library)]
+    assert sorted(registry.register_calls) == sorted(CREATORS)
+    assert sorted(c.key for c in registry.all_creators) == sorted(CREATORS)
+    # Another spelling of the same file is the same library.
+    assert load_plugin_library(trt, library.parent / "." / library.name, CREATORS) is first
+    assert len(registry.load_library_calls) == 1
+
+
+def test_the_backend_uses_the_builders_loader():
+    from rnnx.runtime.backends import tensorrt_backend
+
+    assert tensorrt_backend.load_plugin_library is builder.load_plugin_library
+
+
+def test_creators_registered_by_a_plain_dlopen_are_not_loaded_again(library, fresh_loads):
+    """The self-registering library was dlopened first (polygraphy --plugins style): its initialiser
+    registered the creators, so load_library (which would fail) is never called."""
+    registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
+    for key in CREATORS:
+        registry.register_creator(StandInCreator(*key), key[2])
+    trt = stand_in_trt(registry)
+    assert load_plugin_library(trt, library, CREATORS) is None
+    assert load_plugin_library(trt, library, CREATORS[:1]) is None
+    assert registry.load_library_calls == []
+    assert len(registry.all_creators) == len(CREATORS)
+
+
+def test_partly_registered_creators_are_an_error(library, fresh_loads):
+    registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
+    registry.register_creator(StandInCreator(*CREATORS[0]), CREATORS[0][2])
+    with pytest.raises(EngineBuildError, match=f"already registered but rnnx::{SECOND} v1 not") as e:
+        load_plugin_library(stand_in_trt(registry), library, CREATORS)
+    assert "\n" not in str(e.value) and registry.load_library_calls == []
+
+
+def test_a_failed_load_is_one_line(tmp_path, fresh_loads):
+    static = tmp_path / "librnnx_trt_plugins_static.so"
+    static.write_bytes(b"no getCreators")
+    registry = StandInRegistry({})  # load_library finds no getCreators: None
+    with pytest.raises(EngineBuildError, match="could not load the plugin library .*takes librnnx_trt_plugins.so"):
+        load_plugin_library(stand_in_trt(registry), static, CREATORS)
+    other = tmp_path / "libother.so"
+    other.write_bytes(b"other plugins")
+    registry = StandInRegistry({str(other.resolve()): [("Other", "1", "x")]})
+    with pytest.raises(EngineBuildError, match=f"loaded, but rnnx::{FIRST} v1, rnnx::{SECOND} v1 not"):
+        load_plugin_library(stand_in_trt(registry), other, CREATORS)
+
+
+def test_required_creators_are_those_of_the_op_spec(demo_exports):
+    """The creators the builder and the backend ask the registry for come from rnnx.json's op list, which
+    the exporter writes from the op records; the domain constant is spec's."""
+    for (_, target), out in demo_exports.items():
+        meta = read_metadata(out)
+        used = {op["name"] for op in meta["ops"]}
+        assert used or target != "tensorrt", f"{out}: a TensorRT export without rnnx ops"
+        assert required_creators(meta) == tuple(c for c in CREATORS if c[0] in used)
+    assert builder.RNNX_DOMAIN == spec.ONNX_DOMAIN
+
+
+# -- every rnnx node became a plugin layer ----------------------------------------------------------------
+
+SRU = OnnxNode(f"/layers.0/{FIRST}", FIRST, "rnnx", "h0", "1", "rnnx")
+ATTENTION = OnnxNode(f"/layers.1/{SECOND}", SECOND, "rnnx", "out1", "1", "rnnx")
+UNNAMED = OnnxNode("", FIRST, "rnnx", "h2", "1", "rnnx")
+
+
+def _registered_registry() -> StandInRegistry:
+    registry = StandInRegistry({})
+    for key in CREATORS:
+        registry.register_creator(StandInCreator(*key), key[2])
+    return registry
+
+
+def test_every_node_a_plugin_layer_passes():
+    registry = _registered_registry()
+    network = StandInNetwork([
+        StandInLayer("embed", "GATHER"), StandInLayer(SRU.name, "PLUGIN_V3"),
+        StandInLayer(ATTENTION.name + "_1", "PLUGIN_V3"),  # the parser's suffix for a taken name
+        StandInLayer("node_of_h2", "PLUGIN_V3"),
+    ])  # fmt: skip
+    check_plugin_layers(stand_in_trt(registry), network, [SRU, ATTENTION, UNNAMED])
+
+
+def test_a_node_imported_as_its_local_function_is_refused_naming_it():
+    """The parser imported the attention node's local function (its layers are a loop, no plugin layer)."""
+    registry = StandInRegistry({})  # nothing registered
+    network = StandInNetwork([
+        StandInLayer(SRU.name, "PLUGIN_V3"),
+        StandInLayer(ATTENTION.name + "/Loop", "LOOP"), StandInLayer(ATTENTION.name + "_2", "LOOP"),
+    ])  # fmt: skip
+    with pytest.raises(EngineBuildError) as e:
+        check_plugin_layers(stand_in_trt(registry), network, [SRU, ATTENTION])
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith(f"rnnx node '/layers.1/{SECOND}' ({SECOND}) did not become a TensorRT plugin layer")
+    assert f"plugin rnnx::{SECOND} v1 is not registered" in message
+
+
+def test_a_registered_plugin_that_lost_to_the_local_function_names_the_version():
+    registry = _registered_registry()
+    network = StandInNetwork([StandInLayer(SRU.name, "LOOP")])
+    with pytest.raises(EngineBuildError, match=r"is registered, but TensorRT 10\.3\.0 imported the node otherwise"):
+        check_plugin_layers(stand_in_trt(registry, "10.3.0"), network, [SRU])
+    with pytest.raises(EngineBuildError, match="rnnx node 'node_of_h2' "):
+        check_plugin_layers(stand_in_trt(registry), StandInNetwork([]), [UNNAMED])
+
+
+def test_read_rnnx_nodes_matches_onnx(demo_exports):
+    """The stdlib ONNX reader finds the same rnnx nodes (name, op, first output, plugin attributes) as onnx."""
+    import onnx
+
+    for (name, target), out in demo_exports.items():
+        if target != "tensorrt":
+            continue
+        model = onnx.load(str(out / "model.onnx"), load_external_data=False)
+        expected = []
+        for node in model.graph.node:
+            if node.domain != "rnnx":
+                continue
+            attrs = {a.name: a.s.decode() for a in node.attribute if a.type == onnx.AttributeProto.STRING}
+            expected.append(OnnxNode(node.name, node.op_type, "rnnx", node.output[0],
+                                     attrs.get("plugin_version"), attrs.get("plugin_namespace")))  # fmt: skip
+        assert expected, f"{name}: no rnnx node in the export"
+        assert read_rnnx_nodes(out / "model.onnx") == expected
+        assert all(n.creator in CREATORS for n in expected)
+
+
+def test_read_rnnx_nodes_rejects_a_non_model(tmp_path):
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
+    with pytest.raises(EngineBuildError, match="not a readable ONNX model"):
+        read_rnnx_nodes(bad)
+
+
+# -- strongly typed build ---------------------------------------------------------------------------------
+
+
+class StandInTensorRT:
+    """STAND-IN for the ``tensorrt`` module in ``_build``: a parser that turns each rnnx node into a plugin
+    layer named after it, except those in ``fallback`` (imported as their local function: a LOOP layer)."""
+
+    class NetworkDefinitionCreationFlag:
+        STRONGLY_TYPED = 1
+
+    class BuilderFlag:
+        FP16 = "FP16"
+        BF16 = "BF16"
+
+    class MemoryPoolType:
+        WORKSPACE = "WORKSPACE"
+
+    LayerType = types.SimpleNamespace(PLUGIN_V3="PLUGIN_V3")
+    __version__ = "10.14.1.48"
+
+    def __init__(self, fallback: tuple[str, ...] = ()) -> None:
+        self.fallback = fallback
+        self.network_flags: list[int] = []
+        self.builder_flags: list[Any] = []
+        self.pool_limits: dict[str, int] = {}
+        self.registry = _registered_registry()
+
+    def get_plugin_registry(self) -> StandInRegistry:
+        return self.registry
+
+    def Builder(self, logger: Any) -> Any:
+        trt = self
+
+        class Config:
+            def set_flag(self, flag: Any) -> None:
+                trt.builder_flags.append(flag)
+
+            def set_memory_pool_limit(self, pool: str, size: int) -> None:
+                trt.pool_limits[pool] = size
+
+            def add_optimization_profile(self, profile: Any) -> int:
+                return 0
+
+            def create_timing_cache(self, blob: bytes) -> Any:
+                return blob
+
+            def set_timing_cache(self, cache: Any, ignore_mismatch: bool) -> None:
+                pass
+
+        class Builder:
+            def create_network(self, flags: int) -> StandInNetwork:
+                trt.network_flags.append(flags)
+                return StandInNetwork([])
+
+            def create_builder_config(self) -> Config:
+                return Config()
+
+            def create_optimization_profile(self) -> Any:
+                return object()
+
+            def build_serialized_network(self, network: Any, config: Any) -> bytes:
+                return b"engine"
+
+        return Builder()
+
+    def OnnxParser(self, network: StandInNetwork, logger: Any) -> Any:
+        fallback = self.fallback
+
+        class Parser:
+            num_errors = 0
+
+            def parse_from_file(self, path: str) -> bool:
+                for node in read_rnnx_nodes(path):
+                    kind = "LOOP" if node.layer_name in fallback else "PLUGIN_V3"
+                    network.layers.append(StandInLayer(node.layer_name, kind))
+                return True
+
+        return Parser()
+
+
+class StandInProfile:
+    name = "decode"
+
+    def apply(self, profile: Any) -> Any:
+        return profile
+
+
+def test_build_is_strongly_typed_without_precision_flags(demo_exports):
+    out = demo_exports[("linear_transformer_copy", "tensorrt")]
+    for precision in ("fp32", "fp16", "bf16"):
+        trt = StandInTensorRT()
+        data = builder._build(trt, None, out / "model.onnx", precision, [StandInProfile()], None, 1 << 30, print)
+        assert data == b"engine"
+        assert trt.network_flags == [1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)]
+        assert trt.builder_flags == []  # no BuilderFlag.FP16 / BF16 on a strongly typed network
+        assert trt.pool_limits == {"WORKSPACE": 1 << 30}
+
+
+def test_build_refuses_a_node_that_fell_back_to_its_local_function(demo_exports):
+    out = demo_exports[("linear_transformer_copy", "tensorrt")]
+    nodes = read_rnnx_nodes(out / "model.onnx")
+    trt = StandInTensorRT(fallback=(nodes[-1].layer_name,))
+    with pytest.raises(EngineBuildError, match=f"rnnx node '{nodes[-1].layer_name}' .*did not become"):
+        builder._build(trt, None, out / "model.onnx", "fp32", [StandInProfile()], None, None, print)
+
+
+@pytest.mark.parametrize("exported, asked", [("fp32", "fp16"), ("fp32", "bf16"), ("fp16", "fp32")])
+def test_a_precision_other_than_the_exports_says_how_to_export(exported, asked):
+    with pytest.raises(EngineBuildError, match=f"the export is {exported}.*export with --precision {asked}$"):
+        resolve_precision({"precision": exported}, asked)
+    assert resolve_precision({"precision": exported}, None) == exported
+    with pytest.raises(ValueError, match="unsupported engine precision 'int8'"):
+        resolve_precision({"precision": exported}, "int8")
+
+
+# -- minimum TensorRT version -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["8.6.1", "10.0.1.6", "10.6.0", "not a version"])
+def test_require_tensorrt_refuses_a_too_old_tensorrt(monkeypatch, version):
+    """STAND-IN ``tensorrt`` module (only ``__version__``) in sys.modules."""
+    monkeypatch.setitem(sys.modules, "tensorrt", types.SimpleNamespace(__version__=version))
+    with pytest.raises(TensorRTTooOld) as e:
+        require_tensorrt()
+    minimum = ".".join(map(str, MIN_TENSORRT_VERSION))
+    assert str(e.value).startswith(f"TensorRT {version} is too old: rnnx needs TensorRT >= {minimum}")
+    assert "\n" not in str(e.value) and isinstance(e.value, TensorRTNotInstalled)
+
+
+@pytest.mark.parametrize("version", ["10.7.0", "10.14.1.48", "11.0.0"])
+def test_require_tensorrt_accepts_a_recent_tensorrt(monkeypatch, version):
+    module = types.SimpleNamespace(__version__=version)
+    monkeypatch.setitem(sys.modules, "tensorrt", module)
+    assert require_tensorrt() is module
