@@ -103,14 +103,15 @@ class TensorRTBackend(Backend):
             # The same loader as build_engine's: a no-op when it already loaded this library in this process.
             load_plugin_library(trt, plugin, required_creators(self.metadata))
         self._runtime = trt.Runtime(self._logger)
-        self.engine = self._runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
+        with torch.cuda.device(self._torch_device):  # engine and context on this backend's GPU
+            self.engine = self._runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
+            self.context = None if self.engine is None else self.engine.create_execution_context()
         if self.engine is None:
             raise RnnxRuntimeError(f"{engine_path}: TensorRT could not deserialize the engine")
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         inputs = [n for n in names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         outputs = [n for n in names if n not in inputs]
         self.plan = plan_bindings(self.metadata, inputs, outputs)
-        self.context = self.engine.create_execution_context()
         self.stream = torch.cuda.Stream(device=self._torch_device)
         self._profile: Optional[int] = None
         self._pool: dict[tuple[str, int], list[Any]] = {}
@@ -294,12 +295,16 @@ class TensorRTBackend(Backend):
         a capture; capturing records without running, so the eager run gives this call's outputs)."""
         import torch
 
-        if step.mode == REPLAY:
-            self._graphs[(*key, step.graph)].replay()
+        graph_key = (*key, step.graph)
+        if step.mode == REPLAY and graph_key in self._graphs:
+            self._graphs[graph_key].replay()
             return
+        # An eager call on this execution context may change what graphs captured under other shapes or
+        # addresses relied on: keep only this call's own (ping and pong) and capture again when needed.
+        self._graphs = {k: g for k, g in self._graphs.items() if k[:-1] == tuple(key)}
         if not self.context.execute_async_v3(self.stream.cuda_stream):
             raise RnnxRuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
-        if step.mode != CAPTURE:
+        if step.mode not in (CAPTURE, REPLAY):  # a REPLAY whose graph was dropped is captured again
             return
         graph = torch.cuda.CUDAGraph()
         try:
