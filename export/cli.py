@@ -80,6 +80,12 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     help="Parity against PyTorch in ONNX Runtime, and Polygraphy files.",
 )
 @click.option(
+    "--external-data/--no-external-data",
+    default=None,
+    help="Weights in model.onnx.data beside model.onnx (ONNX external data). Default: when the weights pass "
+    "1.5 GiB (a single ONNX file cannot exceed 2 GB).",
+)
+@click.option(
     "--steps",
     default=DEFAULT_DECODE_STEPS,
     show_default=True,
@@ -119,6 +125,7 @@ def main(
     opset: int,
     check: bool,
     steps: int,
+    external_data: Optional[bool] = None,
     engine: bool = False,
     max_batch: int = 8,
     max_length: int = 512,
@@ -140,7 +147,7 @@ def main(
         raise click.UsageError("give either CHECKPOINT or --module, not both")
     limits = _engine_preflight(target, max_batch, max_length, max_context) if engine else None
     if factory is not None:
-        result = _export_factory(factory, weights, out_dir, target, precision, opset, check, steps)
+        result = _export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data)
         _report(result)
         if limits is not None:
             _build_engine(result.out_dir, limits, cache_dir)
@@ -155,7 +162,7 @@ def main(
     try:
         result = export_model(
             checkpoint, out_dir, target=target, precision=precision, opset=opset, check=check,
-            decode_steps=steps, log=lambda message: click.echo(f"- {message}"),
+            decode_steps=steps, external_data=external_data, log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (CheckpointError, ExportError) as e:
         raise click.ClickException(_one_line(str(e))) from None
@@ -166,10 +173,10 @@ def main(
 
 def _export_factory(
     factory: str, weights: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
-    check: bool, steps: int,
+    check: bool, steps: int, external_data: Optional[bool] = None,
 ) -> Any:  # fmt: skip
     """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
-    export's source (absolute paths)."""
+    export's source (absolute paths). ``external_data``: the CLI flag (None: not given, auto)."""
     from ..models.factory import FactoryError, load_factory
     from .exporter import ExportError, export
 
@@ -187,7 +194,7 @@ def _export_factory(
             source["weights_sha256"] = sha256_file(weights)
         return export(
             spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
-            opset=opset, check=check, chained_calls=steps, source=source,
+            opset=opset, check=check, chained_calls=steps, source=source, external_data=external_data,
             log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (FactoryError, ExportError) as e:

@@ -10,10 +10,16 @@ One path for every model. :func:`export` takes any module whose forward is
   view (:class:`rnnx.models.stateful.StatefulModule`: flat inputs and state in, flat outputs and state
   out); the rnnx ops become custom nodes via the translation table of :mod:`rnnx.export.onnx_ops`,
   which then adds their local functions and plugin attributes;
+* the graph is saved as one file, or with its weights in ONNX external data
+  (:data:`~rnnx.runtime.artifact.EXTERNAL_DATA_FILE` beside ``model.onnx``) when asked or when its
+  tensors pass :data:`EXTERNAL_DATA_THRESHOLD` (a protobuf cannot be serialized past 2 GB); every later
+  step (checker, shape inference, parity, Polygraphy) reads the saved files by path, never one
+  in-memory proto with the weights;
 * everything is built in a temporary directory beside ``out_dir``, checked (``onnx.checker`` with
   ``full_check``, strict shape inference, optional parity against PyTorch on ONNX Runtime), and only
-  then moved into ``out_dir`` file by file with ``os.replace`` (the metadata last). A failure leaves
-  ``out_dir`` as it was.
+  then moved into ``out_dir`` file by file with ``os.replace`` (the data file first, then the model,
+  the metadata last); the export files it did not write (a stale data file) are then removed. A
+  failure leaves ``out_dir`` as it was.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from ..runtime.artifact import (
     CAUSAL_LM,
     DEFAULT_OPSET,
     EXPORT_FILES,
+    EXTERNAL_DATA_FILE,
     LENGTH,
     LOGITS,
     METADATA_FILE,
@@ -83,6 +90,14 @@ from ..runtime.artifact import (
 from .metadata import build_metadata
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+#: Tensor bytes in the graph (initializers and constants) above which ``external_data=None`` writes the
+#: weights as external data: a serialized ONNX protobuf cannot exceed 2 GB, and 1.5 GiB leaves margin
+#: for the graph itself.
+EXTERNAL_DATA_THRESHOLD = 3 << 29
+#: With external data, tensors of at least this many bytes go to the data file; smaller ones (shape
+#: constants that shape inference reads) stay in ``model.onnx``.
+EXTERNAL_DATA_MIN_TENSOR_BYTES = 1024
 
 Log = Callable[[str], None]
 
@@ -439,15 +454,54 @@ def _output_specs(model: onnx.ModelProto, job: _Job) -> list[TensorSpec]:
     return specs
 
 
+def _tensor_bytes(model: onnx.ModelProto) -> int:
+    """Serialized bytes of the tensors of ``model``: initializers, and tensor attributes (Constant
+    nodes) of every node, in subgraphs and local functions too."""
+
+    def nodes_bytes(nodes: Any) -> int:
+        total = 0
+        for node in nodes:
+            for attr in node.attribute:
+                total += (attr.t.ByteSize() if attr.HasField("t") else 0) + sum(t.ByteSize() for t in attr.tensors)
+                total += (graph_bytes(attr.g) if attr.HasField("g") else 0) + sum(map(graph_bytes, attr.graphs))
+        return total
+
+    def graph_bytes(graph: onnx.GraphProto) -> int:
+        return sum(t.ByteSize() for t in graph.initializer) + nodes_bytes(graph.node)
+
+    return graph_bytes(model.graph) + sum(nodes_bytes(f.node) for f in model.functions)
+
+
+def _save(model: onnx.ModelProto, path: Path, external_data: bool) -> Optional[Path]:
+    """Saves ``model`` at ``path``, with external data (every tensor of at least
+    :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in :data:`EXTERNAL_DATA_FILE` beside it) when asked; returns
+    the data file, None when the model is one file (also when no tensor was large enough to move).
+    ``model`` is left pointing at the data file."""
+    if not external_data:
+        onnx.save_model(model, str(path))
+        return None
+    onnx.save_model(
+        model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=EXTERNAL_DATA_FILE,
+        size_threshold=EXTERNAL_DATA_MIN_TENSOR_BYTES,
+    )  # fmt: skip
+    data = path.parent / EXTERNAL_DATA_FILE
+    return data if data.is_file() else None
+
+
 def _check_graph(path: Path) -> onnx.ModelProto:
-    """onnx.checker (full_check) and strict shape inference on the saved file; ExportError on failure."""
+    """onnx.checker (full_check) and strict shape inference on the saved file, both by path (so a model
+    with external data is never one in-memory proto); ExportError on failure. Returns the model loaded
+    without its external data: its graph, for the metadata."""
+    inferred = path.with_name(f".{path.name}.inferred")
     try:
         onnx.checker.check_model(str(path), full_check=True)
-        model = onnx.load(str(path))
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        onnx.shape_inference.infer_shapes_path(str(path), str(inferred), check_type=True, strict_mode=True,
+                                               data_prop=True)  # fmt: skip
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         raise ExportError(f"exported graph failed ONNX validation: {_one_line(e)}") from None
-    return model
+    finally:
+        inferred.unlink(missing_ok=True)
+    return onnx.load(str(path), load_external_data=False)
 
 
 def _graph_output_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
@@ -461,8 +515,9 @@ def _graph_output_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
 
 
 def _move_into(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
-    """os.replace each file into out_dir, in order (the metadata last); then removes the export files
-    that this export did not write (a stale parity report must not describe a new model)."""
+    """os.replace each file into out_dir, in order (the external data before the model, the metadata
+    last); then removes the export files that this export did not write (a stale parity report must not
+    describe a new model, nor a stale data file sit beside a single-file one)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     moved = []
     for name in names:
@@ -485,9 +540,11 @@ def _check_out_dir(out_dir: Union[str, os.PathLike]) -> Path:
 
 def _run(
     job: _Job, out_dir: Path, *, target: str, precision: str, opset: int, check: bool, steps: int,
-    polygraphy_steps: int, log: Log,
+    polygraphy_steps: int, external_data: Optional[bool], log: Log,
 ) -> ExportResult:  # fmt: skip
-    """Traces, validates, checks parity and writes ``job``'s export into ``out_dir`` (atomically)."""
+    """Traces, validates, checks parity and writes ``job``'s export into ``out_dir`` (atomically).
+    ``external_data``: True / False, or None for external data exactly when the graph's tensors pass
+    :data:`EXTERNAL_DATA_THRESHOLD`."""
     from ..runtime.backends.ort_backend import OrtBackend
     from ..runtime.backends.torch_backend import TorchBackend
 
@@ -507,16 +564,22 @@ def _run(
         except Exception as e:  # the exporter raises many types; report one line
             raise ExportError(f"ONNX conversion failed: {type(e).__name__}: {_one_line(e)}") from None
         model_path = tmp / MODEL_FILE
-        onnx.save_model(onnx_model, str(model_path))
+        tensor_bytes = _tensor_bytes(onnx_model)
+        external = external_data if external_data is not None else tensor_bytes > EXTERNAL_DATA_THRESHOLD
+        data_path = _save(onnx_model, model_path, external)
+        del onnx_model  # from here on the graph is read from the files
+        log(f"saved {MODEL_FILE}" + (f" with external data {EXTERNAL_DATA_FILE}" if data_path else " (one file)")
+            + f"; {tensor_bytes / 2**20:,.1f} MiB of tensors")  # fmt: skip
         log("checking: onnx.checker full_check, strict shape inference")
         onnx_model = _check_graph(model_path)
         metadata = build_metadata(
             interface=job.interface, model_type=job.model_type, config=job.config, vocab_size=job.vocab_size,
             inputs=job.inputs, outputs=_output_specs(onnx_model, job), states=job.states, onnx_model=onnx_model,
             model_path=model_path, target=target, precision=precision, opset=opset, source=job.source,
+            external_data=data_path,
         )  # fmt: skip
         write_metadata(tmp, metadata)
-        written = [MODEL_FILE]
+        written = [EXTERNAL_DATA_FILE, MODEL_FILE] if data_path is not None else [MODEL_FILE]
         report, polygraphy = None, None
         if check:
             chain = "decode steps" if job.interface == CAUSAL_LM else "chained calls"
@@ -553,9 +616,11 @@ def _run(
     return ExportResult(out_dir, out_dir / MODEL_FILE, files[-1], metadata, files, report, command)
 
 
-def _check_steps(steps: int, polygraphy_steps: int) -> None:
+def _check_steps(steps: int, polygraphy_steps: int, external_data: Optional[bool]) -> None:
     if steps < 0 or polygraphy_steps < 0:
         raise ExportError("decode_steps / chained_calls and polygraphy_steps must be >= 0")
+    if external_data is not None and not isinstance(external_data, bool):
+        raise ExportError(f"external_data must be True, False or None (auto), got {external_data!r}")
 
 
 def export_model(
@@ -568,6 +633,7 @@ def export_model(
     check: bool = True,
     decode_steps: int = parity.DEFAULT_DECODE_STEPS,
     polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
+    external_data: Optional[bool] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports an rnnx LM (a module, or a checkpoint directory) to ``out_dir/model.onnx`` + ``rnnx.json``.
@@ -578,15 +644,19 @@ def export_model(
     model (:func:`rnnx.runtime.parity.compare_backends`, a prefill and ``decode_steps`` chained steps),
     fails on a tolerance miss or a diverging greedy token, and writes ``parity.json``, the replayable
     reference ``parity_reference.npz`` and Polygraphy's input / output files (the prefill and
-    ``polygraphy_steps`` steps). Raises :class:`ExportError` (or ``CheckpointError``) and leaves
-    ``out_dir`` untouched on any failure. The given module is not modified.
+    ``polygraphy_steps`` steps). ``external_data``: write the weights to ``model.onnx.data`` beside
+    ``model.onnx`` (ONNX external data; recorded in ``rnnx.json``) when True, never when False (an
+    export past 2 GB then fails), by default (None) when the graph's tensors pass
+    :data:`EXTERNAL_DATA_THRESHOLD` (1.5 GiB). Raises :class:`ExportError` (or ``CheckpointError``) and
+    leaves ``out_dir`` untouched on any failure. The given module is not modified.
     """
     validate_options(target, precision, opset)
-    _check_steps(decode_steps, polygraphy_steps)
+    _check_steps(decode_steps, polygraphy_steps, external_data)
     out_dir = _check_out_dir(out_dir)
     job = _lm_job(model_or_checkpoint, precision, decode_steps)
     return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=decode_steps,
-                polygraphy_steps=polygraphy_steps, log=log or (lambda message: None))  # fmt: skip
+                polygraphy_steps=polygraphy_steps, external_data=external_data,
+                log=log or (lambda message: None))  # fmt: skip
 
 
 def export(
@@ -606,6 +676,7 @@ def export(
     polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
     config: Optional[dict[str, Any]] = None,
     source: Optional[dict[str, Any]] = None,
+    external_data: Optional[bool] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports any module with SRU / SRU++ / causal linear attention inside to ``out_dir``.
@@ -631,11 +702,12 @@ def export(
     the example inputs and ``chained_calls`` short calls continuing the state
     (:func:`rnnx.runtime.parity.compare_stream`) and writes the parity and Polygraphy files;
     ``config`` is stored in ``rnnx.json``; ``source`` (``factory``, ``weights``) records how to rebuild
-    the module for ``rnnx.runtime.load(..., backend="torch")``. Raises :class:`ExportError` with one
+    the module for ``rnnx.runtime.load(..., backend="torch")``; ``external_data`` (None: when the weights
+    need it) as for :func:`export_model`. Raises :class:`ExportError` with one
     line and leaves ``out_dir`` untouched on any failure; the given module is not modified.
     """
     validate_options(target, precision, opset)
-    _check_steps(chained_calls, polygraphy_steps)
+    _check_steps(chained_calls, polygraphy_steps, external_data)
     out_dir = _check_out_dir(out_dir)
     recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "weights": None, **(source or {})}
     if recorded["weights"]:
@@ -650,4 +722,5 @@ def export(
         dynamic_axes=dynamic_axes, precision=precision, steps=chained_calls, config=config, source=recorded,
     )  # fmt: skip
     return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=chained_calls,
-                polygraphy_steps=polygraphy_steps, log=log or (lambda message: None))  # fmt: skip
+                polygraphy_steps=polygraphy_steps, external_data=external_data,
+                log=log or (lambda message: None))  # fmt: skip

@@ -55,17 +55,22 @@ def build_metadata(
     opset: int,
     source: dict[str, Any],
     parity: Optional[dict[str, Any]] = None,
+    external_data: Optional[Path] = None,
 ) -> dict[str, Any]:
     """The metadata dict for the ONNX file at ``model_path`` (hashed here). ``inputs`` / ``outputs`` are
-    the data tensors; the state tensors' entries are added from ``states``."""
+    the data tensors; the state tensors' entries are added from ``states``. ``external_data``: the
+    model's external data file (beside it; hashed here), None for a single-file model. ``onnx_model``
+    is read for its graph only (it may be loaded without its external data)."""
     inputs = [*inputs, *(TensorSpec(s.input, s.shape, s.dtype) for s in states)]
     outputs = [*outputs, *(TensorSpec(s.output, s.output_shape, s.dtype) for s in states)]
+    external = None if external_data is None else {"file": external_data.name, "sha256": sha256_file(external_data)}
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "interface": interface,
         "model_file": model_path.name,
         "model_sha256": sha256_file(model_path),
+        "external_data": external,
         "model_type": model_type,
         "config": config,
     }

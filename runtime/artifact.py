@@ -8,6 +8,7 @@ A native runtime reads the same facts from ``rnnx.json``: nothing here is needed
 An export directory::
 
     model.onnx                  the graph (prefill and decode in one)
+    model.onnx.data             the graph's weights, only in an export with external data (below)
     rnnx.json                   this contract's metadata (below), written last
     parity.json                 the export's parity report (with --check)
     parity_reference.npz        the PyTorch side of the parity run, replayable without torch
@@ -30,6 +31,7 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
 
     {"format": "rnnx-onnx", "format_version": 2, "interface": "causal_lm" | "stateful",
      "model_file": "model.onnx", "model_sha256": "<hex>",
+     "external_data": {"file": "model.onnx.data", "sha256": "<hex>"} | null (absent: null),
      "model_type": "srupp", "config": {...}, "vocab_size": 12 (causal_lm only),
      "target": "tensorrt" | "onnxruntime", "precision": "fp32" | "fp16", "opset": 20,
      "inputs":  [{"name": "input_ids", "shape": ["batch", "length"], "dtype": "int64"}, ...],
@@ -49,6 +51,13 @@ Shapes hold ints and axis names (:data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENG
 export declared); a growing KV cache's ``present`` has ``past_length + length`` along its ``past_length``
 axis. Every state tensor has a ``batch`` axis. dtypes are numpy's
 spellings (``float32``, ``bool``; ``bfloat16`` where a graph has it).
+
+External data: a serialized ONNX protobuf cannot exceed 2 GB, so an export whose weights pass that
+(or one asked for it) keeps its tensors in :data:`EXTERNAL_DATA_FILE` beside ``model.onnx``, which
+names that file (a path relative to the model's directory) in its initializers. ONNX Runtime and
+TensorRT's ``parse_from_file`` resolve it against the model's path, so a runtime always opens the model by
+path and keeps the two files together. ``model_sha256`` then covers only the graph; ``external_data``
+records the data file's sha256, which :func:`read_metadata` checks like the model's.
 """
 
 from __future__ import annotations
@@ -96,8 +105,12 @@ PARITY_FILE = "parity.json"
 PARITY_REFERENCE_FILE = "parity_reference.npz"
 POLYGRAPHY_INPUTS = "polygraphy_inputs.json"
 POLYGRAPHY_OUTPUTS = "polygraphy_outputs.json"
+#: The weights of an export with external data, beside :data:`MODEL_FILE` (the ONNX ``location`` of
+#: every external tensor); named in ``rnnx.json`` ``"external_data"``.
+EXTERNAL_DATA_FILE = MODEL_FILE + ".data"
 #: Every file an export writes; an export removes the ones a new export of the same dir did not rewrite.
-EXPORT_FILES = (MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS, POLYGRAPHY_OUTPUTS, METADATA_FILE)
+EXPORT_FILES = (EXTERNAL_DATA_FILE, MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS,
+                POLYGRAPHY_OUTPUTS, METADATA_FILE)  # fmt: skip
 
 # -- targets, precisions, tolerances ----------------------------------------------------------------
 
@@ -336,12 +349,29 @@ def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
             )
         if BATCH not in spec.shape:
             raise MetadataError(f"{where}: state {spec.name!r}: shape {list(spec.shape)} has no {BATCH!r} axis")
+    external = meta.get("external_data")
+    if external is not None and not (
+        isinstance(external, dict) and isinstance(external.get("sha256"), str)
+        and isinstance(external.get("file"), str) and external["file"] not in ("", ".", "..")
+        and Path(external["file"]).name == external["file"] and "\\" not in external["file"]
+    ):  # fmt: skip
+        raise MetadataError(
+            f"{where}: field 'external_data' must be null or an object with 'file' (a file name beside the "
+            f"model) and 'sha256', got {external!r}"
+        )
     return meta
+
+
+def external_data_file(metadata: dict[str, Any]) -> Optional[str]:
+    """The name of the export's external data file (beside the model file), None for a single-file model."""
+    external = metadata.get("external_data")
+    return external["file"] if external else None
 
 
 def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) -> dict[str, Any]:
     """Reads and validates ``directory/rnnx.json``; with ``verify_hash`` also checks that the model file
-    exists and has the recorded sha256. Raises :class:`MetadataError` (one line naming the file)."""
+    and, for an export with external data, its data file exist and have the recorded sha256s. Raises
+    :class:`MetadataError` (one line naming the file)."""
     path = Path(directory) / METADATA_FILE
     if not path.is_file():
         raise MetadataError(f"{path}: missing export metadata file")
@@ -358,6 +388,16 @@ def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) 
             raise MetadataError(
                 f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
             )
+        data_file = external_data_file(meta)
+        if data_file is not None:
+            data_path = Path(directory) / data_file
+            if not data_path.is_file():
+                raise MetadataError(f"{data_path}: external data file named by {METADATA_FILE} is missing")
+            if sha256_file(data_path) != meta["external_data"]["sha256"]:
+                raise MetadataError(
+                    f"{data_path}: sha256 does not match {METADATA_FILE}; the model's external data was "
+                    "replaced or is corrupt"
+                )
     return meta
 
 
@@ -385,10 +425,13 @@ def state_specs(metadata: dict[str, Any]) -> list[StateSpec]:
 
 def model_signature(metadata: dict[str, Any]) -> str:
     """Hex sha256 identifying a model for state compatibility: model type, config, state layout and the
-    source weights' sha256 (the ONNX file's sha256 when the weights are unknown). A state saved by one
+    source weights' sha256 (when the weights are unknown, the ONNX file's sha256, joined by its external
+    data file's for an export with external data: the file that holds the weights). A state saved by one
     backend loads into another backend of the same model."""
     source = metadata.get("source") or {}
     weights = source.get("weights_sha256") or metadata.get("model_sha256")
+    if not source.get("weights_sha256") and metadata.get("external_data"):
+        weights = f"{weights}+{metadata['external_data']['sha256']}"
     layout = [[s["name"], list(s["shape"]), s["dtype"], bool(s.get("grows", False))] for s in metadata["state"]]
     blob = json.dumps([metadata["model_type"], metadata["config"], layout, weights], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

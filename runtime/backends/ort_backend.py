@@ -82,6 +82,8 @@ class OrtBackend(Backend):
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads = threads
+        # Opened by path, never from bytes: ONNX Runtime resolves an export's external data
+        # (model.onnx.data) relative to the model file's directory.
         self.session = ort.InferenceSession(
             str(self.model_dir / self.metadata["model_file"]), options, providers=providers
         )

@@ -21,7 +21,12 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   ``BuilderFlag.FP16`` / ``BF16`` (deprecated for strongly typed networks). Asking for another precision
   than the export's is an error that says how to export it.
 * **Cache key.** TensorRT version, GPU name, compute capability and index, precision, profiles, workspace
-  limit, the plugin library's sha256 and the ONNX file's sha256 (:class:`~.cache.KeyParts`).
+  limit, the plugin library's sha256, the ONNX file's sha256 and, for an export with external data, the
+  data file's sha256 (:class:`~.cache.KeyParts`).
+* **External data.** An export past 2 GB keeps its weights in ``model.onnx.data`` beside ``model.onnx``
+  (:data:`~rnnx.runtime.artifact.EXTERNAL_DATA_FILE`). ``parse_from_file`` resolves it against the
+  model's path; nothing here reads the model into memory and parses it without its data
+  (:func:`read_rnnx_nodes` reads only the graph's nodes, and ``model.onnx`` holds only references then).
 
 TensorRT >= 10.7 is required (:data:`._trt.MIN_TENSORRT_VERSION`: from 10.7 the parser prefers a
 registered plugin over the node's local function).
@@ -242,6 +247,9 @@ def _fields(data: memoryview, start: int, end: int) -> Iterator[tuple[int, Any]]
 def read_rnnx_nodes(onnx_path: Union[str, Path], domain: str = RNNX_DOMAIN) -> list[OnnxNode]:
     """The nodes of ``domain`` in the main graph of an ONNX file, in graph order.
 
+    Only the nodes are read: initializers (GraphProto field 5) are skipped whether they hold their bytes or
+    reference ONNX external data, so a model with external data needs only its ``model.onnx``.
+
     Reads the protobuf wire format directly (ModelProto.graph = 7; GraphProto.node = 1; NodeProto: output 2,
     name 3, op_type 4, attribute 5, domain 7; AttributeProto: name 1, s 4), so it needs neither ``onnx`` nor
     protobuf. EngineBuildError when the file is not a readable ONNX model.
@@ -342,14 +350,18 @@ def resolve_precision(metadata: dict[str, Any], precision: Optional[str]) -> str
 def key_parts(
     metadata: dict[str, Any], precision: str, profiles: list[Profile], plugin_library: Optional[Path],
     tensorrt_version: str, gpu: tuple[str, str, int], *, workspace_bytes: Optional[int] = None,
-    onnx_sha256: Optional[str] = None,
+    onnx_sha256: Optional[str] = None, external_data_sha256: Optional[str] = None,
 ) -> KeyParts:  # fmt: skip
     """The cache :class:`KeyParts` of an engine (pure; TensorRT version, GPU ``(name, capability, index)``
-    and the ONNX file's sha256 (default: the export's ``model_sha256``) are passed in)."""
+    and the ONNX file's sha256 (default: the export's ``model_sha256``) are passed in). For an export with
+    external data the key also holds the data file's sha256 (default: the one ``rnnx.json`` records), so
+    new weights under the same ``model.onnx`` never hit an old engine."""
+    if external_data_sha256 is None and metadata.get("external_data"):
+        external_data_sha256 = metadata["external_data"]["sha256"]
     return KeyParts.create(
         model_sha256=onnx_sha256 or metadata["model_sha256"], tensorrt_version=tensorrt_version, gpu_name=gpu[0],
         compute_capability=gpu[1], device_index=gpu[2], precision=precision, profiles=profiles,
-        plugin_library=plugin_library, workspace_bytes=workspace_bytes,
+        plugin_library=plugin_library, workspace_bytes=workspace_bytes, external_data_sha256=external_data_sha256,
     )  # fmt: skip
 
 
@@ -397,7 +409,7 @@ def build_engine(
                 "the export uses rnnx ops but the rnnx TensorRT plugin library is not built "
                 "(python -m rnnx.plugins, or pass plugin_library=...)"
             )
-    onnx_path = model_dir / meta["model_file"]
+    onnx_path = model_dir / meta["model_file"]  # its external data, if any, was just verified by read_metadata
     gpu = device_identity(device)
     parts = key_parts(meta, precision, profiles, plugin, str(trt.__version__), gpu,
                       workspace_bytes=workspace_bytes, onnx_sha256=sha256_file(onnx_path))  # fmt: skip

@@ -1,6 +1,7 @@
 """The on-disk engine cache: keys, atomic writes, and detection of corrupt or foreign entries.
 
-A TensorRT engine is valid only for the exact ONNX file (its sha256), TensorRT version, GPU (name,
+A TensorRT engine is valid only for the exact ONNX file (its sha256, and its external data file's
+sha256 for an export with external data: the weights live there), TensorRT version, GPU (name,
 compute capability and device index), precision, optimization profiles, workspace limit and plugin
 library (the sha256 of the file, not its path) it was built with. :class:`KeyParts` holds those;
 :meth:`KeyParts.key` is the sha256 of their canonical JSON and names the files::
@@ -50,7 +51,8 @@ class KeyParts:
     """Everything an engine depends on. ``model_sha256`` is the sha256 of the ONNX file; ``profiles`` are
     :meth:`Profile.to_dict` dicts; ``device_index`` is the CUDA device the engine is built for;
     ``workspace_bytes`` is the builder's workspace limit (None: TensorRT's default); ``plugin_sha256`` is the
-    sha256 of the plugin library file, None when no plugin library is needed."""
+    sha256 of the plugin library file, None when no plugin library is needed; ``external_data_sha256`` is
+    the sha256 of the ONNX file's external data file (its weights), None for a single-file model."""
 
     model_sha256: str
     tensorrt_version: str
@@ -61,13 +63,14 @@ class KeyParts:
     plugin_sha256: Optional[str] = None
     device_index: int = 0
     workspace_bytes: Optional[int] = None
+    external_data_sha256: Optional[str] = None
 
     @classmethod
     def create(
         cls, *, model_sha256: str, tensorrt_version: str, gpu_name: str,
         compute_capability: Union[str, tuple[int, int]], precision: str, profiles: list[Profile],
         plugin_library: Optional[Union[str, Path]] = None, device_index: int = 0,
-        workspace_bytes: Optional[int] = None,
+        workspace_bytes: Optional[int] = None, external_data_sha256: Optional[str] = None,
     ) -> KeyParts:  # fmt: skip
         """Builds the parts, hashing ``plugin_library`` (a file) when given."""
         if not isinstance(compute_capability, str):
@@ -75,7 +78,8 @@ class KeyParts:
         plugin = sha256_file(plugin_library) if plugin_library is not None else None
         workspace = int(workspace_bytes) if workspace_bytes is not None else None
         return cls(model_sha256, str(tensorrt_version), str(gpu_name), compute_capability, precision,
-                   tuple(p.to_dict() for p in profiles), plugin, int(device_index), workspace)  # fmt: skip
+                   tuple(p.to_dict() for p in profiles), plugin, int(device_index), workspace,
+                   external_data_sha256)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
