@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import inspect
 import io
 import json
@@ -161,6 +162,8 @@ class _Job:
     vocab_size: Optional[int] = None
     prompts: Optional[list[list[int]]] = None
     what: str = ""
+    #: Puts back what the job changed on the caller's module (its train / eval modes).
+    restore: Callable[[], None] = lambda: None
 
 
 def _one_line(e: BaseException) -> str:
@@ -184,15 +187,37 @@ def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM,
     raise ExportError(f"expected an rnnx RecurrentLM or a checkpoint path, got {type(source).__name__}")
 
 
+def _is_fp32_cpu(module: nn.Module) -> bool:
+    """Whether every floating parameter and buffer of ``module`` is fp32 on the CPU (no copy needed)."""
+    tensors = [*module.parameters(), *module.buffers()]
+    return all(t.device.type == "cpu" and (t.dtype == torch.float32 or not t.is_floating_point()) for t in tensors)
+
+
+def _eval_modes(module: nn.Module) -> Callable[[], None]:
+    """Puts ``module`` in eval mode; returns the function that restores every submodule's mode."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+
+    def restore() -> None:
+        for m, training in modes:
+            m.training = training
+
+    return restore
+
+
 def _lm_job(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision: str, steps: int) -> _Job:
     source, info, checkpoint = _resolve(model_or_checkpoint)
     try:
         model_type = model_type_of(source)
     except KeyError as e:
         raise ExportError(str(e.args[0])) from None
-    reference = StatefulLM(copy.deepcopy(source).cpu().float().eval()).eval()
-    model = copy.deepcopy(reference.model).to(_DTYPES[precision])
-    graph = StatefulLM(model).eval()
+    # No whole-model copy the export does not need: an fp32 CPU model is traced and checked as it is (in
+    # eval mode for the export; _Job.restore puts its modes back); fp16 traces one half-size copy.
+    base = source if _is_fp32_cpu(source) else copy.deepcopy(source).cpu().float()
+    restore = _eval_modes(base)
+    reference = StatefulLM(base)
+    model = base if precision == "fp32" else copy.deepcopy(base).to(_DTYPES[precision])
+    graph = StatefulLM(model)
     batch, length, past = 2, 3, 4  # distinct and > 1: torch.export specialises none of them
     data = lm_example_data(model, batch, length)
     states = find_state_specs(graph, data, batch, length)
@@ -208,7 +233,7 @@ def _lm_job(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision
         inputs=[t for t in inputs if not t.name.startswith(PAST_PREFIX)], output_names=[LOGITS], states=states,
         trace_inputs=(*data, *example_state(states, batch, past, gen)), parity_run=run_parity,
         source={"checkpoint": checkpoint, "weights_sha256": info.get("weights_sha256") or None},
-        vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model",
+        vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model", restore=restore,
     )  # fmt: skip
 
 
@@ -323,7 +348,7 @@ def _module_job(
         raise ExportError(f"expected a torch.nn.Module, got {type(module).__name__}")
     examples = _check_examples(example_inputs)
     try:
-        reference, converted = prepare(copy.deepcopy(module).cpu().float(), len(examples), init_state)
+        reference, converted = prepare(module, len(examples), init_state)  # convert() makes the one copy
     except (FactoryError, StateError) as e:
         raise ExportError(_one_line(e)) from None
     except (ValueError, NotImplementedError) as e:  # ConversionError is a ValueError
@@ -431,7 +456,7 @@ def _trace(job: _Job, target: str, opset: int) -> onnx.ModelProto:
                 f"{job.what} has no rnnx op (SRU, SRU++, causal linear attention) and no layer that "
                 "rnnx.models.convert knows: nothing for rnnx to export (torch.onnx.export handles such a model)"
             )
-        model = onnx_ops.finalize(program.model_proto, target)
+        model = onnx_ops.finalize(program.model_proto, target, inplace=True)
     _name_dims(model, [*(t.shape for t in job.inputs), *(s.shape for s in job.states)])
     return model
 
@@ -567,7 +592,8 @@ def _run(
         tensor_bytes = _tensor_bytes(onnx_model)
         external = external_data if external_data is not None else tensor_bytes > EXTERNAL_DATA_THRESHOLD
         data_path = _save(onnx_model, model_path, external)
-        del onnx_model  # from here on the graph is read from the files
+        del onnx_model  # from here on the graph is read from the files (one copy at a time)
+        gc.collect()
         log(f"saved {MODEL_FILE}" + (f" with external data {EXTERNAL_DATA_FILE}" if data_path else " (one file)")
             + f"; {tensor_bytes / 2**20:,.1f} MiB of tensors")  # fmt: skip
         log("checking: onnx.checker full_check, strict shape inference")
@@ -578,6 +604,9 @@ def _run(
             model_path=model_path, target=target, precision=precision, opset=opset, source=job.source,
             external_data=data_path,
         )  # fmt: skip
+        output_dtypes = _graph_output_dtypes(onnx_model)
+        del onnx_model  # not needed any more; ONNX Runtime loads its own copy for the parity check
+        gc.collect()
         write_metadata(tmp, metadata)
         written = [EXTERNAL_DATA_FILE, MODEL_FILE] if data_path is not None else [MODEL_FILE]
         report, polygraphy = None, None
@@ -597,7 +626,7 @@ def _run(
                 raise ExportError(f"parity check could not run: {type(e).__name__}: {_one_line(e)}") from None
             initial = torch_side.state_to_host(torch_side.init_state(torch_side.batch_of(calls[0].inputs)))
             polygraphy = parity.save_polygraphy_files(
-                calls[: polygraphy_steps + 1], tmp, job.states, initial, _graph_output_dtypes(onnx_model),
+                calls[: polygraphy_steps + 1], tmp, job.states, initial, output_dtypes,
                 TOLERANCES[precision],
             )  # fmt: skip
             parity.save_reference(tmp / PARITY_REFERENCE_FILE, calls, f"torch {job.model_type} fp32", job.prompts)
@@ -654,9 +683,12 @@ def export_model(
     _check_steps(decode_steps, polygraphy_steps, external_data)
     out_dir = _check_out_dir(out_dir)
     job = _lm_job(model_or_checkpoint, precision, decode_steps)
-    return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=decode_steps,
-                polygraphy_steps=polygraphy_steps, external_data=external_data,
-                log=log or (lambda message: None))  # fmt: skip
+    try:
+        return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=decode_steps,
+                    polygraphy_steps=polygraphy_steps, external_data=external_data,
+                    log=log or (lambda message: None))  # fmt: skip
+    finally:
+        job.restore()
 
 
 def export(

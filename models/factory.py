@@ -134,7 +134,7 @@ def prepare(
     eval mode, wrapped in :class:`StatefulModule` with the resolved ``init_state``."""
     from .convert import convert
 
-    converted = convert(module).eval()
+    converted = convert(module).cpu().float().eval()  # a copy: the caller's module is never touched
     if init_state is not None and init_state == getattr(module, "init_state", None):
         init_state = None  # the original's bound method: use the converted module's
     graph = StatefulModule(converted, resolve_init_state(converted, init_state), num_inputs).eval()

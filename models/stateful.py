@@ -119,7 +119,11 @@ class StatefulModule(nn.Module):
 
     def in_dtype(self, dtype: torch.dtype) -> StatefulModule:
         """A copy whose module has floating ``dtype`` (the state template rebuilt from it, so a module that
-        keeps part of its state in its own dtype gets it in that dtype)."""
+        keeps part of its state in its own dtype gets it in that dtype); itself when the module already
+        computes in ``dtype``."""
+        floating = [t for t in (*self.module.parameters(), *self.module.buffers()) if t.is_floating_point()]
+        if all(t.dtype == dtype for t in floating):
+            return self
         module = copy.deepcopy(self.module).to(dtype)
         init = self.init_state
         if init is not None and getattr(init, "__self__", None) is self.module:
@@ -161,6 +165,9 @@ class StatefulLM(StatefulModule):
         return self.module
 
     def in_dtype(self, dtype: torch.dtype) -> StatefulLM:
+        floating = [t for t in (*self.module.parameters(), *self.module.buffers()) if t.is_floating_point()]
+        if all(t.dtype == dtype for t in floating):
+            return self
         return StatefulLM(copy.deepcopy(self.module).to(dtype))
 
     def step(self, inputs: Sequence[Tensor], state: Any) -> tuple[tuple[Tensor, ...], Any]:

@@ -286,3 +286,18 @@ def test_read_metadata_detects_a_replaced_model(tmp_path):
     (result.out_dir / "rnnx.json").write_text('{"format": "other"}')
     with pytest.raises(MetadataError, match="not rnnx export metadata"):
         read_metadata(result.out_dir)
+
+
+def test_export_leaves_the_callers_module_as_it_was(tmp_path, monkeypatch):
+    """fp32 exports trace the caller's module itself (no whole-model copy): its train / eval modes come
+    back as they were and no parameter changes, also when the export fails."""
+    model = make_model("srupp_linear").train()
+    next(iter(model.children())).eval()  # a mix of modes
+    modes = {name: m.training for name, m in model.named_modules()}
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    export_model(model, tmp_path / "out", check=True, decode_steps=2)
+    monkeypatch.setitem(artifact.TOLERANCES, "fp32", -1.0)  # the check fails after tracing
+    with pytest.raises(ExportError, match="parity check failed"):
+        export_model(model, tmp_path / "bad", decode_steps=1)
+    assert {name: m.training for name, m in model.named_modules()} == modes
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

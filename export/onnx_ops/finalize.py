@@ -198,8 +198,9 @@ def _restore_output_types(model: onnx.ModelProto) -> None:
             output.type.CopyFrom(known[output.name])
 
 
-def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
-    """A copy of ``model`` with a local function for every rnnx node and the opset imports set.
+def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx.ModelProto:
+    """A copy of ``model`` (``model`` itself with ``inplace``: no second copy of its weights) with a local
+    function for every rnnx node and the opset imports set.
 
     ``target`` is one of ``TARGETS``; a ``tensorrt`` model must not contain com.microsoft nodes.
     Nodes get their overload name from the node (attributes, present inputs); the state dtype comes
@@ -210,8 +211,11 @@ def finalize(model: onnx.ModelProto, target: str) -> onnx.ModelProto:
     """
     if target not in TARGETS:
         raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    if inplace:
+        out = model
+    else:
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
     opset = _default_opset(out)
     if opset < MIN_OPSET:
         raise ValueError(f"default opset {opset} < {MIN_OPSET}: the rnnx function bodies need opset >= {MIN_OPSET}")
