@@ -2,7 +2,8 @@
 
 ``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None)`` -> a
 :class:`Session` for a language model, a :class:`StatefulSession` for any other export; see
-:mod:`.session` (run; prefill / step / generate), :mod:`.state` (fork, save, load), :mod:`.backends`
+:mod:`.session` (run; prefill / step / generate), :mod:`.scheduler` (many streams, continuous
+batching), :mod:`.state` (fork, save, load), :mod:`.backends`
 (the backend interface in :mod:`.backends.base`), :mod:`.sampling`, :mod:`.parity`.
 """
 
@@ -14,6 +15,7 @@ from typing import Optional, Union
 from .artifact import CAUSAL_LM, interface_of
 from .backends import BACKENDS, create_backend, dir_kind
 from .backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
+from .scheduler import Scheduler, SchedulerClosed, SchedulerFull, Stream
 from .session import Session, StatefulSession
 from .state import State
 
@@ -42,6 +44,7 @@ def load(
 
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "Session",
-    "StatefulSession", "State", "StateSpec", "create_backend", "dir_kind", "load",
+    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "Scheduler",
+    "SchedulerClosed", "SchedulerFull", "Session", "StatefulSession", "State", "StateSpec", "Stream",
+    "create_backend", "dir_kind", "load",
 ]  # fmt: skip

@@ -40,6 +40,7 @@ Rules a backend must follow:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -162,6 +163,35 @@ class Backend(ABC):
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         """The inverse of :meth:`state_to_host`: uploads ``arrays`` (already validated by the caller:
         every name present, shapes consistent with one batch / past_length, dtypes of the specs)."""
+
+    def select_rows(self, state: BackendState, rows: Sequence[int]) -> BackendState:
+        """A new state of ``len(rows)`` rows, row i a copy of ``state``'s row ``rows[i]`` (same
+        past_length, no storage shared). This default goes through the host; a backend overrides it
+        with a device gather."""
+        host = self.state_to_host(state)
+        index = np.asarray(rows, dtype=np.int64)
+        out = self.state_from_host({s.name: np.take(host[s.name], index, axis=s.batch_axis) for s in self.state_specs})
+        out.batch, out.past_length = len(index), state.past_length
+        return out
+
+    def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
+        """One state holding the rows of ``states`` in order (no storage shared). Only for models
+        whose state has no growing (KV-cache) axis, where rows of different past lengths cannot share
+        a tensor: :class:`InputError` otherwise. past_length: the largest of ``states``'. This default
+        goes through the host; a backend overrides it with a device concatenation."""
+        self._check_concat(states)
+        hosts = [self.state_to_host(s) for s in states]
+        arrays = {s.name: np.concatenate([h[s.name] for h in hosts], axis=s.batch_axis) for s in self.state_specs}
+        out = self.state_from_host(arrays)
+        out.batch, out.past_length = sum(s.batch for s in states), max(s.past_length for s in states)
+        return out
+
+    def _check_concat(self, states: Sequence[BackendState]) -> None:
+        grow = [s.name for s in self.state_specs if s.grows]
+        if grow:
+            raise InputError(f"state tensors {grow} grow with the context (a KV cache): their rows cannot be batched")
+        if not states:
+            raise InputError("concat_rows: expected at least one state")
 
     def host_batch_and_past(self, arrays: dict[str, np.ndarray]) -> tuple[int, int]:
         """``(batch, past_length)`` of a host state: the batch axis of the first state tensor, the grow

@@ -18,6 +18,7 @@ backend of the same model that keeps them elsewhere (move it with ``to_host`` / 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -174,6 +175,24 @@ class OrtBackend(Backend):
 
     def state_to_host(self, state: BackendState) -> dict[str, np.ndarray]:
         return {s.name: self._host(state.tensors[s.name]) for s in self.state_specs}
+
+    def select_rows(self, state: BackendState, rows: Sequence[int]) -> BackendState:
+        """:meth:`Backend.select_rows`; unbound, one ``np.take`` per (host-resident) tensor."""
+        if self.io_binding:
+            return super().select_rows(state, rows)
+        index = np.asarray(rows, dtype=np.int64)
+        tensors = {s.name: np.take(state.tensors[s.name], index, axis=s.batch_axis) for s in self.state_specs}
+        return self._state(tensors, len(index), state.past_length)
+
+    def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
+        """:meth:`Backend.concat_rows`; unbound, one ``np.concatenate`` per (host-resident) tensor."""
+        if self.io_binding:
+            return super().concat_rows(states)
+        self._check_concat(states)
+        tensors = {
+            s.name: np.concatenate([st.tensors[s.name] for st in states], axis=s.batch_axis) for s in self.state_specs
+        }
+        return self._state(tensors, sum(st.batch for st in states), max(st.past_length for st in states))
 
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)

@@ -11,6 +11,7 @@ recorded ``source.checkpoint``), or a stateful export's recorded ``source.factor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -142,6 +143,18 @@ class TorchBackend(Backend):
 
     def state_to_host(self, state: BackendState) -> dict[str, np.ndarray]:
         return {n: state.tensors[n].detach().cpu().numpy().copy() for n in self.state_names}
+
+    def select_rows(self, state: BackendState, rows: Sequence[int]) -> BackendState:
+        """:meth:`Backend.select_rows` as one ``index_select`` per tensor on the device."""
+        index = torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self._torch_device)
+        tensors = {s.name: state.tensors[s.name].index_select(s.batch_axis, index) for s in self.state_specs}
+        return self._state(tensors, len(index), state.past_length)
+
+    def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
+        """:meth:`Backend.concat_rows` as one ``torch.cat`` per tensor on the device."""
+        self._check_concat(states)
+        tensors = {s.name: torch.cat([st.tensors[s.name] for st in states], s.batch_axis) for s in self.state_specs}
+        return self._state(tensors, sum(st.batch for st in states), max(st.past_length for st in states))
 
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         batch, past = self.host_batch_and_past(arrays)

@@ -1,0 +1,415 @@
+"""Continuous batching: many independent generation streams sharing every decode step of one model.
+
+A :class:`Scheduler` owns one language-model backend (torch, onnxruntime or tensorrt) and one worker
+thread. Streams are submitted from any thread and may join and leave at any step::
+
+    scheduler = Scheduler(rnnx.runtime.load("exports/lm"), max_streams=64)
+    stream = scheduler.submit([1, 2, 3], max_new_tokens=32, temperature=0.0)
+    for token in stream:          # blocks until each token is produced; or submit(..., callback=fn)
+        ...
+    stream.cancel()               # from any thread; the stream ends after the step in flight
+
+How the worker batches. The states of all running streams are the rows of one device-resident batch state
+(the *slot pool*): the stream in slot i owns row i. Every tick the worker
+
+1. drops the rows of streams that ended (cancelled, stopped, out of tokens) with one row selection on
+   the device, which frees their slots for reuse,
+2. admits waiting streams into free slots: their prompts are prefilled together in one batched call
+   (right-padded) from a fresh state, each samples its first token, and the prefilled rows are
+   appended to the pool (one device concatenation; the other rows' state is copied unchanged),
+3. runs one batched decode step for every running stream (``(n, 1)`` tokens, no padded rows) and
+   samples each stream's next token with its own options and random generator.
+
+The pool is kept dense, so a step costs exactly the running streams and never a padded row; slots are
+freed and reused as streams end and join. What a stream sees is what ``Session.generate`` gives for its
+prompt alone: the same greedy tokens, and for ``temperature > 0`` the same draws for the same ``seed``
+(up to the float rounding of a different batch size). Memory is bounded: at most ``max_streams`` rows
+of state on the device, at most ``max_waiting`` streams queued (their prompts on the host) beyond
+that, and :class:`SchedulerFull` from :meth:`Scheduler.submit` past both.
+
+The scheduler batches O(1) recurrent states (SRU, SRU++ with linear attention, linear transformers); an
+export whose state grows with the context (a softmax KV cache) is refused with :class:`InputError`.
+While a scheduler runs it is the only user of its backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from .artifact import ATTENTION_MASK, INPUT_IDS, LOGITS
+from .backends.base import Backend, BackendState, InputError, RnnxRuntimeError
+from .sampling import check_options, row_generators, sample
+from .session import Session, StatefulSession
+
+#: Why a stream ended: a stop token, ``max_new_tokens`` reached, cancelled, the scheduler closed, an error.
+FINISH_REASONS = ("stop", "max_new_tokens", "cancelled", "closed", "error")
+
+_END = object()
+
+
+class SchedulerFull(RnnxRuntimeError):
+    """:meth:`Scheduler.submit` past ``max_streams`` running and ``max_waiting`` queued streams."""
+
+
+class SchedulerClosed(RnnxRuntimeError):
+    """:meth:`Scheduler.submit` after :meth:`Scheduler.close`."""
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """One stream's generation options (see :meth:`rnnx.runtime.Session.generate`)."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: Optional[int] = None
+    top_p: Optional[float] = None
+    stop_tokens: frozenset[int] = frozenset()
+    seed: Optional[int] = None
+
+
+Callback = Callable[["Stream", Optional[int]], None]
+
+
+class Stream:
+    """One submitted generation: iterate it for its new tokens as they are produced.
+
+    ``tokens``: the tokens so far; ``finish_reason``: None while running, then one of
+    :data:`FINISH_REASONS`; ``error``: the exception that ended it (``finish_reason == "error"``),
+    re-raised by iteration and :meth:`result`.
+    """
+
+    def __init__(
+        self, stream_id: int, prompt: list[int], options: SamplingOptions, callback: Optional[Callback],
+        scheduler: Scheduler,
+    ) -> None:  # fmt: skip
+        self.id = stream_id
+        self.prompt = prompt
+        self.options = options
+        self.tokens: list[int] = []
+        self.finish_reason: Optional[str] = None
+        self.error: Optional[BaseException] = None
+        self._callback = callback
+        self._scheduler = scheduler
+        self._events: queue.Queue = queue.Queue()
+        self._done = threading.Event()
+        self._cancel_requested = False  # set by any thread, read by the worker
+        self._rng = row_generators(options.seed, 1)[0]
+
+    def __repr__(self) -> str:
+        return f"Stream(id={self.id}, tokens={len(self.tokens)}, finish_reason={self.finish_reason!r})"
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancel(self) -> None:
+        """Ends the stream (``finish_reason "cancelled"``) after the step in flight; its slot is freed.
+        A no-op for a stream that has ended."""
+        self._scheduler.cancel(self)
+
+    def __iter__(self) -> Iterator[int]:
+        """The new tokens in order, each as soon as it is produced; ends with the stream (re-raises its
+        error). One consumer per stream."""
+        while True:
+            event = self._events.get()
+            if event is _END:
+                if self.error is not None:
+                    raise self.error
+                return
+            yield event
+
+    def result(self, timeout: Optional[float] = None) -> list[int]:
+        """Waits for the end of the stream and returns all its new tokens (stop token included);
+        re-raises its error; TimeoutError after ``timeout`` seconds."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"stream {self.id}: not finished after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return list(self.tokens)
+
+    def _emit(self, token: int) -> None:
+        self.tokens.append(token)
+        self._events.put(token)
+        if self._callback is not None:
+            self._callback(self, token)
+
+    def _finish(self, reason: str, error: Optional[BaseException] = None) -> None:
+        if self._done.is_set():
+            return
+        self.finish_reason, self.error = reason, error
+        self._events.put(_END)
+        self._done.set()
+        if self._callback is not None:
+            try:
+                self._callback(self, None)
+            except Exception:  # the stream has ended: nothing left for a failing callback to stop
+                pass
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """A snapshot: ``running`` streams (each holding one row of device state), ``waiting`` streams
+    (host only), ``held_rows`` (rows of the device state: equal to ``running`` between ticks),
+    ``ticks`` (batched decode steps), ``prefills`` (batched prefill calls), ``finished`` (streams
+    ended, any reason)."""
+
+    running: int
+    waiting: int
+    held_rows: int
+    ticks: int
+    prefills: int
+    finished: int
+
+
+class Scheduler:
+    """Continuous batching over one language-model backend; see the module doc.
+
+    ``model``: a :class:`Session` (from :func:`rnnx.runtime.load`) or a :class:`Backend`.
+    ``max_streams``: slots, i.e. rows of device state, at most; ``max_waiting``: streams queued beyond
+    them (0: :class:`SchedulerFull` as soon as every slot is taken); ``max_prefill``: prompts prefilled
+    in one call at most (default ``max_streams``).
+    """
+
+    def __init__(
+        self,
+        model: Union[StatefulSession, Backend],
+        max_streams: int = 64,
+        max_waiting: int = 1024,
+        max_prefill: Optional[int] = None,
+    ) -> None:
+        backend = model.backend if isinstance(model, StatefulSession) else model
+        if not isinstance(backend, Backend):
+            raise InputError(f"model: expected an rnnx Session or Backend, got {type(model).__name__}")
+        if backend.vocab_size is None:
+            raise InputError(f"{backend.describe()}: the scheduler serves language models (generation)")
+        grow = [s.name for s in backend.state_specs if s.grows]
+        if grow:
+            raise InputError(
+                f"{backend.describe()}: state tensors {grow} grow with the context (a softmax KV cache); the "
+                f"scheduler batches O(1) recurrent states only"
+            )
+        for name, value, least in (("max_streams", max_streams, 1), ("max_waiting", max_waiting, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InputError(f"{name}: expected an integer >= {least}, got {value!r}")
+        self.backend = backend
+        self.max_streams, self.max_waiting = max_streams, max_waiting
+        self.max_prefill = max_streams if max_prefill is None else max(1, int(max_prefill))
+        self._prefill_session = Session(backend)
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._waiting: deque[Stream] = deque()
+        self._streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()  # id -> handle
+        self._running: list[Stream] = []  # slot i = row i of self._pool
+        self._admitting = 0  # streams taken from the queue whose prefill is under way
+        self._pool: Optional[BackendState] = None
+        self._closed = False
+        self._counts = {"ticks": 0, "prefills": 0, "finished": 0}
+        self._worker = threading.Thread(target=self._loop, name="rnnx-scheduler", daemon=True)
+        self._worker.start()
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        stop_tokens: Sequence[int] = (),
+        seed: Optional[int] = None,
+        callback: Optional[Callback] = None,
+    ) -> Stream:
+        """Queues a stream and returns its handle at once. Options as in ``Session.generate``, per
+        stream. ``callback(stream, token)`` runs on the worker thread for every new token and once
+        with ``None`` when the stream ends (an exception from it ends that stream with the error).
+        Raises :class:`InputError` for a bad prompt or option, :class:`SchedulerFull` when every slot
+        and waiting place is taken, :class:`SchedulerClosed` after :meth:`close`."""
+        tokens = self._check_prompt(prompt)
+        check_options(temperature, top_k, top_p)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+            raise InputError(f"max_new_tokens: expected an integer >= 0, got {max_new_tokens!r}")
+        options = SamplingOptions(
+            int(max_new_tokens), float(temperature), top_k, top_p, frozenset(int(t) for t in stop_tokens), seed
+        )
+        with self._lock:
+            if self._closed:
+                raise SchedulerClosed("the scheduler is closed")
+            stream = Stream(next(self._ids), tokens, options, callback, self)
+            self._streams[stream.id] = stream
+            if options.max_new_tokens == 0:
+                stream._finish("max_new_tokens")
+                return stream
+            free = self.max_streams - len(self._running) - self._admitting
+            if len(self._waiting) >= free + self.max_waiting:
+                raise SchedulerFull(
+                    f"scheduler full: {len(self._running)} streams running and {len(self._waiting)} waiting "
+                    f"(max_streams={self.max_streams}, max_waiting={self.max_waiting})"
+                )
+            self._waiting.append(stream)
+            self._wake.notify()
+        return stream
+
+    def cancel(self, stream: Union[Stream, int]) -> None:
+        """Cancels a stream (handle or id) from any thread; see :meth:`Stream.cancel`. A waiting stream
+        ends at once; a running one (or one being prefilled) ends at the worker's next look at it."""
+        with self._lock:
+            target = stream if isinstance(stream, Stream) else self._streams.get(int(stream))
+            if target is None or target.done:
+                return
+            target._cancel_requested = True
+            if target in self._waiting:
+                self._waiting.remove(target)
+                self._counts["finished"] += 1
+                target._finish("cancelled")
+            else:
+                self._wake.notify()
+
+    def stats(self) -> SchedulerStats:
+        """A consistent snapshot of the slots and counters."""
+        with self._lock:
+            return SchedulerStats(
+                running=len(self._running), waiting=len(self._waiting),
+                held_rows=0 if self._pool is None else self._pool.batch, **self._counts,
+            )  # fmt: skip
+
+    def close(self, timeout: Optional[float] = 30.0) -> None:
+        """Stops the worker after its current tick; every unfinished stream ends with ``"closed"`` and
+        its state is released. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+        self._worker.join(timeout)
+
+    def _check_prompt(self, prompt: Sequence[int]) -> list[int]:
+        arr = np.asarray(prompt.detach().cpu().numpy() if hasattr(prompt, "detach") else prompt)
+        if arr.ndim != 1 or arr.size == 0:
+            raise InputError(f"prompt: expected a non-empty 1-D token list, got shape {tuple(arr.shape)}")
+        if arr.dtype == object or not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
+            raise InputError(f"prompt: expected integer tokens, got dtype {arr.dtype}")
+        vocab = int(self.backend.vocab_size)
+        bad = arr[(arr < 0) | (arr >= vocab)]
+        if bad.size:
+            raise InputError(f"prompt: token {int(bad[0])} out of vocabulary; expected 0 <= token < {vocab}")
+        return [int(t) for t in arr]
+
+    # The worker: everything below runs on its thread only.
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._closed and not self._waiting and not self._running:
+                    self._wake.wait()
+                if self._closed:
+                    break
+                room = self.max_streams - len(self._running)
+                admit = [self._waiting.popleft() for _ in range(min(room, self.max_prefill, len(self._waiting)))]
+                self._admitting = len(admit)
+            self._tick(admit)
+        with self._lock:
+            left = [*self._running, *self._waiting]
+            self._running, self._pool = [], None
+            self._waiting.clear()
+            self._counts["finished"] += len(left)
+        for stream in left:
+            stream._finish("closed")
+
+    def _tick(self, admit: list[Stream]) -> None:
+        """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step."""
+        for stream in self._running:
+            if stream._cancel_requested:
+                stream._finish("cancelled")
+        self._release_finished()
+        if admit:
+            self._prefill(admit)
+        if self._running:
+            self._decode()
+
+    def _release_finished(self) -> None:
+        """Drops the rows of streams that have ended (one device row selection) and frees their slots."""
+        keep = [i for i, s in enumerate(self._running) if not s.done]
+        if len(keep) == len(self._running):
+            return
+        pool = None if not keep else self.backend.select_rows(self._pool, keep)
+        with self._lock:
+            self._counts["finished"] += len(self._running) - len(keep)
+            self._running, self._pool = [self._running[i] for i in keep], pool
+
+    def _prefill(self, admit: list[Stream]) -> None:
+        """One batched prefill of the admitted prompts; each samples its first token; the rows of those
+        still running join the pool."""
+        try:
+            state = self._prefill_session.prefill([s.prompt for s in admit])
+        except Exception as error:  # the failure ends these streams, never the worker
+            for stream in admit:
+                stream._finish("error", error)
+            with self._lock:
+                self._counts["finished"] += len(admit)
+                self._admitting = 0
+            return
+        with self._lock:
+            self._counts["prefills"] += 1
+        self._advance(admit, state.last_logits)
+        rows = [i for i, s in enumerate(admit) if not s.done]
+        if rows:
+            joined = self.backend.select_rows(state.inner, rows) if len(rows) < len(admit) else state.inner
+            pool = joined if self._pool is None else self.backend.concat_rows([self._pool, joined])
+            with self._lock:
+                self._running, self._pool = [*self._running, *(admit[i] for i in rows)], pool
+        with self._lock:
+            self._counts["finished"] += len(admit) - len(rows)
+            self._admitting = 0
+
+    def _decode(self) -> None:
+        """One batched step for every running stream, fed its last token; samples the next ones."""
+        ids = np.array([[s.tokens[-1]] for s in self._running], dtype=np.int64)
+        inputs = {INPUT_IDS: ids, ATTENTION_MASK: np.ones_like(ids)}
+        try:
+            outputs, pool = self.backend.run(inputs, self._pool, donate=True)
+        except Exception as error:  # the failure ends these streams, never the worker
+            for stream in self._running:
+                stream._finish("error", error)
+            with self._lock:
+                self._counts["finished"] += len(self._running)
+                self._running, self._pool = [], None
+            return
+        with self._lock:
+            self._pool = pool
+            self._counts["ticks"] += 1
+        self._advance(self._running, outputs[LOGITS][:, 0])
+        self._release_finished()
+
+    def _advance(self, streams: list[Stream], logits: np.ndarray) -> None:
+        """Samples each stream's next token from its row of ``logits`` (B, V), emits it, applies its stop
+        conditions; a stream cancelled meanwhile ends instead."""
+        for stream, row in zip(streams, logits):
+            if stream.done:
+                continue
+            if stream._cancel_requested:
+                stream._finish("cancelled")
+                continue
+            o = stream.options
+            token = int(sample(row[None], [stream._rng], o.temperature, o.top_k, o.top_p)[0])
+            try:
+                stream._emit(token)
+            except Exception as error:  # a failing callback ends its own stream only
+                stream._finish("error", error)
+                continue
+            if token in o.stop_tokens:
+                stream._finish("stop")
+            elif len(stream.tokens) >= o.max_new_tokens:
+                stream._finish("max_new_tokens")
