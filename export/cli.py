@@ -6,6 +6,7 @@
     export-model --module package.module:function | path/to/file.py:function [--weights FILE] [--out DIR] ...
                  [--opset N] [--check/--no-check] [--steps N]
                  [--engine [--max-batch N] [--max-length N] [--max-context N] [--cache-dir DIR]]
+                 [--triton-repo DIR [--triton-variant python|onnxruntime|tensorrt ...] [--triton-max-streams N]]
 
 ``--module`` exports a user's model without Python glue: the factory function returns ``(module,
 example_inputs)`` or a dict of :func:`rnnx.export.export`'s keyword arguments (:mod:`rnnx.models.factory`);
@@ -22,6 +23,11 @@ non-zero exit status, and an output directory left as it was.
 TensorRT is installed, the target is ``tensorrt`` and the limits are valid is checked *before*
 exporting, so nothing is done in vain; a failed engine build after a successful export is an
 ``Error:`` line and a non-zero exit, with the ONNX export left in place.
+
+``--triton-repo DIR`` also writes Triton model repository entries for the export
+(:func:`rnnx.runtime.triton.write_repository`; docs/serving.md): by default the ``python`` variant (rnnx's
+state pool in Triton's Python backend) and the ``onnxruntime`` variant (implicit state), and the
+``tensorrt`` variant (the engine and the plugin library) with ``--engine``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import click
 
 from ..runtime.artifact import DEFAULT_OPSET, PRECISIONS, TARGETS
 from ..runtime.parity import DEFAULT_DECODE_STEPS
+from ..runtime.triton.config import VARIANTS as TRITON_VARIANTS
 
 #: Packages the exporter needs beyond the runtime (the ``export`` extra).
 EXPORT_REQUIREMENTS = ("torch", "onnx", "onnxscript")
@@ -115,6 +122,22 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     default=None,
     help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines).",
 )
+@click.option(
+    "--triton-repo",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write Triton model repository entries for the export into DIR (see docs/serving.md).",
+)
+@click.option(
+    "--triton-variant",
+    "triton_variants",
+    multiple=True,
+    type=click.Choice(TRITON_VARIANTS),
+    help="With --triton-repo (repeatable): default python and onnxruntime, plus tensorrt with --engine.",
+)
+@click.option(
+    "--triton-max-streams", default=64, show_default=True, type=int, help="With --triton-repo: streams per instance."
+)
 def main(
     checkpoint: Optional[Path],
     out_dir: Optional[Path],
@@ -131,6 +154,9 @@ def main(
     max_length: int = 512,
     max_context: Optional[int] = None,
     cache_dir: Optional[Path] = None,
+    triton_repo: Optional[Path] = None,
+    triton_variants: tuple[str, ...] = (),
+    triton_max_streams: int = 64,
 ) -> None:
     """Export CHECKPOINT (default: the shipped demo model), or --module, to DIR/model.onnx + DIR/rnnx.json."""
     _require_export_extra()
@@ -146,11 +172,16 @@ def main(
     if factory is not None and checkpoint is not None:
         raise click.UsageError("give either CHECKPOINT or --module, not both")
     limits = _engine_preflight(target, max_batch, max_length, max_context) if engine else None
-    if factory is not None:
-        result = _export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data)
+    variants = _triton_preflight(triton_repo, triton_variants, engine)
+
+    def after_export(result: Any) -> None:
         _report(result)
-        if limits is not None:
-            _build_engine(result.out_dir, limits, cache_dir)
+        plan = _build_engine(result.out_dir, limits, cache_dir) if limits is not None else None
+        if triton_repo is not None:
+            _write_triton(result.out_dir, triton_repo, variants, triton_max_streams, plan)
+
+    if factory is not None:
+        after_export(_export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data))
         return
     if checkpoint is None:
         checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
@@ -166,9 +197,7 @@ def main(
         )  # fmt: skip
     except (CheckpointError, ExportError) as e:
         raise click.ClickException(_one_line(str(e))) from None
-    _report(result)
-    if limits is not None:
-        _build_engine(out_dir, limits, cache_dir)
+    after_export(result)
 
 
 def _export_factory(
@@ -234,7 +263,35 @@ def _engine_preflight(target: str, max_batch: int, max_length: int, max_context:
         raise click.ClickException(_one_line(str(e))) from None
 
 
-def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> None:
+def _triton_preflight(repo: Optional[Path], variants: tuple[str, ...], engine: bool) -> tuple[str, ...]:
+    """The Triton variants to write (checked before exporting): the given ones, or python + onnxruntime
+    (+ tensorrt with --engine); the tensorrt variant needs --engine (its model file is the engine)."""
+    if repo is None:
+        if variants:
+            raise click.UsageError("--triton-variant needs --triton-repo")
+        return ()
+    chosen = tuple(dict.fromkeys(variants)) or ("python", "onnxruntime", *(("tensorrt",) if engine else ()))
+    if "tensorrt" in chosen and not engine:
+        raise click.UsageError("--triton-variant tensorrt needs --engine (the repository holds the built engine)")
+    return chosen
+
+
+def _write_triton(out_dir: Path, repo: Path, variants: tuple[str, ...], max_streams: int, plan: Optional[Path]) -> None:
+    """Writes one repository entry per variant; one-line error on failure (the export stays)."""
+    from ..runtime.triton import TritonConfigError, write_repository
+
+    click.echo(f"Triton model repository {repo}:")
+    for variant in variants:
+        try:
+            model_dir = write_repository(out_dir, repo, variant, max_streams=max_streams, plan=plan)
+        except (TritonConfigError, OSError) as e:
+            raise click.ClickException(
+                f"Triton {variant} entry failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
+            ) from None
+        click.echo(f"  {variant}: {model_dir}")
+
+
+def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> Path:
     """Builds or reuses the engine for the export in ``out_dir``; one-line error on failure (the
     export stays)."""
     from ..runtime.tensorrt import EngineBuildError, ProfileError, TensorRTNotInstalled, build_engine
@@ -248,6 +305,7 @@ def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> N
             f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
         ) from None
     click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
+    return Path(path)
 
 
 def _require_export_extra() -> None:

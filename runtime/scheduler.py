@@ -10,7 +10,8 @@ thread. Streams are submitted from any thread and may join and leave at any step
     stream.cancel()               # from any thread; the stream ends after the step in flight
 
 How the worker batches. The states of all running streams are the rows of one device-resident batch state
-(the *slot pool*): the stream in slot i owns row i. Every tick the worker
+(the *slot pool*, a :class:`~rnnx.runtime.slots.StatePool`): the stream in slot i owns row i. Every
+tick the worker
 
 1. drops the rows of streams that ended (cancelled, stopped, out of tokens) with one row selection on
    the device, which frees their slots for reuse,
@@ -45,10 +46,10 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .artifact import ATTENTION_MASK, INPUT_IDS, LOGITS
-from .backends.base import Backend, BackendState, InputError, RnnxRuntimeError
+from .backends.base import Backend, InputError, RnnxRuntimeError
 from .sampling import check_options, row_generators, sample
-from .session import Session, StatefulSession
+from .session import StatefulSession
+from .slots import StatePool
 
 #: Why a stream ended: a stop token, ``max_new_tokens`` reached, cancelled, the scheduler closed, an error.
 FINISH_REASONS = ("stop", "max_new_tokens", "cancelled", "closed", "error")
@@ -189,29 +190,20 @@ class Scheduler:
         backend = model.backend if isinstance(model, StatefulSession) else model
         if not isinstance(backend, Backend):
             raise InputError(f"model: expected an rnnx Session or Backend, got {type(model).__name__}")
-        if backend.vocab_size is None:
-            raise InputError(f"{backend.describe()}: the scheduler serves language models (generation)")
-        grow = [s.name for s in backend.state_specs if s.grows]
-        if grow:
-            raise InputError(
-                f"{backend.describe()}: state tensors {grow} grow with the context (a softmax KV cache); the "
-                f"scheduler batches O(1) recurrent states only"
-            )
         for name, value, least in (("max_streams", max_streams, 1), ("max_waiting", max_waiting, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise InputError(f"{name}: expected an integer >= {least}, got {value!r}")
         self.backend = backend
         self.max_streams, self.max_waiting = max_streams, max_waiting
         self.max_prefill = max_streams if max_prefill is None else max(1, int(max_prefill))
-        self._prefill_session = Session(backend)
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._waiting: deque[Stream] = deque()
         self._streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()  # id -> handle
-        self._running: list[Stream] = []  # slot i = row i of self._pool
+        self._running: list[Stream] = []  # the streams holding a row of self._pool
         self._admitting = 0  # streams taken from the queue whose prefill is under way
-        self._pool: Optional[BackendState] = None
+        self._pool = StatePool(backend)  # refuses a non-LM export and a growing (KV-cache) state
         self._closed = False
         self._counts = {"ticks": 0, "prefills": 0, "finished": 0}
         self._worker = threading.Thread(target=self._loop, name="rnnx-scheduler", daemon=True)
@@ -284,7 +276,7 @@ class Scheduler:
         with self._lock:
             return SchedulerStats(
                 running=len(self._running), waiting=len(self._waiting),
-                held_rows=0 if self._pool is None else self._pool.batch, **self._counts,
+                held_rows=self._pool.held_rows, **self._counts,
             )  # fmt: skip
 
     def close(self, timeout: Optional[float] = 30.0) -> None:
@@ -322,38 +314,40 @@ class Scheduler:
             self._tick(admit)
         with self._lock:
             left = [*self._running, *self._waiting]
-            self._running, self._pool = [], None
+            self._running = []
+            self._pool.clear()
             self._waiting.clear()
             self._counts["finished"] += len(left)
         for stream in left:
             stream._finish("closed")
 
     def _tick(self, admit: list[Stream]) -> None:
-        """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step."""
+        """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step for
+        every running stream (the admitted ones included: their first token came from the prefill)."""
         for stream in self._running:
             if stream._cancel_requested:
                 stream._finish("cancelled")
         self._release_finished()
         if admit:
             self._prefill(admit)
+            self._release_finished()
         if self._running:
             self._decode()
 
     def _release_finished(self) -> None:
         """Drops the rows of streams that have ended (one device row selection) and frees their slots."""
-        keep = [i for i, s in enumerate(self._running) if not s.done]
-        if len(keep) == len(self._running):
+        ended = [s for s in self._running if s.done]
+        if not ended:
             return
-        pool = None if not keep else self.backend.select_rows(self._pool, keep)
+        self._pool.release([s.id for s in ended])
         with self._lock:
-            self._counts["finished"] += len(self._running) - len(keep)
-            self._running, self._pool = [self._running[i] for i in keep], pool
+            self._counts["finished"] += len(ended)
+            self._running = [s for s in self._running if not s.done]
 
     def _prefill(self, admit: list[Stream]) -> None:
-        """One batched prefill of the admitted prompts; each samples its first token; the rows of those
-        still running join the pool."""
+        """One batched prefill of the admitted prompts into new rows; each samples its first token."""
         try:
-            state = self._prefill_session.prefill([s.prompt for s in admit])
+            logits = self._pool.admit([s.id for s in admit], [s.prompt for s in admit])
         except Exception as error:  # the failure ends these streams, never the worker
             for stream in admit:
                 stream._finish("error", error)
@@ -363,34 +357,24 @@ class Scheduler:
             return
         with self._lock:
             self._counts["prefills"] += 1
-        self._advance(admit, state.last_logits)
-        rows = [i for i, s in enumerate(admit) if not s.done]
-        if rows:
-            joined = self.backend.select_rows(state.inner, rows) if len(rows) < len(admit) else state.inner
-            pool = joined if self._pool is None else self.backend.concat_rows([self._pool, joined])
-            with self._lock:
-                self._running, self._pool = [*self._running, *(admit[i] for i in rows)], pool
-        with self._lock:
-            self._counts["finished"] += len(admit) - len(rows)
-            self._admitting = 0
+            self._running, self._admitting = [*self._running, *admit], 0
+        self._advance(admit, logits)
 
     def _decode(self) -> None:
         """One batched step for every running stream, fed its last token; samples the next ones."""
-        ids = np.array([[s.tokens[-1]] for s in self._running], dtype=np.int64)
-        inputs = {INPUT_IDS: ids, ATTENTION_MASK: np.ones_like(ids)}
         try:
-            outputs, pool = self.backend.run(inputs, self._pool, donate=True)
+            logits = self._pool.feed([s.id for s in self._running], [[s.tokens[-1]] for s in self._running])
         except Exception as error:  # the failure ends these streams, never the worker
             for stream in self._running:
                 stream._finish("error", error)
+            self._pool.clear()
             with self._lock:
                 self._counts["finished"] += len(self._running)
-                self._running, self._pool = [], None
+                self._running = []
             return
         with self._lock:
-            self._pool = pool
             self._counts["ticks"] += 1
-        self._advance(self._running, outputs[LOGITS][:, 0])
+        self._advance(self._running, logits)
         self._release_finished()
 
     def _advance(self, streams: list[Stream], logits: np.ndarray) -> None:

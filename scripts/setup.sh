@@ -65,6 +65,28 @@ PYEOF
   rm -rf "$tmp"
 fi
 
+# Triton Inference Server for the serving tests: the tritonserver binary (Python backend only, no GPU
+# needed) ships in the nvidia-pytriton wheel. It goes into its own venv (it pins numpy < 2), with
+# tritonclient, ONNX Runtime and rnnx itself (editable, no torch): the Python backend's stub runs the
+# model with that venv's python. The stub is copied where the server looks for it.
+triton_venv=".cache/triton/venv"
+if [ ! -f "$triton_venv/.rnnx-ready" ]; then
+  echo "setup: creating $triton_venv (nvidia-pytriton 0.7.0 = Triton 2.51, tritonclient, onnxruntime, rnnx)"
+  rm -rf "$triton_venv"
+  "$PY" -m venv "$triton_venv"
+  "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    nvidia-pytriton==0.7.0 "tritonclient[grpc]==2.73.0" "onnxruntime>=1.31" "click>=8"
+  "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps -e .
+  "$triton_venv/bin/python" - <<'PYEOF'
+import pathlib, shutil, sys
+import pytriton
+server = pathlib.Path(pytriton.__file__).parent / "tritonserver"
+stub = server / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / "triton_python_backend_stub"
+shutil.copy2(stub, server / "backends" / "python" / stub.name)
+PYEOF
+  touch "$triton_venv/.rnnx-ready"
+fi
+
 echo "setup: compiling the rnnx CPU kernels"
 "$PY" -m rnnx.models.ops.build
 

@@ -1,0 +1,203 @@
+"""The Triton Python-backend model of the ``python`` repository variant (see :mod:`.config`).
+
+The repository's ``<version>/model.py`` is one line, ``from rnnx.runtime.triton.python_model import
+TritonPythonModel``; Triton's Python stub imports it with ``triton_python_backend_utils`` on its path.
+
+Each model instance holds one :class:`~rnnx.runtime.slots.StatePool` over the export in
+``<version>/<rnnx_export_dir>`` (rnnx backend ``rnnx_backend``: onnxruntime by default, so the server's
+Python needs no torch). Triton's sequence batcher hands :meth:`TritonPythonModel.execute` requests of up
+to ``max_batch_size`` different streams at once; per call the model
+
+1. answers padding requests (READY = 0, the ``direct`` strategy's) with an empty response,
+2. validates every request on its own (a malformed one gets a Triton error; the others go on),
+3. admits the START requests together (one batched prefill; a restarted CORRID first loses its row),
+4. feeds the other requests' tokens together (one batched call over the pool),
+5. samples each stream's ``next_token`` with the options of its START request and its own generator,
+6. frees the rows of END requests and of streams silent for longer than the sequence batcher's idle
+   timeout (Triton forgets such a sequence without telling the model).
+
+``held_streams`` in every response is the number of streams holding a row of state on this instance
+after the request, so a client can see that ended streams hold nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ..artifact import INPUT_IDS
+from ..backends.base import InputError
+from ..sampling import check_options, row_generators, sample
+from ..slots import StatePool
+from .config import CORRID, END, PARAM_BACKEND, PARAM_EXPORT_DIR, PARAM_MAX_STREAMS, PYTHON_OUTPUTS, READY, START
+
+NEXT_TOKEN, HELD_STREAMS = PYTHON_OUTPUTS
+
+
+class _Stream:
+    """One sequence's sampling options, generator and last activity (monotonic seconds)."""
+
+    def __init__(self, temperature: float, top_k: Optional[int], top_p: Optional[float], seed: Optional[int]):
+        check_options(temperature, top_k, top_p)
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.rng = row_generators(seed, 1)[0]
+        self.seen = time.monotonic()
+
+    def sample(self, logits: np.ndarray) -> int:
+        return int(sample(logits[None], [self.rng], self.temperature, self.top_k, self.top_p)[0])
+
+
+class TritonPythonModel:
+    """Triton's Python-backend entry points: ``initialize``, ``execute``, ``finalize``."""
+
+    def initialize(self, args: dict[str, str]) -> None:
+        import triton_python_backend_utils as pb_utils
+
+        from .. import load
+
+        self._pb = pb_utils
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        version_dir = Path(args["model_repository"]) / str(args["model_version"])
+        export_dir = version_dir / params.get(PARAM_EXPORT_DIR, "export")
+        session = load(export_dir, backend=params.get(PARAM_BACKEND, "onnxruntime"))
+        self.pool = StatePool(session.backend)
+        self.vocab_size = int(session.vocab_size)
+        self.max_streams = int(params.get(PARAM_MAX_STREAMS, config.get("max_batch_size") or 64))
+        idle_us = config.get("sequence_batching", {}).get("max_sequence_idle_microseconds")
+        self.idle_timeout_s = float(idle_us) / 1e6 if idle_us else None
+        self.streams: dict[Union[int, str], _Stream] = {}
+
+    def finalize(self) -> None:
+        self.pool.clear()
+        self.streams.clear()
+
+    # -- one request --------------------------------------------------------------------------------
+
+    def _scalar(self, request: Any, name: str, default: Any = None) -> Any:
+        tensor = self._pb.get_input_tensor_by_name(request, name)
+        if tensor is None:
+            return default
+        value = np.asarray(tensor.as_numpy()).reshape(-1)
+        if value.size != 1:
+            raise InputError(f"{name}: expected one value, got shape {tuple(np.shape(tensor.as_numpy()))}")
+        return value[0].item()
+
+    def _tokens(self, request: Any) -> list[int]:
+        tensor = self._pb.get_input_tensor_by_name(request, INPUT_IDS)
+        if tensor is None:
+            raise InputError(f"{INPUT_IDS}: missing")
+        ids = np.asarray(tensor.as_numpy())
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise InputError(f"input_ids: expected int64 tokens, got {ids.dtype}")
+        ids = ids.reshape(-1)
+        if ids.size == 0:
+            raise InputError("input_ids: expected at least one token")
+        bad = ids[(ids < 0) | (ids >= self.vocab_size)]
+        if bad.size:
+            raise InputError(
+                f"input_ids: token {int(bad[0])} out of vocabulary; expected 0 <= token < {self.vocab_size}"
+            )
+        return [int(t) for t in ids]
+
+    def _parse(self, request: Any) -> tuple[Union[int, str], bool, bool, list[int], Optional[_Stream]]:
+        """(correlation id, start, end, tokens, options at START) of one request; InputError if malformed."""
+        # correlation_id() also carries string sequence ids (the uint64 CORRID tensor cannot)
+        corrid = request.correlation_id() if hasattr(request, "correlation_id") else self._scalar(request, CORRID, 0)
+        if corrid in (0, ""):
+            raise InputError("a sequence request needs a non-zero correlation id (sequence_id)")
+        start, end = bool(self._scalar(request, START, 0)), bool(self._scalar(request, END, 0))
+        tokens = self._tokens(request)
+        options = None
+        if start:
+            top_k = self._scalar(request, "top_k")
+            top_p = self._scalar(request, "top_p")
+            seed = self._scalar(request, "seed")
+            try:
+                options = _Stream(
+                    float(self._scalar(request, "temperature", 0.0)),
+                    None if top_k is None or top_k <= 0 else int(top_k),
+                    None if top_p is None or top_p >= 1.0 else float(top_p),
+                    None if seed is None else int(seed),
+                )
+            except ValueError as error:
+                raise InputError(str(error)) from None
+        elif corrid not in self.pool:
+            raise InputError(
+                f"sequence {corrid}: holds no state on this instance (not started with sequence_start, ended, "
+                f"or idle for longer than {self.idle_timeout_s} s)"
+            )
+        return corrid, start, end, tokens, options
+
+    # -- a batch of requests ------------------------------------------------------------------------
+
+    def _error(self, message: str) -> Any:
+        return self._pb.InferenceResponse(output_tensors=[], error=self._pb.TritonError(message))
+
+    def _expire_idle(self) -> None:
+        if self.idle_timeout_s is None:
+            return
+        now = time.monotonic()
+        stale = [c for c, s in self.streams.items() if now - s.seen > self.idle_timeout_s]
+        self.pool.release(stale)
+        for c in stale:
+            del self.streams[c]
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        self._expire_idle()
+        responses: list[Any] = [None] * len(requests)
+        parsed: dict[int, tuple[Union[int, str], bool, bool, list[int], Optional[_Stream]]] = {}
+        seen: set[int] = set()
+        for i, request in enumerate(requests):
+            try:
+                if not bool(self._scalar(request, READY, 1)):
+                    responses[i] = self._pb.InferenceResponse(output_tensors=[])
+                    continue
+                item = self._parse(request)
+                if item[0] in seen:
+                    raise InputError(f"sequence {item[0]}: two requests in one batch")
+                seen.add(item[0])
+                parsed[i] = item
+            except InputError as error:
+                responses[i] = self._error(str(error))
+        starts = [i for i, p in parsed.items() if p[1]]
+        restarted = [parsed[i][0] for i in starts if parsed[i][0] in self.pool]
+        self.pool.release(restarted)
+        if starts and len(self.pool) + len(starts) > self.max_streams:
+            for i in starts:
+                responses[i] = self._error(f"all {self.max_streams} stream slots of this instance are taken")
+            starts = []
+        logits: dict[int, np.ndarray] = {}
+        for group, call in ((starts, self.pool.admit), ([i for i, p in parsed.items() if not p[1]], self.pool.feed)):
+            if not group:
+                continue
+            try:
+                out = call([parsed[i][0] for i in group], [parsed[i][3] for i in group])
+            except Exception as error:  # a failed batched call fails its requests, never the model
+                for i in group:
+                    responses[i] = self._error(f"{type(error).__name__}: {error}")
+                continue
+            for i, row in zip(group, out):
+                logits[i] = row
+                if parsed[i][1]:
+                    self.streams[parsed[i][0]] = parsed[i][4]
+        ended = [parsed[i][0] for i in logits if parsed[i][2]]
+        tokens = {i: self.streams[parsed[i][0]].sample(row) for i, row in logits.items()}
+        now = time.monotonic()
+        for i in logits:
+            self.streams[parsed[i][0]].seen = now
+        self.pool.release(ended)
+        for c in ended:
+            self.streams.pop(c, None)
+        held = np.array([[len(self.pool)]], dtype=np.int64)
+        for i, token in tokens.items():
+            outputs = [
+                self._pb.Tensor(NEXT_TOKEN, np.array([[token]], dtype=np.int64)),
+                self._pb.Tensor(HELD_STREAMS, held),
+            ]
+            responses[i] = self._pb.InferenceResponse(output_tensors=outputs)
+        return responses

@@ -1,0 +1,185 @@
+"""Triton model repositories for rnnx exports, and a real tritonserver serving concurrent streams.
+
+* The ``onnxruntime`` and ``tensorrt`` configs of both demo exports parse into Triton's own ``ModelConfig``
+  protobuf (``tritonclient.grpc.model_config_pb2``, in the Triton venv) and name exactly the ONNX graph's
+  data inputs, data outputs and state pairs, with the sequence batcher's controls and zero initial state.
+* The ``python`` variant is served by the real ``tritonserver`` of the ``nvidia-pytriton`` 0.7.0 wheel
+  (Triton 2.51, CPU, 127.0.0.1 only, bounded in time): 10 concurrent streams with interleaved requests
+  each get exactly the tokens ``rnnx.runtime`` gives for that prompt alone (greedy and seeded sampling),
+  a malformed request gets a Triton error while its stream and the others go on, ended and idle streams
+  hold no state (``held_streams`` measured), and a sequence that expired cannot be continued.
+
+The server tests need the venv that ``scripts/setup.sh`` builds (``.cache/triton/venv``); without it they
+skip and say so.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from triton_harness import TritonServer, run_driver, venv_python
+
+import rnnx.runtime as rt
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS
+from rnnx.runtime.artifact import data_inputs, data_outputs, read_metadata, state_specs
+from rnnx.runtime.triton import TritonConfigError, graph_config, write_repository
+from rnnx.runtime.triton.config import CONTROL_INPUTS, PYTHON_INPUTS, PYTHON_OUTPUTS, batch_first
+
+needs_triton = pytest.mark.skipif(
+    venv_python() is None, reason="the Triton venv .cache/triton/venv is missing: run scripts/setup.sh"
+)
+
+
+def graph_io(model_path: Path) -> tuple[list[str], list[str]]:
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    return [i.name for i in graph.input], [o.name for o in graph.output]
+
+
+@needs_triton
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+def test_graph_configs_parse_and_name_exactly_the_graph(name, demo_exports, tmp_path):
+    ort_dir = write_repository(demo_exports[(name, "onnxruntime")], tmp_path / "repo", "onnxruntime")
+    trt_export = demo_exports[(name, "tensorrt")]
+    trt_config = (
+        tmp_path / "tensorrt.pbtxt"
+    )  # the tensorrt variant's directory needs a built engine; its config does not
+    trt_config.write_text(graph_config(read_metadata(trt_export), "trt", "tensorrt"))
+    parsed = run_driver("parse", {"configs": [str(ort_dir / "config.pbtxt"), str(trt_config)]})
+    assert (ort_dir / "1" / "model.onnx").is_file()
+    for config, export, platform, kind in (
+        (parsed[0], demo_exports[(name, "onnxruntime")], "onnxruntime_onnx", "KIND_CPU"),
+        (parsed[1], trt_export, "tensorrt_plan", "KIND_GPU"),
+    ):
+        meta = read_metadata(export)
+        graph_inputs, graph_outputs = graph_io(export / "model.onnx")
+        specs = state_specs(meta)
+        assert config["platform"] == platform and config["instances"] == [[1, kind]]
+        assert [t[0] for t in config["inputs"]] == [t.name for t in data_inputs(meta)]
+        assert [t[0] for t in config["outputs"]] == [t.name for t in data_outputs(meta)]
+        assert [s[:2] for s in config["state"]] == [[s.input, s.output] for s in specs]
+        # together: exactly the graph's inputs and outputs
+        assert sorted([t[0] for t in config["inputs"]] + [s[0] for s in config["state"]]) == sorted(graph_inputs)
+        assert sorted([t[0] for t in config["outputs"]] + [s[1] for s in config["state"]]) == sorted(graph_outputs)
+        assert config["controls"] == {n: [k] for n, k in CONTROL_INPUTS.items()}
+        assert config["corrid_type"] == ["TYPE_UINT64"] and config["strategy"] == "oldest"
+        batched = batch_first(meta)
+        assert (config["max_batch_size"] > 0) == batched
+        for entry, spec in zip(config["state"], specs):
+            shape = spec.concrete_shape(1, 0)
+            want = list(shape[1:]) if batched else list(shape)
+            assert entry[2] == "TYPE_FP32" and entry[3] == want and entry[4] == [want] and entry[5] == [True]
+        ids = dict((t[0], t) for t in config["inputs"])["input_ids"]
+        assert ids[1] == "TYPE_INT64" and ids[2] == ([-1] if batched else [1, -1])
+
+
+@needs_triton
+def test_python_config_parses(demo_exports, tmp_path):
+    model_dir = write_repository(demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")], tmp_path / "repo", "python",
+                                 max_streams=16, instances=2)  # fmt: skip
+    (config,) = run_driver("parse", {"configs": [str(model_dir / "config.pbtxt")]})
+    assert config["backend"] == "python" and config["max_batch_size"] == 16
+    assert [t[0] for t in config["inputs"]] == list(PYTHON_INPUTS)
+    assert [t[3] for t in config["inputs"]] == [opt for _, _, opt in PYTHON_INPUTS.values()]
+    assert [t[4] for t in config["inputs"]] == [n == "input_ids" for n in PYTHON_INPUTS]  # prompts beside steps
+    assert [t[0] for t in config["outputs"]] == list(PYTHON_OUTPUTS)
+    assert config["controls"] == {n: [k] for n, k in CONTROL_INPUTS.items()} and config["state"] == []
+    assert config["instances"] == [[2, "KIND_CPU"]]
+    assert (model_dir / "1" / "model.py").is_file() and (model_dir / "1" / "export" / "rnnx.json").is_file()
+
+
+def test_bad_repository_requests_are_one_line_errors(demo_exports, tmp_path):
+    export = demo_exports[(DEMO_CHECKPOINTS[0], "tensorrt")]
+    with pytest.raises(TritonConfigError, match="needs the engine built for the serving GPU"):
+        write_repository(export, tmp_path / "repo", "tensorrt")
+    with pytest.raises(TritonConfigError, match="needs a target 'tensorrt' export"):
+        write_repository(demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")], tmp_path / "repo", "tensorrt")
+    with pytest.raises(TritonConfigError, match="variant 'vllm'"):
+        write_repository(export, tmp_path / "repo", "vllm")
+    with pytest.raises(TritonConfigError, match="model name"):
+        write_repository(export, tmp_path / "repo", "python", name="a/b")
+    assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
+
+
+def test_a_failed_rewrite_leaves_the_model_directory_as_it_was(demo_exports, tmp_path, monkeypatch):
+    export = demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")]
+    model_dir = write_repository(export, tmp_path / "repo", "python")
+    before = {p.relative_to(model_dir): p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
+    from rnnx.runtime.triton import repository
+
+    def broken(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(repository, "_link_or_copy", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_repository(export, tmp_path / "repo", "python", max_streams=3)
+    after = {p.relative_to(model_dir): p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
+    assert after == before
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == [model_dir.name]  # no staging left over
+
+
+@needs_triton
+@pytest.mark.slow
+def test_real_tritonserver_serves_concurrent_streams(demo_exports, tmp_path):
+    name = DEMO_CHECKPOINTS[0]
+    export = demo_exports[(name, "onnxruntime")]
+    model_dir = write_repository(export, tmp_path / "repo", "python", max_streams=16, idle_timeout_s=3.0)
+    session = rt.load(export, backend="onnxruntime")
+    prompts = [[(3 * i + j) % 10 for j in range(10 + i % 5)] + [10] for i in range(10)]
+    specs = [{"id": 100 + i, "prompt": p, "steps": 12 + i % 7} for i, p in enumerate(prompts[:8])]
+    specs += [
+        {"id": 200, "prompt": prompts[8], "steps": 10, "temperature": 0.9, "seed": 5},
+        {"id": 201, "prompt": prompts[9], "steps": 10, "temperature": 1.2, "top_k": 4, "top_p": 0.9, "seed": 6},
+    ]
+    specs[3]["bad_at"] = 4
+    with TritonServer(tmp_path / "repo", tmp_path / "server.log") as server:
+        url, model = server.grpc_url, model_dir.name
+        out = run_driver("streams", {"url": url, "model": model, "streams": specs})
+        after = run_driver("probe", {"url": url, "model": model, "id": 999, "tokens": [1, 10]})
+        # a stream left open expires after the idle timeout and frees its row
+        opened = run_driver("probe", {"url": url, "model": model, "id": 777, "tokens": [1, 10], "end": False})
+        time.sleep(4.0)
+        expired = run_driver("probe", {"url": url, "model": model, "id": 778, "tokens": [2, 10]})
+        continued = run_driver("probe", {"url": url, "model": model, "id": 777, "tokens": [3], "start": False})
+    for spec in specs:
+        got = out["streams"][str(spec["id"])]
+        options = {k: spec[k] for k in ("top_k", "top_p", "seed") if k in spec}
+        want = session.generate_all(
+            [spec["prompt"]], spec["steps"], temperature=spec.get("temperature", 0.0), **options
+        )
+        assert got["tokens"] == want[0], f"stream {spec['id']}"
+    bad = out["streams"][str(specs[3]["id"])]["errors"]
+    assert len(bad) == 1 and "out of vocabulary" in bad[0], bad
+    # streams overlapped: some response saw several streams held at once
+    assert max(max(s["held"]) for s in out["streams"].values()) >= 4
+    assert after == {"token": after["token"], "held": 0}, after  # every ended stream freed its row
+    assert opened["held"] == 1
+    assert expired["held"] == 0, expired
+    assert "error" in continued, continued
+    log = (tmp_path / "server.log").read_text()
+    assert "successfully loaded" in log and "Traceback" not in log
+
+
+def test_export_model_cli_writes_the_repository(tmp_path):
+    from click.testing import CliRunner
+
+    from rnnx.export.cli import main
+
+    out, repo = tmp_path / "export", tmp_path / "repo"
+    result = CliRunner().invoke(
+        main, ["--target", "onnxruntime", "--no-check", "--out", str(out), "--triton-repo", str(repo)]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in repo.iterdir()) == ["export_onnxruntime", "export_python"]
+    assert (repo / "export_onnxruntime" / "1" / "model.onnx").read_bytes() == (out / "model.onnx").read_bytes()
+    assert (repo / "export_python" / "1" / "export" / "rnnx.json").is_file()
+    refused = CliRunner().invoke(
+        main, ["--out", str(tmp_path / "x"), "--triton-repo", str(repo), "--triton-variant", "tensorrt"]
+    )
+    assert refused.exit_code != 0 and "needs --engine" in refused.output
+    assert not (tmp_path / "x").exists()
