@@ -23,13 +23,12 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from triton_harness import TritonServer, run_driver, venv_python
-
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.runtime.artifact import data_inputs, data_outputs, read_metadata, state_specs
 from rnnx.runtime.triton import TritonConfigError, graph_config, write_repository
 from rnnx.runtime.triton.config import CONTROL_INPUTS, PYTHON_INPUTS, PYTHON_OUTPUTS, batch_first
+from rnnx.runtime.triton.local_server import TritonServer, run_client, venv_python
 
 needs_triton = pytest.mark.skipif(
     venv_python() is None, reason="the Triton venv .cache/triton/venv is missing: run scripts/setup.sh"
@@ -50,7 +49,7 @@ def test_graph_configs_parse_and_name_exactly_the_graph(name, demo_exports, tmp_
         tmp_path / "tensorrt.pbtxt"
     )  # the tensorrt variant's directory needs a built engine; its config does not
     trt_config.write_text(graph_config(read_metadata(trt_export), "trt", "tensorrt"))
-    parsed = run_driver("parse", {"configs": [str(ort_dir / "config.pbtxt"), str(trt_config)]})
+    parsed = run_client("parse", {"configs": [str(ort_dir / "config.pbtxt"), str(trt_config)]})
     assert (ort_dir / "1" / "model.onnx").is_file()
     for config, export, platform, kind in (
         (parsed[0], demo_exports[(name, "onnxruntime")], "onnxruntime_onnx", "KIND_CPU"),
@@ -82,7 +81,7 @@ def test_graph_configs_parse_and_name_exactly_the_graph(name, demo_exports, tmp_
 def test_python_config_parses(demo_exports, tmp_path):
     model_dir = write_repository(demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")], tmp_path / "repo", "python",
                                  max_streams=16, instances=2)  # fmt: skip
-    (config,) = run_driver("parse", {"configs": [str(model_dir / "config.pbtxt")]})
+    (config,) = run_client("parse", {"configs": [str(model_dir / "config.pbtxt")]})
     assert config["backend"] == "python" and config["max_batch_size"] == 16
     assert [t[0] for t in config["inputs"]] == list(PYTHON_INPUTS)
     assert [t[3] for t in config["inputs"]] == [opt for _, _, opt in PYTHON_INPUTS.values()]
@@ -139,13 +138,13 @@ def test_real_tritonserver_serves_concurrent_streams(demo_exports, tmp_path):
     specs[3]["bad_at"] = 4
     with TritonServer(tmp_path / "repo", tmp_path / "server.log") as server:
         url, model = server.grpc_url, model_dir.name
-        out = run_driver("streams", {"url": url, "model": model, "streams": specs})
-        after = run_driver("probe", {"url": url, "model": model, "id": 999, "tokens": [1, 10]})
+        out = run_client("streams", {"url": url, "model": model, "streams": specs})
+        after = run_client("probe", {"url": url, "model": model, "id": 999, "tokens": [1, 10]})
         # a stream left open expires after the idle timeout and frees its row
-        opened = run_driver("probe", {"url": url, "model": model, "id": 777, "tokens": [1, 10], "end": False})
+        opened = run_client("probe", {"url": url, "model": model, "id": 777, "tokens": [1, 10], "end": False})
         time.sleep(4.0)
-        expired = run_driver("probe", {"url": url, "model": model, "id": 778, "tokens": [2, 10]})
-        continued = run_driver("probe", {"url": url, "model": model, "id": 777, "tokens": [3], "start": False})
+        expired = run_client("probe", {"url": url, "model": model, "id": 778, "tokens": [2, 10]})
+        continued = run_client("probe", {"url": url, "model": model, "id": 777, "tokens": [3], "start": False})
     for spec in specs:
         got = out["streams"][str(spec["id"])]
         options = {k: spec[k] for k in ("top_k", "top_p", "seed") if k in spec}

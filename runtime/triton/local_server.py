@@ -1,10 +1,12 @@
-"""A real ``tritonserver`` for the serving tests, from the venv ``scripts/setup.sh`` builds.
+"""A local ``tritonserver`` on 127.0.0.1 for development, tests and benchmarks (CPU, no GPU needed).
 
-The server binary (Triton 2.51, Python backend only) ships in the ``nvidia-pytriton`` wheel, installed
-with ``tritonclient`` and rnnx (no torch) in ``.cache/triton/venv``. :class:`TritonServer` starts it on
-127.0.0.1 with free ports, that venv first on ``PATH`` (the Python stub takes its interpreter from there),
-waits for readiness within a bound, and stops it with SIGINT, then SIGKILL after a timeout.
-:func:`run_driver` runs ``triton_driver.py`` (the tritonclient side) with the venv's python.
+The server binary (Triton 2.51, Python backend only) ships in the ``nvidia-pytriton`` 0.7.0 wheel;
+``scripts/setup.sh`` installs it with ``tritonclient``, ONNX Runtime and rnnx (no torch) into a venv,
+``.cache/triton/venv`` of a checkout (or ``$RNNX_TRITON_VENV``). :class:`TritonServer` starts it with free
+ports and that venv first on ``PATH`` (the Python stub takes its interpreter from there), waits for
+readiness within a bound, and stops it with SIGINT, then SIGKILL after a timeout. :func:`run_client`
+runs :mod:`.client` with the venv's python. Production servers are NVIDIA's Triton containers; see
+docs/serving.md.
 """
 
 from __future__ import annotations
@@ -20,9 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".cache" / "triton" / "venv"
-DRIVER = Path(__file__).resolve().parent / "triton_driver.py"
+VENV = Path(os.environ.get("RNNX_TRITON_VENV") or Path(__file__).resolve().parents[2] / ".cache" / "triton" / "venv")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 
@@ -109,12 +109,13 @@ class TritonServer:
         self._log_file.close()
 
 
-def run_driver(command: str, payload: dict[str, Any], timeout: float = 300.0) -> Any:
-    """Runs ``triton_driver.py COMMAND`` in the Triton venv with ``payload`` as JSON on stdin; its JSON stdout."""
+def run_client(command: str, payload: dict[str, Any], timeout: float = 300.0) -> Any:
+    """Runs ``python -m rnnx.runtime.triton.client COMMAND`` in the Triton venv with ``payload`` as JSON on
+    stdin; returns its JSON stdout."""
     out = subprocess.run(
-        [str(venv_python()), str(DRIVER), command], input=json.dumps(payload), capture_output=True, text=True,
-        timeout=timeout,
+        [str(venv_python()), "-m", "rnnx.runtime.triton.client", command], input=json.dumps(payload),
+        capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     if out.returncode != 0:
-        raise RuntimeError(f"triton_driver.py {command} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"rnnx.runtime.triton.client {command} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)

@@ -1,16 +1,19 @@
-"""The client side of the serving tests; runs with the Triton venv's python (tritonclient lives there).
+"""A tritonclient driver for the ``python`` variant (rnnx's tests, benchmark and a client example).
 
-    python triton_driver.py parse   < {"configs": [path, ...]}
-    python triton_driver.py streams < {"url", "model", "streams": [{"id", "prompt", "steps", options...,
-                                       "bad_at": step or null}], "seed"}
-    python triton_driver.py probe   < {"url", "model", "id", "token"}
+Needs ``tritonclient[grpc]`` (not an rnnx dependency; the Triton venv of ``scripts/setup.sh`` has it).
+A stream is one Triton sequence: a START request with the prompt in ``input_ids`` (and the sampling
+options), then one request per new token feeding the previous ``next_token``, the last with END.
+
+    python -m rnnx.runtime.triton.client parse   < {"configs": [path, ...]}
+    python -m rnnx.runtime.triton.client streams < {"url", "model", "streams": [{"id", "prompt", "steps",
+                                                    options..., "bad_at": step or null}], "max_pause_s"}
+    python -m rnnx.runtime.triton.client probe   < {"url", "model", "id", "tokens", "start", "end"}
 
 ``parse`` parses each config.pbtxt into Triton's own ``ModelConfig`` protobuf and prints what it holds.
-``streams`` drives every stream from its own thread with interleaved requests (random short pauses): a
-START request with the prompt (and the stream's sampling options), then one request per step feeding
-the previous ``next_token``, the last with END; a stream with ``bad_at`` also sends, at that step, a
+``streams`` drives every stream from its own thread with interleaved requests (random pauses up to
+``max_pause_s``, per-request latencies recorded); a stream with ``bad_at`` also sends, at that step, a
 request with an out-of-vocabulary token and records the error it gets. ``probe`` sends one START+END
-request and prints ``held_streams``. Output: JSON on stdout.
+request (or as given) and prints ``next_token`` and ``held_streams``. Output: JSON on stdout.
 """
 
 from __future__ import annotations
@@ -20,8 +23,15 @@ import random
 import sys
 import threading
 import time
+from typing import Any
 
 import numpy as np
+
+from ..artifact import INPUT_IDS
+from .config import PYTHON_INPUTS, PYTHON_OUTPUTS
+
+#: Triton type (without ``TYPE_``) -> numpy dtype, for the option inputs.
+NUMPY_TYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64}
 
 
 def parse(payload: dict) -> list[dict]:
@@ -60,21 +70,21 @@ def parse(payload: dict) -> list[dict]:
     return out
 
 
-def _request(client, model: str, seq_id: int, tokens: list[int], start: bool, end: bool, options: dict):
+def _request(client: Any, model: str, seq_id: int, tokens: list[int], start: bool, end: bool, options: dict):
+    """One request of a stream -> (next_token, held_streams); options (read at START) by input name."""
     import tritonclient.grpc as grpc
 
-    inputs = []
-    ids = grpc.InferInput("input_ids", [1, len(tokens)], "INT64")
+    ids = grpc.InferInput(INPUT_IDS, [1, len(tokens)], "INT64")
     ids.set_data_from_numpy(np.asarray([tokens], dtype=np.int64))
-    inputs.append(ids)
-    for name, (kind, np_type) in {"temperature": ("FP32", np.float32), "top_k": ("INT32", np.int32),
-                                  "top_p": ("FP32", np.float32), "seed": ("INT64", np.int64)}.items():  # fmt: skip
+    inputs = [ids]
+    for name, (triton_type, _, _) in PYTHON_INPUTS.items():
         if start and name in options:
+            kind = triton_type.removeprefix("TYPE_")
             t = grpc.InferInput(name, [1, 1], kind)
-            t.set_data_from_numpy(np.asarray([[options[name]]], dtype=np_type))
+            t.set_data_from_numpy(np.asarray([[options[name]]], dtype=NUMPY_TYPES[kind]))
             inputs.append(t)
     result = client.infer(model, inputs, sequence_id=seq_id, sequence_start=start, sequence_end=end)
-    return int(result.as_numpy("next_token").reshape(-1)[0]), int(result.as_numpy("held_streams").reshape(-1)[0])
+    return tuple(int(result.as_numpy(name).reshape(-1)[0]) for name in PYTHON_OUTPUTS)
 
 
 def streams(payload: dict) -> dict:
