@@ -133,7 +133,7 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     "triton_variants",
     multiple=True,
     type=click.Choice(TRITON_VARIANTS),
-    help="With --triton-repo (repeatable): default python and onnxruntime, plus tensorrt with --engine.",
+    help="With --triton-repo (repeatable); default: python (language models), onnxruntime, tensorrt (with --engine).",
 )
 @click.option(
     "--triton-max-streams", default=64, show_default=True, type=int, help="With --triton-repo: streams per instance."
@@ -178,7 +178,8 @@ def main(
         _report(result)
         plan = _build_engine(result.out_dir, limits, cache_dir) if limits is not None else None
         if triton_repo is not None:
-            _write_triton(result.out_dir, triton_repo, variants, triton_max_streams, plan)
+            max_batch_size = limits.max_batch if limits is not None else None  # type: ignore[attr-defined]
+            _write_triton(result.out_dir, triton_repo, variants, triton_max_streams, plan, max_batch_size)
 
     if factory is not None:
         after_export(_export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data))
@@ -264,26 +265,38 @@ def _engine_preflight(target: str, max_batch: int, max_length: int, max_context:
 
 
 def _triton_preflight(repo: Optional[Path], variants: tuple[str, ...], engine: bool) -> tuple[str, ...]:
-    """The Triton variants to write (checked before exporting): the given ones, or python + onnxruntime
-    (+ tensorrt with --engine); the tensorrt variant needs --engine (its model file is the engine)."""
+    """The Triton variants asked for (checked before exporting; empty: the defaults, chosen after the
+    export from its metadata); the tensorrt variant needs --engine (its model file is the engine)."""
     if repo is None:
         if variants:
             raise click.UsageError("--triton-variant needs --triton-repo")
         return ()
-    chosen = tuple(dict.fromkeys(variants)) or ("python", "onnxruntime", *(("tensorrt",) if engine else ()))
+    chosen = tuple(dict.fromkeys(variants))
     if "tensorrt" in chosen and not engine:
         raise click.UsageError("--triton-variant tensorrt needs --engine (the repository holds the built engine)")
     return chosen
 
 
-def _write_triton(out_dir: Path, repo: Path, variants: tuple[str, ...], max_streams: int, plan: Optional[Path]) -> None:
-    """Writes one repository entry per variant; one-line error on failure (the export stays)."""
+def _write_triton(
+    out_dir: Path, repo: Path, variants: tuple[str, ...], max_streams: int, plan: Optional[Path],
+    max_batch_size: Optional[int],
+) -> None:  # fmt: skip
+    """Writes one repository entry per variant (default: python for a language model, onnxruntime, and
+    tensorrt with an engine); one-line error on failure (the export stays)."""
+    from ..runtime.artifact import read_metadata
     from ..runtime.triton import TritonConfigError, write_repository
+    from ..runtime.triton.config import DEFAULT_MAX_BATCH_SIZE
 
+    if not variants:
+        language_model = read_metadata(out_dir).get("vocab_size") is not None
+        variants = (*(("python",) if language_model else ()), "onnxruntime", *(("tensorrt",) if plan else ()))
     click.echo(f"Triton model repository {repo}:")
     for variant in variants:
         try:
-            model_dir = write_repository(out_dir, repo, variant, max_streams=max_streams, plan=plan)
+            model_dir = write_repository(
+                out_dir, repo, variant, max_streams=max_streams, plan=plan,
+                max_batch_size=max_batch_size or DEFAULT_MAX_BATCH_SIZE,
+            )  # fmt: skip
         except (TritonConfigError, OSError) as e:
             raise click.ClickException(
                 f"Triton {variant} entry failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"

@@ -13,11 +13,12 @@ How the worker batches. The states of all running streams are the rows of one de
 (the *slot pool*, a :class:`~rnnx.runtime.slots.StatePool`): the stream in slot i owns row i. Every
 tick the worker
 
-1. drops the rows of streams that ended (cancelled, stopped, out of tokens) with one row selection on
-   the device, which frees their slots for reuse,
+1. drops the rows of streams that ended (cancelled, stopped, out of tokens) with one row selection
+   (on the device for torch and plain ONNX Runtime; through the host for ONNX Runtime with IO binding
+   and for TensorRT), which frees their slots for reuse,
 2. admits waiting streams into free slots: their prompts are prefilled together in one batched call
    (right-padded) from a fresh state, each samples its first token, and the prefilled rows are
-   appended to the pool (one device concatenation; the other rows' state is copied unchanged),
+   appended to the pool (one concatenation, likewise; the other rows' state is copied unchanged),
 3. runs one batched decode step for every running stream (``(n, 1)`` tokens, no padded rows) and
    samples each stream's next token with its own options and random generator.
 
@@ -232,7 +233,10 @@ class Scheduler:
         Raises :class:`InputError` for a bad prompt or option, :class:`SchedulerFull` when every slot
         and waiting place is taken, :class:`SchedulerClosed` after :meth:`close`."""
         tokens = self._check_prompt(prompt)
-        check_options(temperature, top_k, top_p)
+        try:
+            check_options(temperature, top_k, top_p)
+        except ValueError as error:
+            raise InputError(str(error)) from None
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
             raise InputError(f"max_new_tokens: expected an integer >= 0, got {max_new_tokens!r}")
         options = SamplingOptions(
@@ -244,17 +248,23 @@ class Scheduler:
             stream = Stream(next(self._ids), tokens, options, callback, self)
             self._streams[stream.id] = stream
             if options.max_new_tokens == 0:
-                stream._finish("max_new_tokens")
-                return stream
-            free = self.max_streams - len(self._running) - self._admitting
-            if len(self._waiting) >= free + self.max_waiting:
-                raise SchedulerFull(
-                    f"scheduler full: {len(self._running)} streams running and {len(self._waiting)} waiting "
-                    f"(max_streams={self.max_streams}, max_waiting={self.max_waiting})"
-                )
-            self._waiting.append(stream)
-            self._wake.notify()
+                self._counts["finished"] += 1
+            else:
+                self._queue(stream)
+        if options.max_new_tokens == 0:
+            stream._finish("max_new_tokens")  # outside the lock: the callback may call the scheduler
         return stream
+
+    def _queue(self, stream: Stream) -> None:
+        """Appends ``stream`` to the waiting queue (the lock held); SchedulerFull past the bounds."""
+        free = self.max_streams - len(self._running) - self._admitting
+        if len(self._waiting) >= free + self.max_waiting:
+            raise SchedulerFull(
+                f"scheduler full: {len(self._running)} streams running and {len(self._waiting)} waiting "
+                f"(max_streams={self.max_streams}, max_waiting={self.max_waiting})"
+            )
+        self._waiting.append(stream)
+        self._wake.notify()
 
     def cancel(self, stream: Union[Stream, int]) -> None:
         """Cancels a stream (handle or id) from any thread; see :meth:`Stream.cancel`. A waiting stream
@@ -264,12 +274,14 @@ class Scheduler:
             if target is None or target.done:
                 return
             target._cancel_requested = True
-            if target in self._waiting:
+            waiting = target in self._waiting
+            if waiting:
                 self._waiting.remove(target)
                 self._counts["finished"] += 1
-                target._finish("cancelled")
             else:
                 self._wake.notify()
+        if waiting:
+            target._finish("cancelled")  # outside the lock: the callback may call the scheduler
 
     def stats(self) -> SchedulerStats:
         """A consistent snapshot of the slots and counters."""
@@ -280,12 +292,14 @@ class Scheduler:
             )  # fmt: skip
 
     def close(self, timeout: Optional[float] = 30.0) -> None:
-        """Stops the worker after its current tick; every unfinished stream ends with ``"closed"`` and
-        its state is released. Idempotent."""
+        """Stops the worker after its current tick (waiting up to ``timeout`` seconds for it; from a
+        callback, on the worker itself, without waiting); then every unfinished stream ends with
+        ``"closed"`` and its state is released. Idempotent."""
         with self._lock:
             self._closed = True
             self._wake.notify()
-        self._worker.join(timeout)
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout)
 
     def _check_prompt(self, prompt: Sequence[int]) -> list[int]:
         arr = np.asarray(prompt.detach().cpu().numpy() if hasattr(prompt, "detach") else prompt)
@@ -311,7 +325,10 @@ class Scheduler:
                 room = self.max_streams - len(self._running)
                 admit = [self._waiting.popleft() for _ in range(min(room, self.max_prefill, len(self._waiting)))]
                 self._admitting = len(admit)
-            self._tick(admit)
+            try:
+                self._tick(admit)
+            except BaseException as error:  # the worker never dies silently: its streams end with the error
+                self._fail([*admit, *self._running], error)
         with self._lock:
             left = [*self._running, *self._waiting]
             self._running = []
@@ -320,6 +337,16 @@ class Scheduler:
             self._counts["finished"] += len(left)
         for stream in left:
             stream._finish("closed")
+
+    def _fail(self, streams: list[Stream], error: BaseException) -> None:
+        """Ends ``streams`` with ``error`` and drops every row (after an unexpected failure of a tick)."""
+        ended = [s for s in dict.fromkeys(streams) if not s.done]
+        for stream in ended:
+            stream._finish("error", error)
+        self._pool.clear()
+        with self._lock:
+            self._counts["finished"] += len(ended)
+            self._running, self._admitting = [], 0
 
     def _tick(self, admit: list[Stream]) -> None:
         """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step for

@@ -71,6 +71,7 @@ class StatePool:
         if taken or len(set(keys)) != len(keys):
             raise InputError(f"admit: streams {taken or list(keys)} already hold a row (or are repeated)")
         state = self._prefill.prefill([list(p) for p in prompts])
+        self._prefill.state = None  # the rows live in the pool from here; the session keeps no reference
         joined = state.inner if self._state is None else self.backend.concat_rows([self._state, state.inner])
         self._state = joined
         for key in keys:

@@ -242,3 +242,52 @@ def test_select_and_concat_rows_match_host_numpy(backend, sessions, demo_exports
     b.run({"input_ids": ids, "attention_mask": ids}, picked)
     for spec in b.state_specs:
         np.testing.assert_array_equal(b.state_to_host(state)[spec.name], host[spec.name])
+
+
+def test_callbacks_may_call_the_scheduler_when_streams_end(sessions):
+    """End-of-stream callbacks run outside the scheduler's lock: submitting or cancelling from one (for a
+    zero-token stream, or a cancelled waiting one, both on the caller's thread) does not deadlock."""
+    session = sessions[(DEMO_CHECKPOINTS[0], "torch")]
+    prompt = prompts_for(session, 1, seed=10)[0]
+    follow_ups: list = []
+    with Scheduler(session, max_streams=1, max_waiting=8) as scheduler:
+
+        def chain(stream, token):
+            if token is None and len(follow_ups) < 2:
+                follow_ups.append(scheduler.submit(prompt, 3, temperature=0.0))
+
+        empty = scheduler.submit(prompt, 0, callback=chain)  # ends inside submit
+        blocker = scheduler.submit(prompt, 40, temperature=0.0)
+        waiting = scheduler.submit(prompt, 5, callback=chain)
+        scheduler.cancel(waiting)  # a waiting stream ends inside cancel
+        assert empty.finish_reason == "max_new_tokens" and waiting.finish_reason == "cancelled"
+        assert len(follow_ups) == 2
+        want = alone(session, prompt, 3, temperature=0.0)
+        assert [s.result(TIMEOUT) for s in follow_ups] == [want, want]
+        assert blocker.result(TIMEOUT) == alone(session, prompt, 40, temperature=0.0)
+        assert scheduler.stats().finished == 5
+
+
+def test_an_unexpected_failure_ends_the_streams_and_the_scheduler_goes_on(sessions, monkeypatch):
+    session = sessions[(DEMO_CHECKPOINTS[0], "onnxruntime")]
+    prompts = prompts_for(session, 2, seed=11)
+    with Scheduler(session, max_streams=4) as scheduler:
+        pool = scheduler._pool
+        broken = {"left": 1}
+        real_release = pool.release
+
+        def release_once_broken(keys):
+            if broken["left"]:
+                broken["left"] -= 1
+                raise MemoryError("device out of memory")
+            return real_release(keys)
+
+        monkeypatch.setattr(pool, "release", release_once_broken)
+        running = scheduler.submit(prompts[0], 10_000, temperature=0.0)
+        short = scheduler.submit(prompts[1], 1, temperature=0.0)  # its release, when it ends, fails
+        assert short.result(TIMEOUT) == alone(session, prompts[1], 1, temperature=0.0)
+        with pytest.raises(MemoryError, match="out of memory"):
+            running.result(TIMEOUT)
+        assert running.finish_reason == "error" and scheduler.stats().held_rows == 0
+        later = scheduler.submit(prompts[1], 6, temperature=0.0)
+        assert later.result(TIMEOUT) == alone(session, prompts[1], 6, temperature=0.0)

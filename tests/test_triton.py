@@ -58,17 +58,21 @@ def test_graph_configs_parse_and_name_exactly_the_graph(name, demo_exports, tmp_
         meta = read_metadata(export)
         graph_inputs, graph_outputs = graph_io(export / "model.onnx")
         specs = state_specs(meta)
-        assert config["platform"] == platform and config["instances"] == [[1, kind]]
+        assert config["platform"] == platform and config["instances"][0][:2] == [1, kind]
+        # TensorRT: a context for the engine's decode (0) and prefill (1) profiles
+        assert config["instances"][0][2] == (["0", "1"] if platform == "tensorrt_plan" else [])
         assert [t[0] for t in config["inputs"]] == [t.name for t in data_inputs(meta)]
         assert [t[0] for t in config["outputs"]] == [t.name for t in data_outputs(meta)]
         assert [s[:2] for s in config["state"]] == [[s.input, s.output] for s in specs]
         # together: exactly the graph's inputs and outputs
         assert sorted([t[0] for t in config["inputs"]] + [s[0] for s in config["state"]]) == sorted(graph_inputs)
         assert sorted([t[0] for t in config["outputs"]] + [s[1] for s in config["state"]]) == sorted(graph_outputs)
-        assert config["controls"] == {n: [k] for n, k in CONTROL_INPUTS.items()}
-        assert config["corrid_type"] == ["TYPE_UINT64"] and config["strategy"] == "oldest"
+        # no control inputs: the graph takes none (Triton's backends refuse one the model lacks)
+        assert config["controls"] == {} and config["strategy"] == "oldest"
         batched = batch_first(meta)
         assert (config["max_batch_size"] > 0) == batched
+        # Triton requires preferred batch sizes <= max_batch_size: none when not batching
+        assert config["preferred"] == ([config["max_batch_size"]] if batched else [])
         for entry, spec in zip(config["state"], specs):
             shape = spec.concrete_shape(1, 0)
             want = list(shape[1:]) if batched else list(shape)
@@ -88,7 +92,8 @@ def test_python_config_parses(demo_exports, tmp_path):
     assert [t[4] for t in config["inputs"]] == [n == "input_ids" for n in PYTHON_INPUTS]  # prompts beside steps
     assert [t[0] for t in config["outputs"]] == list(PYTHON_OUTPUTS)
     assert config["controls"] == {n: [k] for n, k in CONTROL_INPUTS.items()} and config["state"] == []
-    assert config["instances"] == [[2, "KIND_CPU"]]
+    assert config["corrid_type"] == ["TYPE_UINT64"] and config["preferred"] == [16]
+    assert config["instances"] == [[2, "KIND_CPU", []]]
     assert (model_dir / "1" / "model.py").is_file() and (model_dir / "1" / "export" / "rnnx.json").is_file()
 
 
@@ -119,7 +124,8 @@ def test_a_failed_rewrite_leaves_the_model_directory_as_it_was(demo_exports, tmp
         write_repository(export, tmp_path / "repo", "python", max_streams=3)
     after = {p.relative_to(model_dir): p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
     assert after == before
-    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == [model_dir.name]  # no staging left over
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == [model_dir.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]  # no scratch directory left beside it
 
 
 @needs_triton
@@ -182,3 +188,14 @@ def test_export_model_cli_writes_the_repository(tmp_path):
     )
     assert refused.exit_code != 0 and "needs --engine" in refused.output
     assert not (tmp_path / "x").exists()
+
+
+def test_a_growing_kv_cache_is_refused_by_every_variant(tmp_path):
+    from rnnx.export import export_model
+    from rnnx.models.lm import SRUppLM
+
+    model = SRUppLM(vocab_size=16, embed_dim=8, hidden_size=8, proj_size=4, num_layers=1, attention="softmax")
+    export = export_model(model, tmp_path / "kv", target="onnxruntime", check=False).out_dir
+    for variant in ("python", "onnxruntime"):
+        with pytest.raises(TritonConfigError, match="grow with the context"):
+            write_repository(export, tmp_path / "repo", variant)

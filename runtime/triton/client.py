@@ -63,7 +63,10 @@ def parse(payload: dict) -> list[dict]:
                 ],
                 "idle_us": seq.max_sequence_idle_microseconds,
                 "strategy": seq.WhichOneof("strategy_choice"),
-                "instances": [[g.count, mc.ModelInstanceGroup.Kind.Name(g.kind)] for g in config.instance_group],
+                "preferred": list(seq.oldest.preferred_batch_size),
+                "instances": [
+                    [g.count, mc.ModelInstanceGroup.Kind.Name(g.kind), list(g.profile)] for g in config.instance_group
+                ],
                 "parameters": {k: v.string_value for k, v in config.parameters.items()},
             }
         )  # fmt: skip

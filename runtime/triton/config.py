@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..artifact import BATCH, INPUT_IDS, MODEL_FILE, PAST_LENGTH, data_inputs, data_outputs, state_specs
+from ..artifact import BATCH, INPUT_IDS, MODEL_FILE, data_inputs, data_outputs, state_specs
 
 #: The repository variants.
 VARIANTS = ("onnxruntime", "tensorrt", "python")
@@ -84,9 +84,8 @@ def batch_first(metadata: dict[str, Any]) -> bool:
     return all(t.shape and t.shape[0] == BATCH for t in tensors)
 
 
-def _dims(shape: tuple[Any, ...], drop_batch: bool, *, initial: bool = False) -> list[int]:
-    """Triton dims of an rnnx shape: ints kept, ``batch`` dropped (or 1), ``length`` / ``past_length``
-    variable (-1; 0 in an initial state: an empty KV cache)."""
+def _dims(shape: tuple[Any, ...], drop_batch: bool) -> list[int]:
+    """Triton dims of an rnnx shape: ints kept, ``batch`` dropped (or 1), other axis names variable (-1)."""
     dims = []
     for i, d in enumerate(shape):
         if d == BATCH:
@@ -97,7 +96,7 @@ def _dims(shape: tuple[Any, ...], drop_batch: bool, *, initial: bool = False) ->
         elif isinstance(d, int):
             dims.append(d)
         else:
-            dims.append(0 if initial and d == PAST_LENGTH else -1)
+            dims.append(-1)
     return dims
 
 
@@ -109,34 +108,50 @@ def _tensor(
 
 
 def _sequence_batching(
-    state: list[str], idle_timeout_s: float, max_streams: int, preferred: int, queue_delay_us: int
+    state: list[str], idle_timeout_s: float, candidates: int, preferred: int, queue_delay_us: int, controls: bool
 ) -> str:
-    controls = []
-    for name, kind in CONTROL_INPUTS.items():
-        if name == CORRID:
-            control = f"{{ kind: {kind} data_type: TYPE_UINT64 }}"
-        else:
-            control = f"{{ kind: {kind} int32_false_true: [ 0, 1 ] }}"
-        controls.append(f'    {{ name: "{name}" control [ {control} ] }}')
+    """The ``sequence_batching`` block: ``oldest`` strategy (``preferred_batch_size`` only when batching:
+    Triton requires it <= max_batch_size), control inputs when the model reads them (the Python variant;
+    a graph has no such inputs, and Triton's ONNX Runtime / TensorRT backends refuse a control the
+    model lacks: their implicit state resets on the request's START flag), the implicit state entries."""
     lines = [
         "sequence_batching {",
         f"  max_sequence_idle_microseconds: {int(idle_timeout_s * 1e6)}",
         "  oldest {",
-        f"    max_candidate_sequences: {max_streams}",
-        f"    preferred_batch_size: [ {preferred} ]",
+        f"    max_candidate_sequences: {candidates}",
+        *([f"    preferred_batch_size: [ {preferred} ]"] if preferred > 0 else []),
         f"    max_queue_delay_microseconds: {queue_delay_us}",
         "  }",
-        "  control_input [",
-        ",\n".join(controls),
-        "  ]",
     ]
+    if controls:
+        entries = []
+        for name, kind in CONTROL_INPUTS.items():
+            if name == CORRID:
+                control = f"{{ kind: {kind} data_type: TYPE_UINT64 }}"
+            else:
+                control = f"{{ kind: {kind} int32_false_true: [ 0, 1 ] }}"
+            entries.append(f'    {{ name: "{name}" control [ {control} ] }}')
+        lines += ["  control_input [", ",\n".join(entries), "  ]"]
     if state:
         lines += ["  state [", ",\n".join(state), "  ]"]
     return "\n".join([*lines, "}"])
 
 
-def _instances(count: int, kind: str) -> str:
-    return f"instance_group [ {{ count: {count} kind: {kind} }} ]"
+def _instances(count: int, kind: str, profiles: tuple[str, ...] = ()) -> str:
+    quoted = ", ".join(f'"{p}"' for p in profiles)
+    profile = f" profile: [ {quoted} ]" if profiles else ""
+    return f"instance_group [ {{ count: {count} kind: {kind}{profile} }} ]"
+
+
+def check_servable(metadata: dict[str, Any], where: str) -> None:
+    """TritonConfigError for an export whose state grows with the context (a softmax KV cache): Triton's
+    implicit state and rnnx's state pool batch fixed-size states only."""
+    grow = [s.name for s in state_specs(metadata) if s.grows]
+    if grow:
+        raise TritonConfigError(
+            f"{where}: state tensors {grow} grow with the context (a KV cache); the Triton variants serve O(1) "
+            f"recurrent states only"
+        )
 
 
 def graph_config(
@@ -154,13 +169,14 @@ def graph_config(
     (CPU for onnxruntime, GPU for tensorrt)."""
     if variant not in ("onnxruntime", "tensorrt"):
         raise TritonConfigError(f"variant {variant!r}: graph configs are for onnxruntime / tensorrt")
+    check_servable(metadata, name)
     batched = batch_first(metadata) and max_batch_size > 0
     inputs = [_tensor(t.name, triton_type(t.dtype, t.name), _dims(t.shape, batched)) for t in data_inputs(metadata)]
     outputs = [_tensor(t.name, triton_type(t.dtype, t.name), _dims(t.shape, batched)) for t in data_outputs(metadata)]
     state = []
     for s in state_specs(metadata):
         ttype = triton_type(s.dtype, s.name)
-        dims, initial = _dims(s.shape, batched), _dims(s.shape, batched, initial=True)
+        dims = initial = _dims(s.shape, batched)  # fixed: check_servable refused growing states
         state.append(
             f'    {{ input_name: "{s.input}" output_name: "{s.output}" data_type: {ttype} '
             f"dims: [ {', '.join(map(str, dims))} ] initial_state: [ {{ data_type: {ttype} "
@@ -177,8 +193,9 @@ def graph_config(
         f"max_batch_size: {batch}",
         "input [\n" + ",\n".join(inputs) + "\n]",
         "output [\n" + ",\n".join(outputs) + "\n]",
-        _sequence_batching(state, idle_timeout_s, max(batch, 1) * max(instances, 1), max(batch, 1), queue_delay_us),
-        _instances(instances, kind),
+        _sequence_batching(state, idle_timeout_s, max(batch, 1) * max(instances, 1), batch, queue_delay_us, False),
+        # TensorRT: an rnnx engine has a decode profile (0) and a prefill profile (1); a context for each
+        _instances(instances, kind, ("0", "1") if variant == "tensorrt" else ()),
     ]
     return "\n".join(parts) + "\n"
 
@@ -206,7 +223,7 @@ def python_config(
         f"max_batch_size: {max_streams}",
         "input [\n" + ",\n".join(inputs) + "\n]",
         "output [\n" + ",\n".join(outputs) + "\n]",
-        _sequence_batching([], idle_timeout_s, max_streams, max_streams, queue_delay_us),
+        _sequence_batching([], idle_timeout_s, max_streams, max_streams, queue_delay_us, True),
         _instances(instances, "KIND_CPU"),
         "parameters [\n" + ",\n".join(parameters) + "\n]",
     ]

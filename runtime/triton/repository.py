@@ -9,9 +9,10 @@ Layout, for a model named ``NAME`` in repository ``REPO``::
                                                       --backend-config=tensorrt,plugins=<that path>
     REPO/NAME/1/model.py + REPO/NAME/1/export/        python variant: the whole export beside model.py
 
-Each model directory is built under a temporary name inside ``REPO`` and swapped in with ``os.replace``,
-so an existing good model directory is replaced only by a complete new one; other models in the
-repository are never touched.
+Each model directory is built in a scratch directory beside ``REPO`` (never inside it: Triton would take
+it for a model) and moved in with ``os.replace``; an existing entry is moved aside first and put back if
+the move fails, so it is replaced only by a complete new one (a server polling the repository may see
+the name missing for that instant). Other models in the repository are never touched.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .config import (
     PLAN_FILE,
     VARIANTS,
     TritonConfigError,
+    check_servable,
     graph_config,
     python_config,
 )  # fmt: skip
@@ -83,6 +85,7 @@ def write_repository(
     metadata = read_metadata(export_dir)
     if metadata.get("vocab_size") is None and variant == "python":
         raise TritonConfigError(f"{export_dir}: the python variant serves language models (generation)")
+    check_servable(metadata, str(export_dir))
     if variant == "tensorrt" and metadata.get("target") != "tensorrt":
         raise TritonConfigError(f"{export_dir}: the tensorrt variant needs a target 'tensorrt' export")
     name = name or model_name(export_dir, variant)
@@ -119,9 +122,12 @@ def write_repository(
         config = python_config(name, max_streams, instances, idle_timeout_s, backend=backend, export_dir="export")
     repo_dir = Path(repo_dir)
     repo_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=repo_dir))
+    # Built beside the repository (Triton would take a directory inside it for a model), on the same
+    # filesystem, then swapped in: the old entry is moved aside first and put back if the swap fails.
+    scratch = Path(tempfile.mkdtemp(prefix=f".{repo_dir.name}.{name}.", dir=repo_dir.resolve().parent))
     try:
-        (staging / VERSION).mkdir()
+        staging = scratch / name
+        (staging / VERSION).mkdir(parents=True)
         for rel, src in sources.items():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             _link_or_copy(src, staging / rel)
@@ -131,15 +137,16 @@ def write_repository(
         staging.chmod(0o755)
         target = repo_dir / name
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=repo_dir))
-            os.replace(target, old / name)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, scratch / "old")
+            try:
+                os.replace(staging, target)
+            except OSError:
+                os.replace(scratch / "old", target)
+                raise
         else:
             os.replace(staging, target)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return repo_dir / name
 
 
