@@ -26,6 +26,7 @@ def load(
     device: str = "cpu",
     precision: Optional[str] = None,
     io_binding: Optional[bool] = None,
+    native_ops: Optional[bool] = None,
 ) -> StatefulSession:
     """A session for a checkpoint directory (torch backend) or an export directory (``auto``: tensorrt
     on CUDA when installed, else onnxruntime): a :class:`Session` (prefill / step / generate) for a
@@ -36,10 +37,14 @@ def load(
     ``io_binding`` (onnxruntime only): True runs every call through ORT IO binding with the state kept
     as OrtValues on ``device`` (the CUDA code path, also on the CPU EP), False through
     ``InferenceSession.run`` with numpy state, None (default) picks True on CUDA and False on CPU.
-    Setting it for another backend (including the one ``auto`` picks) raises :class:`InputError`."""
+    ``native_ops`` (onnxruntime only): rnnx's ONNX Runtime op library (native SRU scan; see
+    :mod:`.ortops`): None (default) uses it on the CPU when built, True requires it, False runs the ops'
+    function bodies. Setting either for another backend (including the one ``auto`` picks) raises
+    :class:`InputError`."""
     chosen = create_backend(
-        model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding
-    )
+        model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding,
+        native_ops=native_ops,
+    )  # fmt: skip
     return Session(chosen) if interface_of(chosen.metadata) == CAUSAL_LM else StatefulSession(chosen)
 
 

@@ -23,9 +23,12 @@ tick the worker
    samples each stream's next token with its own options and random generator.
 
 The pool is kept dense, so a step costs exactly the running streams and never a padded row; slots are
-freed and reused as streams end and join. What a stream sees is what ``Session.generate`` gives for its
-prompt alone: the same greedy tokens, and for ``temperature > 0`` the same draws for the same ``seed``
-(up to the float rounding of a different batch size). Memory is bounded: at most ``max_streams`` rows
+freed and reused as streams end and join. A stream's end becomes visible (its iteration stops, ``result``
+returns, its callback gets ``None``) only after its row has been released.
+
+What a stream sees is what ``Session.generate`` gives for its prompt alone: the same greedy tokens, and
+for ``temperature > 0`` the same draws for the same ``seed`` (up to the float rounding of a different
+batch size). Memory is bounded: at most ``max_streams`` rows
 of state on the device, at most ``max_waiting`` streams queued (their prompts on the host) beyond
 that, and :class:`SchedulerFull` from :meth:`Scheduler.submit` past both.
 
@@ -104,6 +107,7 @@ class Stream:
         self._events: queue.Queue = queue.Queue()
         self._done = threading.Event()
         self._cancel_requested = False  # set by any thread, read by the worker
+        self._ending: Optional[tuple[str, Optional[BaseException]]] = None  # (reason, error), set by the worker
         self._rng = row_generators(options.seed, 1)[0]
 
     def __repr__(self) -> str:
@@ -341,19 +345,19 @@ class Scheduler:
     def _fail(self, streams: list[Stream], error: BaseException) -> None:
         """Ends ``streams`` with ``error`` and drops every row (after an unexpected failure of a tick)."""
         ended = [s for s in dict.fromkeys(streams) if not s.done]
-        for stream in ended:
-            stream._finish("error", error)
-        self._pool.clear()
         with self._lock:
+            self._pool.clear()
             self._counts["finished"] += len(ended)
             self._running, self._admitting = [], 0
+        for stream in ended:
+            stream._finish("error", error)
 
     def _tick(self, admit: list[Stream]) -> None:
         """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step for
         every running stream (the admitted ones included: their first token came from the prefill)."""
         for stream in self._running:
-            if stream._cancel_requested:
-                stream._finish("cancelled")
+            if stream._cancel_requested and stream._ending is None:
+                stream._ending = ("cancelled", None)
         self._release_finished()
         if admit:
             self._prefill(admit)
@@ -362,25 +366,28 @@ class Scheduler:
             self._decode()
 
     def _release_finished(self) -> None:
-        """Drops the rows of streams that have ended (one device row selection) and frees their slots."""
-        ended = [s for s in self._running if s.done]
+        """Drops the rows of streams that are ending (one row selection), frees their slots, and only then
+        ends them: when a stream's end is visible, its slot is already free."""
+        ended = [s for s in self._running if s._ending is not None]
         if not ended:
             return
-        self._pool.release([s.id for s in ended])
         with self._lock:
+            self._pool.release([s.id for s in ended])
             self._counts["finished"] += len(ended)
-            self._running = [s for s in self._running if not s.done]
+            self._running = [s for s in self._running if s._ending is None]
+        for stream in ended:
+            stream._finish(*stream._ending)
 
     def _prefill(self, admit: list[Stream]) -> None:
         """One batched prefill of the admitted prompts into new rows; each samples its first token."""
         try:
             logits = self._pool.admit([s.id for s in admit], [s.prompt for s in admit])
         except Exception as error:  # the failure ends these streams, never the worker
-            for stream in admit:
-                stream._finish("error", error)
             with self._lock:
                 self._counts["finished"] += len(admit)
                 self._admitting = 0
+            for stream in admit:
+                stream._finish("error", error)
             return
         with self._lock:
             self._counts["prefills"] += 1
@@ -392,12 +399,7 @@ class Scheduler:
         try:
             logits = self._pool.feed([s.id for s in self._running], [[s.tokens[-1]] for s in self._running])
         except Exception as error:  # the failure ends these streams, never the worker
-            for stream in self._running:
-                stream._finish("error", error)
-            self._pool.clear()
-            with self._lock:
-                self._counts["finished"] += len(self._running)
-                self._running = []
+            self._fail(self._running, error)
             return
         with self._lock:
             self._counts["ticks"] += 1
@@ -408,19 +410,19 @@ class Scheduler:
         """Samples each stream's next token from its row of ``logits`` (B, V), emits it, applies its stop
         conditions; a stream cancelled meanwhile ends instead."""
         for stream, row in zip(streams, logits):
-            if stream.done:
+            if stream.done or stream._ending is not None:
                 continue
             if stream._cancel_requested:
-                stream._finish("cancelled")
+                stream._ending = ("cancelled", None)
                 continue
             o = stream.options
             token = int(sample(row[None], [stream._rng], o.temperature, o.top_k, o.top_p)[0])
             try:
                 stream._emit(token)
             except Exception as error:  # a failing callback ends its own stream only
-                stream._finish("error", error)
+                stream._ending = ("error", error)
                 continue
             if token in o.stop_tokens:
-                stream._finish("stop")
+                stream._ending = ("stop", None)
             elif len(stream.tokens) >= o.max_new_tokens:
-                stream._finish("max_new_tokens")
+                stream._ending = ("max_new_tokens", None)

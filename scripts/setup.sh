@@ -97,4 +97,12 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.plugins)"
 fi
+# rnnx's ONNX Runtime custom-op library (native SRUScan): ORT's C/C++ headers come from an npm package
+# (fetched once, integrity checked, headers only) and the library is compiled with g++; no GPU, no libonnxruntime.
+if command -v npm >/dev/null 2>&1; then
+  echo "setup: building the rnnx ONNX Runtime ops (headers from npm, once)"
+  "$PY" -m rnnx.runtime.ortops
+else
+  echo "setup: npm not found: the rnnx ONNX Runtime ops are not built (ONNX Runtime runs the ops' function bodies)"
+fi
 echo "setup: done"

@@ -48,6 +48,10 @@ REQUIRED = (
     "rnnx/plugins/causalLinearAttentionPlugin/causalLinearAttentionPlugin.cpp",
     "rnnx/models/ops/cuda/binding.cpp",
     "rnnx/models/ops/sru/csrc/sru_scan_cpu.cpp",
+    "rnnx/models/ops/sru/csrc/sru_scan_kernel.h",
+    "rnnx/plugins/ort/rnnx_ort_ops.cpp",
+    "rnnx/plugins/ort/sru_scan_entry.cpp",
+    "rnnx/plugins/ort/sru_scan_entry.h",
 )
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
 

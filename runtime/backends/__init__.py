@@ -60,19 +60,26 @@ def create_backend(
     device: str = "cpu",
     precision: Optional[str] = None,
     io_binding: Optional[bool] = None,
+    native_ops: Optional[bool] = None,
 ) -> Backend:
     """The backend for ``path``: ``backend`` one of :data:`BACKENDS` or ``"auto"`` (checkpoint ->
     torch; export -> tensorrt on CUDA when installed, else onnxruntime, else torch from the source
-    checkpoint). ``io_binding`` goes to the onnxruntime backend (:class:`.ort_backend.OrtBackend`);
-    setting it (not None) for any other backend, ``auto``'s choice included, raises
+    checkpoint). ``io_binding`` and ``native_ops`` go to the onnxruntime backend
+    (:class:`.ort_backend.OrtBackend`); setting one (not None) for any other backend, ``auto``'s choice
+    included, raises
     :class:`InputError`. Raises :class:`BackendUnavailable` with what is missing."""
     kind = dir_kind(path)
     name = _auto(kind, device) if backend == "auto" else backend
     if name not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}; expected one of auto, {', '.join(BACKENDS)}")
-    if io_binding is not None and name != "onnxruntime":
-        chosen = f"backend 'auto' chose {name!r} for {path}" if backend == "auto" else f"backend {name!r} was requested"
-        raise InputError(f"io_binding: only the onnxruntime backend takes it, but {chosen}; pass backend='onnxruntime'")
+    for option, value in (("io_binding", io_binding), ("native_ops", native_ops)):
+        if value is not None and name != "onnxruntime":
+            chosen = (
+                f"backend 'auto' chose {name!r} for {path}" if backend == "auto" else f"backend {name!r} was requested"
+            )
+            raise InputError(
+                f"{option}: only the onnxruntime backend takes it, but {chosen}; pass backend='onnxruntime'"
+            )
     if name == "torch":
         from .torch_backend import TorchBackend
 
@@ -84,7 +91,7 @@ def create_backend(
     if name == "onnxruntime":
         from .ort_backend import OrtBackend
 
-        return OrtBackend(path, device=device, precision=precision, io_binding=io_binding)
+        return OrtBackend(path, device=device, precision=precision, io_binding=io_binding, native_ops=native_ops)
     if not _has("tensorrt"):
         raise BackendUnavailable(
             "backend 'tensorrt' needs the TensorRT Python package (import tensorrt failed: not installed)"

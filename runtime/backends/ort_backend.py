@@ -37,7 +37,10 @@ class OrtBackend(Backend):
     None or the export's precision (an ONNX file has one); ``threads``: intra-op threads (0 = ORT's
     default); ``io_binding``: True runs every call through IO binding with the state as OrtValues on
     ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
-    CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`."""
+    CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`. ``native_ops``:
+    rnnx's ONNX Runtime op library (native SRU scan, :mod:`rnnx.runtime.ortops`): True requires it, False
+    runs the ops' function bodies, None (default) uses it on the CPU when it is built and this
+    onnxruntime can load it; :attr:`native_ops` says whether it is in use."""
 
     name = "onnxruntime"
 
@@ -48,6 +51,7 @@ class OrtBackend(Backend):
         precision: Optional[str] = None,
         threads: int = 0,
         io_binding: Optional[bool] = None,
+        native_ops: Optional[bool] = None,
     ) -> None:
         try:
             import onnxruntime as ort
@@ -81,6 +85,7 @@ class OrtBackend(Backend):
             providers = ["CPUExecutionProvider"]
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        self.native_ops = self._register_native_ops(options, native_ops)
         if threads:
             options.intra_op_num_threads = threads
         # Opened by path, never from bytes: ONNX Runtime resolves an export's external data
@@ -94,8 +99,36 @@ class OrtBackend(Backend):
         self._outputs = self._data_outputs + [s.output for s in self.state_specs]
 
     def describe(self) -> str:
-        """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound."""
-        return super().describe() + (", IO binding" if self.io_binding else "")
+        """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound and ``, native rnnx ops`` when
+        the rnnx custom-op library is registered."""
+        return (
+            super().describe()
+            + (", IO binding" if self.io_binding else "")
+            + (", native rnnx ops" if self.native_ops else "")
+        )
+
+    def _register_native_ops(self, options: Any, native_ops: Optional[bool]) -> bool:
+        """Registers rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan) when asked
+        (True: required), or by default (None) on the CPU for an fp32 export when it is built and this
+        onnxruntime can load it; False keeps the ops' function bodies. Returns whether it is registered."""
+        from .. import ortops
+
+        if native_ops is not None and not isinstance(native_ops, bool):
+            raise InputError(f"native_ops: expected True, False or None, got {native_ops!r}")
+        if native_ops is False:
+            return False
+        fp32 = self.metadata.get("precision", "fp32") == "fp32"
+        if native_ops is None and (self._device_type != "cpu" or not fp32 or ortops.find_library() is None):
+            return False
+        if not fp32:
+            raise BackendUnavailable(
+                f"{self.model_dir}: the native rnnx ops are fp32; this export is {self.metadata['precision']}"
+            )
+        try:
+            ortops.register(options)
+        except ortops.OrtOpsError as error:
+            raise BackendUnavailable(str(error)) from None
+        return True
 
     def _state(self, tensors: dict[str, Any], batch: int, past_length: int) -> BackendState:
         return BackendState(tensors, batch, past_length, self.name, self.signature, {"placement": self._placement})

@@ -18,7 +18,7 @@ from typing import Optional
 
 #: Name of the built extension; bump the suffix when the kernel's Python interface changes.
 #: The instruction-set suffix keeps builds for different CPUs apart in a shared cache.
-EXTENSION_BASE = "rnnx_sru_cpu_v1"
+EXTENSION_BASE = "rnnx_sru_cpu_v2"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "sru_scan_cpu.cpp"
 LDFLAGS = ["-fopenmp"]
 

@@ -1,0 +1,130 @@
+"""ONNX Runtime with rnnx's native SRUScan (``rnnx.runtime.ortops``) against the function body and torch, CPU.
+
+    python benchmarks/bench_ort_native.py [--lengths 1,64,1024,4096] [--hidden 512]
+
+All in one run, batch 1, fp32, median of several samples (``timing.measure``):
+
+1. **The SRU recurrence** (U precomputed, d = ``--hidden``, k = 3 with the skip term): a one-node SRUScan
+   graph on ONNX Runtime with the library, rnnx's torch op ``sru_scan`` (the same C++ kernel, ATen's
+   threads) and the published ``sru`` 2.6.0 CPU kernel (``.reference/sru-2.6.0``).
+2. **SRU++ prefill**: the ``srupp_linear_copy`` demo exported for ONNX Runtime, ``Session.prefill`` of L
+   tokens on torch (the checkpoint), on ONNX Runtime through the function bodies, and with the library.
+3. **The decode step** of the same model on the three.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import machine_line, markdown_table, measure
+
+import rnnx.runtime as rt
+from rnnx.export import export_model
+from rnnx.models.checkpoint import demo_checkpoint_path
+from rnnx.models.ops.sru import sru_scan
+from rnnx.runtime import ortops
+from rnnx.runtime.backends.ort_backend import OrtBackend
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def published_scan():
+    path = REPO / ".reference" / "sru-2.6.0"
+    if not (path / "sru" / "__init__.py").exists():
+        return None
+    sys.path.insert(0, str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sru.ops import elementwise_recurrence_inference
+    return elementwise_recurrence_inference
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", default="1,64,1024,4096")
+    parser.add_argument("--hidden", type=int, default=512)
+    args = parser.parse_args()
+    lengths = [int(n) for n in args.lengths.split(",")]
+    d = args.hidden
+    if ortops.find_library() is None:
+        sys.exit(f"{ortops.library_path()} is not built: python3 -m rnnx.runtime.ortops")
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    print(f"# rnnx native ONNX Runtime ops, CPU\n\n{machine_line()}, onnxruntime {ort.__version__}\n")
+
+    node = helper.make_node("SRUScan", ["U", "x", "weight_c", "bias", "c0"], ["h", "c_last"], domain="rnnx",
+                            hidden_size=d, num_matrices=3, has_skip_term=1)  # fmt: skip
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node], "sru",
+        [helper.make_tensor_value_info(n, f32, None) for n in ("U", "x", "weight_c", "bias", "c0")],
+        [helper.make_tensor_value_info(n, f32, None) for n in ("h", "c_last")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("rnnx", 1)])
+    options = ort.SessionOptions()
+    ortops.register(options)
+    native = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    published = published_scan()
+    rows = []
+    for L in lengths:
+        g = torch.Generator().manual_seed(L)
+        U, x = torch.randn(L, 1, 3 * d, generator=g), torch.randn(L, 1, d, generator=g)
+        wc, bias, c0 = torch.randn(2 * d, generator=g), torch.randn(2 * d, generator=g), torch.zeros(1, d)
+        feeds = {"U": U.numpy(), "x": x.numpy(), "weight_c": wc.numpy(), "bias": bias.numpy(), "c0": c0.numpy()}
+        t_native = measure(lambda: native.run(None, feeds))
+        with torch.inference_mode():
+            t_torch = measure(lambda: sru_scan(U, x, wc, bias, c0, hidden_size=d))
+            t_pub = None
+            if published is not None:
+                scale = torch.ones(1)
+                t_pub = measure(lambda: published(U, x, wc, bias, c0, 0, d, False, True, scale))
+        row = [L, f"{t_native * 1e3:.3f}", f"{t_torch * 1e3:.3f}", f"{t_torch / t_native:.2f}x"]
+        row += [f"{t_pub * 1e3:.3f}", f"{t_pub / t_native:.2f}x"] if t_pub is not None else ["-", "-"]
+        rows.append(row)
+        print("  recurrence", row, flush=True)
+    header = ["L", "ORT native ms", "rnnx torch op ms", "torch / native", "sru 2.6 kernel ms", "sru 2.6 / native"]
+    recurrence = markdown_table(header, rows)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        export = export_model(str(demo_checkpoint_path("srupp_linear_copy")), Path(tmp) / "srupp",
+                              target="onnxruntime", check=False).out_dir  # fmt: skip
+        sessions = {
+            "torch": rt.load(demo_checkpoint_path("srupp_linear_copy")),
+            "ORT function body": rt.Session(OrtBackend(export, native_ops=False)),
+            "ORT native": rt.Session(OrtBackend(export, native_ops=True)),
+        }
+        rng = np.random.default_rng(0)
+        prefill_rows, times = [], {}
+        for L in lengths:
+            prompt = rng.integers(0, 10, (1, L))
+            for name, session in sessions.items():
+                times[(name, L)] = measure(lambda s=session: s.prefill(prompt), repeat=5, min_time=0.1)
+            base = times[("torch", L)]
+            prefill_rows.append([L] + [f"{times[(n, L)] * 1e3:.2f}" for n in sessions]
+                                + [f"{base / times[(n, L)]:.2f}x" for n in list(sessions)[1:]])  # fmt: skip
+            print("  prefill", prefill_rows[-1], flush=True)
+        step_rows = []
+        for name, session in sessions.items():
+            state = session.prefill(rng.integers(0, 10, (1, 16)))
+            token = np.array([3])
+            t = measure(lambda s=session, st=state: s.step(token, state=st))
+            step_rows.append([name, f"{t * 1e3:.3f}"])
+    print(f"\n## SRU recurrence (d = {d}, batch 1)\n\n{recurrence}")
+    names = list(sessions)
+    print("\n## SRU++ demo prefill (ms; speed-up over torch)\n")
+    print(markdown_table(["L", *names, *(f"{n} vs torch" for n in names[1:])], prefill_rows))
+    print("\n## SRU++ demo decode step\n")
+    print(markdown_table(["backend", "ms / step"], step_rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""rnnx's custom-op library for ONNX Runtime: ``SRUScan`` as a native CPU kernel instead of its ``Scan`` body.
+
+    python3 -m rnnx.runtime.ortops        # fetches the headers and builds the library if needed; prints its path
+
+The library (``librnnx_ort_ops.so``, sources in ``plugins/ort/``) is built from ONNX Runtime's C/C++ headers
+alone: it links no libonnxruntime and takes the API table from the process that loads it, through
+``SessionOptions.register_custom_ops_library(path)`` (Python), ``Ort::SessionOptions::RegisterCustomOpsLibrary``
+(C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its SRU kernel is rnnx's torch CPU kernel
+(``models/ops/sru/csrc/sru_scan_kernel.h``), built for AVX2/FMA and for a baseline and picked by the CPU's
+features. The headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
+:data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model
+without the library still runs on stock ONNX Runtime through the ops' function bodies.
+
+Where things are: the headers in ``$RNNX_ORT_HEADERS`` or ``<checkout>/.cache/onnxruntime/include``; the
+library in ``$RNNX_ORT_OPS`` or ``<checkout>/build/ortops/librnnx_ort_ops.so`` (else under
+``~/.cache/rnnx/ortops``). Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+#: The ONNX Runtime C API version of the headers the library is built with; ORT 1.N serves API version N.
+ORT_API_VERSION = 29
+MIN_ONNXRUNTIME = (1, ORT_API_VERSION)
+#: npm package shipping ORT's headers (Microsoft's iOS framework inside a Unity plugin) and its integrity.
+HEADERS_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
+HEADERS_INTEGRITY = "sha512-BkzxduSZ9IkeDP6Q8lz2TFU2ie7hSSvS7ZIfzMooExoq0CNzJnuuGaUJ7IsojBgqO4ouD1jXah8OYyJbCN29Fg=="
+HEADERS_IN_PACKAGE = "package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/onnxruntime.framework/Headers"
+LIBRARY_NAME = "librnnx_ort_ops.so"
+#: The ops the library implements, as (domain, op type).
+NATIVE_OPS = (("rnnx", "SRUScan"),)
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
+_SOURCES = _PACKAGE_ROOT / "plugins" / "ort"
+_KERNEL_DIR = _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc"
+_CHECKOUT = _PACKAGE_ROOT if (_PACKAGE_ROOT / "pyproject.toml").is_file() else None
+
+
+class OrtOpsError(RuntimeError):
+    """The library cannot be built or used here; the message says what is missing, in one line."""
+
+
+def headers_dir() -> Path:
+    """Where ONNX Runtime's headers are expected."""
+    env = os.environ.get("RNNX_ORT_HEADERS")
+    if env:
+        return Path(env)
+    base = _CHECKOUT if _CHECKOUT is not None else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / ".cache" / "onnxruntime" / "include" if _CHECKOUT is not None else base / "rnnx" / "ort-include"
+
+
+def library_path() -> Path:
+    """Where the library is (or would be) built."""
+    env = os.environ.get("RNNX_ORT_OPS")
+    if env:
+        return Path(env)
+    if _CHECKOUT is not None:
+        return _CHECKOUT / "build" / "ortops" / LIBRARY_NAME
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rnnx" / "ortops" / LIBRARY_NAME
+
+
+def onnxruntime_supported(version: Optional[str] = None) -> bool:
+    """Whether an onnxruntime version (default: the installed one) serves the headers' API version."""
+    if version is None:
+        import onnxruntime
+
+        version = onnxruntime.__version__
+    parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2] if p.isdigit())
+    return parts >= MIN_ONNXRUNTIME
+
+
+def build(out: Optional[Path] = None, headers: Optional[Path] = None, force: bool = False) -> Path:
+    """Compiles the library (g++, or ``$CXX``) into ``out`` (default :func:`library_path`) unless it is
+    there and newer than its sources; returns its path. The file is written whole (temp + rename)."""
+    out = Path(out or library_path())
+    headers = Path(headers or headers_dir())
+    if not (headers / "onnxruntime_lite_custom_op.h").is_file():
+        raise OrtOpsError(
+            f"ONNX Runtime headers not found in {headers}: run scripts/setup.sh (npm pack {HEADERS_PACKAGE}) "
+            "or set RNNX_ORT_HEADERS"
+        )
+    sources = [*sorted(_SOURCES.glob("*.cpp")), *sorted(_SOURCES.glob("*.h")), _KERNEL_DIR / "sru_scan_kernel.h"]
+    if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return out
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        raise OrtOpsError("no C++ compiler found (g++ / $CXX) to build the rnnx ONNX Runtime ops")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    common = ["-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math"]
+    x86 = os.uname().machine in ("x86_64", "amd64", "i686")
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        objects = []
+        for isa, flags in (("avx2", ["-mavx2", "-mfma"] if x86 else []), ("base", [])):
+            obj = Path(tmp) / f"sru_{isa}.o"
+            _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", f"-I{_KERNEL_DIR}", "-c",
+                  str(_SOURCES / "sru_scan_entry.cpp"), "-o", str(obj)])  # fmt: skip
+            objects.append(str(obj))
+        ops = Path(tmp) / "ops.o"
+        _run([cxx, *common, f"-I{headers}", "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])
+        lib = Path(tmp) / LIBRARY_NAME
+        _run([cxx, "-shared", "-o", str(lib), str(ops), *objects])
+        os.replace(lib, out)
+    return out
+
+
+def _run(cmd: list[str]) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise OrtOpsError(f"building the rnnx ONNX Runtime ops failed: {' '.join(cmd[:2])} ...\n{result.stderr}")
+
+
+def fetch_headers(dest: Optional[Path] = None) -> Path:
+    """Fetches ONNX Runtime's headers once: ``npm pack`` of :data:`HEADERS_PACKAGE`, its sha512 checked
+    against :data:`HEADERS_INTEGRITY`, only the ``Headers/`` files and the ``LICENSE`` extracted into
+    ``dest`` (default :func:`headers_dir`). Needs npm."""
+    import base64
+    import hashlib
+    import tarfile
+
+    dest = Path(dest or headers_dir())
+    if (dest / "onnxruntime_lite_custom_op.h").is_file():
+        return dest
+    npm = shutil.which("npm")
+    if npm is None:
+        raise OrtOpsError(f"npm not found: cannot fetch ONNX Runtime's headers ({HEADERS_PACKAGE})")
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run([npm, "pack", "--silent", HEADERS_PACKAGE], cwd=tmp, capture_output=True, text=True)
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if result.returncode != 0 or len(tarballs) != 1:
+            raise OrtOpsError(f"npm pack {HEADERS_PACKAGE} failed: {result.stderr.strip()[-500:]}")
+        digest = hashlib.sha512()
+        with open(tarballs[0], "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        integrity = "sha512-" + base64.b64encode(digest.digest()).decode()
+        if integrity != HEADERS_INTEGRITY:
+            raise OrtOpsError(
+                f"{tarballs[0].name}: integrity {integrity[:24]}..., expected {HEADERS_INTEGRITY[:24]}..."
+            )
+        staging = Path(tmp) / "include"
+        staging.mkdir()
+        with tarfile.open(tarballs[0]) as tar:
+            for member in tar.getmembers():
+                name = member.name
+                keep = name == "package/LICENSE" or (name.startswith(HEADERS_IN_PACKAGE + "/") and name.endswith(".h"))
+                if keep and member.isfile():
+                    (staging / Path(name).name).write_bytes(tar.extractfile(member).read())
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.move(str(staging), str(dest))
+    return dest
+
+
+def find_library() -> Optional[Path]:
+    """The built library when it exists and the installed onnxruntime can load it, else None."""
+    path = library_path()
+    return path if path.is_file() and onnxruntime_supported() else None
+
+
+def register(session_options: Any, path: Optional[Path] = None) -> Path:
+    """Registers the library with an ``onnxruntime.SessionOptions``; OrtOpsError (one line) when it is not
+    built or this onnxruntime is too old."""
+    import onnxruntime
+
+    path = Path(path or library_path())
+    if not path.is_file():
+        raise OrtOpsError(f"{path}: the rnnx ONNX Runtime ops are not built; run: python3 -m rnnx.runtime.ortops")
+    if not onnxruntime_supported():
+        raise OrtOpsError(
+            f"the rnnx ONNX Runtime ops need onnxruntime >= {MIN_ONNXRUNTIME[0]}.{MIN_ONNXRUNTIME[1]} (C API "
+            f"version {ORT_API_VERSION}); installed: {onnxruntime.__version__}"
+        )
+    session_options.register_custom_ops_library(str(path))
+    return path
+
+
+def main() -> None:
+    try:
+        fetch_headers()
+        print(build())
+    except OrtOpsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
