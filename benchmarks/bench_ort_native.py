@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sru_cpu import import_published_sru
 from timing import machine_line, markdown_table, measure
 
 import rnnx.runtime as rt
@@ -37,13 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def published_scan():
-    path = REPO / ".reference" / "sru-2.6.0"
-    if not (path / "sru" / "__init__.py").exists():
+    """sru 2.6.0's CPU recurrence (``sru.ops.elementwise_recurrence_inference``), or None when not installed."""
+    if import_published_sru() is None:
         return None
-    sys.path.insert(0, str(path))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from sru.ops import elementwise_recurrence_inference
+    from sru.ops import elementwise_recurrence_inference
+
     return elementwise_recurrence_inference
 
 

@@ -76,9 +76,13 @@ def onnxruntime_supported(version: Optional[str] = None) -> bool:
     return parts >= MIN_ONNXRUNTIME
 
 
-def build(out: Optional[Path] = None, headers: Optional[Path] = None, force: bool = False) -> Path:
+def build(
+    out: Optional[Path] = None, headers: Optional[Path] = None, force: bool = False, sanitize: Optional[str] = None
+) -> Path:
     """Compiles the library (g++, or ``$CXX``) into ``out`` (default :func:`library_path`) unless it is
-    there and newer than its sources; returns its path. The file is written whole (temp + rename)."""
+    there and newer than its sources; returns its path. The file is written whole (temp + rename).
+    ``sanitize="address"`` builds an AddressSanitizer variant (for tests: the loading process needs
+    libasan first, e.g. through ``LD_PRELOAD``)."""
     out = Path(out or library_path())
     headers = Path(headers or headers_dir())
     if not (headers / "onnxruntime_lite_custom_op.h").is_file():
@@ -94,6 +98,8 @@ def build(out: Optional[Path] = None, headers: Optional[Path] = None, force: boo
         raise OrtOpsError("no C++ compiler found (g++ / $CXX) to build the rnnx ONNX Runtime ops")
     out.parent.mkdir(parents=True, exist_ok=True)
     common = ["-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math"]
+    if sanitize is not None:
+        common += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
     x86 = os.uname().machine in ("x86_64", "amd64", "i686")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         objects = []
@@ -105,7 +111,7 @@ def build(out: Optional[Path] = None, headers: Optional[Path] = None, force: boo
         ops = Path(tmp) / "ops.o"
         _run([cxx, *common, f"-I{headers}", "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])
         lib = Path(tmp) / LIBRARY_NAME
-        _run([cxx, "-shared", "-o", str(lib), str(ops), *objects])
+        _run([cxx, "-shared", *([f"-fsanitize={sanitize}"] if sanitize else []), "-o", str(lib), str(ops), *objects])
         os.replace(lib, out)
     return out
 

@@ -15,6 +15,11 @@ without it.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -156,3 +161,60 @@ def test_version_gate_and_errors(tmp_path, monkeypatch, demo_exports):
     with pytest.raises(ortops.OrtOpsError, match="headers not found"):
         ortops.build(out=tmp_path / "lib.so", force=True)
     assert onnx.__version__  # the one-node graphs above are built with onnx's helper
+
+
+ASAN_CHILD = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+import torch
+sys.path.insert(0, sys.argv[2])
+import test_ort_native_ops as t
+from rnnx.models.ops.sru.naive import sru_scan_naive
+
+for variant in t.VARIANTS:
+    k, skip, tanh, D, mask, trt = variant
+    L, B, d = 9, 3, 40
+    g = torch.Generator().manual_seed(3)
+    U, x = torch.randn(L, B, D * d * k, generator=g), torch.randn(L, B, D * d, generator=g)
+    w, b = torch.randn(2 * D * d, generator=g) * 0.5, torch.randn(2 * D * d, generator=g) * 0.5
+    c0, pad = torch.randn(B, D * d, generator=g), torch.zeros(L, B, dtype=torch.bool)
+    if mask:
+        pad[6:, 0] = True
+    reads_x = bool(skip) and k == 3
+    h_ref, c_ref = sru_scan_naive(U, x if reads_x else None, w, b, c0, pad if mask else None, hidden_size=d,
+                                  num_directions=D, num_matrices=k, has_skip_term=bool(skip),
+                                  use_tanh=bool(tanh), scale_x=0.5)
+    feeds = {"U": U.numpy(), "weight_c": w.numpy(), "bias": b.numpy(), "c0": c0.numpy()}
+    if reads_x or trt:
+        feeds["x"] = x.numpy() if reads_x else np.zeros(1, np.float32)
+    if mask or trt:
+        feeds["mask_pad"] = pad.numpy()
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(sys.argv[1])
+    model = t.one_node_model(k, skip, tanh, D, d, reads_x or trt, mask or trt)
+    h, c = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert np.max(np.abs(h - h_ref.numpy())) <= t.TOLERANCE * max(1.0, float(np.abs(h_ref).max())), variant
+    assert np.max(np.abs(c - c_ref.numpy())) <= t.TOLERANCE * max(1.0, float(np.abs(c_ref).max())), variant
+print("variants", len(t.VARIANTS))
+"""
+
+
+@needs_library
+@pytest.mark.slow
+def test_every_variant_under_address_sanitizer(tmp_path):
+    """The same parity, with the library built with -fsanitize=address, in a process that loads libasan
+    first: an out-of-bounds access in the kernel or the op fails the run."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("g++ not found: cannot build the AddressSanitizer library")
+    libasan = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not Path(libasan).is_file():
+        pytest.skip(f"libasan not found ({libasan!r})")
+    library = ortops.build(out=tmp_path / "librnnx_ort_ops_asan.so", sanitize="address", force=True)
+    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
+    tests_dir = str(Path(__file__).resolve().parent)
+    result = subprocess.run([sys.executable, "-c", ASAN_CHILD, str(library), tests_dir], capture_output=True,
+                            text=True, env=env, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"variants {len(VARIANTS)}" in result.stdout
