@@ -21,7 +21,7 @@ from rnnx.models.ops import spec
 
 from .builder import NodeWriter
 from .overloads import AttentionVariant
-from .schemas import node_attribute_defaults
+from .schemas import op_function
 from .sru_function import state_elem_type
 
 ATTENTION = spec.CAUSAL_LINEAR_ATTENTION
@@ -70,15 +70,5 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
     w.nodes.append(helper.make_node("Identity", [S_last], ["S_last"], name="n_S_last"))
     w.nodes.append(helper.make_node("Identity", [z_last], ["z_last"], name="n_z_last"))
 
-    defaults = node_attribute_defaults(ATTENTION)
-    return helper.make_function(
-        spec.ONNX_DOMAIN,
-        ATTENTION.onnx_name,
-        list(ATTENTION.inputs),
-        list(ATTENTION.outputs),
-        w.nodes,
-        [helper.make_opsetid("", opset_version)],
-        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
-        doc_string=f"CausalLinearAttention, overload {variant.name}: masked O(L^2) standard-op body.",
-        overload=variant.name,
-    )
+    doc = f"CausalLinearAttention, overload {variant.name}: masked O(L^2) standard-op body."
+    return op_function(ATTENTION, w.nodes, opset_version, doc, variant.name)

@@ -54,6 +54,25 @@ def node_attribute_defaults(op: spec.OpSpec) -> dict[str, int | float | str]:
     return attrs
 
 
+def op_function(
+    op: spec.OpSpec, nodes: list[onnx.NodeProto], opset_version: int, doc: str, overload: str = ""
+) -> onnx.FunctionProto:
+    """The model-local function of an rnnx op: its inputs, outputs and attribute defaults (those of
+    :func:`node_attribute_defaults`) around the standard-op body ``nodes``."""
+    defaults = node_attribute_defaults(op)
+    return helper.make_function(
+        spec.ONNX_DOMAIN,
+        op.onnx_name,
+        list(op.inputs),
+        list(op.outputs),
+        nodes,
+        [helper.make_opsetid("", opset_version)],
+        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
+        doc_string=doc,
+        overload=overload,
+    )
+
+
 def attribute_type(value: object) -> onnx.AttributeProto.AttributeType:
     """ONNX attribute type of a spec default (bool and int -> INT, float -> FLOAT, str -> STRING)."""
     return helper.make_attribute("a", onnx_attribute_value(value)).type

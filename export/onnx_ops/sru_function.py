@@ -30,7 +30,7 @@ from rnnx.models.ops import spec
 
 from .builder import NodeWriter
 from .overloads import SRUVariant
-from .schemas import node_attribute_defaults
+from .schemas import op_function
 
 SRU = spec.SRU_SCAN
 
@@ -127,17 +127,8 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
     w.nodes.append(helper.make_node("CastLike", [h_all, "U"], ["h"], name="n_h"))
     w.nodes.append(helper.make_node("Identity", [c_all], ["c_last"], name="n_c_last"))
 
-    defaults = node_attribute_defaults(SRU)
-    return helper.make_function(
-        spec.ONNX_DOMAIN,
-        SRU.onnx_name,
-        list(SRU.inputs),
-        list(SRU.outputs),
-        w.nodes,
-        [helper.make_opsetid("", opset_version)],
-        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
-        doc_string=f"SRUScan, overload {v.name}: standard-op body (Scan over time).",
-        overload=v.name,
+    return op_function(
+        SRU, w.nodes, opset_version, f"SRUScan, overload {v.name}: standard-op body (Scan over time).", v.name
     )
 
 
@@ -221,16 +212,8 @@ def sru_scan_any_function(double: bool, opset_version: int) -> onnx.FunctionProt
     h_flat = w.op("Reshape", [h, w.ints([0, 0, -1])], "h_flat")
     w.nodes.append(helper.make_node("CastLike", [h_flat, "U"], ["h"], name="n_h"))
     w.nodes.append(helper.make_node("Reshape", [c_last, w.ints([0, -1])], ["c_last"], name="n_c_last"))
-    defaults = node_attribute_defaults(SRU)
-    return helper.make_function(
-        spec.ONNX_DOMAIN,
-        SRU.onnx_name,
-        list(SRU.inputs),
-        list(SRU.outputs),
-        w.nodes,
-        [helper.make_opsetid("", opset_version)],
-        attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
-        doc_string="SRUScan: one standard-op body for every structure (attributes read in the body).",
+    return op_function(
+        SRU, w.nodes, opset_version, "SRUScan: one standard-op body for every structure (attributes read in the body)."
     )
 
 
