@@ -7,9 +7,13 @@ All in one run, batch 1, fp32, median of several samples (``timing.measure``):
 1. **The SRU recurrence** (U precomputed, d = ``--hidden``, k = 3 with the skip term): a one-node SRUScan
    graph on ONNX Runtime with the library, rnnx's torch op ``sru_scan`` (the same C++ kernel, ATen's
    threads) and the published ``sru`` 2.6.0 CPU kernel (``.reference/sru-2.6.0``).
-2. **SRU++ prefill**: the ``srupp_linear_copy`` demo exported for ONNX Runtime, ``Session.prefill`` of L
+2. **The SRU layer** (``sru.SRU(d, d)`` of sru 2.6.0, one layer: the input projection and the recurrence):
+   exported with ``rnnx.export.export`` (target onnxruntime) and run on ONNX Runtime with the library and
+   through the function body, against the published layer's own forward (its CPU kernel) and rnnx's
+   drop-in ``rnnx.models.SRU`` with the same weights, all in inference mode.
+3. **SRU++ prefill**: the ``srupp_linear_copy`` demo exported for ONNX Runtime, ``Session.prefill`` of L
    tokens on torch (the checkpoint), on ONNX Runtime through the function bodies, and with the library.
-3. **The decode step** of the same model on the three.
+4. **The decode step** of the same model on the three.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from bench_sru_cpu import import_published_sru
 from timing import machine_line, markdown_table, measure
 
 import rnnx.runtime as rt
-from rnnx.export import export_model
+from rnnx.export import export, export_model
 from rnnx.models.checkpoint import demo_checkpoint_path
 from rnnx.models.ops.sru import sru_scan
 from rnnx.runtime import ortops
@@ -43,6 +47,50 @@ def published_scan():
     from sru.ops import elementwise_recurrence_inference
 
     return elementwise_recurrence_inference
+
+
+def layer_table(lengths: list[int], d: int, ort) -> str:
+    """Section 2: one published SRU layer against its ONNX Runtime export (native ops and function body) and
+    rnnx's drop-in layer; empty when sru 2.6.0 is not installed."""
+    sru = import_published_sru()
+    if sru is None:
+        return ""
+    from rnnx.models import SRU
+
+    torch.manual_seed(0)
+    published = sru.SRU(d, d, num_layers=1).eval()
+    ours = SRU(d, d, num_layers=1).eval()
+    ours.load_state_dict(published.state_dict())
+    with tempfile.TemporaryDirectory() as tmp:
+        result = export(published, (torch.randn(8, 2, d),), Path(tmp) / "sru", target="onnxruntime",
+                        init_state=lambda batch: torch.zeros(1, batch, d), input_names=["x"],
+                        dynamic_axes={"x": {0: "length", 1: "batch"}}, check=False)  # fmt: skip
+        model = str(result.out_dir / "model.onnx")
+        sessions = {}
+        for native in (True, False):
+            options = ort.SessionOptions()
+            if native:
+                ortops.register(options)
+            sessions[native] = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        rows = []
+        for L in lengths:
+            x = torch.randn(L, 1, d)
+            inputs = sessions[True].get_inputs()
+            feeds = {inputs[0].name: x.numpy(), inputs[1].name: np.zeros((1, 1, d), np.float32)}
+            with torch.inference_mode():
+                h_pub = published(x)[0]
+                t_pub = measure(lambda: published(x))
+                t_ours = measure(lambda: ours(x))
+            h_native = sessions[True].run(None, feeds)[0]
+            assert np.max(np.abs(h_native - h_pub.numpy())) < 1e-4, "the export does not match the published layer"
+            t_native = measure(lambda: sessions[True].run(None, feeds))
+            t_body = measure(lambda: sessions[False].run(None, feeds), repeat=3 if L >= 1024 else 7)
+            rows.append([L, f"{t_native * 1e3:.3f}", f"{t_body * 1e3:.3f}", f"{t_pub * 1e3:.3f}", f"{t_ours * 1e3:.3f}",
+                         f"{t_pub / t_native:.2f}x", f"{t_ours / t_native:.2f}x"])  # fmt: skip
+            print("  layer", rows[-1], flush=True)
+    header = ["L", "ORT native ms", "ORT function body ms", "sru 2.6 layer ms", "rnnx.models.SRU ms",
+              "sru 2.6 / ORT native", "rnnx torch / ORT native"]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def main() -> None:
@@ -91,6 +139,7 @@ def main() -> None:
         print("  recurrence", row, flush=True)
     header = ["L", "ORT native ms", "rnnx torch op ms", "torch / native", "sru 2.6 kernel ms", "sru 2.6 / native"]
     recurrence = markdown_table(header, rows)
+    layer = layer_table(lengths, d, ort)
 
     with tempfile.TemporaryDirectory() as tmp:
         export = export_model(str(demo_checkpoint_path("srupp_linear_copy")), Path(tmp) / "srupp",
@@ -117,6 +166,8 @@ def main() -> None:
             t = measure(lambda s=session, st=state: s.step(token, state=st))
             step_rows.append([name, f"{t * 1e3:.3f}"])
     print(f"\n## SRU recurrence (d = {d}, batch 1)\n\n{recurrence}")
+    if layer:
+        print(f"\n## SRU layer (sru 2.6.0 SRU(d, d), d = {d}, batch 1)\n\n{layer}")
     names = list(sessions)
     print("\n## SRU++ demo prefill (ms; speed-up over torch)\n")
     print(markdown_table(["L", *names, *(f"{n} vs torch" for n in names[1:])], prefill_rows))

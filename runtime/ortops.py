@@ -1,13 +1,15 @@
-"""rnnx's custom-op library for ONNX Runtime: ``SRUScan`` as a native CPU kernel instead of its ``Scan`` body.
+"""rnnx's custom-op library for ONNX Runtime: ``SRUScan`` and ``CausalLinearAttention`` as native CPU kernels
+instead of their function bodies.
 
     python3 -m rnnx.runtime.ortops        # fetches the headers and builds the library if needed; prints its path
 
 The library (``librnnx_ort_ops.so``, sources in ``plugins/ort/``) is built from ONNX Runtime's C/C++ headers
 alone: it links no libonnxruntime and takes the API table from the process that loads it, through
 ``SessionOptions.register_custom_ops_library(path)`` (Python), ``Ort::SessionOptions::RegisterCustomOpsLibrary``
-(C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its SRU kernel is rnnx's torch CPU kernel
-(``models/ops/sru/csrc/sru_scan_kernel.h``), built for AVX2/FMA and for a baseline and picked by the CPU's
-features. The headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
+(C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its kernels are host-independent headers under
+``models/ops/*/csrc`` (the SRU one is rnnx's torch CPU kernel), built for AVX2/FMA and for a baseline and
+picked by the CPU's features; each op has a kernel per activation dtype (fp32, fp16, bf16, fp64). The
+headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
 :data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model
 without the library still runs on stock ONNX Runtime through the ops' function bodies.
 
@@ -34,12 +36,18 @@ HEADERS_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
 HEADERS_INTEGRITY = "sha512-BkzxduSZ9IkeDP6Q8lz2TFU2ie7hSSvS7ZIfzMooExoq0CNzJnuuGaUJ7IsojBgqO4ouD1jXah8OYyJbCN29Fg=="
 HEADERS_IN_PACKAGE = "package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/onnxruntime.framework/Headers"
 LIBRARY_NAME = "librnnx_ort_ops.so"
-#: The ops the library implements, as (domain, op type).
-NATIVE_OPS = (("rnnx", "SRUScan"),)
+#: The ops the library implements, as (domain, op type): every rnnx op (rnnx.models.ops.spec.ALL_OPS; not
+#: imported: it pulls in torch; tests/test_ort_native_ops.py checks the two agree).
+NATIVE_OPS = (("rnnx", "SRUScan"), ("rnnx", "CausalLinearAttention"))
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
 _SOURCES = _PACKAGE_ROOT / "plugins" / "ort"
-_KERNEL_DIR = _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc"
+#: The host-independent kernel headers the library shares with rnnx's torch ops.
+_KERNEL_DIRS = (
+    _PACKAGE_ROOT / "models" / "ops" / "csrc",
+    _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc",
+    _PACKAGE_ROOT / "models" / "ops" / "linear_attention" / "csrc",
+)
 _CHECKOUT = _PACKAGE_ROOT if (_PACKAGE_ROOT / "pyproject.toml").is_file() else None
 
 
@@ -90,7 +98,8 @@ def build(
             f"ONNX Runtime headers not found in {headers}: run scripts/setup.sh (npm pack {HEADERS_PACKAGE}) "
             "or set RNNX_ORT_HEADERS"
         )
-    sources = [*sorted(_SOURCES.glob("*.cpp")), *sorted(_SOURCES.glob("*.h")), _KERNEL_DIR / "sru_scan_kernel.h"]
+    sources = [*sorted(_SOURCES.glob("*.cpp")), *sorted(_SOURCES.glob("*.h"))]
+    sources += [h for d in _KERNEL_DIRS for h in sorted(d.glob("*.h"))]
     if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
@@ -104,9 +113,9 @@ def build(
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         objects = []
         for isa, flags in (("avx2", ["-mavx2", "-mfma"] if x86 else []), ("base", [])):
-            obj = Path(tmp) / f"sru_{isa}.o"
-            _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", f"-I{_KERNEL_DIR}", "-c",
-                  str(_SOURCES / "sru_scan_entry.cpp"), "-o", str(obj)])  # fmt: skip
+            obj = Path(tmp) / f"kernels_{isa}.o"
+            _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", *(f"-I{d}" for d in _KERNEL_DIRS), "-c",
+                  str(_SOURCES / "isa_kernels.cpp"), "-o", str(obj)])  # fmt: skip
             objects.append(str(obj))
         ops = Path(tmp) / "ops.o"
         _run([cxx, *common, f"-I{headers}", "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])

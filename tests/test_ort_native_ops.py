@@ -32,10 +32,13 @@ pytest.importorskip("onnxruntime")
 import onnxruntime as ort
 
 import rnnx.runtime as rt
-from rnnx.models.checkpoint import demo_checkpoint_path
-from rnnx.models.ops.spec import SRU_SCAN
+from rnnx.export import export_model
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent
+from rnnx.models.ops.spec import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, SRU_SCAN
 from rnnx.models.ops.sru.naive import sru_scan_naive
 from rnnx.runtime import ortops
+from rnnx.runtime.artifact import TARGETS
 from rnnx.runtime.backends.base import BackendUnavailable
 from rnnx.runtime.backends.ort_backend import OrtBackend
 
@@ -51,33 +54,83 @@ VARIANTS = [
 ] + [(3, 1, 0, 1, False, True), (4, 0, 1, 2, False, True)]  # fmt: skip
 
 
-def one_node_model(k: int, skip: int, tanh: int, D: int, d: int, with_x: bool, with_mask: bool) -> bytes:
+def one_node_model(
+    k: int, skip: int, tanh: int, D: int, d: int, with_x: bool, with_mask: bool,
+    elem: int = TensorProto.FLOAT, mask_elem: int = TensorProto.BOOL,
+) -> bytes:  # fmt: skip
+    """A one-node SRUScan graph with no function body: activations in ``elem``, c0 / c_last fp32."""
     inputs = ["U", "x" if with_x else "", "weight_c", "bias", "c0", "mask_pad" if with_mask else ""]
     node = helper.make_node(
         SRU_SCAN.onnx_name, inputs, ["h", "c_last"], domain="rnnx", hidden_size=d, num_directions=D,
         num_matrices=k, has_skip_term=skip, use_tanh=tanh, scale_x=0.5,
     )  # fmt: skip
     f32 = TensorProto.FLOAT
-    values = [helper.make_tensor_value_info("U", f32, ["L", "B", D * d * k])]
+    values = [helper.make_tensor_value_info("U", elem, ["L", "B", D * d * k])]
     if with_x:
-        values.append(helper.make_tensor_value_info("x", f32, None))
+        values.append(helper.make_tensor_value_info("x", elem, None))
     values += [
-        helper.make_tensor_value_info("weight_c", f32, [2 * D * d]),
-        helper.make_tensor_value_info("bias", f32, [2 * D * d]),
+        helper.make_tensor_value_info("weight_c", elem, [2 * D * d]),
+        helper.make_tensor_value_info("bias", elem, [2 * D * d]),
         helper.make_tensor_value_info("c0", f32, ["B", D * d]),
     ]
     if with_mask:
-        values.append(helper.make_tensor_value_info("mask_pad", TensorProto.BOOL, ["L", "B"]))
-    outputs = [helper.make_tensor_value_info("h", f32, None), helper.make_tensor_value_info("c_last", f32, None)]
+        values.append(helper.make_tensor_value_info("mask_pad", mask_elem, ["L", "B"]))
+    outputs = [helper.make_tensor_value_info("h", elem, None), helper.make_tensor_value_info("c_last", f32, None)]
     graph = helper.make_graph([node], "sru", values, outputs)
+    return _one_node_model_bytes(graph)
+
+
+def one_node_attention_model(with_states: bool, elem: int = TensorProto.FLOAT, eps: float = 1e-6) -> bytes:
+    """A one-node CausalLinearAttention graph with no function body: q, k, v, out in ``elem``, states fp32;
+    without ``with_states`` S0 and z0 are left out (the onnxruntime target's layout)."""
+    inputs = ["q", "k", "v", *(["S0", "z0"] if with_states else [])]
+    node = helper.make_node(
+        CAUSAL_LINEAR_ATTENTION.onnx_name, inputs, ["out", "S_last", "z_last"], domain="rnnx", eps=eps
+    )
+    f32 = TensorProto.FLOAT
+    values = [helper.make_tensor_value_info(n, elem, ["B", "H", "L", None]) for n in ("q", "k", "v")]
+    if with_states:
+        values += [helper.make_tensor_value_info("S0", f32, None), helper.make_tensor_value_info("z0", f32, None)]
+    outputs = [helper.make_tensor_value_info("out", elem, None)]
+    outputs += [helper.make_tensor_value_info(n, f32, None) for n in ("S_last", "z_last")]
+    return _one_node_model_bytes(helper.make_graph([node], "attention", values, outputs))
+
+
+def _one_node_model_bytes(graph: onnx.GraphProto) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("rnnx", 1)])
     return model.SerializeToString()
 
 
-def native_session(model: bytes, profile: bool = False) -> ort.InferenceSession:
+def with_fp32_boundary(model: bytes) -> bytes:
+    """The graph with its bf16 inputs and outputs taken and given as fp32 (``<name>_fp32``) through Cast
+    nodes (numpy has no bf16), the node in between unchanged."""
+    m = onnx.load_from_string(model)
+    g = m.graph
+    casts_in, casts_out = [], []
+    for value in [*g.input, *g.output]:
+        elem = value.type.tensor_type.elem_type
+        if elem != TensorProto.BFLOAT16:
+            continue
+        outer = value.name + "_fp32"
+        if value in g.input:
+            casts_in.append(helper.make_node("Cast", [outer], [value.name], to=elem))
+        else:
+            casts_out.append(helper.make_node("Cast", [value.name], [outer], to=TensorProto.FLOAT))
+        value.name = outer
+        value.type.tensor_type.elem_type = TensorProto.FLOAT
+    nodes = [*casts_in, *g.node, *casts_out]
+    del g.node[:]
+    g.node.extend(nodes)
+    return m.SerializeToString()
+
+
+def native_session(model: bytes, profile_dir: Path | None = None) -> ort.InferenceSession:
+    """A CPU session with the library registered; profiling into ``profile_dir`` when given."""
     options = ort.SessionOptions()
     ortops.register(options)
-    options.enable_profiling = profile
+    if profile_dir is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(profile_dir / "profile")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
@@ -111,17 +164,191 @@ def test_native_sru_scan_matches_the_naive_loop(variant):
         assert np.max(np.abs(got - want)) <= TOLERANCE * max(1.0, float(np.max(np.abs(want))))
 
 
+FP16_TOLERANCE = 2e-3  # fp16 outputs: about two halves of an fp16 ulp (2^-11) relative to the magnitude
+
+
+def close(got: np.ndarray, want: np.ndarray, tolerance: float) -> bool:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return False
+    if want.size == 0:
+        return True
+    return float(np.max(np.abs(got - want))) <= tolerance * max(1.0, float(np.max(np.abs(want))))
+
+
+MASK_TYPES = [np.uint8, np.int64, np.float32]
+FP16_VARIANTS = [(3, 1, 0, 2, True, False), (4, 1, 1, 1, True, True)]
+
+
 @needs_library
-@pytest.mark.parametrize("target", ["onnxruntime", "tensorrt"])
-def test_demo_export_same_tokens_with_and_without_the_library(target, demo_exports):
-    export = demo_exports[("srupp_linear_copy", target)]
+@pytest.mark.parametrize("mask_type", MASK_TYPES)
+@pytest.mark.parametrize("variant", FP16_VARIANTS, ids=["k3-D2", "k4-trt"])
+def test_native_sru_scan_fp16_io_and_mask_types(variant, mask_type):
+    """fp16 U / x / weight_c / bias / h with fp32 state against the naive loop on the same (fp16-rounded)
+    values in fp32; the pad mask as uint8, int64 or float (non-zero = pad) instead of bool."""
+    k, skip, tanh, D, mask, trt_layout = variant
+    L, B, d = 7, 2, 40
+    g = torch.Generator().manual_seed(11 * k + D)
+    U = torch.randn(L, B, D * d * k, generator=g).half()
+    x = torch.randn(L, B, D * d, generator=g).half()
+    w, b = (torch.randn(2 * D * d, generator=g) * 0.5).half(), (torch.randn(2 * D * d, generator=g) * 0.5).half()
+    c0 = torch.randn(B, D * d, generator=g)
+    pad = torch.zeros(L, B, dtype=torch.bool)
+    pad[5:, 1] = True
+    reads_x = bool(skip) and k == 3
+    h_ref, c_ref = sru_scan_naive(
+        U.float(), x.float() if reads_x else None, w.float(), b.float(), c0, pad, hidden_size=d,
+        num_directions=D, num_matrices=k, has_skip_term=bool(skip), use_tanh=bool(tanh), scale_x=0.5,
+    )  # fmt: skip
+    mask_elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(mask_type))
+    model = one_node_model(k, skip, tanh, D, d, True, True, TensorProto.FLOAT16, mask_elem)
+    feeds = {"U": U.numpy(), "x": x.numpy() if reads_x else np.zeros(1, np.float16), "weight_c": w.numpy(),
+             "bias": b.numpy(), "c0": c0.numpy(), "mask_pad": pad.numpy().astype(mask_type)}  # fmt: skip
+    h, c_last = native_session(model).run(None, feeds)
+    assert h.dtype == np.float16 and c_last.dtype == np.float32
+    assert close(h, h_ref.numpy(), FP16_TOLERANCE) and close(c_last, c_ref.numpy(), TOLERANCE)
+    assert np.all(h[5:, 1] == 0)  # pad steps give h = 0
+
+
+ATTENTION_CASES = [(2, 3, 9, 16, 24, True), (1, 4, 33, 32, 32, False), (2, 1, 1, 8, 5, True), (1, 2, 0, 4, 4, True)]
+ELEMS = [TensorProto.FLOAT, TensorProto.FLOAT16]
+
+
+@needs_library
+@pytest.mark.parametrize("elem", ELEMS, ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=lambda c: "B{}-H{}-L{}-E{}-M{}-states{}".format(*c))
+def test_native_causal_linear_attention_matches_the_naive_loop(case, elem):
+    """Every shape class (E != M, a decode step L = 1, an empty sequence L = 0), with and without initial
+    states, fp32 and fp16 I/O, against the naive time loop on the same values (fp32 state)."""
+    B, H, L, E, M, with_states = case
+    g = torch.Generator().manual_seed(B * 100 + L)
+    dtype = torch.float16 if elem == TensorProto.FLOAT16 else torch.float32
+    q, k = (torch.randn(B, H, L, E, generator=g).to(dtype) for _ in range(2))
+    v = torch.randn(B, H, L, M, generator=g).to(dtype)
+    S0, z0 = torch.rand(B, H, E, M, generator=g), torch.rand(B, H, E, generator=g) + 0.5
+    out_ref, S_ref, z_ref = causal_linear_attention_recurrent(
+        q.float(), k.float(), v.float(), S0 if with_states else None, z0 if with_states else None, eps=1e-6
+    )
+    feeds = {"q": q.numpy(), "k": k.numpy(), "v": v.numpy()}
+    if with_states:
+        feeds.update(S0=S0.numpy(), z0=z0.numpy())
+    out, S_last, z_last = native_session(one_node_attention_model(with_states, elem)).run(None, feeds)
+    assert out.shape == (B, H, L, M) and S_last.shape == (B, H, E, M) and z_last.shape == (B, H, E)
+    assert out.dtype == (np.float16 if dtype == torch.float16 else np.float32)
+    assert close(out, out_ref.numpy(), FP16_TOLERANCE if dtype == torch.float16 else TOLERANCE)
+    assert close(S_last, S_ref.numpy(), TOLERANCE) and close(z_last, z_ref.numpy(), TOLERANCE)
+
+
+TORCH_DTYPES = {
+    TensorProto.FLOAT16: torch.float16,
+    TensorProto.BFLOAT16: torch.bfloat16,
+    TensorProto.DOUBLE: torch.float64,
+}
+#: Output tolerance per activation dtype, relative to the magnitude: about two halves of an ulp of the dtype.
+DTYPE_TOLERANCE = {TensorProto.FLOAT16: FP16_TOLERANCE, TensorProto.BFLOAT16: 8e-3, TensorProto.DOUBLE: 1e-12}
+
+
+@needs_library
+@pytest.mark.parametrize("elem", list(TORCH_DTYPES), ids=["fp16", "bf16", "fp64"])
+def test_every_activation_dtype_has_a_native_kernel(elem, tmp_path):
+    """SRUScan (D 2, k 3, skip, mask) and CausalLinearAttention (with states) with fp16 / bf16 / fp64
+    activations (fp64 state for fp64, else fp32) run on the library's kernels, against the naive loops on
+    the same rounded values; so registering the library never leaves a node of the exporter's dtypes
+    without a kernel."""
+    dtype = TORCH_DTYPES[elem]
+    state = torch.float64 if dtype == torch.float64 else torch.float32
+    state_elem = TensorProto.DOUBLE if dtype == torch.float64 else TensorProto.FLOAT
+    g = torch.Generator().manual_seed(elem)
+    L, B, D, d = 6, 2, 2, 40
+    U, x = torch.randn(L, B, D * d * 3, generator=g).to(dtype), torch.randn(L, B, D * d, generator=g).to(dtype)
+    w, b = (torch.randn(2 * D * d, generator=g) * 0.5).to(dtype), (torch.randn(2 * D * d, generator=g) * 0.5).to(dtype)
+    c0, pad = torch.randn(B, D * d, generator=g).to(state), torch.zeros(L, B, dtype=torch.bool)
+    pad[4:, 0] = True
+    h_ref, c_ref = sru_scan_naive(U.to(state), x.to(state), w.to(state), b.to(state), c0, pad, hidden_size=d,
+                                  num_directions=D, num_matrices=3, scale_x=0.5)  # fmt: skip
+    model = one_node_model(3, 1, 0, D, d, True, True, elem)
+    m = onnx.load_from_string(model)
+    m.graph.input[4].type.tensor_type.elem_type = m.graph.output[1].type.tensor_type.elem_type = state_elem
+    session = native_session(with_fp32_boundary(m.SerializeToString()), profile_dir=tmp_path)
+    h, c_last = session.run(None, feeds_for(session, U=U, x=x, weight_c=w, bias=b, c0=c0, mask_pad=pad))
+    state_tolerance = DTYPE_TOLERANCE[elem] if elem == TensorProto.DOUBLE else TOLERANCE
+    assert close(h, h_ref.numpy(), DTYPE_TOLERANCE[elem]) and close(c_last, c_ref.numpy(), state_tolerance)
+    assert "SRUScan" in profiled_ops(session)
+
+    q, k = (torch.randn(2, 3, 7, 8, generator=g).to(dtype) for _ in range(2))
+    v, S0, z0 = (
+        torch.randn(2, 3, 7, 5, generator=g).to(dtype),
+        torch.rand(2, 3, 8, 5).to(state),
+        torch.rand(2, 3, 8).to(state),
+    )
+    out_ref, S_ref, z_ref = causal_linear_attention_recurrent(q.to(state), k.to(state), v.to(state), S0, z0, eps=1e-6)
+    m = onnx.load_from_string(one_node_attention_model(True, elem))
+    for value in (*m.graph.input[3:], *m.graph.output[1:]):
+        value.type.tensor_type.elem_type = state_elem
+    session = native_session(with_fp32_boundary(m.SerializeToString()), profile_dir=tmp_path)
+    out, S_last, z_last = session.run(None, feeds_for(session, q=q, k=k, v=v, S0=S0, z0=z0))
+    assert close(out, out_ref.numpy(), DTYPE_TOLERANCE[elem])
+    assert close(S_last, S_ref.numpy(), state_tolerance) and close(z_last, z_ref.numpy(), state_tolerance)
+    assert "CausalLinearAttention" in profiled_ops(session)
+
+
+def feeds_for(session: ort.InferenceSession, **tensors: torch.Tensor) -> dict[str, np.ndarray]:
+    """Feeds by input name: a tensor as it is, or as fp32 where :func:`with_fp32_boundary` renamed it."""
+    names = {i.name for i in session.get_inputs()}
+    return {
+        name if name in names else f"{name}_fp32": t.numpy() if name in names else t.float().numpy()
+        for name, t in tensors.items()
+    }
+
+
+def profiled_ops(session: ort.InferenceSession) -> set[str]:
+    """The op types ONNX Runtime's profiler saw run (the session was made with profiling on)."""
+    events = json.load(open(session.end_profiling()))
+    return {e["args"].get("op_name") for e in events if e.get("cat") == "Node"}
+
+
+@needs_library
+def test_native_ops_refuse_bad_shapes_with_the_input_named():
+    session = native_session(one_node_attention_model(True))
+    q = np.zeros((1, 2, 3, 4), np.float32)
+    with pytest.raises(Exception, match="rnnx CausalLinearAttention: S0 must be"):
+        session.run(None, {"q": q, "k": q, "v": q, "S0": np.zeros((1, 2, 4, 5), np.float32),
+                           "z0": np.zeros((1, 2, 4), np.float32)})  # fmt: skip
+    with pytest.raises(Exception, match="rnnx CausalLinearAttention: k must have q's shape"):
+        session.run(None, {"q": q, "k": q[:, :1], "v": q, "S0": np.zeros((1, 2, 4, 4), np.float32),
+                           "z0": np.zeros((1, 2, 4), np.float32)})  # fmt: skip
+    sru = native_session(one_node_model(3, 1, 0, 1, 8, True, True))
+    with pytest.raises(Exception, match="rnnx SRUScan: x must be"):
+        sru.run(None, {"U": np.zeros((2, 1, 24), np.float32), "x": np.zeros((2, 1, 5), np.float32),
+                       "weight_c": np.zeros(16, np.float32), "bias": np.zeros(16, np.float32),
+                       "c0": np.zeros((1, 8), np.float32), "mask_pad": np.zeros((2, 1), bool)})  # fmt: skip
+
+
+PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 10], [9, 8, 7, 10], [5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 10]]
+
+
+@needs_library
+@pytest.mark.parametrize("case", [(n, t) for n in DEMO_CHECKPOINTS for t in TARGETS], ids="-".join)
+def test_demo_export_same_tokens_with_and_without_the_library(case, demo_exports):
+    export = demo_exports[case]
     native = rt.Session(OrtBackend(export, native_ops=True))
     bodies = rt.Session(OrtBackend(export, native_ops=False))
     assert "native rnnx ops" in native.backend.describe() and "native" not in bodies.backend.describe()
     assert rt.load(export, backend="onnxruntime").backend.native_ops  # on by default on the CPU
-    prompts = [[1, 2, 3, 4, 5, 6, 7, 10], [9, 8, 7, 10], [5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 10]]
-    assert native.generate_all(prompts, 24, temperature=0) == bodies.generate_all(prompts, 24, temperature=0)
-    assert demo_checkpoint_path("srupp_linear_copy").is_dir()
+    assert native.generate_all(PROMPTS, 24, temperature=0) == bodies.generate_all(PROMPTS, 24, temperature=0)
+
+
+@needs_library
+@pytest.mark.parametrize("case", [("srupp_linear_copy", "onnxruntime"), ("linear_transformer_copy", "tensorrt")])
+def test_fp16_demo_export_same_tokens_with_and_without_the_library(case, tmp_path):
+    """fp16 exports (fp16 activations, fp32 state) register the library by default too."""
+    name, target = case
+    export = export_model(str(demo_checkpoint_path(name)), tmp_path / "fp16", target=target, precision="fp16",
+                          check=False).out_dir  # fmt: skip
+    native = rt.load(export, backend="onnxruntime")
+    bodies = rt.Session(OrtBackend(export, native_ops=False))
+    assert native.backend.native_ops and "fp16" in native.backend.describe()
+    assert native.generate_all(PROMPTS, 24, temperature=0) == bodies.generate_all(PROMPTS, 24, temperature=0)
 
 
 @needs_library
@@ -147,6 +374,7 @@ def test_the_profiler_shows_the_native_kernel(demo_exports, tmp_path):
 
 
 def test_version_gate_and_errors(tmp_path, monkeypatch, demo_exports):
+    assert set(ortops.NATIVE_OPS) == {(ONNX_DOMAIN, op.onnx_name) for op in ALL_OPS}
     assert ortops.onnxruntime_supported(f"1.{ortops.ORT_API_VERSION}.0")
     assert not ortops.onnxruntime_supported(f"1.{ortops.ORT_API_VERSION - 1}.2")
     monkeypatch.setenv("RNNX_ORT_OPS", str(tmp_path / "missing.so"))
@@ -164,57 +392,58 @@ def test_version_gate_and_errors(tmp_path, monkeypatch, demo_exports):
 
 
 ASAN_CHILD = r"""
+import pathlib
 import sys
-import numpy as np
-import onnxruntime as ort
-import torch
-sys.path.insert(0, sys.argv[2])
+import tempfile
+sys.path.insert(0, sys.argv[1])
 import test_ort_native_ops as t
-from rnnx.models.ops.sru.naive import sru_scan_naive
 
+cases = 0
 for variant in t.VARIANTS:
-    k, skip, tanh, D, mask, trt = variant
-    L, B, d = 9, 3, 40
-    g = torch.Generator().manual_seed(3)
-    U, x = torch.randn(L, B, D * d * k, generator=g), torch.randn(L, B, D * d, generator=g)
-    w, b = torch.randn(2 * D * d, generator=g) * 0.5, torch.randn(2 * D * d, generator=g) * 0.5
-    c0, pad = torch.randn(B, D * d, generator=g), torch.zeros(L, B, dtype=torch.bool)
-    if mask:
-        pad[6:, 0] = True
-    reads_x = bool(skip) and k == 3
-    h_ref, c_ref = sru_scan_naive(U, x if reads_x else None, w, b, c0, pad if mask else None, hidden_size=d,
-                                  num_directions=D, num_matrices=k, has_skip_term=bool(skip),
-                                  use_tanh=bool(tanh), scale_x=0.5)
-    feeds = {"U": U.numpy(), "weight_c": w.numpy(), "bias": b.numpy(), "c0": c0.numpy()}
-    if reads_x or trt:
-        feeds["x"] = x.numpy() if reads_x else np.zeros(1, np.float32)
-    if mask or trt:
-        feeds["mask_pad"] = pad.numpy()
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(sys.argv[1])
-    model = t.one_node_model(k, skip, tanh, D, d, reads_x or trt, mask or trt)
-    h, c = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"]).run(None, feeds)
-    assert np.max(np.abs(h - h_ref.numpy())) <= t.TOLERANCE * max(1.0, float(np.abs(h_ref).max())), variant
-    assert np.max(np.abs(c - c_ref.numpy())) <= t.TOLERANCE * max(1.0, float(np.abs(c_ref).max())), variant
-print("variants", len(t.VARIANTS))
+    t.test_native_sru_scan_matches_the_naive_loop(variant)
+    cases += 1
+for variant in t.FP16_VARIANTS:
+    for mask_type in t.MASK_TYPES:
+        t.test_native_sru_scan_fp16_io_and_mask_types(variant, mask_type)
+        cases += 1
+for case in t.ATTENTION_CASES:
+    for elem in t.ELEMS:
+        t.test_native_causal_linear_attention_matches_the_naive_loop(case, elem)
+        cases += 1
+for elem in t.TORCH_DTYPES:
+    with tempfile.TemporaryDirectory() as profile_dir:
+        t.test_every_activation_dtype_has_a_native_kernel(elem, pathlib.Path(profile_dir))
+    cases += 1
+t.test_native_ops_refuse_bad_shapes_with_the_input_named()
+print("cases", cases)
 """
 
 
 @needs_library
 @pytest.mark.slow
 def test_every_variant_under_address_sanitizer(tmp_path):
-    """The same parity, with the library built with -fsanitize=address, in a process that loads libasan
-    first: an out-of-bounds access in the kernel or the op fails the run."""
+    """The same parity and error cases, with the library built with -fsanitize=address, in a process that
+    loads libasan first (and libstdc++, so that ASan intercepts C++ throws): an out-of-bounds access in a
+    kernel or an op fails the run."""
     cxx = shutil.which("g++")
     if cxx is None:
         pytest.skip("g++ not found: cannot build the AddressSanitizer library")
-    libasan = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    libasan, libstdcxx = (
+        subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+        for name in ("libasan.so", "libstdc++.so")
+    )
     if not Path(libasan).is_file():
         pytest.skip(f"libasan not found ({libasan!r})")
     library = ortops.build(out=tmp_path / "librnnx_ort_ops_asan.so", sanitize="address", force=True)
-    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0"}
+    env = {
+        **os.environ,
+        "LD_PRELOAD": f"{libasan}:{libstdcxx}",
+        "ASAN_OPTIONS": "detect_leaks=0",
+        "RNNX_ORT_OPS": str(library),
+    }
     tests_dir = str(Path(__file__).resolve().parent)
-    result = subprocess.run([sys.executable, "-c", ASAN_CHILD, str(library), tests_dir], capture_output=True,
-                            text=True, env=env, timeout=600)  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", ASAN_CHILD, tests_dir], capture_output=True, text=True, env=env,
+                            timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
-    assert f"variants {len(VARIANTS)}" in result.stdout
+    cases = len(VARIANTS) + len(FP16_VARIANTS) * len(MASK_TYPES) + len(ATTENTION_CASES) * len(ELEMS) + len(TORCH_DTYPES)
+    assert f"cases {cases}" in result.stdout

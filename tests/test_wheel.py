@@ -49,9 +49,14 @@ REQUIRED = (
     "rnnx/models/ops/cuda/binding.cpp",
     "rnnx/models/ops/sru/csrc/sru_scan_cpu.cpp",
     "rnnx/models/ops/sru/csrc/sru_scan_kernel.h",
+    "rnnx/models/ops/csrc/vector_math.h",
+    "rnnx/models/ops/linear_attention/csrc/causal_linear_attention_kernel.h",
     "rnnx/plugins/ort/rnnx_ort_ops.cpp",
-    "rnnx/plugins/ort/sru_scan_entry.cpp",
-    "rnnx/plugins/ort/sru_scan_entry.h",
+    "rnnx/plugins/ort/isa_kernels.cpp",
+    "rnnx/plugins/ort/isa_kernels.h",
+    "rnnx/plugins/ort/ort_op_support.h",
+    "rnnx/plugins/ort/sru_scan_op.h",
+    "rnnx/plugins/ort/causal_linear_attention_op.h",
 )
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
 

@@ -22,7 +22,7 @@ import onnx
 from rnnx.models.ops import spec
 
 from .attention_function import attention_function
-from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION
+from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION, lowered_attention_function
 from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
 from .schemas import node_attribute_defaults
 from .sru_function import sru_scan_any_function, sru_scan_function
@@ -112,9 +112,18 @@ def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | Attent
         if int(a["hidden_size"]) <= 0:
             raise ValueError(f"SRUScan node {node.name!r}: hidden_size must be a positive int")
         return variant
+    double = _is_double(node, op, parse_attention_overload, types)
     return AttentionVariant(
-        _present(node, op, "S0"), _present(node, op, "z0"), _is_double(node, op, parse_attention_overload, types)
+        _present(node, op, "S0"), _present(node, op, "z0"), double, _heads(node) if not double else 0
     )
+
+
+def _heads(node: onnx.NodeProto) -> int:
+    """The head count the translation wrote into an attention node's overload (0: none)."""
+    try:
+        return parse_attention_overload(node.overload).heads if node.overload else 0
+    except ValueError:
+        return 0
 
 
 def _add_any_function(
@@ -193,9 +202,45 @@ def _restore_output_types(model: onnx.ModelProto) -> None:
         for vi in (*inferred.graph.value_info, *inferred.graph.output)
         if vi.type.HasField("tensor_type")
     }
+    producers = {out: node for node in model.graph.node for out in node.output}
+    values = {vi.name: vi.type for vi in (*model.graph.input, *model.graph.value_info, *inferred.graph.value_info)}
     for output in model.graph.output:
-        if not output.type.HasField("tensor_type") and output.name in known:
+        if output.type.HasField("tensor_type"):
+            continue
+        if output.name in known:
             output.type.CopyFrom(known[output.name])
+        elif output.name in producers and producers[output.name].domain == spec.ONNX_DOMAIN:
+            typed = _rnnx_output_type(producers[output.name], output.name, values)
+            if typed is not None:
+                output.type.CopyFrom(typed)
+
+
+def _rnnx_output_type(node: onnx.NodeProto, name: str, values: dict[str, onnx.TypeProto]) -> onnx.TypeProto | None:
+    """The type of output ``name`` of an rnnx node from its op's records, where inference cannot give it
+    (a body with a non-standard op, e.g. com.microsoft.LinearAttention): the state dtype (fp64 for fp64
+    activations, else fp32) or the activation dtype of ``dtype_input``; each dim copied from an input
+    that has the same symbol in the spec (e.g. S_last's E from q), else left symbolic."""
+    op = _SPECS[node.op_type]
+    record = op.output_records[list(node.output).index(name)]
+    inputs = {r.name: values.get(v) for r, v in zip(op.input_records, node.input) if v}
+    dtype_input = inputs.get(op.dtype_input)
+    if dtype_input is None or not dtype_input.HasField("tensor_type"):
+        return None
+    activation = dtype_input.tensor_type.elem_type
+    if record.dtype_rule == spec.STATE:
+        elem = onnx.TensorProto.DOUBLE if activation == onnx.TensorProto.DOUBLE else onnx.TensorProto.FLOAT
+    else:
+        elem = activation
+    typed = onnx.helper.make_tensor_type_proto(elem, [f"{node.name or node.op_type}_{name}_{d}" for d in record.dims])
+    for axis, symbol in enumerate(record.dims):
+        for r in op.input_records:
+            source = inputs.get(r.name)
+            if symbol in r.dims and source is not None and source.tensor_type.HasField("shape"):
+                source_dims = source.tensor_type.shape.dim
+                if len(source_dims) == r.rank:
+                    typed.tensor_type.shape.dim[axis].CopyFrom(source_dims[r.dims.index(symbol)])
+                    break
+    return typed
 
 
 def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx.ModelProto:
@@ -236,8 +281,13 @@ def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx
         node.overload = variant.name
         key = f"{node.op_type}:{variant.name}"
         if key not in functions:
-            build = sru_scan_function if isinstance(variant, SRUVariant) else attention_function
-            functions[key] = build(variant, opset)
+            if isinstance(variant, SRUVariant):
+                functions[key] = sru_scan_function(variant, opset)
+            elif variant.heads:
+                functions[key] = lowered_attention_function(variant, opset)
+                uses_ms = True
+            else:
+                functions[key] = attention_function(variant, opset)
     if uses_ms and target == "tensorrt":
         raise ValueError("a tensorrt-target model contains com.microsoft nodes (exported for onnxruntime?)")
     kept = [

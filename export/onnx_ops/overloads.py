@@ -2,9 +2,11 @@
 
 A model-local function is keyed by (domain, name, overload) (ONNX IR 10). The SRUScan body is
 specialised on its structural attributes and on which optional inputs are present; the
-CausalLinearAttention body on which initial states are present. Both are specialised on the state
-dtype (f32, or f64 for fp64 activations), which the body computes in. Numeric attributes (scale_x,
-eps) are read in the body through attribute references, so one overload serves every value.
+CausalLinearAttention body on which initial states are present, and for the ``onnxruntime`` target on
+the head count its ``com.microsoft.LinearAttention`` body needs (:mod:`.ort_attention`; suffix ``_h<H>``).
+Both are specialised on the state dtype (f32, or f64 for fp64 activations), which the body computes
+in. Numeric attributes (scale_x, eps) are read in the body through attribute references, so one
+overload serves every value.
 
 Overloads are for the ``onnxruntime`` target only. TensorRT's parser keys local functions by name alone,
 so two overloads of one op in a graph would collide there: the ``tensorrt`` target has one function
@@ -17,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 _SRU = re.compile(r"D([12])_k([34])_skip([01])_tanh([01])_mask([01])_(f32|f64)")
-_ATTENTION = re.compile(r"(S0_z0|S0|z0|nostate)_(f32|f64)")
+_ATTENTION = re.compile(r"(S0_z0|S0|z0|nostate)_(f32|f64)(?:_h([1-9][0-9]*))?")
 
 
 @dataclass(frozen=True)
@@ -45,15 +47,18 @@ class SRUVariant:
 
 @dataclass(frozen=True)
 class AttentionVariant:
-    """Structure of one CausalLinearAttention body: which states are given, fp64 state or fp32."""
+    """Structure of one CausalLinearAttention body: which states are given, fp64 state or fp32, and
+    ``heads`` > 0 for the ``com.microsoft.LinearAttention`` body of that many heads (0: the standard-op
+    O(L^2) body)."""
 
     has_S0: bool
     has_z0: bool
     double: bool = False
+    heads: int = 0
 
     @property
     def name(self) -> str:
-        return attention_overload(self.has_S0, self.has_z0, self.double)
+        return attention_overload(self.has_S0, self.has_z0, self.double, self.heads)
 
 
 def _dtype_tag(double: bool) -> str:
@@ -72,10 +77,13 @@ def sru_overload(
     )
 
 
-def attention_overload(has_S0: bool, has_z0: bool, double: bool) -> str:
-    """``S0_z0_f32``, ``S0_f32``, ``z0_f32`` or ``nostate_f32`` (``_f64`` for an fp64 state)."""
+def attention_overload(has_S0: bool, has_z0: bool, double: bool, heads: int = 0) -> str:
+    """``S0_z0_f32``, ``S0_f32``, ``z0_f32`` or ``nostate_f32`` (``_f64`` for an fp64 state), with ``_h<heads>``
+    for the ``com.microsoft.LinearAttention`` body (fp32 state only)."""
+    if heads and double:
+        raise ValueError("CausalLinearAttention: the com.microsoft.LinearAttention body has no fp64 state")
     given = [name for name, present in (("S0", has_S0), ("z0", has_z0)) if present]
-    return f"{'_'.join(given) or 'nostate'}_{_dtype_tag(double)}"
+    return f"{'_'.join(given) or 'nostate'}_{_dtype_tag(double)}" + (f"_h{heads}" if heads else "")
 
 
 def parse_sru_overload(name: str) -> SRUVariant:
@@ -92,4 +100,7 @@ def parse_attention_overload(name: str) -> AttentionVariant:
     m = _ATTENTION.fullmatch(name)
     if m is None:
         raise ValueError(f"not a CausalLinearAttention overload name: {name!r}")
-    return AttentionVariant("S0" in m.group(1), "z0" in m.group(1), m.group(2) == "f64")
+    heads = int(m.group(3) or 0)
+    if heads and m.group(2) == "f64":
+        raise ValueError(f"not a CausalLinearAttention overload name: {name!r} (fp64 with a head count)")
+    return AttentionVariant("S0" in m.group(1), "z0" in m.group(1), m.group(2) == "f64", heads)

@@ -55,10 +55,16 @@ def node_attribute_defaults(op: spec.OpSpec) -> dict[str, int | float | str]:
 
 
 def op_function(
-    op: spec.OpSpec, nodes: list[onnx.NodeProto], opset_version: int, doc: str, overload: str = ""
+    op: spec.OpSpec,
+    nodes: list[onnx.NodeProto],
+    opset_version: int,
+    doc: str,
+    overload: str = "",
+    extra_opsets: tuple[tuple[str, int], ...] = (),
 ) -> onnx.FunctionProto:
     """The model-local function of an rnnx op: its inputs, outputs and attribute defaults (those of
-    :func:`node_attribute_defaults`) around the standard-op body ``nodes``."""
+    :func:`node_attribute_defaults`) around the body ``nodes`` (default-domain ops, plus the ops of
+    ``extra_opsets``, (domain, version) pairs)."""
     defaults = node_attribute_defaults(op)
     return helper.make_function(
         spec.ONNX_DOMAIN,
@@ -66,7 +72,7 @@ def op_function(
         list(op.inputs),
         list(op.outputs),
         nodes,
-        [helper.make_opsetid("", opset_version)],
+        [helper.make_opsetid("", opset_version), *(helper.make_opsetid(d, v) for d, v in extra_opsets)],
         attribute_protos=[helper.make_attribute(n, val) for n, val in defaults.items()],
         doc_string=doc,
         overload=overload,

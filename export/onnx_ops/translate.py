@@ -9,9 +9,10 @@ the ops called here become nodes of the exported graph.
   position) never sees an empty slot: SRUScan ``U, x, weight_c, bias, c0, mask_pad`` (x a 1-element
   zero dummy where the attributes say it is unused, mask_pad all false when there is no padding),
   CausalLinearAttention ``q, k, v, S0, z0`` (zeros when the model gave no initial state);
-* target ``onnxruntime``: ``SRUScan`` stays a custom node (ONNX Runtime inlines its local
-  function), ``CausalLinearAttention`` is lowered to ``com.microsoft.LinearAttention``
-  (:mod:`.ort_attention`).
+* target ``onnxruntime``: both ops are custom nodes with absent inputs left out; ONNX Runtime runs
+  rnnx's native kernels when its op library is registered (:mod:`rnnx.runtime.ortops`), else inlines
+  their local functions: the SRUScan ``Scan`` body, and for CausalLinearAttention a body built on
+  ``com.microsoft.LinearAttention`` (:mod:`.ort_attention`; the head count is in its overload name).
 
 Each custom node gets its function overload name here (:mod:`.overloads`), where the input dtypes
 are known; :func:`rnnx.export.onnx_ops.finalize` adds the matching function bodies.
@@ -31,7 +32,6 @@ from onnxscript import opset18 as op
 from rnnx.models.ops import spec
 from rnnx.runtime.artifact import TARGETS
 
-from .ort_attention import lowered_attention
 from .overloads import attention_overload, sru_overload
 from .schemas import node_attribute_defaults, onnx_attribute_value, op_schema
 
@@ -131,16 +131,17 @@ def _sru_scan(
 
 
 def _attention(
-    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float, full_layout: bool
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float, full_layout: bool, heads: int = 0
 ) -> tuple[Any, Any, Any]:
     """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?) -> (out, S_last, z_last); with
-    ``full_layout`` (the TensorRT target) S0 and z0 are always present (:func:`_full_attention_state`)."""
+    ``full_layout`` (the TensorRT target) S0 and z0 are always present (:func:`_full_attention_state`);
+    ``heads`` > 0 names the com.microsoft.LinearAttention body in the overload."""
     if full_layout:
         S0, z0 = _full_attention_state(q, v, S0, z0)
     attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, {"eps": float(eps)})
     out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, **attrs)
     double = q.dtype == ir.DataType.DOUBLE
-    out.producer().overload = attention_overload(S0 is not None, z0 is not None, double)
+    out.producer().overload = attention_overload(S0 is not None, z0 is not None, double, heads)
     _bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
     return out, S_last, z_last
 
@@ -164,9 +165,12 @@ def sru_scan_node_full(
 
 
 def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
-    """The ``rnnx::CausalLinearAttention`` node with absent states left out (what the ONNX Runtime target
-    lowers, or keeps for fp64): :func:`_attention`."""
-    return _attention(q, k, v, S0, z0, eps, full_layout=False)
+    """The ONNX Runtime target's ``rnnx::CausalLinearAttention`` node (absent states left out): its body is
+    com.microsoft.LinearAttention for a static head count (q's dim 1) and a non-fp64 q, else the
+    standard-op body (:func:`_attention`)."""
+    heads = q.shape[1] if q.shape is not None else None
+    lowered = q.dtype != ir.DataType.DOUBLE and isinstance(heads, int) and heads > 0
+    return _attention(q, k, v, S0, z0, eps, full_layout=False, heads=heads if lowered else 0)
 
 
 def attention_node_full(
@@ -194,5 +198,5 @@ def translation_table(target: str) -> dict[torch._ops.OpOverload, Callable[..., 
         }
     return {
         _torch_op(spec.SRU_SCAN): sru_scan_node,
-        _torch_op(spec.CAUSAL_LINEAR_ATTENTION): lowered_attention(attention_node),
+        _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention_node,
     }

@@ -38,7 +38,7 @@ class OrtBackend(Backend):
     default); ``io_binding``: True runs every call through IO binding with the state as OrtValues on
     ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
     CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`. ``native_ops``:
-    rnnx's ONNX Runtime op library (native SRU scan, :mod:`rnnx.runtime.ortops`): True requires it, False
+    rnnx's ONNX Runtime op library (native CPU kernels of both ops, :mod:`rnnx.runtime.ortops`): True requires it, False
     runs the ops' function bodies, None (default) uses it on the CPU when it is built and this
     onnxruntime can load it; :attr:`native_ops` says whether it is in use."""
 
@@ -108,22 +108,18 @@ class OrtBackend(Backend):
         )
 
     def _register_native_ops(self, options: Any, native_ops: Optional[bool]) -> bool:
-        """Registers rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan) when asked
-        (True: required), or by default (None) on the CPU for an fp32 export when it is built and this
-        onnxruntime can load it; False keeps the ops' function bodies. Returns whether it is registered."""
+        """Registers rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan and causal
+        linear attention, CPU kernels for every precision) when asked (True: required), or by default (None)
+        on the CPU when it is built and this onnxruntime can load it; False keeps the ops' function bodies.
+        Returns whether it is registered."""
         from .. import ortops
 
         if native_ops is not None and not isinstance(native_ops, bool):
             raise InputError(f"native_ops: expected True, False or None, got {native_ops!r}")
         if native_ops is False:
             return False
-        fp32 = self.metadata.get("precision", "fp32") == "fp32"
-        if native_ops is None and (self._device_type != "cpu" or not fp32 or ortops.find_library() is None):
+        if native_ops is None and (self._device_type != "cpu" or ortops.find_library() is None):
             return False
-        if not fp32:
-            raise BackendUnavailable(
-                f"{self.model_dir}: the native rnnx ops are fp32; this export is {self.metadata['precision']}"
-            )
         try:
             ortops.register(options)
         except ortops.OrtOpsError as error:

@@ -1,0 +1,106 @@
+// rnnx::CausalLinearAttention on the CPU execution provider, fp32, fp16, bf16 and fp64 I/O (fp32 state; fp64 for fp64).
+//
+// Inputs by position: q, k (B, H, L, E), v (B, H, L, M), S0? (B, H, E, M), z0? (B, H, E); outputs out
+// (B, H, L, M), S_last, z_last; attribute eps (rnnx.models.ops.spec.CAUSAL_LINEAR_ATTENTION). The onnxruntime
+// target's nodes leave absent states out, the tensorrt target's give zeros: both run. fp16 / bf16 inputs are
+// staged to fp32 around the fp32 kernel (isa_kernels.h), parallel over (batch, head) on ORT's intra-op thread pool.
+#pragma once
+
+#include "ort_op_support.h"
+
+namespace rnnx_ort
+{
+template <typename T> struct CausalLinearAttentionKernel
+{
+    double eps;
+
+    explicit CausalLinearAttentionKernel(const OrtKernelInfo* info)
+        : eps(attribute_or<float>(info, "eps", 1e-6f))
+    {
+    }
+
+    OrtStatusPtr ComputeV2(OrtKernelContext* context) const
+    {
+        return guarded([&] { return compute(Ort::KernelContext(context)); });
+    }
+
+    OrtStatusPtr compute(Ort::KernelContext ctx) const
+    {
+        constexpr const char* op = "CausalLinearAttention";
+        const size_t n_inputs = ctx.GetInputCount();
+        auto input = [&](size_t i) { return i < n_inputs ? ctx.GetInput(i) : Ort::ConstValue{nullptr}; };
+        const Ort::ConstValue q = input(0), k = input(1), v = input(2), S0 = input(3), z0 = input(4);
+        if (q == nullptr || k == nullptr || v == nullptr)
+            return invalid(op, "q, k and v are required");
+        const auto qs = shape_of(q), vs = shape_of(v);
+        if (qs.size() != 4 || vs.size() != 4)
+            return invalid(op, "q, k must be (B, H, L, E) and v (B, H, L, M)");
+        const int64_t B = qs[0], H = qs[1], L = qs[2], E = qs[3], M = vs[3];
+        if (shape_of(k) != qs)
+            return invalid(op, "k must have q's shape (B, H, L, E)");
+        if (vs[0] != B || vs[1] != H || vs[2] != L)
+            return invalid(op, "v must be (B, H, L, M) with q's B, H, L");
+        const bool has_S0 = count(S0) > 0, has_z0 = count(z0) > 0;
+        if (has_S0 && count(S0) != static_cast<size_t>(B * H * E * M))
+            return invalid(op, "S0 must be (B, H, E, M)");
+        if (has_z0 && count(z0) != static_cast<size_t>(B * H * E))
+            return invalid(op, "z0 must be (B, H, E)");
+        std::vector<float> q_f, k_f, v_f, out_f;
+        using acc_t = acc_type<T>;
+        Ort::UnownedValue out = ctx.GetOutput(0, {B, H, L, M});
+        Ort::UnownedValue S_last = ctx.GetOutput(1, {B, H, E, M});
+        Ort::UnownedValue z_last = ctx.GetOutput(2, {B, H, E});
+        const AttentionArgs<acc_t> args{B, H, L, E, M, eps, as_acc<T>(q, q_f), as_acc<T>(k, k_f), as_acc<T>(v, v_f),
+            has_S0 ? S0.GetTensorData<acc_t>() : nullptr, has_z0 ? z0.GetTensorData<acc_t>() : nullptr,
+            output_acc<T>(out, static_cast<size_t>(B * H * L * M), out_f), S_last.GetTensorMutableData<acc_t>(),
+            z_last.GetTensorMutableData<acc_t>()};
+        const ParallelFor parallel_for = ort_parallel_for(ctx);
+        attention_forward(parallel_for, args);
+        store<T>(out, out_f);
+        return nullptr;
+    }
+};
+
+// CausalLinearAttention for activation type T: q, k, v and out in T; S0?, z0?, S_last, z_last in acc_type<T>.
+template <typename T>
+struct CausalLinearAttentionOp : Ort::CustomOpBase<CausalLinearAttentionOp<T>, CausalLinearAttentionKernel<T>, true>
+{
+    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
+    {
+        return guarded(
+            [&]() -> OrtStatusPtr
+            {
+                *kernel = new CausalLinearAttentionKernel<T>(info);
+                return nullptr;
+            });
+    }
+    const char* GetName() const
+    {
+        return "CausalLinearAttention";
+    }
+    const char* GetExecutionProviderType() const
+    {
+        return "CPUExecutionProvider";
+    }
+    size_t GetInputTypeCount() const
+    {
+        return 5;
+    }
+    ONNXTensorElementDataType GetInputType(size_t index) const
+    {
+        return index < 3 ? element_type<T>() : element_type<acc_type<T>>();
+    }
+    OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const
+    {
+        return index < 3 ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
+    }
+    size_t GetOutputTypeCount() const
+    {
+        return 3;
+    }
+    ONNXTensorElementDataType GetOutputType(size_t index) const
+    {
+        return index == 0 ? element_type<T>() : element_type<acc_type<T>>();
+    }
+};
+} // namespace rnnx_ort

@@ -1,0 +1,182 @@
+// What the library's ops share: attributes with defaults, error statuses, ORT's thread pool as the kernels'
+// parallel-for, fp16 <-> fp32 staging of I/O and the pad mask in any element type. Needs ORT's C++ API with
+// ORT_API_MANUAL_INIT (the API table comes from the host process, RegisterCustomOps).
+#pragma once
+
+#include "onnxruntime_cxx_api.h"
+#include "isa_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace rnnx_ort
+{
+template <typename T> T attribute_or(const OrtKernelInfo* info, const char* name, T fallback)
+{
+    try
+    {
+        return Ort::ConstKernelInfo(info).GetAttribute<T>(name);
+    }
+    catch (const Ort::Exception&)
+    {
+        return fallback;
+    }
+}
+
+inline OrtStatusPtr invalid(const char* op, const std::string& message)
+{
+    return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string("rnnx ") + op + ": " + message).c_str());
+}
+
+// Runs a kernel's compute, turning exceptions into statuses (none may cross into ORT).
+template <typename Fn> OrtStatusPtr guarded(Fn&& fn)
+{
+    try
+    {
+        return fn();
+    }
+    catch (const Ort::Exception& e)
+    {
+        return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
+    }
+    catch (const std::exception& e)
+    {
+        return Ort::GetApi().CreateStatus(ORT_FAIL, e.what());
+    }
+}
+
+// The kernels' parallel-for on ORT's intra-op thread pool: at most 256 chunks of at least `grain` items.
+inline ParallelFor ort_parallel_for(Ort::KernelContext& ctx)
+{
+    return [&ctx](int64_t begin, int64_t end, int64_t grain, const RangeFn& fn)
+    {
+        const int64_t n = end - begin;
+        if (n <= 0)
+            return;
+        const int64_t chunks = std::clamp<int64_t>((n + grain - 1) / std::max<int64_t>(grain, 1), 1, 256);
+        if (chunks == 1)
+        {
+            fn(begin, end);
+            return;
+        }
+        struct Job
+        {
+            int64_t begin, n, chunks;
+            const RangeFn* fn;
+        } job{begin, n, chunks, &fn};
+        ctx.ParallelFor(
+            [](void* data, size_t i)
+            {
+                const auto* j = static_cast<const Job*>(data);
+                const int64_t ii = static_cast<int64_t>(i);
+                (*j->fn)(j->begin + j->n * ii / j->chunks, j->begin + j->n * (ii + 1) / j->chunks);
+            },
+            static_cast<size_t>(chunks), 0, &job);
+    };
+}
+
+// An activation type T (float, double, Ort::Float16_t, Ort::BFloat16_t) computes, and keeps its state, in
+// acc_type<T>: double for double, else float. fp16 / bf16 tensors are staged to fp32 around the kernels.
+template <typename T> using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <typename T> constexpr bool is_staged = !std::is_same_v<T, acc_type<T>>;
+
+template <typename T> constexpr ONNXTensorElementDataType element_type()
+{
+    if constexpr (std::is_same_v<T, float>)
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    else if constexpr (std::is_same_v<T, double>)
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+    else if constexpr (std::is_same_v<T, Ort::Float16_t>)
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+    else
+        return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+}
+
+// An activation input in acc_type<T>: its own data, or for fp16 / bf16 converted into `staging`.
+template <typename T> const acc_type<T>* as_acc(const Ort::ConstValue& value, std::vector<float>& staging)
+{
+    if (value == nullptr)
+        return nullptr;
+    if constexpr (!is_staged<T>)
+    {
+        return value.GetTensorData<T>();
+    }
+    else
+    {
+        const size_t n = value.GetTensorTypeAndShapeInfo().GetElementCount();
+        const T* src = value.GetTensorData<T>();
+        staging.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            staging[i] = src[i].ToFloat();
+        return staging.data();
+    }
+}
+
+// Where a kernel writes an activation output: the output itself, or for fp16 / bf16 `staging` (see store()).
+template <typename T> acc_type<T>* output_acc(Ort::UnownedValue& out, size_t n, std::vector<float>& staging)
+{
+    if constexpr (!is_staged<T>)
+    {
+        return out.GetTensorMutableData<T>();
+    }
+    else
+    {
+        staging.resize(n);
+        return staging.data();
+    }
+}
+
+// Copies `staging` into an fp16 / bf16 activation output (no-op otherwise).
+template <typename T> void store(Ort::UnownedValue& out, const std::vector<float>& staging)
+{
+    if constexpr (is_staged<T>)
+    {
+        T* dst = out.GetTensorMutableData<T>();
+        for (size_t i = 0; i < staging.size(); ++i)
+            dst[i] = T(staging[i]);
+    }
+}
+
+// The pad mask as one byte per step (non-zero = pad) from a bool / integer / floating tensor; null when absent
+// or empty. Error text in `error` for another element type.
+inline const uint8_t* mask_bytes(const Ort::ConstValue& mask, std::vector<uint8_t>& staging, std::string& error)
+{
+    if (mask == nullptr)
+        return nullptr;
+    const auto info = mask.GetTensorTypeAndShapeInfo();
+    const size_t n = info.GetElementCount();
+    if (n == 0)
+        return nullptr;
+    auto convert = [&](const auto* src)
+    {
+        staging.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            staging[i] = src[i] != 0 ? 1 : 0;
+        return staging.data();
+    };
+    switch (info.GetElementType())
+    {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return reinterpret_cast<const uint8_t*>(mask.GetTensorData<bool>());
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return mask.GetTensorData<uint8_t>();
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return convert(mask.GetTensorData<int8_t>());
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return convert(mask.GetTensorData<int32_t>());
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return convert(mask.GetTensorData<int64_t>());
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return convert(mask.GetTensorData<float>());
+    default: error = "mask_pad must be bool, uint8, int8, int32, int64 or float"; return nullptr;
+    }
+}
+
+inline size_t count(const Ort::ConstValue& value)
+{
+    return value == nullptr ? 0 : value.GetTensorTypeAndShapeInfo().GetElementCount();
+}
+
+inline std::vector<int64_t> shape_of(const Ort::ConstValue& value)
+{
+    return value.GetTensorTypeAndShapeInfo().GetShape();
+}
+} // namespace rnnx_ort
