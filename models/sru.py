@@ -18,9 +18,12 @@ input size differs from ``out`` and there is a skip term):
 - ``layer_norm``  ``nn.LayerNorm`` over the layer input (pre-norm) or the output (``normalize_after``).
 
 The skip input x' of a k = 3 layer is the layer input *before* its layer norm (the residual).
-"""
 
-from __future__ import annotations
+``SRU`` and ``SRUCell`` script with ``torch.jit.script`` as sru's modules do (this file therefore keeps
+real annotations, no ``from __future__ import annotations``): under TorchScript the scan is the op
+``torch.ops.rnnx.sru_scan`` itself, ``scale_x`` is read from its buffer, and a PackedSequence input is
+eager-only (as in sru, whose scripted ``forward`` takes a tensor).
+"""
 
 import math
 import warnings
@@ -30,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from .ops.spec import state_dtype_for
+from .ops.dtypes import state_dtype
 from .ops.sru import sru_scan
 from .state import SRUState
 
@@ -63,6 +66,7 @@ class ScaleXMixin(nn.Module):
     value would synchronise a GPU on every step, and export takes the attribute as a constant.
     """
 
+    __jit_unused_properties__ = ["highway_scale"]
     scale_x: Tensor
     rescale: bool
     _scale_value: float = 1.0
@@ -71,6 +75,13 @@ class ScaleXMixin(nn.Module):
     def highway_scale(self) -> float:
         """x' = highway_scale * x for a k = 3 layer: ``scale_x`` when ``rescale`` is on, else 1."""
         return self._scale_value if self.rescale else 1.0
+
+    def _scan_scale(self) -> float:
+        """:attr:`highway_scale`; under TorchScript read from the ``scale_x`` buffer, which a scripted
+        module's ``load_state_dict`` updates (the Python float is fixed when the module is scripted)."""
+        if torch.jit.is_scripting():
+            return float(self.scale_x[0]) if self.rescale else 1.0
+        return self.highway_scale
 
     def _refresh_scale_value(self) -> None:
         self._scale_value = float(self.scale_x.detach().reshape(-1)[0].item())
@@ -155,9 +166,7 @@ class SRUCell(ScaleXMixin):
         self.bias = nn.Parameter(torch.empty(2 * out))
         self.register_buffer("scale_x", torch.zeros(1))
 
-        self.layer_norm: Optional[nn.LayerNorm] = None
-        if layer_norm:
-            self.layer_norm = nn.LayerNorm(out if normalize_after else input_size)
+        self.layer_norm = nn.LayerNorm(out if normalize_after else input_size) if layer_norm else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -209,9 +218,10 @@ class SRUCell(ScaleXMixin):
     def compute_U(self, input: Tensor) -> Tensor:
         """(..., in) -> U (..., out*k), laid out (..., D, d, k): ``input @ [weight_proj @] weight``."""
         x = input.reshape(-1, self.input_size)
-        if self.weight_proj is not None:
-            x = x.mm(self.weight_proj)
-        return x.mm(self.weight).view(*input.shape[:-1], -1)
+        weight_proj = self.weight_proj
+        if weight_proj is not None:
+            x = x.mm(weight_proj)
+        return x.mm(self.weight).view(list(input.shape[:-1]) + [-1])
 
     def forward(
         self, input: Tensor, c0: Optional[Tensor] = None, mask_pad: Optional[Tensor] = None
@@ -222,19 +232,19 @@ class SRUCell(ScaleXMixin):
         Returns h (L, B, out) (or (B, out)) in the activation dtype and c (B, out) in c0's dtype.
         """
         if input.dim() not in (2, 3):
-            raise ValueError(f"SRUCell input must be (L, B, in) or (B, in), got shape {tuple(input.shape)}")
+            raise ValueError(f"SRUCell input must be (L, B, in) or (B, in), got shape {list(input.shape)}")
         if input.size(-1) != self.input_size:
             raise ValueError(f"SRUCell expects input_size {self.input_size}, got last dim {input.size(-1)}")
         single_step = input.dim() == 2
         x = input.unsqueeze(0) if single_step else input
         L, B = x.shape[0], x.shape[1]
         if c0 is None:
-            c0 = torch.zeros(B, self.output_size, dtype=state_dtype_for(x.dtype), device=x.device)
-        elif tuple(c0.shape) != (B, self.output_size):
-            raise ValueError(f"c0 must be (batch, output_size) = {(B, self.output_size)}, got {tuple(c0.shape)}")
+            c0 = torch.zeros(B, self.output_size, dtype=state_dtype(x.dtype), device=x.device)
+        elif list(c0.shape) != [B, self.output_size]:
+            raise ValueError(f"c0 must be (batch, output_size) = {[B, self.output_size]}, got {list(c0.shape)}")
         if mask_pad is not None:
             if mask_pad.numel() != L * B:
-                raise ValueError(f"mask_pad must be (length, batch) = {(L, B)}, got {tuple(mask_pad.shape)}")
+                raise ValueError(f"mask_pad must be (length, batch) = {[L, B]}, got {list(mask_pad.shape)}")
             mask_pad = mask_pad.reshape(L, B)
 
         residual = x
@@ -242,15 +252,29 @@ class SRUCell(ScaleXMixin):
             x = self.layer_norm(x)
         if self.training and self.rnn_dropout > 0:
             x = x * dropout_mask(self.bias, (B, self.input_size), self.rnn_dropout)
-        mask_c = None
+        mask_c: Optional[Tensor] = None
         if self.training and self.dropout > 0:
             mask_c = dropout_mask(self.bias, (B, self.output_size), self.dropout)
 
         U = self.compute_U(x)
-        k3_skip = self.has_skip_term and self.num_matrices == 3
-        h, c = sru_scan(
+        h, c = self._scan(U, residual, c0, mask_pad)
+        if mask_c is not None:
+            h = highway_dropout(h, self._skip_input(U, residual), mask_c, mask_pad)
+        if self.layer_norm is not None and self.normalize_after:
+            h = self.layer_norm(h)
+        return (h.squeeze(0) if single_step else h), c
+
+    def _scan(self, U: Tensor, residual: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """The recurrence: :func:`~rnnx.models.ops.sru.sru_scan` (its checks included), or under TorchScript
+        the op it wraps."""
+        x = residual if self.has_skip_term and self.num_matrices == 3 else None
+        if torch.jit.is_scripting():
+            return torch.ops.rnnx.sru_scan(U, x, self.weight_c, self.bias, c0, mask_pad, self.hidden_size,
+                                           self.num_directions, self.num_matrices, self.has_skip_term,
+                                           self.use_tanh, self._scan_scale())  # fmt: skip
+        return sru_scan(
             U,
-            residual if k3_skip else None,
+            x,
             self.weight_c,
             self.bias,
             c0,
@@ -262,11 +286,6 @@ class SRUCell(ScaleXMixin):
             use_tanh=self.use_tanh,
             scale_x=self.highway_scale,
         )
-        if mask_c is not None:
-            h = highway_dropout(h, self._skip_input(U, residual), mask_c, mask_pad)
-        if self.layer_norm is not None and self.normalize_after:
-            h = self.layer_norm(h)
-        return (h.squeeze(0) if single_step else h), c
 
     def _skip_input(self, U: Tensor, residual: Tensor) -> Optional[Tensor]:
         """The scaled highway input x' (L, B, out) the scan used, or None without a skip term."""
@@ -274,7 +293,7 @@ class SRUCell(ScaleXMixin):
             return None
         if self.num_matrices == 4:
             return U.view(U.shape[0], U.shape[1], self.output_size, 4)[..., 3]
-        return residual * self.highway_scale
+        return residual * self._scan_scale()
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -358,11 +377,9 @@ class SRU(nn.Module):
         if use_tanh:
             warnings.warn("use_tanh=True is deprecated in sru", DeprecationWarning, stacklevel=2)
 
-        self.input_to_hidden: Optional[nn.Linear] = None
-        first_input_size = input_size
-        if proj_input_to_hidden_first and input_size != self.output_size:
-            self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False)
-            first_input_size = self.output_size
+        projects_first = proj_input_to_hidden_first and input_size != self.output_size
+        self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False) if projects_first else None
+        first_input_size = self.output_size if projects_first else input_size
         self.rnn_lst = nn.ModuleList(
             SRUCell(
                 first_input_size if i == 0 else self.output_size,
@@ -393,29 +410,26 @@ class SRU(nn.Module):
 
     def forward(
         self,
-        input: Union[Tensor, PackedSequence],
+        input: Tensor,
         c0: Optional[Tensor] = None,
         mask_pad: Optional[Tensor] = None,
-    ) -> tuple[Union[Tensor, PackedSequence], Tensor]:
+    ) -> tuple[Tensor, Tensor]:
         """input (L, B, in) or a PackedSequence (then mask_pad comes from its lengths);
         c0 (num_layers, B, out), zeros in the state dtype when None; mask_pad (L, B), non-zero = pad.
 
         Returns h (L, B, out) (a PackedSequence for a packed input) and the last cell states
         c (num_layers, B, out) in c0's dtype, or (num_layers*D, B, d) with nn_rnn_compatible_return.
         """
-        lengths = None
-        if isinstance(input, PackedSequence):
-            input, lengths = pad_packed_sequence(input)
-            steps = torch.arange(input.size(0)).unsqueeze(1)
-            mask_pad = (steps >= lengths.unsqueeze(0)).to(input.device)
+        if not torch.jit.is_scripting() and isinstance(input, PackedSequence):
+            return self._forward_packed(input, c0)
         self._check_input(input, mask_pad)
         B = input.size(1)
         if c0 is None:
-            c0 = self._zeros_state(B, input.device, state_dtype_for(input.dtype))
-        elif tuple(c0.shape) != (self.num_layers, B, self.output_size):
+            c0 = self._zeros_state(B, input.device, state_dtype(input.dtype))
+        elif list(c0.shape) != [self.num_layers, B, self.output_size]:
             raise ValueError(
-                f"c0 must be (num_layers, batch, output_size) = {(self.num_layers, B, self.output_size)}, "
-                f"got {tuple(c0.shape)}"
+                f"c0 must be (num_layers, batch, output_size) = {[self.num_layers, B, self.output_size]}, "
+                f"got {list(c0.shape)}"
             )
         h, c = self._run_layers(input, c0, mask_pad)
         if self.nn_rnn_compatible_return:
@@ -424,15 +438,21 @@ class SRU(nn.Module):
                 .transpose(1, 2)
                 .reshape(self.num_layers * self.num_directions, B, self.hidden_size)
             )
-        if lengths is not None:
-            return pack_padded_sequence(h, lengths, enforce_sorted=False), c
         return h, c
+
+    @torch.jit.unused
+    def _forward_packed(self, input: PackedSequence, c0: Optional[Tensor]) -> tuple[PackedSequence, Tensor]:
+        """A PackedSequence input (eager only): padded, masked by its lengths, packed again."""
+        padded, lengths = pad_packed_sequence(input)
+        steps = torch.arange(padded.size(0)).unsqueeze(1)
+        h, c = self.forward(padded, c0, (steps >= lengths.unsqueeze(0)).to(padded.device))
+        return pack_padded_sequence(h, lengths, enforce_sorted=False), c
 
     def init_state(self, batch_size: int, device: Optional[Union[str, torch.device]] = None) -> SRUState:
         """Zero state: c (num_layers, batch_size, out), fp32 (fp64 for an fp64 model)."""
         param = self.rnn_lst[0].bias
         device = param.device if device is None else device
-        return SRUState(c=self._zeros_state(batch_size, device, state_dtype_for(param.dtype)))
+        return SRUState(c=self._zeros_state(batch_size, device, state_dtype(param.dtype)))
 
     def forward_state(
         self, x: Tensor, state: Optional[SRUState] = None, mask_pad: Optional[Tensor] = None
@@ -448,36 +468,36 @@ class SRU(nn.Module):
             )
         self._check_input(x, mask_pad)
         B = x.size(1)
-        acc = state_dtype_for(x.dtype)
+        acc = state_dtype(x.dtype)
         if state is None:
             c0 = self._zeros_state(B, x.device, acc)
         else:
-            if tuple(state.c.shape) != (self.num_layers, B, self.output_size):
+            if list(state.c.shape) != [self.num_layers, B, self.output_size]:
                 raise ValueError(
                     f"state.c must be (num_layers, batch, output_size) = "
-                    f"{(self.num_layers, B, self.output_size)}, got {tuple(state.c.shape)}"
+                    f"{[self.num_layers, B, self.output_size]}, got {list(state.c.shape)}"
                 )
             c0 = state.c.to(acc)
         h, c = self._run_layers(x, c0, mask_pad)
         return h, SRUState(c=c)
 
-    def _zeros_state(self, batch_size: int, device: Any, dtype: torch.dtype) -> Tensor:
+    def _zeros_state(self, batch_size: int, device: torch.device, dtype: torch.dtype) -> Tensor:
         return torch.zeros(self.num_layers, batch_size, self.output_size, dtype=dtype, device=device)
 
     def _check_input(self, x: Tensor, mask_pad: Optional[Tensor]) -> None:
         if x.dim() != 3:
-            raise ValueError(f"SRU input must be (length, batch, input_size), got shape {tuple(x.shape)}")
+            raise ValueError(f"SRU input must be (length, batch, input_size), got shape {list(x.shape)}")
         if x.size(-1) != self.input_size:
             raise ValueError(f"SRU expects input_size {self.input_size}, got last dim {x.size(-1)}")
         if x.size(0) == 0:
             raise ValueError("SRU input has length 0")
-        if mask_pad is not None and tuple(mask_pad.shape) != tuple(x.shape[:2]):
-            raise ValueError(f"mask_pad must be (length, batch) = {tuple(x.shape[:2])}, got {tuple(mask_pad.shape)}")
+        if mask_pad is not None and list(mask_pad.shape) != [x.size(0), x.size(1)]:
+            raise ValueError(f"mask_pad must be (length, batch) = {[x.size(0), x.size(1)]}, got {list(mask_pad.shape)}")
 
     def _run_layers(self, x: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
         """x (L, B, in), c0 (num_layers, B, out) -> h (L, B, out), c (num_layers, B, out)."""
         h = x if self.input_to_hidden is None else self.input_to_hidden(x)
-        cs = []
+        cs: list[Tensor] = []
         for i, rnn in enumerate(self.rnn_lst):
             h, c = rnn(h, c0[i], mask_pad=mask_pad)
             cs.append(c)

@@ -265,7 +265,8 @@ ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)
 
 
 def state_dtype_for(dtype: torch.dtype) -> torch.dtype:
-    """The dtype recurrent state is kept in for activations of ``dtype``: fp32, or fp64 for fp64."""
-    import torch
+    """The dtype recurrent state is kept in for activations of ``dtype``: fp32, or fp64 for fp64
+    (:func:`rnnx.models.ops.dtypes.state_dtype`, which TorchScript can compile)."""
+    from .dtypes import state_dtype
 
-    return torch.float64 if dtype == torch.float64 else torch.float32
+    return state_dtype(dtype)
