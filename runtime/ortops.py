@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from .build_dirs import CHECKOUT, native_library_path, user_cache
+
 #: The ONNX Runtime C API version of the headers the library is built with; ORT 1.N serves API version N.
 ORT_API_VERSION = 29
 MIN_ONNXRUNTIME = (1, ORT_API_VERSION)
@@ -48,7 +50,6 @@ _KERNEL_DIRS = (
     _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc",
     _PACKAGE_ROOT / "models" / "ops" / "linear_attention" / "csrc",
 )
-_CHECKOUT = _PACKAGE_ROOT if (_PACKAGE_ROOT / "pyproject.toml").is_file() else None
 
 
 class OrtOpsError(RuntimeError):
@@ -60,18 +61,14 @@ def headers_dir() -> Path:
     env = os.environ.get("RNNX_ORT_HEADERS")
     if env:
         return Path(env)
-    base = _CHECKOUT if _CHECKOUT is not None else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / ".cache" / "onnxruntime" / "include" if _CHECKOUT is not None else base / "rnnx" / "ort-include"
+    if CHECKOUT is not None:
+        return CHECKOUT / ".cache" / "onnxruntime" / "include"
+    return user_cache() / "rnnx" / "ort-include"
 
 
 def library_path() -> Path:
     """Where the library is (or would be) built."""
-    env = os.environ.get("RNNX_ORT_OPS")
-    if env:
-        return Path(env)
-    if _CHECKOUT is not None:
-        return _CHECKOUT / "build" / "ortops" / LIBRARY_NAME
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rnnx" / "ortops" / LIBRARY_NAME
+    return native_library_path("RNNX_ORT_OPS", "ortops", LIBRARY_NAME)
 
 
 def onnxruntime_supported(version: Optional[str] = None) -> bool:

@@ -97,7 +97,10 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.plugins)"
 fi
-# rnnx's ONNX Runtime custom-op library (native SRUScan): ORT's C/C++ headers come from an npm package
+# The rnnx ops for C++ programs that load scripted modules with libtorch (the torch wheel's headers and libraries).
+echo "setup: building librnnx_torch_ops (the rnnx ops for libtorch programs)"
+"$PY" -m rnnx.models.ops.libtorch
+# rnnx's ONNX Runtime custom-op library (native SRUScan, CausalLinearAttention): ORT's C/C++ headers come from an npm package
 # (fetched once, integrity checked, headers only) and the library is compiled with g++; no GPU, no libonnxruntime.
 if command -v npm >/dev/null 2>&1; then
   echo "setup: building the rnnx ONNX Runtime ops (headers from npm, once)"

@@ -24,7 +24,13 @@
 
 #include "sru_scan_kernel.h"
 
+// RNNX_NO_PYTHON: built into librnnx_torch_ops (models/ops/csrc/rnnx_torch_ops.cpp) for libtorch programs
+// without Python; otherwise the torch extension that op.py loads.
+#ifdef RNNX_NO_PYTHON
+#include <ATen/ATen.h>
+#else
 #include <torch/extension.h>
+#endif
 
 #include <ATen/Parallel.h>
 #include <ATen/OpMathType.h>
@@ -148,9 +154,11 @@ std::vector<at::Tensor> sru_scan_backward(const at::Tensor& grad_h, const at::Te
     return {dU, dx, dw, db, dc0};
 }
 
+#ifndef RNNX_NO_PYTHON
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
     m.doc() = "rnnx SRU scan, CPU kernel (forward and backward); registered as rnnx::sru_scan by op.py";
     m.def("forward", &sru_scan_forward, "SRU scan forward: (h, c_last)");
     m.def("backward", &sru_scan_backward, "SRU scan backward: (dU, dx, dweight_c_rows, dbias_rows, dc0)");
 }
+#endif

@@ -1,0 +1,114 @@
+// librnnx_torch_ops: the rnnx ops for libtorch programs without Python (inference, CPU).
+//
+// A module scripted in Python (torch.jit.script) records calls to torch.ops.rnnx.sru_scan and
+// torch.ops.rnnx.causal_linear_attention. In Python those ops are defined by torch.library (models/ops/*/op.py);
+// a C++ program that torch::jit::load()s the module gets them from this library instead: the same schemas
+// (generated from the Python definitions at build time into rnnx_torch_schemas.h, see
+// rnnx.models.ops.libtorch) and CPU kernels built from the same sources (the SRU kernel of
+// models/ops/sru/csrc/sru_scan_cpu.cpp, the attention kernel of
+// models/ops/linear_attention/csrc/causal_linear_attention_kernel.h). No autograd: call under
+// torch::NoGradGuard or c10::InferenceMode. Never loaded into a Python process that imports rnnx (the ops
+// would be defined twice).
+#include "rnnx_torch_schemas.h"
+#include "causal_linear_attention_kernel.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+#include <vector>
+
+// models/ops/sru/csrc/sru_scan_cpu.cpp (compiled into this library with RNNX_NO_PYTHON).
+std::vector<at::Tensor> sru_scan_forward(const at::Tensor& U, const std::optional<at::Tensor>& x,
+    const at::Tensor& weight_c, const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask,
+    int64_t hidden_size, int64_t num_directions, int64_t num_matrices, bool has_skip_term, bool use_tanh,
+    double scale_x);
+
+namespace
+{
+at::ScalarType state_dtype(at::ScalarType activation)
+{
+    return activation == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// rnnx::sru_scan on the CPU: the arguments as the kernel takes them (contiguous, state dtype, uint8 mask).
+std::tuple<at::Tensor, at::Tensor> sru_scan_cpu(const at::Tensor& U, const std::optional<at::Tensor>& x,
+    const at::Tensor& weight_c, const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask_pad,
+    int64_t hidden_size, int64_t num_directions, int64_t num_matrices, bool has_skip_term, bool use_tanh,
+    double scale_x)
+{
+    TORCH_CHECK(U.dim() == 3 && U.size(2) == num_directions * hidden_size * num_matrices,
+        "rnnx::sru_scan: U must be (L, B, num_directions * hidden_size * num_matrices), got ", U.sizes());
+    const auto acc = state_dtype(U.scalar_type());
+    const bool uses_x = has_skip_term && num_matrices == 3;
+    TORCH_CHECK(!uses_x || x.has_value(), "rnnx::sru_scan: x is required when num_matrices is 3 with the skip term");
+    std::optional<at::Tensor> xk, mask;
+    if (uses_x)
+        xk = x->to(acc).contiguous();
+    if (mask_pad.has_value())
+        mask = mask_pad->ne(0).to(at::kByte).contiguous();
+    auto out = sru_scan_forward(U.contiguous(), xk, weight_c.to(acc).contiguous(), bias.to(acc).contiguous(),
+        c0.to(acc).contiguous(), mask, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x);
+    return {out[0], out[1]};
+}
+
+struct AtenParallelFor
+{
+    template <typename Fn> void operator()(int64_t begin, int64_t end, int64_t grain, Fn&& fn) const
+    {
+        at::parallel_for(begin, end, grain, std::forward<Fn>(fn));
+    }
+};
+
+// rnnx::causal_linear_attention on the CPU: the recurrent kernel in the state dtype, out cast back to q's dtype.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, const std::optional<at::Tensor>& S0, const std::optional<at::Tensor>& z0, double eps)
+{
+    TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(0) == q.size(0)
+            && v.size(1) == q.size(1) && v.size(2) == q.size(2),
+        "rnnx::causal_linear_attention: q, k must be (B, H, L, E) and v (B, H, L, M); got ", q.sizes(), ", ", k.sizes(),
+        ", ", v.sizes());
+    const int64_t B = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3), M = v.size(3);
+    const auto acc = state_dtype(q.scalar_type());
+    const auto qf = q.to(acc).contiguous(), kf = k.to(acc).contiguous(), vf = v.to(acc).contiguous();
+    std::optional<at::Tensor> s0, zz0;
+    if (S0.has_value())
+    {
+        TORCH_CHECK(
+            S0->sizes() == at::IntArrayRef({B, H, E, M}), "rnnx::causal_linear_attention: S0 must be (B, H, E, M)");
+        s0 = S0->to(acc).contiguous();
+    }
+    if (z0.has_value())
+    {
+        TORCH_CHECK(z0->sizes() == at::IntArrayRef({B, H, E}), "rnnx::causal_linear_attention: z0 must be (B, H, E)");
+        zz0 = z0->to(acc).contiguous();
+    }
+    auto out = at::empty({B, H, L, M}, qf.options());
+    auto S_last = at::empty({B, H, E, M}, qf.options());
+    auto z_last = at::empty({B, H, E}, qf.options());
+    const rnnx::linear_attention_cpu::Problem p{B, H, L, E, M, eps};
+    AT_DISPATCH_FLOATING_TYPES(acc, "causal_linear_attention_cpu",
+        [&]
+        {
+            rnnx::linear_attention_cpu::forward_impl<scalar_t, scalar_t>(AtenParallelFor{}, p, qf.data_ptr<scalar_t>(),
+                kf.data_ptr<scalar_t>(), vf.data_ptr<scalar_t>(), s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr,
+                zz0.has_value() ? zz0->data_ptr<scalar_t>() : nullptr, out.data_ptr<scalar_t>(),
+                S_last.data_ptr<scalar_t>(), z_last.data_ptr<scalar_t>());
+        });
+    return {out.to(q.scalar_type()), S_last, z_last};
+}
+} // namespace
+
+TORCH_LIBRARY(rnnx, m)
+{
+    m.def(RNNX_SRU_SCAN_SCHEMA);
+    m.def(RNNX_CAUSAL_LINEAR_ATTENTION_SCHEMA);
+}
+
+TORCH_LIBRARY_IMPL(rnnx, CPU, m)
+{
+    m.impl("sru_scan", &sru_scan_cpu);
+    m.impl("causal_linear_attention", &causal_linear_attention_cpu);
+}

@@ -1,0 +1,26 @@
+"""Where rnnx's compiled helper libraries live (the ONNX Runtime ops, the libtorch ops). Torch-free."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
+#: The checkout when rnnx runs from one (it has pyproject.toml), else None (an installed package).
+CHECKOUT = _PACKAGE_ROOT if (_PACKAGE_ROOT / "pyproject.toml").is_file() else None
+
+
+def user_cache() -> Path:
+    """``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+
+
+def native_library_path(env_var: str, folder: str, name: str) -> Path:
+    """``$<env_var>`` when set; else ``<checkout>/build/<folder>/<name>`` in a checkout; else
+    ``<user cache>/rnnx/<folder>/<name>`` for an installed package."""
+    env = os.environ.get(env_var)
+    if env:
+        return Path(env)
+    if CHECKOUT is not None:
+        return CHECKOUT / "build" / folder / name
+    return user_cache() / "rnnx" / folder / name

@@ -1,0 +1,119 @@
+"""Scripted rnnx modules in a C++ program without Python (issue 16): ``librnnx_torch_ops`` and the example
+``docs/examples/libtorch/run_scripted.cpp``, built here with g++ against the torch wheel's libtorch.
+
+* The library registers the rnnx ops with the Python registrations' schemas (generated, compared here).
+* A bidirectional, rescaled two-layer ``rnnx.models.SRU`` and a module calling
+  ``torch.ops.rnnx.causal_linear_attention`` are scripted and saved in Python; the C++ program loads each,
+  runs it on inputs it builds itself (``sin(0.37 j + i)``) and prints the outputs, which must match eager
+  PyTorch on the same inputs to 1e-5 (fp32; the attention's C++ kernel is the recurrent form, the eager
+  op the chunked one).
+* The program refuses a module whose ops are not registered with a clear error (the library not linked).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from rnnx.models import SRU
+from rnnx.models.ops import libtorch
+from rnnx.models.ops.linear_attention import causal_linear_attention
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: cannot build the libtorch example"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.(save|load)` is deprecated:DeprecationWarning"),
+]
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "libtorch" / "run_scripted.cpp"
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The op library and the example, linked against it and against nothing rnnx (for the error case)."""
+    out = tmp_path_factory.mktemp("libtorch")
+    library = libtorch.build()
+    built = {}
+    for name, extra in (("linked", [f"-L{library.parent}", "-Wl,--no-as-needed", "-lrnnx_torch_ops",
+                                    f"-Wl,-rpath,{library.parent}"]), ("bare", [])):  # fmt: skip
+        exe = out / f"run_scripted_{name}"
+        cmd = ["g++", *libtorch.compile_flags(), "-O1", str(EXAMPLE), "-o", str(exe), *extra, *libtorch.link_flags()]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-4000:]
+        built[name] = exe
+    return built
+
+
+def example_inputs(*shapes: tuple[int, ...]) -> list[torch.Tensor]:
+    """The inputs the C++ program builds: input i is sin(0.37 j + i), j the row-major element index."""
+    return [
+        (torch.arange(torch.Size(s).numel(), dtype=torch.float32) * 0.37 + i).sin().reshape(s)
+        for i, s in enumerate(shapes)
+    ]
+
+
+def run(exe: Path, module: Path, *shapes: tuple[int, ...]) -> list[torch.Tensor]:
+    """The program's printed outputs as tensors."""
+    args = [str(exe), str(module), *("x".join(map(str, s)) for s in shapes)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    outputs = []
+    for header, values in zip(lines[::2], lines[1::2]):
+        dims = [int(d) for d in header.split()[2:]]
+        outputs.append(torch.tensor([float(v) for v in values.split()], dtype=torch.float64).reshape(dims))
+    return outputs
+
+
+class Attention(torch.nn.Module):
+    """A scripted caller of the attention op: from a given state, then its continuation."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, S, z = torch.ops.rnnx.causal_linear_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], None, None, 1e-6)
+        rest, S, z = torch.ops.rnnx.causal_linear_attention(q[:, :, 3:], k[:, :, 3:], v[:, :, 3:], S, z, 1e-6)
+        return torch.cat([out, rest], dim=2), S
+
+
+def test_the_library_registers_the_python_schemas(programs):
+    header = libtorch._schema_header()
+    for name, schema in libtorch.schemas().items():
+        assert f"RNNX_{name.upper()}_SCHEMA " in header and schema.replace('"', '\\"') in header
+    assert programs["linked"].is_file()
+
+
+def test_a_scripted_sru_runs_in_cpp_as_in_eager_pytorch(programs, tmp_path):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        model = SRU(12, 16, num_layers=2, bidirectional=True, rescale=True, highway_bias=-1.0).eval()
+    scripted = torch.jit.script(model)
+    assert "rnnx::sru_scan" in str(scripted.inlined_graph)
+    scripted.save(str(tmp_path / "sru.pt"))
+    (x,) = example_inputs((5, 2, 12))
+    with torch.no_grad():
+        h, c = model(x)
+    got = run(programs["linked"], tmp_path / "sru.pt", (5, 2, 12))
+    assert [t.shape for t in got] == [h.shape, c.shape]
+    for g, want in zip(got, (h, c)):
+        torch.testing.assert_close(g, want.double(), atol=1e-5, rtol=1e-5)
+
+
+def test_a_scripted_attention_runs_in_cpp_as_in_eager_pytorch(programs, tmp_path):
+    scripted = torch.jit.script(Attention())
+    scripted.save(str(tmp_path / "attention.pt"))
+    q, k, v = example_inputs((2, 3, 7, 4), (2, 3, 7, 4), (2, 3, 7, 5))
+    out, (S, _) = causal_linear_attention(q, k, v)
+    got = run(programs["linked"], tmp_path / "attention.pt", (2, 3, 7, 4), (2, 3, 7, 4), (2, 3, 7, 5))
+    torch.testing.assert_close(got[0], out.double(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], S.double(), atol=1e-5, rtol=1e-5)
+
+
+def test_without_the_library_the_program_says_what_is_missing(programs, tmp_path):
+    torch.jit.script(Attention()).save(str(tmp_path / "attention.pt"))
+    result = subprocess.run([str(programs["bare"]), str(tmp_path / "attention.pt"), "1x1x4x2", "1x1x4x2", "1x1x4x2"],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1
+    assert "rnnx::causal_linear_attention" in result.stderr
