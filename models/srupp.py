@@ -17,8 +17,6 @@ Streaming (unidirectional only): :meth:`SRUpp.init_state` and :meth:`SRUpp.forwa
 far (the KV cache of softmax layers grows, linear-attention layers keep a fixed-size ``(S, z)``).
 """
 
-from __future__ import annotations
-
 import math
 from typing import Optional, Union
 
@@ -27,7 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .ops import linear_attention as _linear_attention
-from .ops.spec import state_dtype_for
+from .ops.dtypes import state_dtype
+from .ops.linear_attention.padding import mask_pad_positions
 from .ops.sru import sru_scan
 from .sru import ScaleXMixin, dropout_mask, highway_dropout
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
@@ -35,10 +34,15 @@ from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
 ATTENTION_KINDS = ("softmax", "linear")
 
 
+def _dims(dims: list[int]) -> str:
+    """``(a, b, c)``: a shape in error messages, the same in eager and TorchScript code."""
+    return "(" + ", ".join([str(d) for d in dims]) + ")"
+
+
 def _check_mask_pad(mask_pad: Optional[Tensor], length: int, batch: int) -> None:
     """Raises ValueError unless ``mask_pad`` is None or (length, batch)."""
-    if mask_pad is not None and tuple(mask_pad.shape) != (length, batch):
-        raise ValueError(f"mask_pad has shape {tuple(mask_pad.shape)} but expected {(length, batch)}")
+    if mask_pad is not None and list(mask_pad.shape) != [length, batch]:
+        raise ValueError(f"mask_pad has shape {_dims(list(mask_pad.shape))} but expected {_dims([length, batch])}")
 
 
 def _pad_bool(mask_pad: Optional[Tensor], length: int, batch: int, device: torch.device) -> Tensor:
@@ -65,7 +69,7 @@ class SRUppProjectedLinear(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear1 = nn.Linear(in_features, proj_features, bias=False)
         self.linear2 = nn.Linear(proj_features, out_features, bias=False)
-        self.layer_norm: Optional[nn.LayerNorm] = nn.LayerNorm(proj_features) if layer_norm else None
+        self.layer_norm = nn.LayerNorm(proj_features) if layer_norm else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -141,7 +145,7 @@ class _AttentionBase(nn.Module):
         self.linear2 = nn.Linear(proj_features, proj_features * 2, bias=False)
         self.linear3 = nn.Linear(proj_features, out_features, bias=False)
         self.alpha = nn.Parameter(torch.tensor([self.rezero_init_alpha]))
-        self.layer_norm: Optional[nn.LayerNorm] = nn.LayerNorm(proj_features) if layer_norm else None
+        self.layer_norm = nn.LayerNorm(proj_features) if layer_norm else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -206,11 +210,11 @@ class SRUppAttention(_AttentionBase):
         additive float; memory (T, B, in) extra keys/values in front of the input; memory_mask_pad
         (T, B). Returns U (L, B, out).
         """
-        length, batch, in_dim = input.shape
+        length, batch, in_dim = input.size(0), input.size(1), input.size(2)
         mem_len = 0
         if memory is not None:
-            if memory.dim() != 3 or tuple(memory.shape[1:]) != (batch, in_dim):
-                raise ValueError(f"memory has shape {tuple(memory.shape)} but expected (*, {batch}, {in_dim})")
+            if memory.dim() != 3 or list(memory.shape[1:]) != [batch, in_dim]:
+                raise ValueError(f"memory has shape {_dims(list(memory.shape))} but expected (*, {batch}, {in_dim})")
             mem_len = memory.shape[0]
             q, k, v, residual = self._project(torch.cat([memory, input], dim=0))
             q, residual = q[:, :, mem_len:], residual[mem_len:]
@@ -220,10 +224,12 @@ class SRUppAttention(_AttentionBase):
 
         scores = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))  # (B, H, L, src_len)
         if attn_mask is not None:
-            if tuple(attn_mask.shape) != (length, src_len):
-                raise ValueError(f"attn_mask has shape {tuple(attn_mask.shape)} but expected {(length, src_len)}")
+            if list(attn_mask.shape) != [length, src_len]:
+                raise ValueError(
+                    f"attn_mask has shape {_dims(list(attn_mask.shape))} but expected {_dims([length, src_len])}"
+                )
             scores = scores + attn_mask
-        allowed = None
+        allowed: Optional[Tensor] = None
         if mask_pad is not None or memory_mask_pad is not None:
             _check_mask_pad(mask_pad, length, batch)
             pads = [_pad_bool(mask_pad, length, batch, input.device)]
@@ -306,11 +312,11 @@ class SRUppLinearAttention(_AttentionBase):
                 "linear attention is causal by construction and takes no attn_mask / memory / "
                 "memory_mask_pad; use forward_state to carry context between calls"
             )
-        return self.forward_state(input, None, mask_pad)[0]
+        return self._attend(input, None, None, mask_pad)[0]
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> LinearAttentionState:
         """Zeros: S (B, H, E, E), z (B, H, E) in the state dtype (fp32; fp64 for an fp64 model)."""
-        dtype = state_dtype_for(self.linear1.weight.dtype)
+        dtype = state_dtype(self.linear1.weight.dtype)
         device = self.linear1.weight.device if device is None else device
         shape = (batch_size, self.num_heads, self.head_dim)
         return LinearAttentionState(
@@ -322,15 +328,27 @@ class SRUppLinearAttention(_AttentionBase):
         self, input: Tensor, state: Optional[LinearAttentionState] = None, mask_pad: Optional[Tensor] = None
     ) -> tuple[Tensor, LinearAttentionState]:
         """input (L, B, in), mask_pad (L, B) -> ``(U (L, B, out), new state)``."""
+        S0, z0 = (None, None) if state is None else (state.S, state.z)
+        U, S, z = self._attend(input, S0, z0, mask_pad)
+        return U, LinearAttentionState(S=S, z=z)
+
+    def _attend(
+        self, input: Tensor, S0: Optional[Tensor], z0: Optional[Tensor], mask_pad: Optional[Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """input (L, B, in) from the state (S0, z0) (zeros when None) -> U (L, B, out), S, z. Under
+        TorchScript the attention is the op ``torch.ops.rnnx.causal_linear_attention`` itself."""
         length, batch = input.shape[0], input.shape[1]
         _check_mask_pad(mask_pad, length, batch)
         q, k, v, residual = self._project(input)
         if mask_pad is not None:
             pad = _pad_bool(mask_pad, length, batch, input.device).t()[:, None, :, None]  # (B, 1, L, 1)
-            k, v = _linear_attention.mask_pad_positions(k, v, pad)
-        prev = None if state is None else (state.S, state.z)
-        attn, (S, z) = _linear_attention.causal_linear_attention(q, k, v, prev, eps=self.eps)
-        return self._output(attn, residual), LinearAttentionState(S=S, z=z)
+            k, v = mask_pad_positions(k, v, pad)
+        if torch.jit.is_scripting():
+            attn, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S0, z0, self.eps)
+        else:
+            prev = None if S0 is None or z0 is None else (S0, z0)
+            attn, (S, z) = _linear_attention.causal_linear_attention(q, k, v, prev, eps=self.eps)
+        return self._output(attn, residual), S, z
 
 
 TransformModule = Union[SRUppAttention, SRUppLinearAttention, SRUppProjectedLinear]
@@ -377,9 +395,7 @@ class SRUppCell(ScaleXMixin):
         self.weight_c = nn.Parameter(torch.empty(2 * self.output_size))
         self.bias = nn.Parameter(torch.empty(2 * self.output_size))
         self.register_buffer("scale_x", torch.ones(1))
-        self.layer_norm: Optional[nn.LayerNorm] = None
-        if layer_norm:
-            self.layer_norm = nn.LayerNorm(self.output_size if normalize_after else input_size)
+        self.layer_norm = nn.LayerNorm(self.output_size if normalize_after else input_size) if layer_norm else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -399,15 +415,20 @@ class SRUppCell(ScaleXMixin):
 
         c0 is cast to the state dtype (fp32, fp64 for fp64), the dtype of the returned c."""
         skip = residual if self.num_matrices == 3 else None
-        c0 = c0.to(state_dtype_for(U.dtype))
-        h, c = sru_scan(
-            U, skip, self.weight_c, self.bias, c0, mask_pad,
-            hidden_size=self.hidden_size, num_directions=self.num_directions,
-            num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=self.highway_scale,
-        )  # fmt: skip
+        c0 = c0.to(state_dtype(U.dtype))
+        if torch.jit.is_scripting():
+            h, c = torch.ops.rnnx.sru_scan(U, skip, self.weight_c, self.bias, c0, mask_pad, self.hidden_size,
+                                           self.num_directions, self.num_matrices, True, False,
+                                           self._scan_scale())  # fmt: skip
+        else:
+            h, c = sru_scan(
+                U, skip, self.weight_c, self.bias, c0, mask_pad,
+                hidden_size=self.hidden_size, num_directions=self.num_directions,
+                num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=self.highway_scale,
+            )  # fmt: skip
         if self.training and self.dropout > 0:
             if skip is not None:
-                skip = skip * self.highway_scale
+                skip = skip * self._scan_scale()
             else:
                 skip = U.reshape(U.shape[0], U.shape[1], self.output_size, 4)[..., 3]
             keep = dropout_mask(h, (U.shape[1], self.output_size), self.dropout)
@@ -426,9 +447,9 @@ class SRUppCell(ScaleXMixin):
         """input (L, B, in), c0 (B, D*d) (zeros if None) -> h (L, B, D*d), c (B, D*d) in the state
         dtype (fp32 for fp32/fp16/bf16 activations)."""
         if input.dim() != 3:
-            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}")
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {_dims(list(input.shape))}")
         if c0 is None:
-            c0 = input.new_zeros(input.shape[1], self.output_size, dtype=state_dtype_for(input.dtype))
+            c0 = input.new_zeros(input.shape[1], self.output_size, dtype=state_dtype(input.dtype))
         residual = input
         if self.layer_norm is not None and not self.normalize_after:
             input = self.layer_norm(input)
@@ -508,11 +529,10 @@ class SRUpp(nn.Module):
         self.use_layer_norm = layer_norm
         self.nn_rnn_compatible_return = nn_rnn_compatible_return
         self.attention = attention
-        self.input_to_hidden: Optional[nn.Linear] = None
-        first_in = input_size
-        if proj_input_to_hidden_first and input_size != self.output_size:
-            first_in = self.output_size
-            self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False)
+        projects_first = proj_input_to_hidden_first and input_size != self.output_size
+        self.input_to_hidden = nn.Linear(input_size, self.output_size, bias=False) if projects_first else None
+        first_in = self.output_size if projects_first else input_size
+        if self.input_to_hidden is not None:
             nn.init.xavier_uniform_(self.input_to_hidden.weight)
 
         attention_cls = SRUppAttention if attention == "softmax" else SRUppLinearAttention
@@ -561,7 +581,7 @@ class SRUpp(nn.Module):
 
     def _check_input(self, input: Tensor) -> None:
         if input.dim() != 3 or input.shape[2] != self.input_size:
-            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {tuple(input.shape)}")
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {_dims(list(input.shape))}")
 
     def forward(
         self,
@@ -585,10 +605,10 @@ class SRUpp(nn.Module):
         self._check_input(input)
         length, batch = input.shape[0], input.shape[1]
         if c0 is None:
-            c0 = input.new_zeros(self.num_layers, batch, self.output_size, dtype=state_dtype_for(input.dtype))
-        elif tuple(c0.shape) != (self.num_layers, batch, self.output_size):
+            c0 = input.new_zeros(self.num_layers, batch, self.output_size, dtype=state_dtype(input.dtype))
+        elif list(c0.shape) != [self.num_layers, batch, self.output_size]:
             raise ValueError(
-                f"c0 has shape {tuple(c0.shape)} but expected {(self.num_layers, batch, self.output_size)}"
+                f"c0 has shape {_dims(list(c0.shape))} but expected {_dims([self.num_layers, batch, self.output_size])}"
             )
         _check_mask_pad(mask_pad, length, batch)
         if memory is not None and (not isinstance(memory, list) or len(memory) != self.num_layers):
@@ -623,9 +643,7 @@ class SRUpp(nn.Module):
         self._check_streaming()
         weight = self.rnn_lst[0].weight_c
         device = weight.device if device is None else torch.device(device)
-        c = torch.zeros(
-            self.num_layers, batch_size, self.output_size, dtype=state_dtype_for(weight.dtype), device=device
-        )
+        c = torch.zeros(self.num_layers, batch_size, self.output_size, dtype=state_dtype(weight.dtype), device=device)
         return SRUppState(c=c, attention=[m.transform_module.init_state(batch_size, device) for m in self.rnn_lst])
 
     def _check_state(self, state: SRUppState, batch: int) -> None:

@@ -1,10 +1,11 @@
-"""rnnx's SRU drop-ins under TorchScript, as ``sru``'s users deploy them (issue 16, SRU and SRUCell).
+"""rnnx's SRU drop-ins under TorchScript, as ``sru``'s users deploy them (issue 16): SRU, SRUCell, SRUpp.
 
-For every option of the grid below, built with the published ``sru`` 2.6.0 (in a subprocess,
-``tests/sru_reference.py``) and with rnnx from the same weights:
+For every option of the grids below, built with the published ``sru`` (2.6.0 for SRU / SRUCell, 3.0.0.dev6
+for SRUpp; in a subprocess, ``tests/sru_reference.py``) and with rnnx from the same weights:
 
-* ``torch.jit.script(rnnx module)`` gives the eager module's outputs to 1e-6 and the scripted ``sru`` 2.6
-  module's outputs to 1e-5, with and without an initial state and a pad mask;
+* ``torch.jit.script(rnnx module)`` gives the eager module's outputs to 1e-6 and the scripted ``sru``
+  module's outputs to 1e-5, with and without an initial state and a pad mask (SRUpp: h and c; rnnx's
+  linear-attention SRUpp, which sru lacks, against eager only);
 * ``torch.jit.save`` / ``torch.jit.load`` round-trips; a scripted module takes a state dict afterwards
   (``scale_x`` is read from its buffer under TorchScript, so a rescaled layer follows the loaded value);
 * errors stay clear under scripting (the shape checks are TorchScript code, not dropped).
@@ -19,10 +20,11 @@ import pytest
 import torch
 from sru_reference import missing_reason, reference_dir, run_reference
 
-from rnnx.models import SRU, SRUCell
+from rnnx.models import SRU, SRUCell, SRUpp, load_checkpoint
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 
 # torch.jit.save / load are what sru's TorchScript users call; torch 2.13 marks them deprecated.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.(save|load)` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.(script|save|load)` is deprecated:DeprecationWarning")
 IN, HIDDEN, L, B = 12, 16, 7, 3
 #: sru 2.6 constructor options that its own modules script with (two layers; the first has k = 4 since
 #: IN != output size, the second k = 3).
@@ -38,6 +40,15 @@ SRU_GRID = {
     "v1": {"v1": True},
     "nn_rnn_return": {"bidirectional": True, "nn_rnn_compatible_return": True},
     "input_to_hidden": {"proj_input_to_hidden_first": True, "rescale": True},
+}
+#: sru 3.0.0.dev6 SRUpp options (input 12, hidden 16, proj 8, two layers).
+SRUPP_GRID = {
+    "srupp": {},
+    "srupp_heads_every2": {"num_heads": 2, "attention_every_n_layers": 2},
+    "srupp_layer_norm": {"layer_norm": True, "normalize_after": True},
+    "srupp_no_attn_norm": {"attn_layer_norm": False},
+    "srupp_bidirectional_rescale": {"bidirectional": True, "rescale": True},
+    "srupp_input_to_hidden": {"proj_input_to_hidden_first": True, "nn_rnn_compatible_return": True},
 }
 CELL_GRID = {
     "cell": {},
@@ -84,9 +95,17 @@ def reference() -> dict:
         cases.append({"name": name, "factory": "sru.SRUCell", "kwargs": {"input_size": IN, "hidden_size": HIDDEN,
                       **kwargs}, "calls": calls(t), "code": SCRIPT_REFERENCE})  # fmt: skip
     results = run_reference(reference_dir("2.6.0"), cases)
+    srupp_cases = []
+    if missing_reason("3.0.0.dev6") is None:
+        for name, kwargs in SRUPP_GRID.items():
+            t = inputs(kwargs.get("bidirectional", False), 2, seed=len(cases) + len(srupp_cases))
+            shape = {"input_size": IN, "hidden_size": HIDDEN, "proj_size": 8, "num_layers": 2}
+            srupp_cases.append({"name": name, "factory": "sru.SRUpp", "kwargs": {**shape, **kwargs}, "calls": calls(t),
+                                "code": SCRIPT_REFERENCE})  # fmt: skip
+        results.update(run_reference(reference_dir("3.0.0.dev6"), srupp_cases))
     failed = {n: r["error"] for n, r in results.items() if r["error"]}
     assert not failed, failed
-    return {"cases": {c["name"]: c for c in cases}, "results": results}
+    return {"cases": {c["name"]: c for c in (*cases, *srupp_cases)}, "results": results}
 
 
 def assert_close(got, want, tol: float, what: str) -> None:
@@ -97,7 +116,7 @@ def assert_close(got, want, tol: float, what: str) -> None:
 
 def build(name: str, reference: dict) -> torch.nn.Module:
     case, result = reference["cases"][name], reference["results"][name]
-    cls = SRUCell if case.get("factory") == "sru.SRUCell" else SRU
+    cls = {"sru.SRUCell": SRUCell, "sru.SRUpp": SRUpp}.get(case.get("factory"), SRU)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         module = cls(**case["kwargs"])
@@ -105,8 +124,10 @@ def build(name: str, reference: dict) -> torch.nn.Module:
     return module.eval()
 
 
-@pytest.mark.parametrize("name", [*SRU_GRID, *CELL_GRID])
-def test_scripted_module_matches_eager_and_scripted_sru26(name, reference, tmp_path: Path):
+@pytest.mark.parametrize("name", [*SRU_GRID, *CELL_GRID, *SRUPP_GRID])
+def test_scripted_module_matches_eager_and_scripted_sru(name, reference, tmp_path: Path):
+    if name not in reference["cases"]:
+        pytest.skip(f"sru 3.0.0.dev6: {missing_reason('3.0.0.dev6')}")
     module = build(name, reference)
     scripted = torch.jit.script(module)
     case, result = reference["cases"][name], reference["results"][name]
@@ -116,10 +137,28 @@ def test_scripted_module_matches_eager_and_scripted_sru26(name, reference, tmp_p
     with torch.no_grad():
         for i, call in enumerate(case["calls"]):
             args, kwargs = call.get("args", []), call.get("kwargs", {})
-            eager, got = module(*args, **kwargs), scripted(*args, **kwargs)
+            eager, got = module(*args, **kwargs)[:2], scripted(*args, **kwargs)[:2]
             assert_close(got, eager, 1e-6, f"{name} call {i}: scripted vs eager")
-            assert_close(got, result["extra"]["scripted"][i], 1e-5, f"{name} call {i}: vs scripted sru 2.6")
-            assert_close(loaded(*args, **kwargs), got, 0.0, f"{name} call {i}: after torch.jit.save / load")
+            assert_close(got, result["extra"]["scripted"][i][:2], 1e-5, f"{name} call {i}: vs scripted sru")
+            assert_close(loaded(*args, **kwargs)[:2], got, 0.0, f"{name} call {i}: after torch.jit.save / load")
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_heads": 2, "bidirectional": True}], ids=["one_head", "two_heads_bi"])
+def test_scripted_linear_attention_srupp_matches_eager(kwargs, tmp_path: Path):
+    """rnnx's SRU++ with causal linear attention (no sru counterpart): scripted vs eager, save / load."""
+    torch.manual_seed(3)
+    module = SRUpp(IN, HIDDEN, 8, num_layers=2, attention="linear", **kwargs).eval()
+    scripted = torch.jit.script(module)
+    assert "rnnx::causal_linear_attention" in str(scripted.inlined_graph)
+    scripted.save(str(tmp_path / "srupp.pt"))
+    loaded = torch.jit.load(str(tmp_path / "srupp.pt"))
+    t = inputs(kwargs.get("bidirectional", False), 2, seed=4)
+    with torch.no_grad():
+        for call in calls(t):
+            args, kw = call.get("args", []), call.get("kwargs", {})
+            got = scripted(*args, **kw)[:2]
+            assert_close(got, module(*args, **kw)[:2], 1e-6, "scripted vs eager")
+            assert_close(loaded(*args, **kw)[:2], got, 0.0, "after torch.jit.save / load")
 
 
 def test_a_scripted_module_follows_a_state_dict_loaded_after_scripting(reference):
@@ -143,3 +182,28 @@ def test_errors_stay_clear_under_scripting():
     cell = torch.jit.script(SRUCell(IN, HIDDEN).eval())
     with pytest.raises(torch.jit.Error, match=r"mask_pad must be \(length, batch\) = \[7, 3\], got \[7, 2\]"):
         cell(torch.randn(L, B, IN), None, torch.zeros(L, 2, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("name", ["linear_transformer_copy", "srupp_linear_copy", "SRU", "SRUpp"])
+def test_torch_compile_fullgraph_keeps_working(name):
+    """The other two entry points on the demo language models and the layers: ``torch.compile`` with
+    ``fullgraph=True`` (no graph break; traced with backend aot_eager, no code generation) gives the eager
+    outputs, prefill then a decode step from the returned state; ``torch.export`` is what every export
+    test runs (``rnnx.export``)."""
+    torch.manual_seed(0)
+    if name in DEMO_CHECKPOINTS:
+        model = load_checkpoint(demo_checkpoint_path(name))[0].eval()
+        tokens = torch.tensor([[1, 2, 3, 10], [4, 5, 6, 10]])
+        compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+        with torch.no_grad():
+            logits, state = model(tokens)
+            got_logits, got_state = compiled(tokens)
+            assert_close([got_logits], [logits], 1e-5, f"{name} prefill")
+            step, _ = model(logits[:, -1:].argmax(-1), state)
+            got_step, _ = compiled(logits[:, -1:].argmax(-1), got_state)
+            assert_close([got_step], [step], 1e-5, f"{name} decode step")
+        return
+    module = (SRU(IN, HIDDEN, num_layers=2) if name == "SRU" else SRUpp(IN, HIDDEN, 8, num_layers=2)).eval()
+    x = inputs(False, 2, seed=5)["x"]
+    with torch.no_grad():
+        assert_close(torch.compile(module, fullgraph=True, backend="aot_eager")(x)[:2], module(x)[:2], 1e-6, name)

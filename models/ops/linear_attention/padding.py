@@ -5,15 +5,14 @@ to 0), so a position whose key is ``PAD_KEY`` and whose value is 0 adds nothing 
 gradient through the key is 0 as well.
 """
 
-from __future__ import annotations
-
 from torch import Tensor
 
 #: Key value written at pad positions.
 PAD_KEY: float = -1.0e4
 
 
-def mask_pad_positions(k: Tensor, v: Tensor, pad: Tensor) -> tuple[Tensor, Tensor]:
+def mask_pad_positions(k: Tensor, v: Tensor, pad: Tensor, pad_key: float = PAD_KEY) -> tuple[Tensor, Tensor]:
     """k (B, H, L, E), v (B, H, L, M) with pads (bool, broadcastable to (B, H, L, 1), True = pad)
-    set to ``PAD_KEY`` and 0: the attention state then skips them."""
-    return k.masked_fill(pad, PAD_KEY), v.masked_fill(pad, 0.0)
+    set to ``pad_key`` (``PAD_KEY``; an argument so that TorchScript takes the constant) and 0: the
+    attention state then skips them."""
+    return k.masked_fill(pad, pad_key), v.masked_fill(pad, 0.0)
