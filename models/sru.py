@@ -37,7 +37,17 @@ from .ops.dtypes import state_dtype
 from .ops.sru import sru_scan
 from .state import SRUState
 
-__all__ = ["SRU", "SRUCell", "ScaleXMixin", "highway_dropout"]
+__all__ = ["SRU", "SRUCell", "ScaleXMixin", "dims_text", "highway_dropout", "shape_text"]
+
+
+def dims_text(dims: list[int]) -> str:
+    """``(a, b, c)``: a shape in error messages, the same in eager and TorchScript code."""
+    return "(" + ", ".join([str(d) for d in dims]) + ")"
+
+
+def shape_text(t: Tensor) -> str:
+    """:func:`dims_text` of a tensor's shape."""
+    return dims_text(list(t.shape))
 
 
 def dropout_mask(like: Tensor, size: tuple[int, int], p: float) -> Tensor:
@@ -78,7 +88,9 @@ class ScaleXMixin(nn.Module):
 
     def _scan_scale(self) -> float:
         """:attr:`highway_scale`; under TorchScript read from the ``scale_x`` buffer, which a scripted
-        module's ``load_state_dict`` updates (the Python float is fixed when the module is scripted)."""
+        module's ``load_state_dict`` updates (the Python float is fixed when the module is scripted). That read
+        is one scalar per layer and call (a device sync on CUDA), and after ``.half()`` the buffer's value is
+        rounded to fp16 where eager keeps the fp32 value."""
         if torch.jit.is_scripting():
             return float(self.scale_x[0]) if self.rescale else 1.0
         return self.highway_scale
@@ -232,7 +244,7 @@ class SRUCell(ScaleXMixin):
         Returns h (L, B, out) (or (B, out)) in the activation dtype and c (B, out) in c0's dtype.
         """
         if input.dim() not in (2, 3):
-            raise ValueError(f"SRUCell input must be (L, B, in) or (B, in), got shape {list(input.shape)}")
+            raise ValueError(f"SRUCell input must be (L, B, in) or (B, in), got shape {shape_text(input)}")
         if input.size(-1) != self.input_size:
             raise ValueError(f"SRUCell expects input_size {self.input_size}, got last dim {input.size(-1)}")
         single_step = input.dim() == 2
@@ -241,10 +253,12 @@ class SRUCell(ScaleXMixin):
         if c0 is None:
             c0 = torch.zeros(B, self.output_size, dtype=state_dtype(x.dtype), device=x.device)
         elif list(c0.shape) != [B, self.output_size]:
-            raise ValueError(f"c0 must be (batch, output_size) = {[B, self.output_size]}, got {list(c0.shape)}")
+            raise ValueError(
+                f"c0 must be (batch, output_size) = {dims_text([B, self.output_size])}, got {shape_text(c0)}"
+            )
         if mask_pad is not None:
             if mask_pad.numel() != L * B:
-                raise ValueError(f"mask_pad must be (length, batch) = {[L, B]}, got {list(mask_pad.shape)}")
+                raise ValueError(f"mask_pad must be (length, batch) = {dims_text([L, B])}, got {shape_text(mask_pad)}")
             mask_pad = mask_pad.reshape(L, B)
 
         residual = x
@@ -428,8 +442,8 @@ class SRU(nn.Module):
             c0 = self._zeros_state(B, input.device, state_dtype(input.dtype))
         elif list(c0.shape) != [self.num_layers, B, self.output_size]:
             raise ValueError(
-                f"c0 must be (num_layers, batch, output_size) = {[self.num_layers, B, self.output_size]}, "
-                f"got {list(c0.shape)}"
+                f"c0 must be (num_layers, batch, output_size) = {dims_text([self.num_layers, B, self.output_size])}, "
+                f"got {shape_text(c0)}"
             )
         h, c = self._run_layers(input, c0, mask_pad)
         if self.nn_rnn_compatible_return:
@@ -475,7 +489,7 @@ class SRU(nn.Module):
             if list(state.c.shape) != [self.num_layers, B, self.output_size]:
                 raise ValueError(
                     f"state.c must be (num_layers, batch, output_size) = "
-                    f"{[self.num_layers, B, self.output_size]}, got {list(state.c.shape)}"
+                    f"{dims_text([self.num_layers, B, self.output_size])}, got {shape_text(state.c)}"
                 )
             c0 = state.c.to(acc)
         h, c = self._run_layers(x, c0, mask_pad)
@@ -486,13 +500,15 @@ class SRU(nn.Module):
 
     def _check_input(self, x: Tensor, mask_pad: Optional[Tensor]) -> None:
         if x.dim() != 3:
-            raise ValueError(f"SRU input must be (length, batch, input_size), got shape {list(x.shape)}")
+            raise ValueError(f"SRU input must be (length, batch, input_size), got shape {shape_text(x)}")
         if x.size(-1) != self.input_size:
             raise ValueError(f"SRU expects input_size {self.input_size}, got last dim {x.size(-1)}")
         if x.size(0) == 0:
             raise ValueError("SRU input has length 0")
         if mask_pad is not None and list(mask_pad.shape) != [x.size(0), x.size(1)]:
-            raise ValueError(f"mask_pad must be (length, batch) = {[x.size(0), x.size(1)]}, got {list(mask_pad.shape)}")
+            raise ValueError(
+                f"mask_pad must be (length, batch) = {dims_text([x.size(0), x.size(1)])}, got {shape_text(mask_pad)}"
+            )
 
     def _run_layers(self, x: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
         """x (L, B, in), c0 (num_layers, B, out) -> h (L, B, out), c (num_layers, B, out)."""

@@ -28,21 +28,16 @@ from .ops import linear_attention as _linear_attention
 from .ops.dtypes import state_dtype
 from .ops.linear_attention.padding import mask_pad_positions
 from .ops.sru import sru_scan
-from .sru import ScaleXMixin, dropout_mask, highway_dropout
+from .sru import ScaleXMixin, dims_text, dropout_mask, highway_dropout, shape_text
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
 
 ATTENTION_KINDS = ("softmax", "linear")
 
 
-def _dims(dims: list[int]) -> str:
-    """``(a, b, c)``: a shape in error messages, the same in eager and TorchScript code."""
-    return "(" + ", ".join([str(d) for d in dims]) + ")"
-
-
 def _check_mask_pad(mask_pad: Optional[Tensor], length: int, batch: int) -> None:
     """Raises ValueError unless ``mask_pad`` is None or (length, batch)."""
     if mask_pad is not None and list(mask_pad.shape) != [length, batch]:
-        raise ValueError(f"mask_pad has shape {_dims(list(mask_pad.shape))} but expected {_dims([length, batch])}")
+        raise ValueError(f"mask_pad has shape {shape_text(mask_pad)} but expected {dims_text([length, batch])}")
 
 
 def _pad_bool(mask_pad: Optional[Tensor], length: int, batch: int, device: torch.device) -> Tensor:
@@ -214,7 +209,7 @@ class SRUppAttention(_AttentionBase):
         mem_len = 0
         if memory is not None:
             if memory.dim() != 3 or list(memory.shape[1:]) != [batch, in_dim]:
-                raise ValueError(f"memory has shape {_dims(list(memory.shape))} but expected (*, {batch}, {in_dim})")
+                raise ValueError(f"memory has shape {shape_text(memory)} but expected (*, {batch}, {in_dim})")
             mem_len = memory.shape[0]
             q, k, v, residual = self._project(torch.cat([memory, input], dim=0))
             q, residual = q[:, :, mem_len:], residual[mem_len:]
@@ -226,7 +221,7 @@ class SRUppAttention(_AttentionBase):
         if attn_mask is not None:
             if list(attn_mask.shape) != [length, src_len]:
                 raise ValueError(
-                    f"attn_mask has shape {_dims(list(attn_mask.shape))} but expected {_dims([length, src_len])}"
+                    f"attn_mask has shape {shape_text(attn_mask)} but expected {dims_text([length, src_len])}"
                 )
             scores = scores + attn_mask
         allowed: Optional[Tensor] = None
@@ -447,7 +442,7 @@ class SRUppCell(ScaleXMixin):
         """input (L, B, in), c0 (B, D*d) (zeros if None) -> h (L, B, D*d), c (B, D*d) in the state
         dtype (fp32 for fp32/fp16/bf16 activations)."""
         if input.dim() != 3:
-            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {_dims(list(input.shape))}")
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {shape_text(input)}")
         if c0 is None:
             c0 = input.new_zeros(input.shape[1], self.output_size, dtype=state_dtype(input.dtype))
         residual = input
@@ -581,7 +576,7 @@ class SRUpp(nn.Module):
 
     def _check_input(self, input: Tensor) -> None:
         if input.dim() != 3 or input.shape[2] != self.input_size:
-            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {_dims(list(input.shape))}")
+            raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {shape_text(input)}")
 
     def forward(
         self,
@@ -608,7 +603,7 @@ class SRUpp(nn.Module):
             c0 = input.new_zeros(self.num_layers, batch, self.output_size, dtype=state_dtype(input.dtype))
         elif list(c0.shape) != [self.num_layers, batch, self.output_size]:
             raise ValueError(
-                f"c0 has shape {_dims(list(c0.shape))} but expected {_dims([self.num_layers, batch, self.output_size])}"
+                f"c0 has shape {shape_text(c0)} but expected {dims_text([self.num_layers, batch, self.output_size])}"
             )
         _check_mask_pad(mask_pad, length, batch)
         if memory is not None and (not isinstance(memory, list) or len(memory) != self.num_layers):

@@ -109,7 +109,9 @@ def build(
     x86 = os.uname().machine in ("x86_64", "amd64", "i686")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         objects = []
-        for isa, flags in (("avx2", ["-mavx2", "-mfma"] if x86 else []), ("base", [])):
+        # base first: where the two builds share a definition the linker keeps (std::vector's members), it
+        # keeps the one any CPU runs (the kernels themselves have internal linkage, isa_kernels.cpp)
+        for isa, flags in (("base", []), ("avx2", ["-mavx2", "-mfma"] if x86 else [])):
             obj = Path(tmp) / f"kernels_{isa}.o"
             _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", *(f"-I{d}" for d in _KERNEL_DIRS), "-c",
                   str(_SOURCES / "isa_kernels.cpp"), "-o", str(obj)])  # fmt: skip

@@ -1,19 +1,22 @@
 """Scripted rnnx modules in a C++ program without Python (issue 16): ``librnnx_torch_ops`` and the example
 ``docs/examples/libtorch/run_scripted.cpp``, built here with g++ against the torch wheel's libtorch.
 
-* The library registers the rnnx ops with the Python registrations' schemas (generated, compared here).
+* The library, loaded into a Python process that does not import rnnx, defines the rnnx ops with the Python
+  registrations' schemas.
 * A bidirectional, rescaled two-layer ``rnnx.models.SRU`` and a module calling
   ``torch.ops.rnnx.causal_linear_attention`` are scripted and saved in Python; the C++ program loads each,
   runs it on inputs it builds itself (``sin(0.37 j + i)``) and prints the outputs, which must match eager
   PyTorch on the same inputs to 1e-5 (fp32; the attention's C++ kernel is the recurrent form, the eager
   op the chunked one).
-* The program refuses a module whose ops are not registered with a clear error (the library not linked).
+* The program refuses a module whose ops are not registered with a clear error (the library not linked),
+  and a call with a wrongly sized state with the op's one-line error (no out-of-bounds read).
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -77,11 +80,41 @@ class Attention(torch.nn.Module):
         return torch.cat([out, rest], dim=2), S
 
 
+SCHEMAS_CHILD = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+for name in sys.argv[2:]:
+    print(name, torch.ops.rnnx.__getattr__(name).default._schema)
+"""
+
+
 def test_the_library_registers_the_python_schemas(programs):
-    header = libtorch._schema_header()
-    for name, schema in libtorch.schemas().items():
-        assert f"RNNX_{name.upper()}_SCHEMA " in header and schema.replace('"', '\\"') in header
+    """The built library, loaded into a Python process that never imports rnnx, defines each op with the
+    schema the Python registration has."""
+    want = libtorch.schemas()
+    result = subprocess.run([sys.executable, "-c", SCHEMAS_CHILD, str(libtorch.library_path()), *want],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    got = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert got == want
     assert programs["linked"].is_file()
+
+
+class BadState(torch.nn.Module):
+    """Calls the scan with a c0 of the wrong batch size: the C++ kernel must refuse it, not read past it."""
+
+    def forward(self, U: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = 4
+        w, c0 = torch.zeros(2 * d), torch.zeros(U.size(1) + 1, d)
+        return torch.ops.rnnx.sru_scan(U, None, w, w, c0, None, d, 1, 4, True, False, 1.0)
+
+
+def test_bad_inputs_get_a_clear_error_in_cpp(programs, tmp_path):
+    torch.jit.script(BadState()).save(str(tmp_path / "bad.pt"))
+    result = subprocess.run([str(programs["linked"]), str(tmp_path / "bad.pt"), "3x2x16"], capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1
+    assert "rnnx::sru_scan: c0 has shape [3, 4] but expected (B=2, D*d=4)" in result.stderr
 
 
 def test_a_scripted_sru_runs_in_cpp_as_in_eager_pytorch(programs, tmp_path):

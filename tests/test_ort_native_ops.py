@@ -1,11 +1,13 @@
-"""rnnx's ONNX Runtime custom-op library (``rnnx.runtime.ortops``): native SRUScan on the CPU EP.
+"""rnnx's ONNX Runtime custom-op library (``rnnx.runtime.ortops``): native SRUScan and CausalLinearAttention.
 
-* Every SRUScan variant the exporter writes (k 3 / 4, skip term, tanh, bidirectional, pad mask, and the
-  tensorrt target's fixed layout with a 1-element dummy x and an all-false mask) in a one-node graph that
-  has no function body, so only the library can run it, against the naive time loop
-  (``sru_scan_naive``), fp32, tolerance 1e-5 relative to the magnitude.
-* The SRU++ demo exports (both targets) give identical greedy tokens with and without the library, and
-  the ORT profiler shows the SRUScan node run as one kernel (no ``Scan`` node) only with it.
+* Every SRUScan variant the exporter writes (k 3 / 4, skip term, tanh, bidirectional, pad mask in every mask
+  dtype, and the tensorrt target's fixed layout with a 1-element dummy x and an all-false mask) and the
+  attention with and without states, in one-node graphs that have no function body, so only the library can
+  run them, against the naive time loops (``sru_scan_naive``, ``causal_linear_attention_recurrent``), for
+  every activation dtype (fp32, fp16, bf16, fp64); tolerances relative to the magnitude, per dtype. The same
+  cases again with an AddressSanitizer build of the library.
+* Both demo exports (both targets, and fp16) give identical greedy tokens with and without the library, and
+  the ORT profiler shows both ops run as native kernels (no ``Scan``, no ``LinearAttention``) only with it.
 * Version gate and errors: one line each.
 
 Needs the library that ``scripts/setup.sh`` builds (``python3 -m rnnx.runtime.ortops``); skips and says so
@@ -176,7 +178,7 @@ def close(got: np.ndarray, want: np.ndarray, tolerance: float) -> bool:
     return float(np.max(np.abs(got - want))) <= tolerance * max(1.0, float(np.max(np.abs(want))))
 
 
-MASK_TYPES = [np.uint8, np.int64, np.float32]
+MASK_TYPES = [np.uint8, np.int64, np.float32, np.float16, np.float64]
 FP16_VARIANTS = [(3, 1, 0, 2, True, False), (4, 1, 1, 1, True, True)]
 
 
@@ -369,8 +371,8 @@ def test_the_profiler_shows_the_native_kernel(demo_exports, tmp_path):
         session.run(None, feeds)
         events = json.load(open(session.end_profiling()))
         ops[native] = {e["args"].get("op_name") for e in events if e.get("cat") == "Node"}
-    assert "SRUScan" in ops[True] and "Scan" not in ops[True]
-    assert "Scan" in ops[False] and "SRUScan" not in ops[False]
+    assert {"SRUScan", "CausalLinearAttention"} <= ops[True] and not {"Scan", "LinearAttention"} & ops[True]
+    assert {"Scan", "LinearAttention"} <= ops[False] and not {"SRUScan", "CausalLinearAttention"} & ops[False]
 
 
 def test_version_gate_and_errors(tmp_path, monkeypatch, demo_exports):

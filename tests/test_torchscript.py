@@ -172,15 +172,22 @@ def test_a_scripted_module_follows_a_state_dict_loaded_after_scripting(reference
 
 
 def test_errors_stay_clear_under_scripting():
+    """The same one-line messages as eager, shapes spelled as tuples."""
+    with pytest.raises(
+        ValueError, match=r"c0 must be \(num_layers, batch, output_size\) = \(2, 3, 16\), got \(2, 4, 16\)"
+    ):
+        SRU(IN, HIDDEN, num_layers=2)(torch.randn(L, B, IN), torch.zeros(2, 4, HIDDEN))
     scripted = torch.jit.script(SRU(IN, HIDDEN, num_layers=2).eval())
     with pytest.raises(
-        torch.jit.Error, match=r"c0 must be \(num_layers, batch, output_size\) = \[2, 3, 16\], got \[2, 4, 16\]"
+        torch.jit.Error, match=r"c0 must be \(num_layers, batch, output_size\) = \(2, 3, 16\), got \(2, 4, 16\)"
     ):
         scripted(torch.randn(L, B, IN), torch.zeros(2, 4, HIDDEN))
     with pytest.raises(torch.jit.Error, match=r"SRU expects input_size 12, got last dim 5"):
         scripted(torch.randn(L, B, 5))
     cell = torch.jit.script(SRUCell(IN, HIDDEN).eval())
-    with pytest.raises(torch.jit.Error, match=r"mask_pad must be \(length, batch\) = \[7, 3\], got \[7, 2\]"):
+    with pytest.raises(torch.jit.Error, match=r"mask_pad has shape \(7, 2\) but expected \(7, 3\)"):
+        torch.jit.script(SRUpp(IN, HIDDEN, 8, num_layers=2).eval())(torch.randn(L, B, IN), None, torch.zeros(L, 2))
+    with pytest.raises(torch.jit.Error, match=r"mask_pad must be \(length, batch\) = \(7, 3\), got \(7, 2\)"):
         cell(torch.randn(L, B, IN), None, torch.zeros(L, 2, dtype=torch.bool))
 
 

@@ -84,18 +84,22 @@ def link_flags() -> list[str]:
 
 
 def build(out: Optional[Path] = None, force: bool = False) -> Path:
-    """Compiles the library into ``out`` (default :func:`library_path`) unless it is there and newer than
-    its sources and this torch; returns its path."""
+    """Compiles the library into ``out`` (default :func:`library_path`) unless it is there, newer than its
+    sources and this torch, and was built with the schemas the Python ops have now (the generated header is
+    kept beside it and compared); returns its path."""
     out = Path(out or library_path())
+    header = _schema_header()
+    kept_header = out.with_name("rnnx_torch_schemas.h")
     inputs = [*_SOURCES, *(h for d in _INCLUDES for h in d.glob("*.h")), Path(torch.__file__), Path(__file__)]
-    if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
+    fresh = out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs)
+    if not force and fresh and kept_header.is_file() and kept_header.read_text() == header:
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise LibtorchOpsError("no C++ compiler found (g++ / $CXX) to build librnnx_torch_ops")
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        (Path(tmp) / "rnnx_torch_schemas.h").write_text(_schema_header())
+        (Path(tmp) / "rnnx_torch_schemas.h").write_text(header)
         lib = Path(tmp) / LIBRARY_NAME
         cmd = [cxx, *compile_flags(), "-O3", "-fPIC", "-shared", "-fopenmp", "-DRNNX_NO_PYTHON", f"-I{tmp}",
                *(f"-I{d}" for d in _INCLUDES), *map(str, _SOURCES), "-o", str(lib), *link_flags()]  # fmt: skip
@@ -103,6 +107,7 @@ def build(out: Optional[Path] = None, force: bool = False) -> Path:
         if result.returncode != 0:
             raise LibtorchOpsError(f"building {LIBRARY_NAME} failed:\n{result.stderr[-4000:]}")
         os.replace(lib, out)
+        os.replace(Path(tmp) / "rnnx_torch_schemas.h", kept_header)
     return out
 
 

@@ -2,8 +2,22 @@
 // SRU scan (models/ops/sru/csrc/sru_scan_kernel.h) and the causal linear attention kernel
 // (models/ops/linear_attention/csrc/causal_linear_attention_kernel.h), on the host's parallel-for.
 #include "isa_kernels.h"
+
+// The kernel headers' own includes first, then the headers inside an anonymous namespace: their inline
+// functions and template instances get internal linkage, so the avx2 and the base build of this file never
+// share (and the linker never merges) a definition; a CPU without AVX2 runs only base code.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+namespace
+{
 #include "causal_linear_attention_kernel.h"
 #include "sru_scan_kernel.h"
+} // namespace
 
 #define RNNX_CONCAT_(a, b) a##_##b
 #define RNNX_CONCAT(a, b) RNNX_CONCAT_(a, b)

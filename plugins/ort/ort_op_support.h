@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -49,7 +50,9 @@ template <typename Fn> OrtStatusPtr guarded(Fn&& fn)
     }
 }
 
-// The kernels' parallel-for on ORT's intra-op thread pool: at most 256 chunks of at least `grain` items.
+// The kernels' parallel-for on ORT's intra-op thread pool: at most 256 chunks of at least `grain` items. An
+// exception in a chunk (e.g. bad_alloc) is caught on its pool thread, never unwinding through ORT's C
+// callback, and the first one is rethrown here once every chunk has run.
 inline ParallelFor ort_parallel_for(Ort::KernelContext& ctx)
 {
     return [&ctx](int64_t begin, int64_t end, int64_t grain, const RangeFn& fn)
@@ -67,15 +70,28 @@ inline ParallelFor ort_parallel_for(Ort::KernelContext& ctx)
         {
             int64_t begin, n, chunks;
             const RangeFn* fn;
-        } job{begin, n, chunks, &fn};
+            std::mutex mutex;
+            std::exception_ptr error;
+        } job{begin, n, chunks, &fn, {}, nullptr};
         ctx.ParallelFor(
             [](void* data, size_t i)
             {
-                const auto* j = static_cast<const Job*>(data);
+                auto* j = static_cast<Job*>(data);
                 const int64_t ii = static_cast<int64_t>(i);
-                (*j->fn)(j->begin + j->n * ii / j->chunks, j->begin + j->n * (ii + 1) / j->chunks);
+                try
+                {
+                    (*j->fn)(j->begin + j->n * ii / j->chunks, j->begin + j->n * (ii + 1) / j->chunks);
+                }
+                catch (...)
+                {
+                    const std::lock_guard<std::mutex> lock(j->mutex);
+                    if (!j->error)
+                        j->error = std::current_exception();
+                }
             },
             static_cast<size_t>(chunks), 0, &job);
+        if (job.error)
+            std::rethrow_exception(job.error);
     };
 }
 
@@ -141,8 +157,9 @@ template <typename T> void store(Ort::UnownedValue& out, const std::vector<float
     }
 }
 
-// The pad mask as one byte per step (non-zero = pad) from a bool / integer / floating tensor; null when absent
-// or empty. Error text in `error` for another element type.
+// The pad mask as one byte per step (non-zero = pad) from a tensor of any of the schemas' mask types
+// (rnnx.export.onnx_ops.schemas.MASK_TYPES: bool, uint8, int32, int64, float, float16, bfloat16, double; int8
+// too); null when absent or empty. Error text in `error` for another element type.
 inline const uint8_t* mask_bytes(const Ort::ConstValue& mask, std::vector<uint8_t>& staging, std::string& error)
 {
     if (mask == nullptr)
@@ -151,22 +168,29 @@ inline const uint8_t* mask_bytes(const Ort::ConstValue& mask, std::vector<uint8_
     const size_t n = info.GetElementCount();
     if (n == 0)
         return nullptr;
-    auto convert = [&](const auto* src)
+    auto convert = [&](const auto* src, auto nonzero)
     {
         staging.resize(n);
         for (size_t i = 0; i < n; ++i)
-            staging[i] = src[i] != 0 ? 1 : 0;
+            staging[i] = nonzero(src[i]) ? 1 : 0;
         return staging.data();
     };
+    auto number = [](auto v) { return v != 0; };
+    auto half = [](auto v) { return v.ToFloat() != 0.0f; };
     switch (info.GetElementType())
     {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return reinterpret_cast<const uint8_t*>(mask.GetTensorData<bool>());
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return mask.GetTensorData<uint8_t>();
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return convert(mask.GetTensorData<int8_t>());
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return convert(mask.GetTensorData<int32_t>());
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return convert(mask.GetTensorData<int64_t>());
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return convert(mask.GetTensorData<float>());
-    default: error = "mask_pad must be bool, uint8, int8, int32, int64 or float"; return nullptr;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return convert(mask.GetTensorData<int8_t>(), number);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return convert(mask.GetTensorData<int32_t>(), number);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return convert(mask.GetTensorData<int64_t>(), number);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return convert(mask.GetTensorData<float>(), number);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return convert(mask.GetTensorData<double>(), number);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return convert(mask.GetTensorData<Ort::Float16_t>(), half);
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return convert(mask.GetTensorData<Ort::BFloat16_t>(), half);
+    default:
+        error = "mask_pad must be bool, uint8, int8, int32, int64, float, float16, bfloat16 or double";
+        return nullptr;
     }
 }
 

@@ -11,6 +11,7 @@
 #include "sru_scan_op.h"
 
 #include <memory>
+#include <exception>
 #include <mutex>
 #include <string>
 
@@ -59,7 +60,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
             });
         Ort::UnownedSessionOptions(options).Add(*g_domain);
     }
-    catch (const Ort::Exception& e)
+    catch (const std::exception& e) // Ort::Exception included: nothing may unwind into ORT's C API
     {
         return api->CreateStatus(ORT_FAIL, e.what());
     }

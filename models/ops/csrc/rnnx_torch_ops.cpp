@@ -33,24 +33,52 @@ at::ScalarType state_dtype(at::ScalarType activation)
     return activation == at::kDouble ? at::kDouble : at::kFloat;
 }
 
-// rnnx::sru_scan on the CPU: the arguments as the kernel takes them (contiguous, state dtype, uint8 mask).
+// The checks of models/ops/sru/checks.py (the Python op's), as one-line c10::Errors naming the tensor.
+void check_sru_scan(const at::Tensor& U, const std::optional<at::Tensor>& x, const at::Tensor& weight_c,
+    const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask_pad, int64_t d, int64_t D,
+    int64_t k, bool uses_x)
+{
+    TORCH_CHECK(d > 0, "rnnx::sru_scan: hidden_size must be positive, got ", d);
+    TORCH_CHECK(D == 1 || D == 2, "rnnx::sru_scan: num_directions must be 1 or 2, got ", D);
+    TORCH_CHECK(k == 3 || k == 4, "rnnx::sru_scan: num_matrices must be 3 or 4, got ", k);
+    TORCH_CHECK(U.is_floating_point(), "rnnx::sru_scan: U must be a floating tensor, got ", U.scalar_type());
+    TORCH_CHECK(U.dim() == 3 && U.size(2) == D * d * k, "rnnx::sru_scan: U has shape ", U.sizes(),
+        " but expected (L, B, D*d*k=", D * d * k, ")");
+    const int64_t L = U.size(0), B = U.size(1);
+    TORCH_CHECK(weight_c.sizes() == at::IntArrayRef({2 * D * d}), "rnnx::sru_scan: weight_c has shape ",
+        weight_c.sizes(), " but expected (2*D*d=", 2 * D * d, ",)");
+    TORCH_CHECK(bias.sizes() == at::IntArrayRef({2 * D * d}), "rnnx::sru_scan: bias has shape ", bias.sizes(),
+        " but expected (2*D*d=", 2 * D * d, ",)");
+    TORCH_CHECK(c0.sizes() == at::IntArrayRef({B, D * d}), "rnnx::sru_scan: c0 has shape ", c0.sizes(),
+        " but expected (B=", B, ", D*d=", D * d, ")");
+    TORCH_CHECK(c0.scalar_type() == state_dtype(U.scalar_type()), "rnnx::sru_scan: c0 has dtype ", c0.scalar_type(),
+        " but the state dtype for U of dtype ", U.scalar_type(), " is ", state_dtype(U.scalar_type()));
+    TORCH_CHECK(!uses_x || x.has_value(), "rnnx::sru_scan: x is required when num_matrices is 3 with the skip term");
+    if (uses_x)
+        TORCH_CHECK(x->sizes() == at::IntArrayRef({L, B, D * d}), "rnnx::sru_scan: x has shape ", x->sizes(),
+            " but expected (L=", L, ", B=", B, ", D*d=", D * d, ")");
+    if (mask_pad.has_value())
+        TORCH_CHECK(mask_pad->sizes() == at::IntArrayRef({L, B}), "rnnx::sru_scan: mask_pad has shape ",
+            mask_pad->sizes(), " but expected (L=", L, ", B=", B, ")");
+}
+
+// rnnx::sru_scan on the CPU: checked, then the arguments as the kernel takes them (contiguous, state dtype,
+// uint8 mask).
 std::tuple<at::Tensor, at::Tensor> sru_scan_cpu(const at::Tensor& U, const std::optional<at::Tensor>& x,
     const at::Tensor& weight_c, const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask_pad,
     int64_t hidden_size, int64_t num_directions, int64_t num_matrices, bool has_skip_term, bool use_tanh,
     double scale_x)
 {
-    TORCH_CHECK(U.dim() == 3 && U.size(2) == num_directions * hidden_size * num_matrices,
-        "rnnx::sru_scan: U must be (L, B, num_directions * hidden_size * num_matrices), got ", U.sizes());
-    const auto acc = state_dtype(U.scalar_type());
     const bool uses_x = has_skip_term && num_matrices == 3;
-    TORCH_CHECK(!uses_x || x.has_value(), "rnnx::sru_scan: x is required when num_matrices is 3 with the skip term");
+    check_sru_scan(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices, uses_x);
+    const auto acc = state_dtype(U.scalar_type());
     std::optional<at::Tensor> xk, mask;
     if (uses_x)
         xk = x->to(acc).contiguous();
     if (mask_pad.has_value())
         mask = mask_pad->ne(0).to(at::kByte).contiguous();
     auto out = sru_scan_forward(U.contiguous(), xk, weight_c.to(acc).contiguous(), bias.to(acc).contiguous(),
-        c0.to(acc).contiguous(), mask, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x);
+        c0.contiguous(), mask, hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x);
     return {out[0], out[1]};
 }
 
@@ -66,6 +94,7 @@ struct AtenParallelFor
 std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const std::optional<at::Tensor>& S0, const std::optional<at::Tensor>& z0, double eps)
 {
+    TORCH_CHECK(q.is_floating_point(), "rnnx::causal_linear_attention: q must be a floating tensor");
     TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(0) == q.size(0)
             && v.size(1) == q.size(1) && v.size(2) == q.size(2),
         "rnnx::causal_linear_attention: q, k must be (B, H, L, E) and v (B, H, L, M); got ", q.sizes(), ", ", k.sizes(),
