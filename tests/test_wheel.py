@@ -51,6 +51,7 @@ REQUIRED = (
     "rnnx/models/ops/sru/csrc/sru_scan_kernel.h",
     "rnnx/models/ops/csrc/vector_math.h",
     "rnnx/models/ops/csrc/rnnx_torch_ops.cpp",
+    "rnnx/models/ops/csrc/aten_parallel_for.h",
     "rnnx/models/ops/linear_attention/csrc/causal_linear_attention_kernel.h",
     "rnnx/plugins/ort/rnnx_ort_ops.cpp",
     "rnnx/plugins/ort/isa_kernels.cpp",

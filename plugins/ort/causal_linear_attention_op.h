@@ -27,9 +27,8 @@ template <typename T> struct CausalLinearAttentionKernel
     OrtStatusPtr compute(Ort::KernelContext ctx) const
     {
         constexpr const char* op = "CausalLinearAttention";
-        const size_t n_inputs = ctx.GetInputCount();
-        auto input = [&](size_t i) { return i < n_inputs ? ctx.GetInput(i) : Ort::ConstValue{nullptr}; };
-        const Ort::ConstValue q = input(0), k = input(1), v = input(2), S0 = input(3), z0 = input(4);
+        const Ort::ConstValue q = optional_input(ctx, 0), k = optional_input(ctx, 1), v = optional_input(ctx, 2),
+                              S0 = optional_input(ctx, 3), z0 = optional_input(ctx, 4);
         if (q == nullptr || k == nullptr || v == nullptr)
             return invalid(op, "q, k and v are required");
         const auto qs = shape_of(q), vs = shape_of(v);
@@ -62,25 +61,11 @@ template <typename T> struct CausalLinearAttentionKernel
 };
 
 // CausalLinearAttention for activation type T: q, k, v and out in T; S0?, z0?, S_last, z_last in acc_type<T>.
-template <typename T>
-struct CausalLinearAttentionOp : Ort::CustomOpBase<CausalLinearAttentionOp<T>, CausalLinearAttentionKernel<T>, true>
+template <typename T> struct CausalLinearAttentionOp : CpuOp<CausalLinearAttentionOp<T>, CausalLinearAttentionKernel<T>>
 {
-    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
-    {
-        return guarded(
-            [&]() -> OrtStatusPtr
-            {
-                *kernel = new CausalLinearAttentionKernel<T>(info);
-                return nullptr;
-            });
-    }
     const char* GetName() const
     {
         return "CausalLinearAttention";
-    }
-    const char* GetExecutionProviderType() const
-    {
-        return "CPUExecutionProvider";
     }
     size_t GetInputTypeCount() const
     {

@@ -50,6 +50,31 @@ template <typename Fn> OrtStatusPtr guarded(Fn&& fn)
     }
 }
 
+// What every op of the library has in common: a CPU-EP op of the C++ API with a status-returning kernel
+// built from its KernelInfo (Kernel(const OrtKernelInfo*), Kernel::ComputeV2). Op adds its name and I/O types.
+template <typename Op, typename Kernel> struct CpuOp : Ort::CustomOpBase<Op, Kernel, true>
+{
+    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
+    {
+        return guarded(
+            [&]() -> OrtStatusPtr
+            {
+                *kernel = new Kernel(info);
+                return nullptr;
+            });
+    }
+    const char* GetExecutionProviderType() const
+    {
+        return "CPUExecutionProvider";
+    }
+};
+
+// Input i of a kernel call, or null when the node has fewer inputs (an optional input left out at the end).
+inline Ort::ConstValue optional_input(Ort::KernelContext& ctx, size_t i)
+{
+    return i < ctx.GetInputCount() ? ctx.GetInput(i) : Ort::ConstValue{nullptr};
+}
+
 // The kernels' parallel-for on ORT's intra-op thread pool: at most 256 chunks of at least `grain` items. An
 // exception in a chunk (e.g. bad_alloc) is caught on its pool thread, never unwinding through ORT's C
 // callback, and the first one is rethrown here once every chunk has run.

@@ -34,9 +34,8 @@ template <typename T> struct SruScanKernel
     OrtStatusPtr compute(Ort::KernelContext ctx) const
     {
         constexpr const char* op = "SRUScan";
-        const size_t n_inputs = ctx.GetInputCount();
-        auto input = [&](size_t i) { return i < n_inputs ? ctx.GetInput(i) : Ort::ConstValue{nullptr}; };
-        const Ort::ConstValue U = input(0), x = input(1), w = input(2), bias = input(3), c0 = input(4), mask = input(5);
+        const Ort::ConstValue U = optional_input(ctx, 0), x = optional_input(ctx, 1), w = optional_input(ctx, 2),
+                              bias = optional_input(ctx, 3), c0 = optional_input(ctx, 4), mask = optional_input(ctx, 5);
         if (d <= 0 || (D != 1 && D != 2) || (k != 3 && k != 4))
             return invalid(op, "attributes hidden_size > 0, num_directions 1|2, num_matrices 3|4 expected");
         if (U == nullptr || w == nullptr || bias == nullptr || c0 == nullptr)
@@ -78,24 +77,11 @@ template <typename T> struct SruScanKernel
 // SRUScan for activation type T: U, x?, weight_c, bias in T, c0 in acc_type<T>, mask_pad? any of mask_bytes()'
 // types;
 // h in T, c_last in acc_type<T>.
-template <typename T> struct SruScanOp : Ort::CustomOpBase<SruScanOp<T>, SruScanKernel<T>, true>
+template <typename T> struct SruScanOp : CpuOp<SruScanOp<T>, SruScanKernel<T>>
 {
-    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
-    {
-        return guarded(
-            [&]() -> OrtStatusPtr
-            {
-                *kernel = new SruScanKernel<T>(info);
-                return nullptr;
-            });
-    }
     const char* GetName() const
     {
         return "SRUScan";
-    }
-    const char* GetExecutionProviderType() const
-    {
-        return "CPUExecutionProvider";
     }
     size_t GetInputTypeCount() const
     {

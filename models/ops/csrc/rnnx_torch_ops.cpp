@@ -10,6 +10,7 @@
 // torch::NoGradGuard or c10::InferenceMode. Never loaded into a Python process that imports rnnx (the ops
 // would be defined twice).
 #include "rnnx_torch_schemas.h"
+#include "aten_parallel_for.h"
 #include "causal_linear_attention_kernel.h"
 
 #include <ATen/ATen.h>
@@ -82,14 +83,6 @@ std::tuple<at::Tensor, at::Tensor> sru_scan_cpu(const at::Tensor& U, const std::
     return {out[0], out[1]};
 }
 
-struct AtenParallelFor
-{
-    template <typename Fn> void operator()(int64_t begin, int64_t end, int64_t grain, Fn&& fn) const
-    {
-        at::parallel_for(begin, end, grain, std::forward<Fn>(fn));
-    }
-};
-
 // rnnx::causal_linear_attention on the CPU: the recurrent kernel in the state dtype, out cast back to q's dtype.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const std::optional<at::Tensor>& S0, const std::optional<at::Tensor>& z0, double eps)
@@ -121,8 +114,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const
     AT_DISPATCH_FLOATING_TYPES(acc, "causal_linear_attention_cpu",
         [&]
         {
-            rnnx::linear_attention_cpu::forward_impl<scalar_t, scalar_t>(AtenParallelFor{}, p, qf.data_ptr<scalar_t>(),
-                kf.data_ptr<scalar_t>(), vf.data_ptr<scalar_t>(), s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr,
+            rnnx::linear_attention_cpu::forward_impl<scalar_t, scalar_t>(rnnx::AtenParallelFor{}, p,
+                qf.data_ptr<scalar_t>(), kf.data_ptr<scalar_t>(), vf.data_ptr<scalar_t>(),
+                s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr,
                 zz0.has_value() ? zz0->data_ptr<scalar_t>() : nullptr, out.data_ptr<scalar_t>(),
                 S_last.data_ptr<scalar_t>(), z_last.data_ptr<scalar_t>());
         });

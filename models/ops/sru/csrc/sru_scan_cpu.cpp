@@ -23,6 +23,7 @@
 // sums over B.
 
 #include "sru_scan_kernel.h"
+#include "../../csrc/aten_parallel_for.h"
 
 // RNNX_NO_PYTHON: built into librnnx_torch_ops (models/ops/csrc/rnnx_torch_ops.cpp) for libtorch programs
 // without Python; otherwise the torch extension that op.py loads.
@@ -48,14 +49,7 @@ namespace
 {
 using namespace rnnx::sru_cpu;
 
-// The torch host's parallel-for: ATen's intra-op thread pool.
-struct AtenParallelFor
-{
-    template <typename Fn> void operator()(int64_t begin, int64_t end, int64_t grain, Fn&& fn) const
-    {
-        at::parallel_for(begin, end, grain, std::forward<Fn>(fn));
-    }
-};
+using rnnx::AtenParallelFor;
 
 void check_common(const at::Tensor& U, const std::optional<at::Tensor>& x, const at::Tensor& w, const at::Tensor& bias,
     const at::Tensor& c0, const std::optional<at::Tensor>& mask, int64_t k, bool has_skip)
