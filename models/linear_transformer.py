@@ -16,17 +16,19 @@ O(1)-state promise, so there is none. Two choices, set by ``positions``:
   prefix sums. The state is then the attention states only (``position`` is None).
 
 Layout: batch-first activations (B, L, d_model); heads split d_model into num_heads x head_dim.
+
+Flat state (what the scripted model takes, :class:`rnnx.models.lm.RecurrentLM`): ``[S_0, z_0, S_1, z_1, ...,
+position]``, per layer S (B, H, E, E) and z (B, H, E), position last and only with sinusoidal positions.
 """
 
-from __future__ import annotations
-
 import math
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from .lm import Device, RecurrentLM, _check_inputs
+from .lm import RecurrentLM, check_tokens
+from .ops.dtypes import state_dtype
 from .ops.linear_attention import causal_linear_attention, mask_pad_positions
 from .state import LinearAttentionState, LinearTransformerState
 
@@ -54,15 +56,18 @@ class LinearSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(
-        self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor]
-    ) -> tuple[Tensor, LinearAttentionState]:
-        B, L, D = x.shape
-        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+    def forward(self, x: Tensor, S: Tensor, z: Tensor, pad_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, L, d_model) from the layer state S (B, H, E, E), z (B, H, E); pad_mask (B, L) bool or None
+        -> (B, L, d_model) and the new S, z. Under TorchScript the attention is the op itself."""
+        B, L, D = x.shape[0], x.shape[1], x.shape[2]
+        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         if pad_mask is not None:
             k, v = mask_pad_positions(k, v, pad_mask[:, None, :, None])
-        out, (S, z) = causal_linear_attention(q, k, v, state=(state.S, state.z), eps=self.eps)
-        return self.out(out.transpose(1, 2).reshape(B, L, D)), LinearAttentionState(S, z)
+        if torch.jit.is_scripting():
+            out, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S, z, self.eps)
+        else:
+            out, (S, z) = causal_linear_attention(q, k, v, state=(S, z), eps=self.eps)
+        return self.out(out.transpose(1, 2).reshape(B, L, D)), S, z
 
 
 class Block(nn.Module):
@@ -76,12 +81,11 @@ class Block(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
         self.drop = nn.Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor]
-    ) -> tuple[Tensor, LinearAttentionState]:
-        a, state = self.attn(self.norm1(x), state, pad_mask)
+    def forward(self, x: Tensor, S: Tensor, z: Tensor, pad_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, L, d_model) and the layer's attention state (S, z) -> the block's output and new (S, z)."""
+        a, S, z = self.attn(self.norm1(x), S, z, pad_mask)
         x = x + self.drop(a)
-        return x + self.drop(self.ffn(self.norm2(x))), state
+        return x + self.drop(self.ffn(self.norm2(x))), S, z
 
 
 class LinearTransformerLM(RecurrentLM):
@@ -128,41 +132,51 @@ class LinearTransformerLM(RecurrentLM):
         if tie_weights:
             self.head.weight = self.embedding.weight
 
-    def init_state(self, batch_size: int, device: Device = None) -> LinearTransformerState:
-        dev, dt = self._device(device), self.state_dtype
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """Zeros ``[S_0, z_0, ..., position]`` in the state dtype (fp32; fp64 for an fp64 model)."""
+        weight = self.embedding.weight
+        dev = weight.device if device is None else device
+        dt = state_dtype(weight.dtype)
         E = self.d_model // self.num_heads
-        layers = [
-            LinearAttentionState(
-                S=torch.zeros(batch_size, self.num_heads, E, E, device=dev, dtype=dt),
-                z=torch.zeros(batch_size, self.num_heads, E, device=dev, dtype=dt),
-            )
-            for _ in self.blocks
-        ]
-        position = torch.zeros(batch_size, device=dev, dtype=dt) if self.positions == "sinusoidal" else None
-        return LinearTransformerState(layers=layers, position=position)
-
-    def forward(
-        self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, LinearTransformerState]:
-        _check_inputs(tokens, pad_mask)
-        if state is None:
-            state = self.init_state(tokens.shape[0], tokens.device)
-        if len(state.layers) != len(self.blocks):
-            raise ValueError(f"state has {len(state.layers)} layers, the model {len(self.blocks)}")
-        if (getattr(state, "position", None) is None) != (self.positions == "none"):
-            raise ValueError(f"state.position must be set exactly when positions='sinusoidal' (got {self.positions!r})")
-        pad = None if pad_mask is None else pad_mask.to(torch.bool)
-        x = self.embedding(tokens)
-        position = getattr(state, "position", None)
+        out: list[Tensor] = []
+        for _ in self.blocks:
+            out.append(torch.zeros(batch_size, self.num_heads, E, E, device=dev, dtype=dt))
+            out.append(torch.zeros(batch_size, self.num_heads, E, device=dev, dtype=dt))
         if self.positions == "sinusoidal":
+            out.append(torch.zeros(batch_size, device=dev, dtype=dt))
+        return out
+
+    def state_from_flat(self, tensors: list[Tensor]) -> LinearTransformerState:
+        n = 2 * len(self.blocks)
+        layers = [LinearAttentionState(S=tensors[i], z=tensors[i + 1]) for i in range(0, n, 2)]
+        return LinearTransformerState(layers=layers, position=tensors[n] if len(tensors) > n else None)
+
+    def forward_flat(
+        self, tokens: Tensor, state: list[Tensor], pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        check_tokens(tokens, pad_mask)
+        n = 2 * len(self.blocks) + (1 if self.positions == "sinusoidal" else 0)
+        if len(state) != n:
+            raise ValueError(
+                f"state has {len(state)} tensors, the model takes {n}: S and z for each of its "
+                f"{len(self.blocks)} layers" + (", then position" if self.positions == "sinusoidal" else "")
+            )
+        pad: Optional[Tensor] = None if pad_mask is None else pad_mask.to(torch.bool)
+        x = self.embedding(tokens)
+        new_state: list[Tensor] = []
+        if self.positions == "sinusoidal":
+            position = state[n - 1]
             keep = torch.ones_like(tokens, dtype=position.dtype) if pad is None else (~pad).to(position.dtype)
             index = position[:, None] + keep.cumsum(1) - keep  # pads repeat the next real index
             x = x + sinusoidal_encoding(index, self.d_model).to(x.dtype)
             position = position + keep.sum(1)
+        else:
+            position = None
         x = self.drop(x)
-        layers = []
-        for block, layer_state in zip(self.blocks, state.layers):
-            x, layer_state = block(x, layer_state, pad)
-            layers.append(layer_state)
-        logits = self.head(self.norm(x))
-        return logits, LinearTransformerState(layers=layers, position=position)
+        for i, block in enumerate(self.blocks):
+            x, S, z = block(x, state[2 * i], state[2 * i + 1], pad)
+            new_state.append(S)
+            new_state.append(z)
+        if position is not None:
+            new_state.append(position)
+        return self.head(self.norm(x)), new_state

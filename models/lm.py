@@ -12,36 +12,78 @@ A :class:`RecurrentLM` maps token ids to next-token logits and carries an O(1)-s
 Feeding ``n`` tokens and then ``m`` single tokens, each time passing the state on, gives the same
 logits and state as one call on all ``n + m`` tokens: prefill and decode are the same function.
 
+Flat state. Each family computes on the state's tensors as a list, in :func:`rnnx.models.state.flatten_state`
+order (:meth:`RecurrentLM.state_names`: ``layers.0.S``, ...): :meth:`~RecurrentLM.forward_flat` and
+:meth:`~RecurrentLM.init_state_flat` are TorchScript code; ``forward`` and ``init_state`` wrap them in the
+dataclasses. ``torch.jit.script(model)`` scripts that flat view (the dataclasses are Python only)::
+
+    forward(tokens, state: List[Tensor], pad_mask: Optional[Tensor] = None) -> Tuple[Tensor, List[Tensor]]
+    init_state(batch_size: int) -> List[Tensor]      # zeros on the model's device
+    state_names() -> List[str]                        # the names of the state tensors, in order
+
 ``config`` is a JSON-serialisable dict such that ``type(model)(**model.config)`` rebuilds the model;
 :data:`MODEL_TYPES` names the families and :func:`build_model` builds one from its name and config
 (what checkpoints store).
 """
 
-from __future__ import annotations
-
+import functools
 from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from .ops.spec import state_dtype_for
+from .sru import dims_text, shape_text
+from .state import flatten_state
 
 Device = Optional[Union[str, torch.device]]
 
 
 class RecurrentLM(nn.Module):
-    """Base class: subclasses set ``self.vocab_size`` and ``self.config`` and implement the two methods."""
+    """Base class: subclasses set ``self.vocab_size`` and ``self.config`` and implement either the three
+    flat-state methods (``init_state_flat``, ``forward_flat``, ``state_from_flat``: ``forward``,
+    ``init_state`` and scripting then follow) or ``init_state`` and ``forward`` themselves."""
 
+    __jit_unused_properties__ = ["state_dtype"]
+    __jit_ignored_attributes__ = ["config"]
     vocab_size: int
     config: dict[str, Any]
 
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """A fresh (all-zero) state as a list of tensors on ``device`` (the model's when None)."""
+        raise NotImplementedError(f"{type(self).__name__} has no flat-state form")
+
+    def forward_flat(
+        self, tokens: Tensor, state: list[Tensor], pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """``forward`` on the state's tensors (:meth:`state_names` order); TorchScript code."""
+        raise NotImplementedError(f"{type(self).__name__} has no flat-state form")
+
+    def state_from_flat(self, tensors: list[Tensor]) -> Any:
+        """The state dataclass holding ``tensors`` (the inverse of :func:`~rnnx.models.state.flatten_state`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no flat-state form")
+
     def init_state(self, batch_size: int, device: Device = None) -> Any:
         """A fresh (all-zero) state for ``batch_size`` rows on ``device`` (the model's by default)."""
-        raise NotImplementedError
+        return self.state_from_flat(self.init_state_flat(batch_size, self._device(device)))
 
     def forward(self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None) -> tuple[Tensor, Any]:
         """``tokens`` (B, L) int64 -> ``(logits (B, L, V), new_state)``; see the module docstring."""
-        raise NotImplementedError
+        check_tokens(tokens, pad_mask)
+        if state is None:
+            tensors = self.init_state_flat(tokens.shape[0], tokens.device)
+        else:
+            named = flatten_state(state)
+            names, expected = [name for name, _ in named], self.state_names()
+            if names != expected:
+                raise ValueError(f"state holds the tensors {names}, the model takes {expected}")
+            tensors = [t for _, t in named]
+        logits, tensors = self.forward_flat(tokens, tensors, pad_mask)
+        return logits, self.state_from_flat(tensors)
+
+    def state_names(self) -> list[str]:
+        """The state tensors' names in flat order (:func:`~rnnx.models.state.flatten_state`)."""
+        return [name for name, _ in flatten_state(self.init_state(1, "meta"))]
 
     @property
     def state_dtype(self) -> torch.dtype:
@@ -51,12 +93,47 @@ class RecurrentLM(nn.Module):
     def _device(self, device: Device) -> torch.device:
         return torch.device(device) if device is not None else next(self.parameters()).device
 
+    def __prepare_scriptable__(self) -> nn.Module:
+        """What ``torch.jit.script(model)`` compiles: a view of this model (same parameters and submodules)
+        whose ``forward`` is :meth:`forward_flat`, with ``init_state(batch_size)`` and ``state_names()``."""
+        if type(self).forward_flat is RecurrentLM.forward_flat:
+            raise TypeError(f"{type(self).__name__} has no flat-state form, so it cannot be scripted")
+        view = _flat_view_class(type(self)).__new__(_flat_view_class(type(self)))
+        view.__dict__.update(self.__dict__)
+        view._modules = dict(self._modules)
+        view._state_names = self.state_names()
+        return view
 
-def _check_inputs(tokens: Tensor, pad_mask: Optional[Tensor]) -> None:
+
+def _scripted_init_state(self, batch_size: int) -> list[Tensor]:
+    return self.init_state_flat(batch_size, None)
+
+
+def _scripted_state_names(self) -> list[str]:
+    return self._state_names
+
+
+@functools.cache
+def _flat_view_class(cls: type) -> type:
+    """``cls`` with the flat-state methods as the scripted module's ``forward`` / ``init_state`` / ``state_names``."""
+    return type(
+        f"Scripted{cls.__name__}",
+        (cls,),
+        {
+            "__module__": cls.__module__,
+            "forward": cls.forward_flat,
+            "init_state": torch.jit.export(_scripted_init_state),
+            "state_names": torch.jit.export(_scripted_state_names),
+        },
+    )
+
+
+def check_tokens(tokens: Tensor, pad_mask: Optional[Tensor]) -> None:
+    """tokens must be (B, L) with L >= 1 and pad_mask None or of the same shape; TorchScript code."""
     if tokens.dim() != 2 or tokens.shape[1] < 1:
-        raise ValueError(f"tokens must be (B, L) with L >= 1, got shape {tuple(tokens.shape)}")
-    if pad_mask is not None and pad_mask.shape != tokens.shape:
-        raise ValueError(f"pad_mask shape {tuple(pad_mask.shape)} != tokens shape {tuple(tokens.shape)}")
+        raise ValueError(f"tokens must be (B, L) with L >= 1, got shape {shape_text(tokens)}")
+    if pad_mask is not None and list(pad_mask.shape) != list(tokens.shape):
+        raise ValueError(f"pad_mask shape {shape_text(pad_mask)} != tokens shape {dims_text(list(tokens.shape))}")
 
 
 def _time_major_mask(pad_mask: Optional[Tensor]) -> Optional[Tensor]:
@@ -76,16 +153,19 @@ class _EmbedRNNHead(RecurrentLM):
                 raise TypeError(f"tie_weights needs embed_dim == output size, got {embed_dim} != {out_dim}")
             self.head.weight = self.embedding.weight
 
-    def forward(self, tokens: Tensor, state: Any = None, pad_mask: Optional[Tensor] = None) -> tuple[Tensor, Any]:
-        _check_inputs(tokens, pad_mask)
-        if state is None:
-            state = self.init_state(tokens.shape[0], tokens.device)
-        x = self.embedding(tokens).transpose(0, 1)  # (L, B, E)
-        h, new_state = self.rnn.forward_state(x, state, mask_pad=_time_major_mask(pad_mask))
-        return self.head(self.norm(h.transpose(0, 1))), new_state
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        return self.rnn.init_state_flat(batch_size, device)
 
-    def init_state(self, batch_size: int, device: Device = None) -> Any:
-        return self.rnn.init_state(batch_size, device=self._device(device))
+    def state_from_flat(self, tensors: list[Tensor]) -> Any:
+        return self.rnn.state_from_flat(tensors)
+
+    def forward_flat(
+        self, tokens: Tensor, state: list[Tensor], pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        check_tokens(tokens, pad_mask)
+        x = self.embedding(tokens).transpose(0, 1)  # (L, B, E)
+        h, new_state = self.rnn.forward_state_flat(x, state, _time_major_mask(pad_mask))
+        return self.head(self.norm(h.transpose(0, 1))), new_state
 
 
 class SRULM(_EmbedRNNHead):

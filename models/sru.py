@@ -464,9 +464,7 @@ class SRU(nn.Module):
 
     def init_state(self, batch_size: int, device: Optional[Union[str, torch.device]] = None) -> SRUState:
         """Zero state: c (num_layers, batch_size, out), fp32 (fp64 for an fp64 model)."""
-        param = self.rnn_lst[0].bias
-        device = param.device if device is None else device
-        return SRUState(c=self._zeros_state(batch_size, device, state_dtype(param.dtype)))
+        return self.state_from_flat(self.init_state_flat(batch_size, None if device is None else torch.device(device)))
 
     def forward_state(
         self, x: Tensor, state: Optional[SRUState] = None, mask_pad: Optional[Tensor] = None
@@ -475,6 +473,23 @@ class SRU(nn.Module):
         the new state (fp32 c whatever x's dtype). Prefill n steps then m single steps gives the
         same h and state as one call over n + m. Pad steps (mask_pad != 0) leave the state as is.
         """
+        flat = self.init_state_flat(x.size(1), x.device) if state is None else [state.c]
+        h, flat = self.forward_state_flat(x, flat, mask_pad)
+        return h, self.state_from_flat(flat)
+
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """:meth:`init_state` as the flat list ``[c]``; TorchScript code."""
+        param = self.rnn_lst[0].bias
+        return [self._zeros_state(batch_size, param.device if device is None else device, state_dtype(param.dtype))]
+
+    def state_from_flat(self, tensors: list[Tensor]) -> SRUState:
+        """``[c]`` -> :class:`SRUState`."""
+        return SRUState(c=tensors[0])
+
+    def forward_state_flat(
+        self, x: Tensor, state: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`forward_state` on the flat state ``[c]``; TorchScript code."""
         if self.bidirectional:
             raise RuntimeError(
                 "forward_state needs a causal SRU, but this model is bidirectional: its backward "
@@ -482,18 +497,15 @@ class SRU(nn.Module):
             )
         self._check_input(x, mask_pad)
         B = x.size(1)
-        acc = state_dtype(x.dtype)
-        if state is None:
-            c0 = self._zeros_state(B, x.device, acc)
-        else:
-            if list(state.c.shape) != [self.num_layers, B, self.output_size]:
-                raise ValueError(
-                    f"state.c must be (num_layers, batch, output_size) = "
-                    f"{dims_text([self.num_layers, B, self.output_size])}, got {shape_text(state.c)}"
-                )
-            c0 = state.c.to(acc)
-        h, c = self._run_layers(x, c0, mask_pad)
-        return h, SRUState(c=c)
+        if len(state) != 1:
+            raise ValueError(f"an SRU state is one tensor, c; got {len(state)}")
+        if list(state[0].shape) != [self.num_layers, B, self.output_size]:
+            raise ValueError(
+                f"state.c must be (num_layers, batch, output_size) = "
+                f"{dims_text([self.num_layers, B, self.output_size])}, got {shape_text(state[0])}"
+            )
+        h, c = self._run_layers(x, state[0].to(state_dtype(x.dtype)), mask_pad)
+        return h, [c]
 
     def _zeros_state(self, batch_size: int, device: torch.device, dtype: torch.dtype) -> Tensor:
         return torch.zeros(self.num_layers, batch_size, self.output_size, dtype=dtype, device=device)

@@ -29,7 +29,7 @@ from .ops.dtypes import state_dtype
 from .ops.linear_attention.padding import mask_pad_positions
 from .ops.sru import sru_scan
 from .sru import ScaleXMixin, dims_text, dropout_mask, highway_dropout, shape_text
-from .state import AttentionState, KVCache, LinearAttentionState, SRUppState
+from .state import AttentionState, KVCache, LinearAttentionState, SRUppState, flatten_state
 
 ATTENTION_KINDS = ("softmax", "linear")
 
@@ -65,6 +65,7 @@ class SRUppProjectedLinear(nn.Module):
         self.linear1 = nn.Linear(in_features, proj_features, bias=False)
         self.linear2 = nn.Linear(proj_features, out_features, bias=False)
         self.layer_norm = nn.LayerNorm(proj_features) if layer_norm else None
+        self.num_state_tensors = 0
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -97,6 +98,19 @@ class SRUppProjectedLinear(nn.Module):
     ) -> tuple[Tensor, None]:
         """Token-wise, so streaming is the plain forward: returns ``(U, None)``."""
         return self.forward(input), None
+
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """No state tensors."""
+        return []
+
+    def state_from_flat(self, tensors: list[Tensor]) -> None:
+        return None
+
+    def forward_state_flat(
+        self, input: Tensor, state: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`forward_state` on the (empty) flat state; TorchScript code."""
+        return self.forward(input), state
 
 
 class _AttentionBase(nn.Module):
@@ -141,6 +155,7 @@ class _AttentionBase(nn.Module):
         self.linear3 = nn.Linear(proj_features, out_features, bias=False)
         self.alpha = nn.Parameter(torch.tensor([self.rezero_init_alpha]))
         self.layer_norm = nn.LayerNorm(proj_features) if layer_norm else None
+        self.num_state_tensors = 3
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -238,11 +253,7 @@ class SRUppAttention(_AttentionBase):
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> KVCache:
         """Empty cache: key/value (B, H, 0, head_dim) in the parameter dtype, valid (B, 0) bool."""
-        dtype = self.linear1.weight.dtype
-        device = self.linear1.weight.device if device is None else device
-        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, dtype=dtype, device=device)
-        valid = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)
-        return KVCache(key=empty, value=empty.clone(), valid=valid)
+        return self.state_from_flat(self.init_state_flat(batch_size, device))
 
     def forward_state(
         self, input: Tensor, state: Optional[KVCache] = None, mask_pad: Optional[Tensor] = None
@@ -252,22 +263,42 @@ class SRUppAttention(_AttentionBase):
         input (L, B, in); mask_pad (L, B): pads are cached with ``valid=False`` and never attended
         to. The cache holds key/value after ``linear2`` and the head split, (B, H, T, head_dim).
         """
+        if state is None:
+            flat = self.init_state_flat(input.shape[1], input.device)
+        else:
+            flat = [state.key, state.value, state.valid]
+        out, flat = self.forward_state_flat(input, flat, mask_pad)
+        return out, self.state_from_flat(flat)
+
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """:meth:`init_state` as ``[key, value, valid]``; TorchScript code."""
+        weight = self.linear1.weight
+        device = weight.device if device is None else device
+        empty = torch.zeros(batch_size, self.num_heads, 0, self.head_dim, dtype=weight.dtype, device=device)
+        return [empty, empty.clone(), torch.zeros(batch_size, 0, dtype=torch.bool, device=device)]
+
+    def state_from_flat(self, tensors: list[Tensor]) -> KVCache:
+        return KVCache(key=tensors[0], value=tensors[1], valid=tensors[2])
+
+    def forward_state_flat(
+        self, input: Tensor, state: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`forward_state` on the flat cache ``[key, value, valid]``; TorchScript code."""
         length, batch = input.shape[0], input.shape[1]
         _check_mask_pad(mask_pad, length, batch)
-        if state is None:
-            state = self.init_state(batch, input.device)
+        cached_key, cached_value, cached_valid = state[0], state[1], state[2]
         q, k, v, residual = self._project(input)
-        key = torch.cat([state.key.to(k.dtype), k], dim=2)
-        value = torch.cat([state.value.to(v.dtype), v], dim=2)
-        valid = torch.cat([state.valid, ~_pad_bool(mask_pad, length, batch, input.device).t()], dim=1)
-        past = state.key.shape[2]
+        key = torch.cat([cached_key.to(k.dtype), k], dim=2)
+        value = torch.cat([cached_value.to(v.dtype), v], dim=2)
+        valid = torch.cat([cached_valid, ~_pad_bool(mask_pad, length, batch, input.device).t()], dim=1)
+        past = cached_key.shape[2]
         t_query = torch.arange(length, device=input.device)[:, None] + past
         causal = torch.arange(past + length, device=input.device)[None, :] <= t_query  # (L, T+L)
         allowed = causal[None, None] & valid[:, None, None, :]  # (B, 1, L, T+L)
         scores = torch.matmul(q * self.head_dim**-0.5, key.transpose(-1, -2))
         weights = F.dropout(_masked_softmax(scores, allowed), p=self.attn_dropout, training=self.training)
         out = self._output(torch.matmul(weights, value), residual)
-        return out, KVCache(key=key, value=value, valid=valid)
+        return out, [key, value, valid]
 
 
 class SRUppLinearAttention(_AttentionBase):
@@ -288,6 +319,7 @@ class SRUppLinearAttention(_AttentionBase):
     def __init__(self, *args, eps: float = 1e-6, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.eps = float(eps)
+        self.num_state_tensors = 2
 
     def forward(
         self,
@@ -311,13 +343,7 @@ class SRUppLinearAttention(_AttentionBase):
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> LinearAttentionState:
         """Zeros: S (B, H, E, E), z (B, H, E) in the state dtype (fp32; fp64 for an fp64 model)."""
-        dtype = state_dtype(self.linear1.weight.dtype)
-        device = self.linear1.weight.device if device is None else device
-        shape = (batch_size, self.num_heads, self.head_dim)
-        return LinearAttentionState(
-            S=torch.zeros(*shape, self.head_dim, dtype=dtype, device=device),
-            z=torch.zeros(*shape, dtype=dtype, device=device),
-        )
+        return self.state_from_flat(self.init_state_flat(batch_size, device))
 
     def forward_state(
         self, input: Tensor, state: Optional[LinearAttentionState] = None, mask_pad: Optional[Tensor] = None
@@ -326,6 +352,26 @@ class SRUppLinearAttention(_AttentionBase):
         S0, z0 = (None, None) if state is None else (state.S, state.z)
         U, S, z = self._attend(input, S0, z0, mask_pad)
         return U, LinearAttentionState(S=S, z=z)
+
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """:meth:`init_state` as ``[S, z]``; TorchScript code."""
+        weight = self.linear1.weight
+        device = weight.device if device is None else device
+        dtype = state_dtype(weight.dtype)
+        return [
+            torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=dtype, device=device),
+            torch.zeros(batch_size, self.num_heads, self.head_dim, dtype=dtype, device=device),
+        ]
+
+    def state_from_flat(self, tensors: list[Tensor]) -> LinearAttentionState:
+        return LinearAttentionState(S=tensors[0], z=tensors[1])
+
+    def forward_state_flat(
+        self, input: Tensor, state: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`forward_state` on the flat state ``[S, z]``; TorchScript code."""
+        U, S, z = self._attend(input, state[0], state[1], mask_pad)
+        return U, [S, z]
 
     def _attend(
         self, input: Tensor, S0: Optional[Tensor], z0: Optional[Tensor], mask_pad: Optional[Tensor]
@@ -461,10 +507,18 @@ class SRUppCell(ScaleXMixin):
     ) -> tuple[Tensor, Tensor, AttentionState]:
         """Streaming step: input (L, B, in), c0 (B, d) fp32, the layer's attention state ->
         h (L, B, d), c (B, d) in c0's dtype, the new attention state."""
+        flat = [t for _, t in flatten_state(attention)]
+        h, c, flat = self.forward_state_flat(input, c0, flat, mask_pad)
+        return h, c, self.transform_module.state_from_flat(flat)
+
+    def forward_state_flat(
+        self, input: Tensor, c0: Tensor, attention: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """:meth:`forward_state` with the attention state as its flat list of tensors; TorchScript code."""
         residual = input
         if self.layer_norm is not None and not self.normalize_after:
             input = self.layer_norm(input)
-        U, attention = self.transform_module.forward_state(input, attention, mask_pad)
+        U, attention = self.transform_module.forward_state_flat(input, attention, mask_pad)
         h, c = self._recurrence(U, residual, c0, mask_pad)
         if self.layer_norm is not None and self.normalize_after:
             h = self.layer_norm(h)
@@ -635,11 +689,7 @@ class SRUpp(nn.Module):
     def init_state(self, batch_size: int, device: Optional[Union[str, torch.device]] = None) -> SRUppState:
         """Empty state: c zeros (num_layers, B, d) fp32 (fp64 for an fp64 model); per layer a zero
         ``LinearAttentionState``, an empty ``KVCache`` or None (no attention)."""
-        self._check_streaming()
-        weight = self.rnn_lst[0].weight_c
-        device = weight.device if device is None else torch.device(device)
-        c = torch.zeros(self.num_layers, batch_size, self.output_size, dtype=state_dtype(weight.dtype), device=device)
-        return SRUppState(c=c, attention=[m.transform_module.init_state(batch_size, device) for m in self.rnn_lst])
+        return self.state_from_flat(self.init_state_flat(batch_size, None if device is None else torch.device(device)))
 
     def _check_state(self, state: SRUppState, batch: int) -> None:
         expected_c = (self.num_layers, batch, self.output_size)
@@ -667,16 +717,64 @@ class SRUpp(nn.Module):
         """
         self._check_streaming()
         self._check_input(input)
+        if state is None:
+            flat = self.init_state_flat(input.shape[1], input.device)
+        else:
+            self._check_state(state, input.shape[1])
+            flat = [t for _, t in flatten_state(state)]
+        h, flat = self.forward_state_flat(input, flat, mask_pad)
+        return h, self.state_from_flat(flat)
+
+    def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
+        """:meth:`init_state` as ``[c, then each attention layer's tensors]`` (S, z or key, value, valid);
+        TorchScript code."""
+        self._check_streaming()
+        weight = self.rnn_lst[0].weight_c
+        device = weight.device if device is None else device
+        flat = [
+            torch.zeros(self.num_layers, batch_size, self.output_size, dtype=state_dtype(weight.dtype), device=device)
+        ]
+        for layer in self.rnn_lst:
+            flat.extend(layer.transform_module.init_state_flat(batch_size, device))
+        return flat
+
+    def state_from_flat(self, tensors: list[Tensor]) -> SRUppState:
+        """The flat list of :meth:`init_state_flat` -> :class:`SRUppState`."""
+        attention: list[AttentionState] = []
+        offset = 1
+        for layer in self.rnn_lst:
+            n = layer.transform_module.num_state_tensors
+            attention.append(layer.transform_module.state_from_flat(tensors[offset : offset + n]))
+            offset += n
+        return SRUppState(c=tensors[0], attention=attention)
+
+    def forward_state_flat(
+        self, input: Tensor, state: list[Tensor], mask_pad: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """:meth:`forward_state` on the flat state of :meth:`init_state_flat`; TorchScript code."""
+        self._check_streaming()
+        self._check_input(input)
         length, batch = input.shape[0], input.shape[1]
         _check_mask_pad(mask_pad, length, batch)
-        if state is None:
-            state = self.init_state(batch, input.device)
-        self._check_state(state, batch)
+        expected = 1
+        for layer in self.rnn_lst:
+            expected += layer.transform_module.num_state_tensors
+        if len(state) != expected:
+            raise ValueError(
+                f"the state has {len(state)} tensors but this SRUpp takes {expected}: c, then each attention "
+                "layer's (S, z for linear attention; key, value, valid for softmax)"
+            )
+        expected_c = [self.num_layers, batch, self.output_size]
+        if list(state[0].shape) != expected_c:
+            raise ValueError(f"state.c has shape {shape_text(state[0])} but expected {dims_text(expected_c)}")
         x = input if self.input_to_hidden is None else self.input_to_hidden(input)
         cs: list[Tensor] = []
-        attention: list[AttentionState] = []
+        new_state: list[Tensor] = []
+        offset = 1
         for i, layer in enumerate(self.rnn_lst):
-            x, c, att = layer.forward_state(x, state.c[i], state.attention[i], mask_pad)
+            n = layer.transform_module.num_state_tensors
+            x, c, attention = layer.forward_state_flat(x, state[0][i], state[offset : offset + n], mask_pad)
+            offset += n
             cs.append(c)
-            attention.append(att)
-        return x, SRUppState(c=torch.stack(cs), attention=attention)
+            new_state.extend(attention)
+        return x, [torch.stack(cs)] + new_state

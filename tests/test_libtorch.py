@@ -8,6 +8,9 @@
   runs it on inputs it builds itself (``sin(0.37 j + i)``) and prints the outputs, which must match eager
   PyTorch on the same inputs to 1e-5 (fp32; the attention's C++ kernel is the recurrent form, the eager
   op the chunked one).
+* Each demo language model, scripted (its flat-state signature, :mod:`rnnx.models.lm`) and saved, decodes
+  greedily in the C++ program (``--generate``: ``init_state``, a prompt, then steps carrying the state) to the
+  tokens eager PyTorch decodes.
 * The program refuses a module whose ops are not registered with a clear error (the library not linked),
   and a call with a wrongly sized state with the op's one-line error (no out-of-bounds read).
 """
@@ -23,13 +26,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnx.models import SRU
+from rnnx.models import SRU, load_checkpoint
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.ops import libtorch
 from rnnx.models.ops.linear_attention import causal_linear_attention
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: cannot build the libtorch example"),
-    pytest.mark.filterwarnings("ignore:`torch.jit.(save|load)` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.(script|save|load)` is deprecated:DeprecationWarning"),
 ]
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "libtorch" / "run_scripted.cpp"
 
@@ -150,3 +154,20 @@ def test_without_the_library_the_program_says_what_is_missing(programs, tmp_path
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1
     assert "rnnx::causal_linear_attention" in result.stderr
+
+
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+def test_a_scripted_language_model_generates_in_cpp_as_in_eager_pytorch(programs, tmp_path, name):
+    model = load_checkpoint(demo_checkpoint_path(name))[0].eval()
+    torch.jit.script(model).save(str(tmp_path / "lm.pt"))
+    prompt, count = [1, 2, 3, 4, 10], 8
+    want, tokens, state = [], torch.tensor([prompt]), None
+    with torch.no_grad():
+        for _ in range(count):
+            logits, state = model(tokens, state)
+            tokens = logits[:, -1:].argmax(-1)
+            want.append(int(tokens))
+    args = [str(programs["linked"]), str(tmp_path / "lm.pt"), "--generate", str(count), ",".join(map(str, prompt))]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.split() == ["tokens", *map(str, want)]

@@ -3,9 +3,15 @@
 // ops the module calls (python3 -m rnnx.models.ops.libtorch builds it; the build line is in README.md here).
 //
 //     run_scripted MODULE.pt SHAPE [SHAPE ...]      e.g.  run_scripted sru.pt 5x2x12
+//     run_scripted LM.pt --generate N TOKEN,TOKEN,...
 //
 // Input i (fp32, the given shape) is sin(0.37 * j + i) for element j in row-major order, so a Python test
 // can build the same tensors. Prints each output tensor as "output <n> <dims>" then its values.
+//
+// With --generate, LM.pt is a scripted rnnx language model (torch.jit.script(model) of a RecurrentLM), whose
+// scripted signature is forward(tokens (B, L) int64, state: List[Tensor], pad_mask: Optional[Tensor]) ->
+// (logits (B, L, V), state) and init_state(batch_size) -> List[Tensor]: the program feeds the prompt, then
+// decodes N tokens greedily, carrying the state, and prints them as "tokens t1 t2 ...".
 #include <torch/script.h>
 
 #include <cstdio>
@@ -42,6 +48,35 @@ void print(const at::Tensor& tensor, int index)
     if (t.numel() == 0)
         std::printf("\n");
 }
+
+std::vector<int64_t> parse_tokens(const std::string& text)
+{
+    std::vector<int64_t> tokens;
+    size_t start = 0;
+    while (start < text.size())
+    {
+        const size_t end = text.find(',', start);
+        tokens.push_back(std::stoll(text.substr(start, end == std::string::npos ? std::string::npos : end - start)));
+        start = end == std::string::npos ? text.size() : end + 1;
+    }
+    return tokens;
+}
+
+void generate(torch::jit::Module& lm, const std::vector<int64_t>& prompt, int64_t count)
+{
+    torch::jit::IValue state = lm.run_method("init_state", int64_t{1});
+    at::Tensor tokens = torch::tensor(prompt, torch::kInt64).reshape({1, -1});
+    std::printf("tokens");
+    for (int64_t i = 0; i < count; ++i)
+    {
+        const auto result = lm.forward({tokens, state, torch::jit::IValue()}).toTuple();
+        state = result->elements()[1];
+        const int64_t next = result->elements()[0].toTensor().select(1, -1).argmax(-1).item<int64_t>();
+        std::printf(" %lld", static_cast<long long>(next));
+        tokens = torch::full({1, 1}, next, torch::kInt64);
+    }
+    std::printf("\n");
+}
 } // namespace
 
 int main(int argc, char** argv)
@@ -56,6 +91,16 @@ int main(int argc, char** argv)
         c10::InferenceMode inference;
         torch::jit::Module module = torch::jit::load(argv[1]);
         module.eval();
+        if (std::string(argv[2]) == "--generate")
+        {
+            if (argc != 5)
+            {
+                std::fprintf(stderr, "usage: %s LM.pt --generate N TOKEN,TOKEN,...\n", argv[0]);
+                return 2;
+            }
+            generate(module, parse_tokens(argv[4]), std::stoll(argv[3]));
+            return 0;
+        }
         std::vector<torch::jit::IValue> inputs;
         for (int i = 2; i < argc; ++i)
         {
