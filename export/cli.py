@@ -5,6 +5,7 @@
     export-model [CHECKPOINT] [--out DIR] [--target tensorrt|onnxruntime] [--precision fp32|fp16]
     export-model --module package.module:function | path/to/file.py:function [--weights FILE] [--out DIR] ...
                  [--opset N] [--check/--no-check] [--steps N]
+                 [--quantize int8|int4 [--block-size N] [--head fp|int8|int4] [--quantize-embedding]]
                  [--engine [--max-batch N] [--max-length N] [--max-context N] [--cache-dir DIR]]
                  [--triton-repo DIR [--triton-variant python|onnxruntime|tensorrt ...] [--triton-max-streams N]]
 
@@ -17,6 +18,10 @@ Prints each step, the files written, the parity table and the ``polygraphy run``
 re-checks the saved inputs/outputs. Any bad input (missing or corrupt checkpoint, unknown model
 type, unsupported target / precision / opset, a failed check) is one ``Error: ...`` line, a
 non-zero exit status, and an output directory left as it was.
+
+``--quantize`` quantizes the weights (weight-only int8 / int4, :mod:`rnnx.export.quantize`) inside the
+export, before its checks and hashes; the parity check then holds it to the scheme's budget
+(docs/export.md), and ``rnnx.json`` records what was quantized.
 
 ``--engine`` also builds (or reuses from the engine cache) a TensorRT engine for the export
 (:func:`rnnx.runtime.tensorrt.build_engine`: decode + prefill profiles for the given limits). Whether
@@ -39,7 +44,7 @@ from typing import Any, Optional
 
 import click
 
-from ..runtime.artifact import DEFAULT_OPSET, PRECISIONS, TARGETS
+from ..runtime.artifact import DEFAULT_OPSET, PRECISIONS, QUANTIZATION_HEADS, QUANTIZATION_SCHEMES, TARGETS
 from ..runtime.parity import DEFAULT_DECODE_STEPS
 from ..runtime.triton.config import VARIANTS as TRITON_VARIANTS
 
@@ -100,6 +105,27 @@ DEFAULT_OUT_ROOT = Path("rnnx-export")
     help="Chained decode steps (chained calls with --module) of the parity check.",
 )
 @click.option(
+    "--quantize",
+    type=click.Choice(list(QUANTIZATION_SCHEMES)),
+    default=None,
+    help="Weight-only quantization of the MatMul weights (MatMulNBits on onnxruntime, DequantizeLinear on tensorrt).",
+)
+@click.option(
+    "--block-size",
+    type=int,
+    default=None,
+    help="With --quantize: weights per scale block (default: int4 32, int8 128 on onnxruntime; 64 on tensorrt).",
+)
+@click.option(
+    "--head",
+    type=click.Choice(list(QUANTIZATION_HEADS)),
+    default=None,
+    help="With --quantize: the output head's weights (default: fp).",
+)
+@click.option(
+    "--quantize-embedding", is_flag=True, default=False, help="With --quantize int4 (onnxruntime): the embedding too."
+)
+@click.option(
     "--engine",
     is_flag=True,
     default=False,
@@ -149,6 +175,10 @@ def main(
     check: bool,
     steps: int,
     external_data: Optional[bool] = None,
+    quantize: Optional[str] = None,
+    block_size: Optional[int] = None,
+    head: Optional[str] = None,
+    quantize_embedding: bool = False,
     engine: bool = False,
     max_batch: int = 8,
     max_length: int = 512,
@@ -162,10 +192,16 @@ def main(
     _require_export_extra()
     from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
     from .exporter import ExportError, export_model, validate_options
+    from .quantize import QuantizeError, QuantizeOptions, resolve_options
 
+    options = None
+    if quantize is None and (block_size is not None or head is not None or quantize_embedding):
+        raise click.UsageError("--block-size, --head and --quantize-embedding need --quantize int8|int4")
     try:
         validate_options(target, precision, opset)
-    except ExportError as e:
+        if quantize is not None:
+            options = resolve_options(QuantizeOptions(quantize, block_size, head or "fp", quantize_embedding), target)
+    except (ExportError, QuantizeError) as e:
         raise click.ClickException(_one_line(str(e))) from None
     if factory is None and weights is not None:
         raise click.UsageError("--weights needs --module (a checkpoint directory holds its own weights)")
@@ -182,7 +218,9 @@ def main(
             _write_triton(result.out_dir, triton_repo, variants, triton_max_streams, plan, max_batch_size)
 
     if factory is not None:
-        after_export(_export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data))
+        after_export(
+            _export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data, options)
+        )
         return
     if checkpoint is None:
         checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
@@ -194,7 +232,8 @@ def main(
     try:
         result = export_model(
             checkpoint, out_dir, target=target, precision=precision, opset=opset, check=check,
-            decode_steps=steps, external_data=external_data, log=lambda message: click.echo(f"- {message}"),
+            decode_steps=steps, external_data=external_data, quantize=options,
+            log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (CheckpointError, ExportError) as e:
         raise click.ClickException(_one_line(str(e))) from None
@@ -203,7 +242,7 @@ def main(
 
 def _export_factory(
     factory: str, weights: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
-    check: bool, steps: int, external_data: Optional[bool] = None,
+    check: bool, steps: int, external_data: Optional[bool] = None, quantize: Any = None,
 ) -> Any:  # fmt: skip
     """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
     export's source (absolute paths). ``external_data``: the CLI flag (None: not given, auto)."""
@@ -225,7 +264,7 @@ def _export_factory(
         return export(
             spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
             opset=opset, check=check, chained_calls=steps, source=source, external_data=external_data,
-            log=lambda message: click.echo(f"- {message}"),
+            quantize=quantize, log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (FactoryError, ExportError) as e:
         raise click.ClickException(_one_line(str(e))) from None

@@ -19,7 +19,9 @@ One path for every model. :func:`export` takes any module whose forward is
   ``full_check``, strict shape inference, optional parity against PyTorch on ONNX Runtime), and only
   then moved into ``out_dir`` file by file with ``os.replace`` (the data file first, then the model,
   the metadata last); the export files it did not write (a stale data file) are then removed. A
-  failure leaves ``out_dir`` as it was.
+  failure leaves ``out_dir`` as it was;
+* with ``quantize``, the saved graph's weights are quantized (:mod:`rnnx.export.quantize`) before the
+  checks, the hashes and the parity run, which then holds the export to the scheme's budget.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from ..models.stateful import (
     lm_example_data,
     torch_dtype,
 )
-from ..models.training.copy_task import task_prompts
+from ..models.training.copy_task import task_prompts, task_scored_calls
 from ..runtime import parity
 from ..runtime.artifact import (
     BATCH,
@@ -89,6 +91,7 @@ from ..runtime.artifact import (
     write_metadata,
 )  # fmt: skip
 from .metadata import build_metadata
+from .quantize import QuantizeError, QuantizeOptions, quantize_model, resolve_options
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
@@ -118,6 +121,15 @@ class ExportResult:
     files: list[Path] = field(default_factory=list)
     parity: Optional[parity.ParityReport] = None
     polygraphy_command: Optional[list[str]] = None
+
+
+def _quantize_options(quantize: Union[None, str, QuantizeOptions], target: str) -> Optional[QuantizeOptions]:
+    if quantize is None:
+        return None
+    try:
+        return resolve_options(quantize, target)
+    except QuantizeError as e:
+        raise ExportError(str(e)) from None
 
 
 def validate_options(target: str, precision: str, opset: int) -> None:
@@ -162,6 +174,11 @@ class _Job:
     vocab_size: Optional[int] = None
     prompts: Optional[list[list[int]]] = None
     what: str = ""
+    #: Whether the model was trained (a checkpoint that records its task): a quantized export of it is also
+    #: held to the teacher-forced top-1 agreement of its budget.
+    trained: bool = False
+    #: Per parity prompt, the calls a trained task scores (the quantized budget's logits figures cover those).
+    scored_calls: Optional[list[int]] = None
     #: Puts back what the job changed on the caller's module (its train / eval modes).
     restore: Callable[[], None] = lambda: None
 
@@ -234,6 +251,7 @@ def _lm_job(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision
         trace_inputs=(*data, *example_state(states, batch, past, gen)), parity_run=run_parity,
         source={"checkpoint": checkpoint, "weights_sha256": info.get("weights_sha256") or None},
         vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model", restore=restore,
+        trained=bool(info.get("task")), scored_calls=task_scored_calls(info.get("task"), prompts),
     )  # fmt: skip
 
 
@@ -513,6 +531,24 @@ def _save(model: onnx.ModelProto, path: Path, external_data: bool) -> Optional[P
     return data if data.is_file() else None
 
 
+def _quantize_saved(
+    model_path: Path, external: bool, target: str, options: QuantizeOptions, job: _Job
+) -> dict[str, Any]:
+    """Quantizes the saved model in place (rewriting its external data too); returns the ``quantization``
+    record, with the parity gates for this job."""
+    model = onnx.load(str(model_path))
+    try:
+        model, record = quantize_model(model, target, options)
+    except QuantizeError as e:
+        raise ExportError(str(e)) from None
+    (model_path.parent / EXTERNAL_DATA_FILE).unlink(missing_ok=True)
+    _save(model, model_path, external)
+    record["gates"] = ["max_rel", *(["mean_kl"] if job.interface == CAUSAL_LM else []), "drift",
+                       *(["top1"] if job.trained else [])]  # fmt: skip
+    record["scored_calls"] = job.scored_calls
+    return record
+
+
 def _check_graph(path: Path) -> onnx.ModelProto:
     """onnx.checker (full_check) and strict shape inference on the saved file, both by path (so a model
     with external data is never one in-memory proto); ExportError on failure. Returns the model loaded
@@ -565,7 +601,7 @@ def _check_out_dir(out_dir: Union[str, os.PathLike]) -> Path:
 
 def _run(
     job: _Job, out_dir: Path, *, target: str, precision: str, opset: int, check: bool, steps: int,
-    polygraphy_steps: int, external_data: Optional[bool], log: Log,
+    polygraphy_steps: int, external_data: Optional[bool], log: Log, quantize: Optional[QuantizeOptions] = None,
 ) -> ExportResult:  # fmt: skip
     """Traces, validates, checks parity and writes ``job``'s export into ``out_dir`` (atomically).
     ``external_data``: True / False, or None for external data exactly when the graph's tensors pass
@@ -596,6 +632,14 @@ def _run(
         gc.collect()
         log(f"saved {MODEL_FILE}" + (f" with external data {EXTERNAL_DATA_FILE}" if data_path else " (one file)")
             + f"; {tensor_bytes / 2**20:,.1f} MiB of tensors")  # fmt: skip
+        quantization = None
+        if quantize is not None:
+            log(f"quantizing weights: {quantize.scheme}, block {quantize.block_size}, head {quantize.head}"
+                + (", embedding" if quantize.embedding else ""))  # fmt: skip
+            quantization = _quantize_saved(model_path, data_path is not None, target, quantize, job)
+            data_path = model_path.parent / EXTERNAL_DATA_FILE if data_path is not None else None
+            kept = ", ".join(e["node"] for e in quantization["excluded"]) or "none"
+            log(f"quantized {len(quantization['quantized'])} weights ({quantization['format']}); kept: {kept}")
         log("checking: onnx.checker full_check, strict shape inference")
         onnx_model = _check_graph(model_path)
         metadata = build_metadata(
@@ -604,6 +648,7 @@ def _run(
             model_path=model_path, target=target, precision=precision, opset=opset, source=job.source,
             external_data=data_path,
         )  # fmt: skip
+        metadata["quantization"] = quantization
         output_dtypes = _graph_output_dtypes(onnx_model)
         del onnx_model  # not needed any more; ONNX Runtime loads its own copy for the parity check
         gc.collect()
@@ -625,9 +670,9 @@ def _run(
             except Exception as e:
                 raise ExportError(f"parity check could not run: {type(e).__name__}: {_one_line(e)}") from None
             initial = torch_side.state_to_host(torch_side.init_state(torch_side.batch_of(calls[0].inputs)))
+            tolerance = TOLERANCES[precision] if report.quality is None else _replay_tolerance(report)
             polygraphy = parity.save_polygraphy_files(
-                calls[: polygraphy_steps + 1], tmp, job.states, initial, output_dtypes,
-                TOLERANCES[precision],
+                calls[: polygraphy_steps + 1], tmp, job.states, initial, output_dtypes, tolerance
             )  # fmt: skip
             parity.save_reference(tmp / PARITY_REFERENCE_FILE, calls, f"torch {job.model_type} fp32", job.prompts)
             (tmp / PARITY_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
@@ -643,6 +688,12 @@ def _run(
         shutil.rmtree(tmp, ignore_errors=True)
     command = None if polygraphy is None else parity.polygraphy_command(out_dir, MODEL_FILE, polygraphy)
     return ExportResult(out_dir, out_dir / MODEL_FILE, files[-1], metadata, files, report, command)
+
+
+def _replay_tolerance(report: parity.ParityReport) -> float:
+    """A quantized export's Polygraphy tolerance: its budget's max_rel, or the worst error the parity run saw
+    (its state moves more than its logits) with a margin, whichever is larger."""
+    return float(f"{max(report.quality.budget['max_rel'], 1.25 * report.worst_rel):.3g}")
 
 
 def _check_steps(steps: int, polygraphy_steps: int, external_data: Optional[bool]) -> None:
@@ -663,6 +714,7 @@ def export_model(
     decode_steps: int = parity.DEFAULT_DECODE_STEPS,
     polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
     external_data: Optional[bool] = None,
+    quantize: Union[None, str, QuantizeOptions] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports an rnnx LM (a module, or a checkpoint directory) to ``out_dir/model.onnx`` + ``rnnx.json``.
@@ -676,17 +728,22 @@ def export_model(
     ``polygraphy_steps`` steps). ``external_data``: write the weights to ``model.onnx.data`` beside
     ``model.onnx`` (ONNX external data; recorded in ``rnnx.json``) when True, never when False (an
     export past 2 GB then fails), by default (None) when the graph's tensors pass
-    :data:`EXTERNAL_DATA_THRESHOLD` (1.5 GiB). Raises :class:`ExportError` (or ``CheckpointError``) and
-    leaves ``out_dir`` untouched on any failure. The given module is not modified.
+    :data:`EXTERNAL_DATA_THRESHOLD` (1.5 GiB). ``quantize``: ``"int8"`` / ``"int4"`` or a
+    :class:`~rnnx.export.quantize.QuantizeOptions` (block size, head, embedding): weight-only quantization
+    inside the export (:mod:`rnnx.export.quantize`), recorded in ``rnnx.json``; the parity check then holds
+    the export to the scheme's budget (:data:`~rnnx.runtime.artifact.QUANTIZATION_BUDGETS`). Raises
+    :class:`ExportError` (or ``CheckpointError``) and leaves ``out_dir`` untouched on any failure. The given
+    module is not modified.
     """
     validate_options(target, precision, opset)
     _check_steps(decode_steps, polygraphy_steps, external_data)
+    options = _quantize_options(quantize, target)
     out_dir = _check_out_dir(out_dir)
     job = _lm_job(model_or_checkpoint, precision, decode_steps)
     try:
         return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=decode_steps,
                     polygraphy_steps=polygraphy_steps, external_data=external_data,
-                    log=log or (lambda message: None))  # fmt: skip
+                    log=log or (lambda message: None), quantize=options)  # fmt: skip
     finally:
         job.restore()
 
@@ -709,6 +766,7 @@ def export(
     config: Optional[dict[str, Any]] = None,
     source: Optional[dict[str, Any]] = None,
     external_data: Optional[bool] = None,
+    quantize: Union[None, str, QuantizeOptions] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports any module with SRU / SRU++ / causal linear attention inside to ``out_dir``.
@@ -740,6 +798,7 @@ def export(
     """
     validate_options(target, precision, opset)
     _check_steps(chained_calls, polygraphy_steps, external_data)
+    options = _quantize_options(quantize, target)
     out_dir = _check_out_dir(out_dir)
     recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "weights": None, **(source or {})}
     if recorded["weights"]:
@@ -755,4 +814,4 @@ def export(
     )  # fmt: skip
     return _run(job, out_dir, target=target, precision=precision, opset=opset, check=check, steps=chained_calls,
                 polygraphy_steps=polygraphy_steps, external_data=external_data,
-                log=log or (lambda message: None))  # fmt: skip
+                log=log or (lambda message: None), quantize=options)  # fmt: skip

@@ -45,6 +45,10 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
                 "factory": "package.module:function" | "/abs/file.py:function" | null (stateful only),
                 "weights": "/abs/weights.pt" | null (stateful only)},
      "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
+     "quantization": {"scheme": "int4", "bits": 4, "block_size": 32, "symmetric": true,
+                      "format": "MatMulNBits" | "DequantizeLinear", "accuracy_level": 4 | null,
+                      "head": "fp", "embedding": false, "quantized": [...], "excluded": [...],
+                      "tool": "...", "tool_version": "..."} | null (absent: null; export-model --quantize),
      "parity": {...} | null}
 
 Shapes hold ints and axis names (:data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`, or one a stateful
@@ -123,6 +127,26 @@ DEFAULT_OPSET = 20
 #: against the fp32 PyTorch model, per precision. The fp16 figure covers fp16 weights and activations
 #: over a long chain of decode steps.
 TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
+
+# -- weight-only quantization (export-model --quantize) -----------------------------------------------
+
+#: Quantization scheme -> bits of the quantized weights.
+QUANTIZATION_SCHEMES = {"int8": 8, "int4": 4}
+#: What ``--head`` takes: keep the head fp, or quantize it with one of the schemes.
+QUANTIZATION_HEADS = ("fp", *QUANTIZATION_SCHEMES)
+#: Block sizes ``--block-size`` takes (ONNX Runtime's MatMulNBits: a power of two >= 16).
+QUANTIZATION_BLOCK_SIZES = (16, 32, 64, 128, 256)
+#: The block sizes TensorRT documents for INT4 weights (its Dequantize takes no other).
+TENSORRT_INT4_BLOCK_SIZES = (64, 128)
+#: The parity budget of a quantized export against the fp32 PyTorch model, per scheme: ``max_rel`` of the
+#: logits (``max |got - want| / max |want|`` per call), ``mean_kl`` (KL(reference || candidate) of the
+#: next-token distributions, mean over real positions), ``drift`` (mean logits error of the last 16 of 256
+#: chained decode steps over the first 16's) and, on a trained checkpoint, ``top1`` (teacher-forced
+#: agreement of the greedy tokens: both sides are fed the reference's tokens).
+QUANTIZATION_BUDGETS = {
+    "int8": {"max_rel": 0.15, "mean_kl": 1e-2, "drift": 3.0, "top1": 0.97},
+    "int4": {"max_rel": 0.5, "mean_kl": 0.1, "drift": 3.0, "top1": 0.95},
+}
 
 # -- dtypes ------------------------------------------------------------------------------------------
 
@@ -349,6 +373,15 @@ def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
             )
         if BATCH not in spec.shape:
             raise MetadataError(f"{where}: state {spec.name!r}: shape {list(spec.shape)} has no {BATCH!r} axis")
+    quantization = meta.get("quantization")
+    if quantization is not None and not (
+        isinstance(quantization, dict) and quantization.get("scheme") in QUANTIZATION_SCHEMES
+        and isinstance(quantization.get("format"), str) and isinstance(quantization.get("quantized"), list)
+    ):  # fmt: skip
+        raise MetadataError(
+            f"{where}: field 'quantization' must be null or an object with 'scheme' "
+            f"({' | '.join(QUANTIZATION_SCHEMES)}), 'format' and 'quantized', got {quantization!r}"
+        )
     external = meta.get("external_data")
     if external is not None and not (
         isinstance(external, dict) and isinstance(external.get("sha256"), str)
@@ -433,5 +466,8 @@ def model_signature(metadata: dict[str, Any]) -> str:
     if not source.get("weights_sha256") and metadata.get("external_data"):
         weights = f"{weights}+{metadata['external_data']['sha256']}"
     layout = [[s["name"], list(s["shape"]), s["dtype"], bool(s.get("grows", False))] for s in metadata["state"]]
-    blob = json.dumps([metadata["model_type"], metadata["config"], layout, weights], sort_keys=True, default=str)
+    fields = [metadata["model_type"], metadata["config"], layout, weights]
+    if metadata.get("quantization"):  # quantized weights are other weights
+        fields.append(metadata["quantization"])
+    blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

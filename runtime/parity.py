@@ -21,6 +21,12 @@ blow it up). For a language model, the first call where the candidate's own gree
 first diverging token. A run passes when every ``max_rel`` is within the tolerance
 (:data:`rnnx.runtime.artifact.TOLERANCES` by precision) and nothing diverged.
 
+A quantized export (``rnnx.json`` has a ``quantization`` record) is held to its scheme's budget instead
+(:data:`rnnx.runtime.artifact.QUANTIZATION_BUDGETS`, :class:`Quality`): the logits' ``max_rel``, the mean
+KL divergence of the next-token distributions, the drift over :data:`DRIFT_STEPS` chained steps and, where
+the record's ``gates`` name it (a trained checkpoint), the teacher-forced top-1 agreement; a diverging greedy
+token and the state's errors are recorded, not gated (quantized weights move both by design).
+
 A reference can be saved (:func:`save_reference`, ``parity_reference.npz`` in an export directory) and
 replayed later (:func:`load_reference`); it also feeds stock Polygraphy
 (:func:`save_polygraphy_files`, :func:`polygraphy_command`).
@@ -46,6 +52,7 @@ from .artifact import (
     POLYGRAPHY_INPUTS,
     POLYGRAPHY_OUTPUTS,
     PRESENT_PREFIX,
+    QUANTIZATION_BUDGETS,
     TOLERANCES,
     StateSpec,
     TensorSpec,
@@ -58,6 +65,9 @@ from .session import Session
 DEFAULT_DECODE_STEPS = 64
 #: Calls after the prefill saved for Polygraphy (its JSON files grow with the state size).
 POLYGRAPHY_STEPS = 8
+#: Chained steps of a quantized export's drift run, and the steps averaged at each end of it.
+DRIFT_STEPS = 256
+DRIFT_WINDOW = 16
 REFERENCE_FORMAT = "rnnx-parity-reference"
 REFERENCE_FORMAT_VERSION = 2
 _TINY = 1e-12
@@ -134,6 +144,101 @@ class Divergence:
     candidate_token: int
 
 
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = logits.astype(np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+@dataclass
+class Quality:
+    """A quantized candidate's figures against its scheme's budget (:data:`QUANTIZATION_BUDGETS`).
+
+    ``max_rel``: worst relative error of the data outputs over every call; ``mean_kl`` and ``top1`` (a
+    language model): KL(reference || candidate) of the next-token distributions and greedy agreement, over
+    every real position of every call (teacher-forced: both sides see the reference's tokens); ``drift``:
+    mean logits error of the last :data:`DRIFT_WINDOW` of :data:`DRIFT_STEPS` chained steps over the first
+    ones'. ``gates``: the figures that decide the verdict. ``scored_calls`` (from the record, for a checkpoint
+    trained on a task): per row of the parity prompts, the calls whose last position the task scores (the
+    copy task's answer); the logits figures then cover those positions only, as the task's own evaluation
+    does, instead of every position (a batch of another size is scored everywhere)."""
+
+    scheme: str
+    budget: dict[str, float]
+    gates: list[str]
+    scored_calls: Optional[list[int]] = None
+    max_rel: float = 0.0
+    mean_kl: Optional[float] = None
+    top1: Optional[float] = None
+    drift: Optional[float] = None
+    positions: int = 0
+    _kl_sum: float = 0.0
+    _agree: int = 0
+    _calls: int = 0
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> Optional[Quality]:
+        """The empty figures of a quantized export's metadata; None for one that is not quantized."""
+        record = metadata.get("quantization")
+        if not record:
+            return None
+        scheme = record["scheme"]
+        gates = list(record.get("gates", ("max_rel",)))
+        return cls(scheme, dict(QUANTIZATION_BUDGETS[scheme]), gates, record.get("scored_calls"))
+
+    def add(self, outputs: dict[str, np.ndarray], want: dict[str, np.ndarray], mask: Optional[np.ndarray]) -> None:
+        """One call's data outputs (candidate, reference); ``mask`` (B, L) marks real positions of a language
+        model's call (then ``logits`` also feeds the KL and top-1 figures, at the scored positions)."""
+        call, self._calls = self._calls, self._calls + 1
+        if mask is None or LOGITS not in want:
+            for name, reference in want.items():
+                self.max_rel = max(self.max_rel, errors(outputs[name], reference)[1])
+            return
+        real = mask.astype(bool)
+        if self.scored_calls is not None and len(self.scored_calls) == len(real):
+            scored = np.zeros_like(real)
+            for row, count in enumerate(self.scored_calls):
+                if call < count and real[row].any():
+                    scored[row, np.flatnonzero(real[row])[-1]] = True
+            real = scored
+        if not real.any():
+            return
+        self.max_rel = max(self.max_rel, errors(outputs[LOGITS][real], want[LOGITS][real])[1])
+        ref, cand = _log_softmax(want[LOGITS][real]), _log_softmax(outputs[LOGITS][real])
+        self._kl_sum += float((np.exp(ref) * (ref - cand)).sum())
+        self._agree += int((ref.argmax(-1) == cand.argmax(-1)).sum())
+        self.positions += int(real.sum())
+        self.mean_kl, self.top1 = self._kl_sum / self.positions, self._agree / self.positions
+
+    def failures(self) -> list[str]:
+        """The gated figures outside the budget, one phrase each."""
+        out = []
+        for gate in self.gates:
+            value, limit = getattr(self, gate), self.budget[gate]
+            if value is None:
+                continue
+            if (value < limit) if gate == "top1" else (value > limit):
+                out.append(f"{gate} {value:.4g} {'<' if gate == 'top1' else '>'} {limit:g}")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures()
+
+    def summary(self) -> str:
+        figures = [f"{g} {getattr(self, g):.4g}" for g in ("max_rel", "mean_kl", "top1", "drift")
+                   if getattr(self, g) is not None]  # fmt: skip
+        return f"{self.scheme} budget ({', '.join(f'{k} {v:g}' for k, v in self.budget.items())}): " + ", ".join(
+            figures
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scheme": self.scheme, "budget": self.budget, "gates": self.gates, "scored_calls": self.scored_calls,
+                "max_rel": self.max_rel,
+                "mean_kl": self.mean_kl, "top1": self.top1, "drift": self.drift, "positions": self.positions,
+                "failures": self.failures()}  # fmt: skip
+
+
 @dataclass
 class ParityReport:
     """Per-call errors of a parity run and its verdict (see the module doc)."""
@@ -148,6 +253,8 @@ class ParityReport:
     divergence: Optional[Divergence] = None
     #: What the calls after the first are: ``"decode steps"`` (a language model) or ``"chained calls"``.
     chain: str = "decode steps"
+    #: A quantized candidate's figures; its budget then decides the verdict.
+    quality: Optional[Quality] = None
 
     @property
     def worst_rel(self) -> float:
@@ -155,6 +262,8 @@ class ParityReport:
 
     @property
     def passed(self) -> bool:
+        if self.quality is not None:
+            return self.quality.passed
         return self.divergence is None and self.worst_rel <= self.tolerance
 
     def worst(self) -> list[tuple[str, float, float, int]]:
@@ -177,11 +286,17 @@ class ParityReport:
             else f"first diverging token at step {d.step} row {d.row}: {self.reference} {d.reference_token}, "
             f"{self.candidate} {d.candidate_token}"
         )
-        return (
+        what = (
             f"{'PASS' if self.passed else 'FAIL'}: {self.candidate} vs {self.reference}, "
             f"{'prefill' if self.chain == 'decode steps' else 'a first call'} of {self.batch} x {self.prompt_length}"
-            f" + {len(self.steps) - 1} {self.chain}; worst relative error {self.worst_rel:.3e} "
-            f"(tolerance {self.tolerance:g}, {self.precision}); {diverged}"
+            f" + {len(self.steps) - 1} {self.chain}"
+        )
+        if self.quality is not None:
+            failures = self.quality.failures()
+            return f"{what}; {self.quality.summary()}" + (f"; over budget: {', '.join(failures)}" if failures else "")
+        return (
+            f"{what}; worst relative error {self.worst_rel:.3e} (tolerance {self.tolerance:g}, {self.precision}); "
+            f"{diverged}"
         )
 
     def table(self) -> str:
@@ -224,6 +339,7 @@ class ParityReport:
             "chain": self.chain,
             "worst": [dict(zip(("name", "max_abs", "max_rel", "step"), r)) for r in self.worst()],
             "divergence": None if self.divergence is None else asdict(self.divergence),
+            "quality": None if self.quality is None else self.quality.to_dict(),
             "steps": [asdict(s) for s in self.steps],
         }
 
@@ -314,9 +430,13 @@ def compare(
                            if LENGTH in t.shape), 0)  # fmt: skip
             language_model = candidate.vocab_size is not None and call.next_tokens() is not None
             chain = "decode steps" if language_model else "chained calls"
-            report = ParityReport(reference_name, candidate.name, precision, tol, batch, int(length), chain=chain)
+            report = ParityReport(reference_name, candidate.name, precision, tol, batch, int(length), chain=chain,
+                                  quality=Quality.of(candidate.metadata))  # fmt: skip
             state = candidate.init_state(batch)
         outputs, state = candidate.run(call.inputs, state)
+        if report.quality is not None:
+            lm_mask = call.inputs.get(ATTENTION_MASK) if report.chain == "decode steps" else None
+            report.quality.add(outputs, call.outputs, lm_mask)
         errs = [TensorError(name, *errors(outputs[name], want)) for name, want in call.outputs.items()]
         if call.state is not None:
             host = candidate.state_to_host(state)
@@ -351,7 +471,10 @@ def compare_backends(
     """:func:`compare` on :func:`reference_calls` of ``reference``; the calls are appended to ``record``
     when given (to save them or to write Polygraphy files)."""
     calls: Iterable[Call] = reference_calls(reference, prompts, steps, keep_state)
-    return _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+    report = _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+    if report.quality is not None:
+        report.quality.drift = drift(reference_calls(reference, prompts, DRIFT_STEPS, lambda i: False), candidate)
+    return report
 
 
 def compare_stream(
@@ -368,7 +491,20 @@ def compare_stream(
     """:func:`compare` on :func:`stream_calls` of ``reference`` (any stateful export); ``record`` as in
     :func:`compare_backends`."""
     calls: Iterable[Call] = stream_calls(reference, first, steps, keep_state)
-    return _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+    report = _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
+    if report.quality is not None:
+        report.quality.drift = drift(stream_calls(reference, first, DRIFT_STEPS, lambda i: False), candidate)
+    return report
+
+
+def drift(calls: Iterable[Call], candidate: Backend) -> float:
+    """Mean relative error of the data outputs over the last :data:`DRIFT_WINDOW` chained calls divided by
+    the mean over the first ones (the calls after the first); 1.0 means no error accumulates."""
+    per_call = [s.worst.max_rel for s in compare(calls, candidate, tolerance=float("inf")).steps[1:]]
+    if len(per_call) < 2 * DRIFT_WINDOW:
+        raise ValueError(f"drift needs at least {2 * DRIFT_WINDOW} chained calls, got {len(per_call)}")
+    first, last = np.mean(per_call[:DRIFT_WINDOW]), np.mean(per_call[-DRIFT_WINDOW:])
+    return float(last / max(first, _TINY))
 
 
 def _compare_recorded(

@@ -109,6 +109,15 @@ def task_prompts(task: Optional[dict[str, Any]], vocab_size: int, batch: int = 3
     return [symbols[b, : int(lengths[b])].tolist() + [copy.sep] for b in range(batch)]
 
 
+def task_scored_calls(task: Optional[dict[str, Any]], prompts: list[list[int]]) -> Optional[list[int]]:
+    """Per prompt of :func:`task_prompts`, the calls of a greedy run (the prefill, then decode steps) whose
+    last position the task scores: the copy task's answer, ``n`` tokens for ``s_1 .. s_n SEP``; None for a
+    task without a scored span."""
+    if not task or task.get("name") != "copy":
+        return None
+    return [len(p) - 1 for p in prompts]
+
+
 def copy_loss(model: RecurrentLM, task: CopyTask, symbols: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
     """Mean cross-entropy over the copy part, and the teacher-forced per-token accuracy."""
     inputs, targets, weight = task.training_batch(symbols, lengths)

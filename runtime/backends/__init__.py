@@ -54,6 +54,23 @@ def _auto(kind: str, device: str) -> str:
     return "torch"
 
 
+def _refuse_quantized(path: Union[str, Path], backend: str) -> None:
+    """The torch backend runs an export's fp32 source, never its quantized weights: it refuses a quantized
+    export rather than run something else silently."""
+    from ..artifact import read_metadata
+
+    record = read_metadata(path, verify_hash=False).get("quantization")
+    if record:
+        chosen = (
+            "backend 'auto' chose torch (no ONNX Runtime or TensorRT here)" if backend == "auto" else "backend torch"
+        )
+        raise InputError(
+            f"{path}: this export's weights are {record['scheme']} ({record['format']}), and {chosen} would run the "
+            "fp32 source weights instead; load it with backend='onnxruntime' or 'tensorrt', or load the source "
+            "checkpoint itself for the fp32 model"
+        )
+
+
 def create_backend(
     path: Union[str, Path],
     backend: str = "auto",
@@ -83,6 +100,8 @@ def create_backend(
     if name == "torch":
         from .torch_backend import TorchBackend
 
+        if kind == "export":
+            _refuse_quantized(path, backend)
         return TorchBackend.from_path(path, device=device, precision=precision)
     if kind != "export":
         raise InputError(
