@@ -80,7 +80,7 @@ print(json.dumps({"decode": statistics.median(steps), "prefill": prefill, "rss":
 """
 
 
-def export_variants(name: str, work: Path) -> dict[str, Path]:
+def export_variants(name: str, work: Path, reuse: bool = False) -> dict[str, Path]:
     import torch
 
     from rnnx.export import export_model
@@ -93,6 +93,10 @@ def export_variants(name: str, work: Path) -> dict[str, Path]:
     out = {}
     for variant, option in VARIANTS.items():
         quantize = QuantizeOptions(option[0], head=option[1]) if isinstance(option, tuple) else option
+        if reuse and (work / f"{name}-{variant}" / "rnnx.json").is_file():
+            print(f"- {variant}: reusing {work / f'{name}-{variant}'}", flush=True)
+            out[variant] = work / f"{name}-{variant}"
+            continue
         start = time.perf_counter()
         result = export_model(
             model, work / f"{name}-{variant}", target="onnxruntime", quantize=quantize, decode_steps=16
@@ -110,11 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="linear-134M,srupp-108M")
     parser.add_argument("--work", type=Path, default=None, help="Where the exports go (default: a temp dir).")
+    parser.add_argument("--reuse", action="store_true", help="Time the exports already in --work (export the rest).")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="rnnx-bench-quantize-"))
     print(machine_line())
     for name in args.models.split(","):
-        dirs = export_variants(name, work)
+        dirs = export_variants(name, work, args.reuse)
         rows, base = [], None
         for variant in VARIANTS:
             child = subprocess.run([sys.executable, "-c", CHILD, str(dirs[variant])], capture_output=True, text=True)

@@ -87,6 +87,7 @@ from ..runtime.artifact import (
     StateSpec,
     TensorSpec,
     lm_io,
+    model_signature,
     numpy_dtype,
     write_metadata,
 )  # fmt: skip
@@ -649,6 +650,7 @@ def _run(
             external_data=data_path,
         )  # fmt: skip
         metadata["quantization"] = quantization
+        metadata["signature"] = model_signature(metadata)
         output_dtypes = _graph_output_dtypes(onnx_model)
         del onnx_model  # not needed any more; ONNX Runtime loads its own copy for the parity check
         gc.collect()

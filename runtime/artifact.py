@@ -45,6 +45,7 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
                 "factory": "package.module:function" | "/abs/file.py:function" | null (stateful only),
                 "weights": "/abs/weights.pt" | null (stateful only)},
      "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
+     "signature": "<hex>" (model_signature below, for runtimes in other languages; absent in older exports),
      "quantization": {"scheme": "int4", "bits": 4, "block_size": 32, "symmetric": true,
                       "format": "MatMulNBits" | "DequantizeLinear", "accuracy_level": 4 | null,
                       "head": "fp", "embedding": false, "quantized": [...], "excluded": [...],
@@ -413,6 +414,11 @@ def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) 
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise MetadataError(f"{path}: invalid JSON ({e})") from None
     validate_metadata(meta, str(path))
+    signature = meta.get("signature")
+    if signature is not None and signature != model_signature(meta):
+        raise MetadataError(
+            f"{path}: field 'signature' does not match the model type, config, state layout and weights it names"
+        )
     if verify_hash:
         model_path = Path(directory) / meta["model_file"]
         if not model_path.is_file():

@@ -1,15 +1,20 @@
 """User-facing state handles: a backend-native state plus each row's last logits; fork, save, load.
 
 A :class:`State` is what :meth:`Session.prefill` returns and :meth:`Session.step` advances in place.
-Saved states are ``.npz`` files: every state tensor under ``state/<flat name>``, the last logits under
-``last_logits`` (when known) and a JSON header under ``__rnnx_state__`` with the format, the flat
-names in graph order, batch, past_length and the model signature (:func:`.artifact.model_signature`);
-loading checks the signature, so a state only loads into the same model (any backend).
+Saved states are safetensors files, the format the native runtime (``librnnx_runtime``, C API
+``rnnx_state_save`` / ``rnnx_state_load``) reads and writes too: every state tensor as ``state/<flat name>``,
+the last logits as ``last_logits`` (when known), and in the header's metadata (strings) ``format``
+(``rnnx-state``), ``format_version`` (2), ``names`` (a JSON list, graph order), ``batch``, ``past_length``,
+``signature`` (:func:`.artifact.model_signature`) and ``backend``. Loading checks the signature, so a state
+only loads into the same model (any backend, either language). ``.npz`` state files of format version 1
+(rnnx before the native runtime) still load.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
@@ -19,9 +24,12 @@ from .artifact import numpy_dtype
 from .backends.base import Backend, BackendState, InputError
 
 STATE_FORMAT = "rnnx-state"
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2
+#: The .npz state files of rnnx before the native runtime (still read).
+NPZ_FORMAT_VERSION = 1
 _HEADER = "__rnnx_state__"
 _PREFIX = "state/"
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 class State:
@@ -55,19 +63,27 @@ class State:
         return self.backend.state_to_host(self.inner)
 
     def save(self, path: Union[str, Path]) -> Path:
-        """Writes the state to ``path`` (``.npz``) and returns the path written."""
+        """Writes the state to ``path`` (safetensors, written whole: a temporary file, then a rename) and
+        returns the path written."""
+        from safetensors.numpy import save_file
+
         path = Path(path)
         header = {
-            "format": STATE_FORMAT, "format_version": STATE_FORMAT_VERSION, "names": self.backend.state_names,
-            "batch": self.batch, "past_length": self.past_length, "signature": self.backend.signature,
-            "backend": self.backend.name,
+            "format": STATE_FORMAT, "format_version": str(STATE_FORMAT_VERSION),
+            "names": json.dumps(self.backend.state_names), "batch": str(self.batch),
+            "past_length": str(self.past_length), "signature": self.backend.signature, "backend": self.backend.name,
         }  # fmt: skip
-        arrays = {_PREFIX + k: v for k, v in self.to_host().items()}
+        arrays = {_PREFIX + k: np.ascontiguousarray(v) for k, v in self.to_host().items()}
         if self.last_logits is not None:
-            arrays["last_logits"] = self.last_logits
-        arrays[_HEADER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-        with open(path, "wb") as f:
-            np.savez(f, **arrays)
+            arrays["last_logits"] = np.ascontiguousarray(self.last_logits, dtype=np.float32)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            save_file(arrays, tmp, metadata=header)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
 
     def __repr__(self) -> str:
@@ -105,17 +121,50 @@ def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str
     return batch, past
 
 
-def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
-    """Reads a state written by :meth:`State.save` into ``backend``; checks format, signature, tensors."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such state file")
+def _read_safetensors(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size).decode()) if size < (100 << 20) else None
+        arrays = load_file(str(path))
+    except (SafetensorError, ValueError, UnicodeDecodeError, OSError) as e:
+        raise InputError(f"{path}: not an rnnx state file, or truncated ({type(e).__name__}: {e})") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{path}: not an rnnx state file (no safetensors header)")
+    meta = header.get("__metadata__") or {}
+    try:
+        fields = {**meta, "format_version": int(meta.get("format_version", -1)), "batch": int(meta.get("batch", -1)),
+                  "past_length": int(meta.get("past_length", 0))}  # fmt: skip
+    except ValueError:
+        raise InputError(f"{path}: not an rnnx state file (malformed header fields)") from None
+    return fields, arrays
+
+
+def _read_npz(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     with np.load(path, allow_pickle=False) as data:
         if _HEADER not in data.files:
             raise InputError(f"{path}: not an rnnx state file (no {_HEADER} header)")
         header = json.loads(bytes(data[_HEADER]).decode())
-        arrays = {k[len(_PREFIX) :]: data[k] for k in data.files if k.startswith(_PREFIX)}
-        last_logits = data["last_logits"] if "last_logits" in data.files else None
+        arrays = {k: data[k] for k in data.files if k != _HEADER}
+    if header.get("format_version") == NPZ_FORMAT_VERSION:
+        header["format_version"] = STATE_FORMAT_VERSION  # the same fields, the older container
+    return header, arrays
+
+
+def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
+    """Reads a state written by :meth:`State.save` (or by the native runtime, or an ``.npz`` of rnnx before
+    it) into ``backend``; checks format, signature, tensors."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such state file")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    header, data = _read_npz(path) if magic == _ZIP_MAGIC else _read_safetensors(path)
+    arrays = {k[len(_PREFIX) :]: v for k, v in data.items() if k.startswith(_PREFIX)}
+    last_logits = data.get("last_logits")
     if header.get("format") != STATE_FORMAT or header.get("format_version") != STATE_FORMAT_VERSION:
         raise InputError(f"{path}: unsupported state format {header.get('format')!r} v{header.get('format_version')!r}")
     if header.get("signature") != backend.signature:

@@ -75,7 +75,7 @@ if [ ! -f "$triton_venv/.rnnx-ready" ]; then
   rm -rf "$triton_venv"
   "$PY" -m venv "$triton_venv"
   "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
-    nvidia-pytriton==0.7.0 "tritonclient[grpc]==2.73.0" "onnxruntime>=1.31" "click>=8"
+    nvidia-pytriton==0.7.0 "tritonclient[grpc]==2.73.0" "onnxruntime>=1.31" "click>=8" "safetensors>=0.4"
   "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps -e .
   "$triton_venv/bin/python" - <<'PYEOF'
 import pathlib, shutil, sys
@@ -105,6 +105,15 @@ echo "setup: building librnnx_torch_ops (the rnnx ops for libtorch programs)"
 if command -v npm >/dev/null 2>&1; then
   echo "setup: building the rnnx ONNX Runtime ops (headers from npm, once)"
   "$PY" -m rnnx.runtime.ortops
+  # The native runtime (C API, librnnx_runtime) on the same headers and the onnxruntime wheel's libonnxruntime,
+  # with its AddressSanitizer / UndefinedBehaviorSanitizer build for the tests.
+  if command -v cmake >/dev/null 2>&1; then
+    echo "setup: building the native runtime (librnnx_runtime, rnnx-generate) and its sanitizer build"
+    "$PY" -m rnnx.runtime.native
+    "$PY" -m rnnx.runtime.native --sanitize address,undefined
+  else
+    echo "setup: cmake not found: the native runtime is not built (docs/embedding.md)"
+  fi
 else
   echo "setup: npm not found: the rnnx ONNX Runtime ops are not built (ONNX Runtime runs the ops' function bodies)"
 fi

@@ -124,10 +124,10 @@ class Backend(ABC):
 
     @property
     def signature(self) -> str:
-        """:func:`model_signature` of :attr:`metadata` (cached)."""
+        """The export's recorded signature, else :func:`model_signature` of :attr:`metadata` (cached)."""
         sig = getattr(self, "_signature", None)
         if sig is None:
-            sig = self._signature = model_signature(self.metadata)
+            sig = self._signature = self.metadata.get("signature") or model_signature(self.metadata)
         return sig
 
     @property

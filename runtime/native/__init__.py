@@ -1,0 +1,137 @@
+"""The native runtime: ``librnnx_runtime`` (C++17, a C API in ``include/rnnx/rnnx.h``), the example program
+``rnnx-generate`` and the test driver ``rnnx_check``, built with CMake from the sources in this folder.
+
+``python3 -m rnnx.runtime.native [--sanitize address,undefined]`` configures and builds them into
+``build/native`` (``build/native-asan`` with sanitizers) and prints the library's path; ``scripts/setup.sh``
+runs it. What the build needs:
+
+* ONNX Runtime's C/C++ headers: the npm package :mod:`rnnx.runtime.ortops` fetches (one fetch for both);
+* ``libonnxruntime.so.1``: the one inside the ``onnxruntime`` wheel (``onnxruntime/capi/``), linked through a
+  ``libonnxruntime.so.1`` link in the build folder (the wheel ships only the versioned file);
+* ``librnnx_ort_ops.so`` (:mod:`rnnx.runtime.ortops`), linked beside the library when built, where
+  ``rnnx_model_open`` finds it by default;
+* optionally TensorRT and CUDA headers (``$TENSORRT_ROOT/include``, the system's, or the ones setup.sh puts in
+  ``.cache/tensorrt/include``; ``$CUDA_HOME/include`` or ``/usr/local/cuda/include``): the TensorRT backend is
+  then compiled (it loads libnvinfer with dlopen at run time).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from .. import ortops
+from ..build_dirs import CHECKOUT, user_cache
+
+SOURCES = Path(__file__).resolve().parent
+LIBRARY_NAME = "librnnx_runtime.so"
+PROGRAMS = ("rnnx-generate", "rnnx_check")
+
+
+class NativeBuildError(RuntimeError):
+    """The native runtime could not be configured or built; the message says what is missing."""
+
+
+def build_dir(sanitize: Optional[str] = None) -> Path:
+    """``<checkout>/build/native[-asan]`` (``$RNNX_NATIVE_BUILD`` wins; an installed package: the user cache)."""
+    name = "native" if not sanitize else "native-asan"
+    env = os.environ.get("RNNX_NATIVE_BUILD")
+    if env:
+        return Path(env) / name
+    return (CHECKOUT / "build" if CHECKOUT is not None else user_cache() / "rnnx") / name
+
+
+def onnxruntime_library() -> Path:
+    """The ``libonnxruntime.so.*`` inside the installed ``onnxruntime`` wheel."""
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or spec.origin is None:
+        raise NativeBuildError("onnxruntime is not installed: pip install onnxruntime (its wheel has libonnxruntime)")
+    found = sorted((Path(spec.origin).parent / "capi").glob("libonnxruntime.so.*"))
+    if not found:
+        raise NativeBuildError(f"no libonnxruntime.so.* in {Path(spec.origin).parent / 'capi'}")
+    return found[-1]
+
+
+def _tensorrt_include() -> Optional[Path]:
+    candidates = [Path(os.environ["TENSORRT_ROOT"]) / "include"] if os.environ.get("TENSORRT_ROOT") else []
+    candidates += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include")]
+    if CHECKOUT is not None:
+        candidates.append(CHECKOUT / ".cache" / "tensorrt" / "include")
+    return next((c for c in candidates if (c / "NvInferRuntime.h").is_file()), None)
+
+
+def _cuda_include() -> Optional[Path]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    return next(
+        (Path(r) / "include" for r in roots if r and (Path(r) / "include" / "cuda_runtime_api.h").is_file()), None
+    )
+
+
+def _run(cmd: list[str], what: str) -> None:
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise NativeBuildError(
+            f"{what} failed: {' '.join(cmd[:3])} ...\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
+
+
+def build(sanitize: Optional[str] = None) -> Path:
+    """Configures (once) and builds the library and programs; returns the build folder. ``sanitize``: e.g.
+    ``"address,undefined"`` for a sanitizer build in its own folder."""
+    if shutil.which("cmake") is None:
+        raise NativeBuildError("cmake not found: it builds the native runtime")
+    headers = ortops.headers_dir()
+    if not (headers / "onnxruntime_cxx_api.h").is_file():
+        raise NativeBuildError(f"ONNX Runtime headers not found in {headers}: run scripts/setup.sh")
+    out = build_dir(sanitize)
+    link = out / "ort" / "libonnxruntime.so.1"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target = onnxruntime_library()
+    if not link.is_symlink() or Path(os.readlink(link)) != target:
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    if not (out / "CMakeCache.txt").is_file():
+        try:
+            version = importlib.metadata.version("rnnx")
+        except importlib.metadata.PackageNotFoundError:
+            version = "0"
+        options = [f"-DRNNX_ORT_INCLUDE={headers}", f"-DRNNX_ORT_LIBRARY={link}", f"-DRNNX_VERSION={version}",
+                   "-DCMAKE_BUILD_TYPE=" + ("Debug" if sanitize else "Release")]  # fmt: skip
+        trt, cuda = _tensorrt_include(), _cuda_include()
+        if trt is not None and cuda is not None:
+            options += [f"-DRNNX_TRT_INCLUDE={trt}", f"-DRNNX_CUDA_INCLUDE={cuda}"]
+        if sanitize:
+            options.append(f"-DRNNX_SANITIZE={sanitize}")
+        _run(["cmake", "-S", str(SOURCES), "-B", str(out), *options], "configuring the native runtime")
+    _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], "building the native runtime")
+    ops = ortops.find_library()
+    beside = out / ortops.LIBRARY_NAME  # found by rnnx_model_open when no library is named
+    if ops is not None and not beside.exists():
+        beside.symlink_to(ops)
+    return out
+
+
+def library_path(sanitize: Optional[str] = None) -> Path:
+    return build_dir(sanitize) / LIBRARY_NAME
+
+
+def program_path(name: str, sanitize: Optional[str] = None) -> Path:
+    """``rnnx-generate`` or ``rnnx_check`` in the build folder."""
+    if name not in PROGRAMS:
+        raise ValueError(f"unknown program {name!r}; one of {', '.join(PROGRAMS)}")
+    return build_dir(sanitize) / name
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Builds librnnx_runtime and rnnx-generate.")
+    parser.add_argument("--sanitize", default=None, help="e.g. address,undefined (its own build folder)")
+    args = parser.parse_args()
+    out = build(args.sanitize)
+    print(out / LIBRARY_NAME)

@@ -1,0 +1,52 @@
+// The export directory as rnnx.json describes it (the artifact contract, rnnx/runtime/artifact.py): what the
+// runtime needs to call the graph, read with the same checks as Python's read_metadata.
+#pragma once
+
+#include "json.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rnnx
+{
+
+// One state tensor: its flat name, graph input / output names, shape (ints; -1 at the batch axis and at a
+// KV cache's past_length axis), dtype and those axes.
+struct StateSpec
+{
+    std::string name;
+    std::string input;
+    std::string output;
+    std::vector<int64_t> shape;
+    std::string dtype;
+    int batch_axis = -1;
+    int grow_axis = -1;
+
+    // The shape for `batch` rows and `past_length` positions fed.
+    std::vector<int64_t> concrete(int64_t batch, int64_t past_length) const;
+};
+
+struct Artifact
+{
+    std::string directory;
+    std::string model_path;
+    std::string model_type;
+    std::string target;
+    std::string precision;
+    std::string logits_dtype;
+    std::string signature;
+    int64_t vocab_size = 0;
+    std::vector<std::string> input_names;  // graph order, state inputs included
+    std::vector<std::string> output_names; // graph order, state outputs included
+    std::vector<StateSpec> states;
+    Json metadata;
+};
+
+// Reads and checks `directory`/rnnx.json: format and version, interface causal_lm, target, precision, the
+// model's and its external data's sha256, the graph's inputs / outputs / state. Throws Error naming the file
+// and the field.
+Artifact read_artifact(const std::string& directory);
+
+} // namespace rnnx

@@ -1,0 +1,456 @@
+#include "json.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace rnnx
+{
+
+Json Json::boolean(bool value)
+{
+    Json j;
+    j.kind_ = Kind::Bool;
+    j.bool_ = value;
+    return j;
+}
+
+Json Json::number(double value)
+{
+    Json j;
+    j.kind_ = Kind::Number;
+    j.number_ = value;
+    return j;
+}
+
+Json Json::string(std::string value)
+{
+    Json j;
+    j.kind_ = Kind::String;
+    j.string_ = std::move(value);
+    return j;
+}
+
+Json Json::array()
+{
+    Json j;
+    j.kind_ = Kind::Array;
+    return j;
+}
+
+Json Json::object()
+{
+    Json j;
+    j.kind_ = Kind::Object;
+    return j;
+}
+
+bool Json::as_bool() const
+{
+    if (kind_ != Kind::Bool)
+        throw JsonError("expected a boolean");
+    return bool_;
+}
+
+double Json::as_number() const
+{
+    if (kind_ != Kind::Number)
+        throw JsonError("expected a number");
+    return number_;
+}
+
+int64_t Json::as_int() const
+{
+    const double value = as_number();
+    if (std::floor(value) != value || std::fabs(value) > 9007199254740992.0)
+        throw JsonError("expected an integer");
+    return static_cast<int64_t>(value);
+}
+
+const std::string& Json::as_string() const
+{
+    if (kind_ != Kind::String)
+        throw JsonError("expected a string");
+    return string_;
+}
+
+const std::vector<Json>& Json::items() const
+{
+    if (kind_ != Kind::Array)
+        throw JsonError("expected an array");
+    return items_;
+}
+
+const std::vector<std::pair<std::string, Json>>& Json::members() const
+{
+    if (kind_ != Kind::Object)
+        throw JsonError("expected an object");
+    return members_;
+}
+
+const Json* Json::find(const std::string& key) const
+{
+    if (kind_ != Kind::Object)
+        return nullptr;
+    for (const auto& member : members_)
+        if (member.first == key)
+            return &member.second;
+    return nullptr;
+}
+
+void Json::push(Json value)
+{
+    kind_ = Kind::Array;
+    items_.push_back(std::move(value));
+}
+
+void Json::set(const std::string& key, Json value)
+{
+    kind_ = Kind::Object;
+    for (auto& member : members_)
+        if (member.first == key)
+        {
+            member.second = std::move(value);
+            return;
+        }
+    members_.emplace_back(key, std::move(value));
+}
+
+namespace
+{
+
+void dump_string(const std::string& s, std::string& out)
+{
+    out += '"';
+    for (const unsigned char c : s)
+    {
+        switch (c)
+        {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+            if (c < 0x20)
+            {
+                char buffer[8];
+                std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+                out += buffer;
+            }
+            else
+                out += static_cast<char>(c);
+        }
+    }
+    out += '"';
+}
+
+void dump_value(const Json& value, std::string& out)
+{
+    switch (value.kind())
+    {
+    case Json::Kind::Null: out += "null"; break;
+    case Json::Kind::Bool: out += value.as_bool() ? "true" : "false"; break;
+    case Json::Kind::Number:
+    {
+        const double x = value.as_number();
+        char buffer[32];
+        if (std::floor(x) == x && std::fabs(x) < 9007199254740992.0)
+            std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(x));
+        else
+            std::snprintf(buffer, sizeof(buffer), "%.17g", x);
+        out += buffer;
+        break;
+    }
+    case Json::Kind::String: dump_string(value.as_string(), out); break;
+    case Json::Kind::Array:
+    {
+        out += '[';
+        bool first = true;
+        for (const Json& item : value.items())
+        {
+            if (!first)
+                out += ',';
+            first = false;
+            dump_value(item, out);
+        }
+        out += ']';
+        break;
+    }
+    case Json::Kind::Object:
+    {
+        out += '{';
+        bool first = true;
+        for (const auto& member : value.members())
+        {
+            if (!first)
+                out += ',';
+            first = false;
+            dump_string(member.first, out);
+            out += ':';
+            dump_value(member.second, out);
+        }
+        out += '}';
+        break;
+    }
+    }
+}
+
+class Parser
+{
+public:
+    explicit Parser(const std::string& text)
+        : text_(text)
+    {
+    }
+
+    Json document()
+    {
+        Json value = parse_value(0);
+        skip_space();
+        if (pos_ != text_.size())
+            fail("unexpected text after the document");
+        return value;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const
+    {
+        throw JsonError("invalid JSON at offset " + std::to_string(pos_) + ": " + what);
+    }
+
+    void skip_space()
+    {
+        while (pos_ < text_.size()
+            && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
+            ++pos_;
+    }
+
+    char peek()
+    {
+        skip_space();
+        if (pos_ >= text_.size())
+            fail("unexpected end");
+        return text_[pos_];
+    }
+
+    void expect(const char* word)
+    {
+        for (const char* p = word; *p; ++p, ++pos_)
+            if (pos_ >= text_.size() || text_[pos_] != *p)
+                fail(std::string("expected ") + word);
+    }
+
+    Json parse_value(int depth)
+    {
+        if (depth > 64)
+            fail("nested too deeply");
+        const char c = peek();
+        if (c == '{')
+            return parse_object(depth);
+        if (c == '[')
+            return parse_array(depth);
+        if (c == '"')
+            return Json::string(parse_string());
+        if (c == 't')
+        {
+            expect("true");
+            return Json::boolean(true);
+        }
+        if (c == 'f')
+        {
+            expect("false");
+            return Json::boolean(false);
+        }
+        if (c == 'n')
+        {
+            expect("null");
+            return Json();
+        }
+        if (c == 'N')
+        {
+            expect("NaN");
+            return Json::number(NAN);
+        }
+        return Json::number(parse_number());
+    }
+
+    Json parse_object(int depth)
+    {
+        Json object = Json::object();
+        ++pos_;
+        if (peek() == '}')
+        {
+            ++pos_;
+            return object;
+        }
+        while (true)
+        {
+            if (peek() != '"')
+                fail("expected a key");
+            std::string key = parse_string();
+            if (peek() != ':')
+                fail("expected ':'");
+            ++pos_;
+            object.set(key, parse_value(depth + 1));
+            const char c = peek();
+            ++pos_;
+            if (c == '}')
+                return object;
+            if (c != ',')
+                fail("expected ',' or '}'");
+        }
+    }
+
+    Json parse_array(int depth)
+    {
+        Json array = Json::array();
+        ++pos_;
+        if (peek() == ']')
+        {
+            ++pos_;
+            return array;
+        }
+        while (true)
+        {
+            array.push(parse_value(depth + 1));
+            const char c = peek();
+            ++pos_;
+            if (c == ']')
+                return array;
+            if (c != ',')
+                fail("expected ',' or ']'");
+        }
+    }
+
+    static void append_utf8(uint32_t code, std::string& out)
+    {
+        if (code < 0x80)
+            out += static_cast<char>(code);
+        else if (code < 0x800)
+        {
+            out += static_cast<char>(0xC0 | (code >> 6));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+        }
+        else if (code < 0x10000)
+        {
+            out += static_cast<char>(0xE0 | (code >> 12));
+            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+        }
+        else
+        {
+            out += static_cast<char>(0xF0 | (code >> 18));
+            out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+        }
+    }
+
+    uint32_t parse_hex4()
+    {
+        if (pos_ + 4 > text_.size())
+            fail("short \\u escape");
+        uint32_t code = 0;
+        for (int i = 0; i < 4; ++i)
+        {
+            const char h = text_[pos_++];
+            code <<= 4;
+            if (h >= '0' && h <= '9')
+                code |= static_cast<uint32_t>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+                code |= static_cast<uint32_t>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+                code |= static_cast<uint32_t>(h - 'A' + 10);
+            else
+                fail("bad \\u escape");
+        }
+        return code;
+    }
+
+    std::string parse_string()
+    {
+        std::string out;
+        ++pos_;
+        while (true)
+        {
+            if (pos_ >= text_.size())
+                fail("unterminated string");
+            const char c = text_[pos_++];
+            if (c == '"')
+                return out;
+            if (c != '\\')
+            {
+                out += c;
+                continue;
+            }
+            if (pos_ >= text_.size())
+                fail("unterminated escape");
+            const char e = text_[pos_++];
+            switch (e)
+            {
+            case '"': out += '"'; break;
+            case '\\': out += '\\'; break;
+            case '/': out += '/'; break;
+            case 'b': out += '\b'; break;
+            case 'f': out += '\f'; break;
+            case 'n': out += '\n'; break;
+            case 'r': out += '\r'; break;
+            case 't': out += '\t'; break;
+            case 'u':
+            {
+                uint32_t code = parse_hex4();
+                if (code >= 0xD800 && code < 0xDC00 && pos_ + 6 <= text_.size() && text_[pos_] == '\\'
+                    && text_[pos_ + 1] == 'u')
+                {
+                    pos_ += 2;
+                    const uint32_t low = parse_hex4();
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                }
+                append_utf8(code, out);
+                break;
+            }
+            default: fail("bad escape");
+            }
+        }
+    }
+
+    double parse_number()
+    {
+        const size_t start = pos_;
+        if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+'))
+            ++pos_;
+        while (pos_ < text_.size()
+            && (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' || text_[pos_] == 'e'
+                || text_[pos_] == 'E' || text_[pos_] == '-' || text_[pos_] == '+'))
+            ++pos_;
+        if (start == pos_)
+            fail("unexpected character");
+        const std::string token = text_.substr(start, pos_ - start);
+        char* end = nullptr;
+        const double value = std::strtod(token.c_str(), &end);
+        if (end != token.c_str() + token.size())
+            fail("bad number '" + token + "'");
+        return value;
+    }
+
+    const std::string& text_;
+    size_t pos_ = 0;
+};
+
+} // namespace
+
+std::string Json::dump() const
+{
+    std::string out;
+    dump_value(*this, out);
+    return out;
+}
+
+Json parse_json(const std::string& text)
+{
+    return Parser(text).document();
+}
+
+} // namespace rnnx

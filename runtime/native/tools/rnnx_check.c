@@ -1,0 +1,190 @@
+/* rnnx_check: the C API's test driver (C, so the header is checked as C too). tests/test_native_runtime.py
+ * runs it, also built with AddressSanitizer and UndefinedBehaviorSanitizer.
+ *
+ *     rnnx_check open DIR                  open an export (default options); prints "status <code>: <message>"
+ *                                          and, when it opened, rnnx_model_describe
+ *     rnnx_check tensorrt DIR ENGINE       open it with the TensorRT backend
+ *     rnnx_check token DIR OPS             prefill a token past the vocabulary
+ *     rnnx_check batch DIR OPS             prefill / sample with a batch that does not match the state
+ *     rnnx_check load DIR OPS FILE         load a state file
+ *     rnnx_check threads DIR OPS STEPS     4 threads generate on one model at once; prints "threads: same" when
+ *                                          every thread's tokens equal the same generation run alone
+ *     rnnx_check fork DIR OPS              a fork continues independently of its parent; prints "fork: ok"
+ *
+ * OPS is librnnx_ort_ops.so or "-" for none. */
+#include "rnnx/rnnx.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void report(rnnx_status status)
+{
+    printf("status %d: %s\n", (int)status, status == RNNX_OK ? "ok" : rnnx_last_error());
+}
+
+static rnnx_model* open_model(const char* dir, const char* ops)
+{
+    rnnx_open_options options;
+    memset(&options, 0, sizeof(options));
+    options.ort_ops_library = strcmp(ops, "-") == 0 ? "" : ops;
+    rnnx_model* model = NULL;
+    rnnx_status status = rnnx_model_open(dir, &options, &model);
+    if (status != RNNX_OK)
+    {
+        report(status);
+        exit(1);
+    }
+    return model;
+}
+
+#define THREADS 4
+#define MAX_STEPS 64
+
+typedef struct
+{
+    rnnx_model* model;
+    int64_t prompt[3];
+    int64_t steps;
+    int64_t tokens[MAX_STEPS];
+    int64_t count;
+    rnnx_status status;
+} Job;
+
+static int collect(void* user, int64_t row, int64_t step, int64_t token)
+{
+    Job* job = (Job*)user;
+    (void)row;
+    (void)step;
+    if (job->count < MAX_STEPS)
+        job->tokens[job->count++] = token;
+    return 0;
+}
+
+static void* run_job(void* arg)
+{
+    Job* job = (Job*)arg;
+    const int64_t length = 3;
+    rnnx_sampling greedy = {0.0f, 0, 1.0f, 0};
+    job->count = 0;
+    job->status =
+        rnnx_generate(job->model, job->prompt, &length, 1, 3, job->steps, &greedy, NULL, 0, collect, job, NULL);
+    return NULL;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc < 3)
+    {
+        fprintf(stderr, "usage: rnnx_check CASE DIR [args]\n");
+        return 2;
+    }
+    const char* what = argv[1];
+    const char* dir = argv[2];
+    if (strcmp(what, "open") == 0)
+    {
+        rnnx_model* model = NULL;
+        report(rnnx_model_open(dir, NULL, &model));
+        if (model != NULL)
+            printf("%s\n", rnnx_model_describe(model));
+        rnnx_model_close(model);
+        return 0;
+    }
+    if (strcmp(what, "tensorrt") == 0 && argc > 3)
+    {
+        rnnx_open_options options;
+        memset(&options, 0, sizeof(options));
+        options.backend = "tensorrt";
+        options.trt_engine = argv[3];
+        rnnx_model* model = NULL;
+        report(rnnx_model_open(dir, &options, &model));
+        rnnx_model_close(model);
+        return 0;
+    }
+    if (argc < 4)
+        return 2;
+    rnnx_model* model = open_model(dir, argv[3]);
+    const int64_t vocab = rnnx_model_vocab_size(model);
+    rnnx_state* state = NULL;
+    if (strcmp(what, "token") == 0)
+    {
+        int64_t tokens[2] = {1, vocab + 5};
+        int64_t length = 2;
+        rnnx_state_new(model, 1, &state);
+        report(rnnx_prefill(model, state, tokens, &length, 1, 2));
+    }
+    else if (strcmp(what, "batch") == 0)
+    {
+        int64_t tokens[2] = {1, 2};
+        int64_t length = 2;
+        rnnx_state_new(model, 2, &state);
+        report(rnnx_prefill(model, state, tokens, &length, 1, 2));
+        rnnx_sampler* sampler = NULL;
+        rnnx_sampling greedy = {0.0f, 0, 1.0f, 0};
+        rnnx_sampler_new(&greedy, 3, &sampler);
+        int64_t out[3];
+        report(rnnx_sample(sampler, state, out));
+        rnnx_sampler_free(sampler);
+    }
+    else if (strcmp(what, "load") == 0 && argc > 4)
+    {
+        report(rnnx_state_load(model, argv[4], &state));
+    }
+    else if (strcmp(what, "threads") == 0 && argc > 4)
+    {
+        Job alone[THREADS], together[THREADS];
+        pthread_t threads[THREADS];
+        for (int i = 0; i < THREADS; ++i)
+        {
+            Job job = {model, {1 + i, 2 + i, 10}, atoi(argv[4]), {0}, 0, RNNX_OK};
+            if (job.steps > MAX_STEPS)
+                job.steps = MAX_STEPS;
+            alone[i] = job;
+            together[i] = job;
+            run_job(&alone[i]);
+        }
+        for (int i = 0; i < THREADS; ++i)
+            pthread_create(&threads[i], NULL, run_job, &together[i]);
+        for (int i = 0; i < THREADS; ++i)
+            pthread_join(threads[i], NULL);
+        int same = 1;
+        for (int i = 0; i < THREADS; ++i)
+            same = same && alone[i].status == RNNX_OK && together[i].status == RNNX_OK
+                && alone[i].count == together[i].count && alone[i].count == alone[i].steps
+                && memcmp(alone[i].tokens, together[i].tokens, (size_t)alone[i].count * sizeof(int64_t)) == 0;
+        printf("threads: %s\n", same ? "same" : "differ");
+    }
+    else if (strcmp(what, "fork") == 0)
+    {
+        int64_t tokens[3] = {1, 2, 10};
+        int64_t length = 3, next = 3;
+        rnnx_state* copy = NULL;
+        const float *a = NULL, *b = NULL;
+        rnnx_state_new(model, 1, &state);
+        rnnx_prefill(model, state, tokens, &length, 1, 3);
+        rnnx_state_fork(state, &copy);
+        rnnx_step(model, state, &next, NULL);
+        rnnx_state_logits(state, &a);
+        float* after_parent = malloc((size_t)vocab * sizeof(float));
+        memcpy(after_parent, a, (size_t)vocab * sizeof(float));
+        rnnx_state_logits(copy, &b);
+        int untouched = memcmp(after_parent, b, (size_t)vocab * sizeof(float)) != 0; /* the fork did not step */
+        rnnx_step(model, copy, &next, NULL);
+        rnnx_state_logits(copy, &b);
+        int same_step = memcmp(after_parent, b, (size_t)vocab * sizeof(float)) == 0;
+        int past = rnnx_state_past_length(copy) == 4 && rnnx_state_past_length(state) == 4;
+        printf("fork: %s\n", untouched && same_step && past ? "ok" : "broken");
+        free(after_parent);
+        rnnx_state_free(copy);
+    }
+    else
+    {
+        fprintf(stderr, "rnnx_check: unknown case %s\n", what);
+        rnnx_model_close(model);
+        return 2;
+    }
+    rnnx_state_free(state);
+    rnnx_model_close(model);
+    return 0;
+}
