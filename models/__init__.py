@@ -1,8 +1,9 @@
 """rnnx.models: PyTorch reference models and the recurrent ops they are built on.
 
 Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx.models.ops.spec``):
-``sru_scan`` and ``causal_linear_attention``. Layers: ``SRU`` (drop-in for ``sru.SRU`` 2.6) and
-``SRUpp`` (drop-in for ``sru.SRUpp`` 3.0.0.dev6, plus linear attention). Language models sharing
+``sru_scan`` and ``causal_linear_attention``. Layers: ``SRU`` / ``SRUCell`` (drop-ins for ``sru.SRU`` /
+``sru.SRUCell`` of both 2.6 and 3.0.0.dev6, docs/models.md), ``SRUpp`` / ``SRUppCell`` (drop-ins for
+``sru.SRUpp`` / ``sru.SRUppCell`` 3.0.0.dev6, plus linear attention). Language models sharing
 one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + state): ``SRULM``,
 ``SRUppLM``, ``LinearTransformerLM``; checkpoints (``load_checkpoint``) and the shipped demos.
 ``LinearTransformerEncoder``: the twin of a ``fast-transformers`` 0.4 causal-linear encoder (sequence
@@ -22,7 +23,7 @@ from .ops.linear_attention import causal_linear_attention
 from .ops.sru import sru_scan
 from .registry import MODEL_TYPES, build_model
 from .sru import SRU, SRUCell
-from .srupp import SRUpp
+from .srupp import SRUpp, SRUppCell
 from .state import (
     KVCache,
     LinearAttentionState,
@@ -55,6 +56,7 @@ __all__ = [
     "SRU",
     "SRUCell",
     "SRUpp",
+    "SRUppCell",
     "KVCache",
     "LinearAttentionState",
     "LinearTransformerState",

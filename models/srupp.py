@@ -17,18 +17,17 @@ Streaming (unidirectional only): :meth:`SRUpp.init_state` and :meth:`SRUpp.forwa
 far (the KV cache of softmax layers grows, linear-attention layers keep a fixed-size ``(S, z)``).
 """
 
-import math
 from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.jit import Final
 
 from .ops import linear_attention as _linear_attention
 from .ops.dtypes import state_dtype
 from .ops.linear_attention.padding import mask_pad_positions
-from .ops.sru import sru_scan
-from .sru import ScaleXMixin, dims_text, dropout_mask, highway_dropout, shape_text
+from .sru import SRUCell, dims_text, shape_text
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState, flatten_state
 
 ATTENTION_KINDS = ("softmax", "linear")
@@ -395,86 +394,89 @@ class SRUppLinearAttention(_AttentionBase):
 TransformModule = Union[SRUppAttention, SRUppLinearAttention, SRUppProjectedLinear]
 
 
-class SRUppCell(ScaleXMixin):
-    """One SRU++ layer (``sru.SRUppCell``): U from the transform module, then the SRU recurrence.
+class SRUppCell(SRUCell):
+    """One SRU++ layer (``sru.SRUppCell`` 3.0.0.dev6, like it an :class:`~rnnx.models.SRUCell`): U from the
+    transform module, which also gets the masks and the memory, then the SRU recurrence.
 
     input (L, B, input_size) -> h (L, B, D*hidden_size), c (B, D*hidden_size). Parameters and
     buffers: ``transform_module``, ``weight_c`` (2*D*d,) = [v_f; v_r], ``bias`` (2*D*d,) =
     [b_f; b_r], buffer ``scale_x`` (1,), optional ``layer_norm`` (over the input when
     ``normalize_after=False``, over the output otherwise). The skip term is the un-normed input
     (times ``scale_x`` when ``rescale``), or the 4th projection of U when input_size != D*d.
+
+    :class:`SRUpp` gives each layer an :class:`SRUppAttention`, :class:`SRUppLinearAttention` or
+    :class:`SRUppProjectedLinear`; another module is called as ``transform_module(input, mask_pad=...,
+    attn_mask=..., memory=..., memory_mask_pad=...)`` as in sru, except sru 3.0's built-in ``nn.Linear`` /
+    ``nn.Sequential`` (no ``transform_module`` given), which takes the input alone. Streaming
+    (:meth:`forward_state`) needs the transform's flat-state protocol (``num_state_tensors``,
+    ``init_state_flat``, ``state_from_flat``, ``forward_state_flat``), which the three SRU++ transforms have.
     """
 
-    scale_x: Tensor
+    transform_takes_masks: Final[bool]
 
     def __init__(
         self,
         input_size: int,
         hidden_size: int,
-        transform_module: TransformModule,
         dropout: float = 0.0,
+        rnn_dropout: float = 0.0,
         bidirectional: bool = False,
+        projection_size: Optional[int] = None,
         highway_bias: float = 0.0,
         layer_norm: bool = False,
         normalize_after: bool = True,
+        transform_module: Optional[nn.Module] = None,
         rescale: bool = False,
-        weight_c_init: float = 1.0,
+        has_skip_term: bool = True,
+        use_tanh: bool = False,
+        v1: bool = False,
+        amp_recurrence_fp16: bool = True,
+        weight_c_init: Optional[float] = 1.0,
+        *,
+        custom_m: Optional[nn.Module] = None,
+        n_proj: Optional[int] = None,
     ) -> None:
-        super().__init__()
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.num_directions = 2 if bidirectional else 1
-        self.output_size = hidden_size * self.num_directions
-        self.dropout = float(dropout)
-        self.bidirectional = bidirectional
-        self.highway_bias = highway_bias
-        self.normalize_after = normalize_after
-        self.rescale = rescale
-        self.weight_c_init = weight_c_init
-        self.num_matrices = 3 if input_size == self.output_size else 4
-        self.transform_module = transform_module
-        self.weight_c = nn.Parameter(torch.empty(2 * self.output_size))
-        self.bias = nn.Parameter(torch.empty(2 * self.output_size))
-        self.register_buffer("scale_x", torch.ones(1))
-        self.layer_norm = nn.LayerNorm(self.output_size if normalize_after else input_size) if layer_norm else None
-        self.reset_parameters()
+        """Arguments of ``sru.SRUppCell`` 3.0.0.dev6, in its positional order and with its defaults
+        (``projection_size`` None: 0); ``custom_m`` / ``n_proj`` are accepted as sru 2.6's names of
+        ``transform_module`` / ``projection_size`` (TypeError when both names are given). Without a
+        ``transform_module`` the layer builds sru 3.0's ``nn.Linear`` (``nn.Sequential`` when projected)."""
+        super().__init__(
+            input_size,
+            hidden_size,
+            dropout=dropout,
+            rnn_dropout=rnn_dropout,
+            bidirectional=bidirectional,
+            n_proj=n_proj,
+            use_tanh=use_tanh,
+            highway_bias=highway_bias,
+            has_skip_term=has_skip_term,
+            layer_norm=layer_norm,
+            rescale=rescale,
+            v1=v1,
+            custom_m=custom_m,
+            amp_recurrence_fp16=amp_recurrence_fp16,
+            normalize_after=normalize_after,
+            weight_c_init=weight_c_init,
+            projection_size=projection_size,
+            transform_module=transform_module,
+            sru_version="3.0",
+        )
+        self.transform_takes_masks = not isinstance(self.transform_module, (nn.Linear, nn.Sequential))
 
-    def reset_parameters(self) -> None:
-        """Package init: b_f = 0, b_r = highway_bias, weight_c ~ U(-weight_c_init, weight_c_init),
-        scale_x = sqrt(1 + 2 exp(highway_bias)) when ``rescale`` else 1. Random draws come in the
-        package's order (transform module, then weight_c), so a seed gives the package's weights."""
-        with torch.no_grad():
-            self.bias.zero_()
-            self.bias[self.output_size :] = self.highway_bias
-            self.scale_x.fill_(math.sqrt(1 + 2 * math.exp(self.highway_bias)) if self.rescale else 1.0)
-            self._refresh_scale_value()
-            self.transform_module.reset_parameters()
-            self.weight_c.uniform_(-self.weight_c_init, self.weight_c_init)
-
-    def _recurrence(self, U: Tensor, residual: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-        """sru_scan plus, in training, the package's dropout on h (a (B, D*d) mask shared over time).
-
-        c0 is cast to the state dtype (fp32, fp64 for fp64), the dtype of the returned c."""
-        skip = residual if self.num_matrices == 3 else None
-        c0 = c0.to(state_dtype(U.dtype))
-        if torch.jit.is_scripting():
-            h, c = torch.ops.rnnx.sru_scan(U, skip, self.weight_c, self.bias, c0, mask_pad, self.hidden_size,
-                                           self.num_directions, self.num_matrices, True, False,
-                                           self._scan_scale())  # fmt: skip
-        else:
-            h, c = sru_scan(
-                U, skip, self.weight_c, self.bias, c0, mask_pad,
-                hidden_size=self.hidden_size, num_directions=self.num_directions,
-                num_matrices=self.num_matrices, has_skip_term=True, use_tanh=False, scale_x=self.highway_scale,
-            )  # fmt: skip
-        if self.training and self.dropout > 0:
-            if skip is not None:
-                skip = skip * self._scan_scale()
-            else:
-                skip = U.reshape(U.shape[0], U.shape[1], self.output_size, 4)[..., 3]
-            keep = dropout_mask(h, (U.shape[1], self.output_size), self.dropout)
-            h = highway_dropout(h, skip, keep, mask_pad)
-        return h, c
+    def _transform(
+        self,
+        input: Tensor,
+        mask_pad: Optional[Tensor],
+        attn_mask: Optional[Tensor],
+        memory: Optional[Tensor],
+        memory_mask_pad: Optional[Tensor],
+    ) -> Tensor:
+        """U (L, B, out*k) from the transform module: the input alone for sru 3.0's built-in
+        ``nn.Linear`` / ``nn.Sequential``, the masks and the memory too for any other module."""
+        transform = self.transform_module
+        if not self.transform_takes_masks:
+            return self.compute_U(input)
+        return transform(input, mask_pad=mask_pad, attn_mask=attn_mask, memory=memory, memory_mask_pad=memory_mask_pad)
 
     def forward(
         self,
@@ -486,21 +488,15 @@ class SRUppCell(ScaleXMixin):
         memory_mask_pad: Optional[Tensor] = None,
     ) -> tuple[Tensor, Tensor]:
         """input (L, B, in), c0 (B, D*d) (zeros if None) -> h (L, B, D*d), c (B, D*d) in the state
-        dtype (fp32 for fp32/fp16/bf16 activations)."""
+        dtype (fp32 for fp32/fp16/bf16 activations). mask_pad (L, B) non-zero = pad; attn_mask, memory and
+        memory_mask_pad go to the transform module (see :class:`SRUppAttention`)."""
         if input.dim() != 3:
             raise ValueError(f"input must be (length, batch, {self.input_size}), got shape {shape_text(input)}")
         if c0 is None:
             c0 = input.new_zeros(input.shape[1], self.output_size, dtype=state_dtype(input.dtype))
-        residual = input
-        if self.layer_norm is not None and not self.normalize_after:
-            input = self.layer_norm(input)
-        U = self.transform_module(
-            input, mask_pad=mask_pad, attn_mask=attn_mask, memory=memory, memory_mask_pad=memory_mask_pad
-        )
-        h, c = self._recurrence(U, residual, c0, mask_pad)
-        if self.layer_norm is not None and self.normalize_after:
-            h = self.layer_norm(h)
-        return h, c
+        residual, x, mask_c = self._before_transform(input)
+        U = self._transform(x, mask_pad, attn_mask, memory, memory_mask_pad)
+        return self._after_transform(U, residual, c0.to(state_dtype(U.dtype)), mask_pad, mask_c)
 
     def forward_state(
         self, input: Tensor, c0: Tensor, attention: AttentionState, mask_pad: Optional[Tensor] = None
@@ -515,13 +511,9 @@ class SRUppCell(ScaleXMixin):
         self, input: Tensor, c0: Tensor, attention: list[Tensor], mask_pad: Optional[Tensor] = None
     ) -> tuple[Tensor, Tensor, list[Tensor]]:
         """:meth:`forward_state` with the attention state as its flat list of tensors; TorchScript code."""
-        residual = input
-        if self.layer_norm is not None and not self.normalize_after:
-            input = self.layer_norm(input)
-        U, attention = self.transform_module.forward_state_flat(input, attention, mask_pad)
-        h, c = self._recurrence(U, residual, c0, mask_pad)
-        if self.layer_norm is not None and self.normalize_after:
-            h = self.layer_norm(h)
+        residual, x, mask_c = self._before_transform(input)
+        U, attention = self.transform_module.forward_state_flat(x, attention, mask_pad)
+        h, c = self._after_transform(U, residual, c0.to(state_dtype(U.dtype)), mask_pad, mask_c)
         return h, c, attention
 
 
@@ -606,7 +598,7 @@ class SRUpp(nn.Module):
                 SRUppCell(
                     in_features,
                     hidden_size,
-                    transform,
+                    transform_module=transform,
                     dropout=dropout if i + 1 != num_layers else 0.0,
                     bidirectional=bidirectional,
                     highway_bias=highway_bias,

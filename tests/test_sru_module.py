@@ -340,8 +340,8 @@ def test_bad_inputs_raise_clear_errors() -> None:
         model.forward_state(torch.randn(3, 2, 4), SRUState(c=torch.zeros(2, 5, 3)))
     with pytest.raises(RuntimeError, match="bidirectional"):
         make_sru(input_size=4, hidden_size=3, bidirectional=True).forward_state(torch.randn(3, 2, 4))
-    with pytest.raises(NotImplementedError, match="custom_m"):
-        SRU(4, 3, custom_m=torch.nn.Linear(4, 9))
+    with pytest.raises(ValueError, match="transform module must map"):
+        SRU(4, 3, custom_m=torch.nn.Linear(4, 9))(torch.randn(2, 1, 4))
 
 
 # ----------------------------------------------------------------------------------------------
