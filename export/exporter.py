@@ -534,20 +534,25 @@ def _save(model: onnx.ModelProto, path: Path, external_data: bool) -> Optional[P
 
 def _quantize_saved(
     model_path: Path, external: bool, target: str, options: QuantizeOptions, job: _Job
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Optional[Path]]:
     """Quantizes the saved model in place (rewriting its external data too); returns the ``quantization``
-    record, with the parity gates for this job."""
+    record, with the parity gates for this job, and the data file (None for one file)."""
     model = onnx.load(str(model_path))
     try:
         model, record = quantize_model(model, target, options)
     except QuantizeError as e:
         raise ExportError(str(e)) from None
     (model_path.parent / EXTERNAL_DATA_FILE).unlink(missing_ok=True)
-    _save(model, model_path, external)
+    data_path = _save(model, model_path, external)
     record["gates"] = ["max_rel", *(["mean_kl"] if job.interface == CAUSAL_LM else []), "drift",
                        *(["top1"] if job.trained else [])]  # fmt: skip
     record["scored_calls"] = job.scored_calls
-    return record
+    return record, data_path
+
+
+def _graph_opset(model: onnx.ModelProto, default: int) -> int:
+    """The default domain's opset the saved graph imports (a quantization pass may have raised it)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default)
 
 
 def _check_graph(path: Path) -> onnx.ModelProto:
@@ -637,8 +642,7 @@ def _run(
         if quantize is not None:
             log(f"quantizing weights: {quantize.scheme}, block {quantize.block_size}, head {quantize.head}"
                 + (", embedding" if quantize.embedding else ""))  # fmt: skip
-            quantization = _quantize_saved(model_path, data_path is not None, target, quantize, job)
-            data_path = model_path.parent / EXTERNAL_DATA_FILE if data_path is not None else None
+            quantization, data_path = _quantize_saved(model_path, data_path is not None, target, quantize, job)
             kept = ", ".join(e["node"] for e in quantization["excluded"]) or "none"
             log(f"quantized {len(quantization['quantized'])} weights ({quantization['format']}); kept: {kept}")
         log("checking: onnx.checker full_check, strict shape inference")
@@ -646,7 +650,8 @@ def _run(
         metadata = build_metadata(
             interface=job.interface, model_type=job.model_type, config=job.config, vocab_size=job.vocab_size,
             inputs=job.inputs, outputs=_output_specs(onnx_model, job), states=job.states, onnx_model=onnx_model,
-            model_path=model_path, target=target, precision=precision, opset=opset, source=job.source,
+            model_path=model_path, target=target, precision=precision, opset=_graph_opset(onnx_model, opset),
+            source=job.source,
             external_data=data_path,
         )  # fmt: skip
         metadata["quantization"] = quantization

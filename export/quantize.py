@@ -8,8 +8,9 @@ file. Which weights:
   export: the weight transposed to (K, N));
 * **head** (``head="fp" | "int8" | "int4"``): a weight ``MatMul`` whose output reaches a data graph output
   through shape and elementwise ops only (the LM head, a tagger's classifier). A tied head reaches its
-  ``MatMul`` through ``Transpose(embedding.weight)``; that transpose is folded into an initializer of its
-  own, so tied and untied heads both quantize;
+  ``MatMul`` through ``Transpose(embedding.weight)``; when the head is quantized, that transpose is folded
+  into an initializer of its own (the embedding keeps the table), so tied and untied heads both quantize;
+  with ``head="fp"`` a tied head stays as it is (no second fp copy of the table);
 * **embedding** (``embedding=True``): a ``Gather`` of a 2-D floating initializer.
 
 Two formats, one per target:
@@ -363,8 +364,9 @@ def quantize_model(model: onnx.ModelProto, target: str, options: QuantizeOptions
     """Quantizes ``model`` (with its weights loaded) in place where it can; returns the model and the
     ``quantization`` record of ``rnnx.json``. QuantizeError when no weight can be quantized."""
     graph = model.graph
-    _fold_transposed_weights(graph)
-    _drop_unused_initializers(graph)
+    if options.head != "fp":  # a tied head gets its own (quantized) copy only when it is quantized
+        _fold_transposed_weights(graph)
+        _drop_unused_initializers(graph)
     weights = find_weights(graph)
     chosen, excluded = [], []
     for w in weights:

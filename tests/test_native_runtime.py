@@ -174,6 +174,22 @@ def test_bad_input_is_a_status_and_a_message(builds, ops, exports, tmp_path: Pat
     assert out.startswith("status 4: ") and "state was saved from a different model" in out
     with pytest.raises(Exception, match="not an rnnx state file, or truncated"):
         session(directory).load_state(tmp_path / "truncated.safetensors")
+    header = json.dumps(
+        {
+            "__metadata__": {"format": "rnnx-state"},
+            "state/c": {"dtype": "F32", "shape": [2**32, 2**32, 4], "data_offsets": [0, 0]},
+        }
+    ).encode()
+    (tmp_path / "huge.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)  # fmt: skip
+    assert check(builds, "load", str(directory), ops, str(tmp_path / "huge.safetensors")) == (
+        f"status 4: {tmp_path / 'huge.safetensors'}: tensor 'state/c' has a negative or overflowing shape"
+    )
+    lying = tmp_path / "lying"  # rnnx.json is not hashed: one that disagrees with its graph is an error, not a read
+    shutil.copytree(directory, lying)
+    meta = json.loads((lying / "rnnx.json").read_text())
+    (lying / "rnnx.json").write_text(json.dumps({**meta, "vocab_size": 40_000_000}))
+    out = check(builds, "fork", str(lying), ops)
+    assert "the graph's logits are (1, 3, 12)" in out and "rnnx.json says float32 (1, 3, 40000000)" in out, out
 
 
 def test_the_tensorrt_backend_says_what_is_missing(builds, tmp_path: Path) -> None:
@@ -186,7 +202,7 @@ def test_the_tensorrt_backend_says_what_is_missing(builds, tmp_path: Path) -> No
 def test_threads_share_a_model_and_a_fork_is_independent(builds, ops, exports) -> None:
     for name in ("srupp_linear_copy", "own_softmax_srupp"):
         assert check(builds, "threads", str(exports[name]), ops, "10") == "threads: same"
-        assert check(builds, "fork", str(exports[name]), ops) == "fork: ok"
+        assert check(builds, "fork", str(exports[name]), ops).splitlines() == ["status 0: ok", "fork: ok"]
 
 
 def test_the_c_example_in_the_docs_compiles_and_runs(builds, ops, exports, tmp_path: Path) -> None:

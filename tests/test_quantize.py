@@ -129,9 +129,20 @@ def test_tied_and_untied_heads_quantize_when_asked(target: str, tmp_path: Path) 
         assert [h["bits"] for h in heads] == [4] and record["excluded"] == [], (tied, record["excluded"])
         assert record["gates"] == ["max_rel", "mean_kl", "drift"]  # untrained: no top-1 gate
         graph = onnx.load(str(result.model_path)).graph
-        assert not any(n.op_type == "Transpose" and n.input[0] == "module.embedding.weight" for n in graph.node)
+        gathered = {n.input[0] for n in graph.node if n.op_type == "Gather"}
+        assert not any(n.op_type == "Transpose" and n.input[0] in gathered for n in graph.node)  # folded
         if target == "tensorrt":
             assert tensorrt_rule_violations(result.model_path) == []
+
+
+def test_a_tied_head_kept_fp_stores_no_second_table(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = build_model("linear_transformer", {"vocab_size": 400, "d_model": 64, "num_heads": 2, "tie_weights": True})
+    fp32 = export_model(model, tmp_path / "fp32", target="onnxruntime", decode_steps=2, check=False).model_path
+    int8 = export_model(model, tmp_path / "int8", target="onnxruntime", quantize="int8", decode_steps=8).model_path
+    assert int8.stat().st_size < 0.7 * fp32.stat().st_size  # (K = 64 pads to the int8 block of 128)
+    graph = onnx.load(str(int8)).graph
+    assert sum(len(t.raw_data) >= 400 * 64 * 4 for t in graph.initializer) == 1  # the one fp32 table
 
 
 def test_an_sru_lm_with_two_scan_overloads_quantizes_and_loads(tmp_path: Path) -> None:

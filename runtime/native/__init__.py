@@ -81,7 +81,7 @@ def _run(cmd: list[str], what: str) -> None:
 
 
 def build(sanitize: Optional[str] = None) -> Path:
-    """Configures (once) and builds the library and programs; returns the build folder. ``sanitize``: e.g.
+    """Configures and builds the library and programs; returns the build folder. ``sanitize``: e.g.
     ``"address,undefined"`` for a sanitizer build in its own folder."""
     if shutil.which("cmake") is None:
         raise NativeBuildError("cmake not found: it builds the native runtime")
@@ -95,23 +95,24 @@ def build(sanitize: Optional[str] = None) -> Path:
     if not link.is_symlink() or Path(os.readlink(link)) != target:
         link.unlink(missing_ok=True)
         link.symlink_to(target)
-    if not (out / "CMakeCache.txt").is_file():
-        try:
-            version = importlib.metadata.version("rnnx")
-        except importlib.metadata.PackageNotFoundError:
-            version = "0"
-        options = [f"-DRNNX_ORT_INCLUDE={headers}", f"-DRNNX_ORT_LIBRARY={link}", f"-DRNNX_VERSION={version}",
-                   "-DCMAKE_BUILD_TYPE=" + ("Debug" if sanitize else "Release")]  # fmt: skip
-        trt, cuda = _tensorrt_include(), _cuda_include()
-        if trt is not None and cuda is not None:
-            options += [f"-DRNNX_TRT_INCLUDE={trt}", f"-DRNNX_CUDA_INCLUDE={cuda}"]
-        if sanitize:
-            options.append(f"-DRNNX_SANITIZE={sanitize}")
-        _run(["cmake", "-S", str(SOURCES), "-B", str(out), *options], "configuring the native runtime")
+    # configured every time (quick): headers that appeared since the last build (TensorRT's) are picked up
+    try:
+        version = importlib.metadata.version("rnnx")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    options = [f"-DRNNX_ORT_INCLUDE={headers}", f"-DRNNX_ORT_LIBRARY={link}", f"-DRNNX_VERSION={version}",
+               "-DCMAKE_BUILD_TYPE=" + ("Debug" if sanitize else "Release")]  # fmt: skip
+    trt, cuda = _tensorrt_include(), _cuda_include()
+    if trt is not None and cuda is not None:
+        options += [f"-DRNNX_TRT_INCLUDE={trt}", f"-DRNNX_CUDA_INCLUDE={cuda}"]
+    if sanitize:
+        options.append(f"-DRNNX_SANITIZE={sanitize}")
+    _run(["cmake", "-S", str(SOURCES), "-B", str(out), *options], "configuring the native runtime")
     _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], "building the native runtime")
     ops = ortops.find_library()
     beside = out / ortops.LIBRARY_NAME  # found by rnnx_model_open when no library is named
-    if ops is not None and not beside.exists():
+    if ops is not None and not (beside.is_symlink() and beside.resolve() == ops.resolve()):
+        beside.unlink(missing_ok=True)
         beside.symlink_to(ops)
     return out
 

@@ -1,6 +1,7 @@
 #include "json.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -159,7 +160,11 @@ void dump_value(const Json& value, std::string& out)
         if (std::floor(x) == x && std::fabs(x) < 9007199254740992.0)
             std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(x));
         else
-            std::snprintf(buffer, sizeof(buffer), "%.17g", x);
+        {
+            // to_chars: the shortest round-trip form, whatever the host's locale (never a decimal comma)
+            const auto result = std::to_chars(buffer, buffer + sizeof(buffer) - 1, x);
+            *result.ptr = '\0';
+        }
         out += buffer;
         break;
     }
@@ -401,13 +406,27 @@ private:
             case 'u':
             {
                 uint32_t code = parse_hex4();
-                if (code >= 0xD800 && code < 0xDC00 && pos_ + 6 <= text_.size() && text_[pos_] == '\\'
-                    && text_[pos_ + 1] == 'u')
+                if (code >= 0xD800 && code < 0xDC00)
                 {
-                    pos_ += 2;
-                    const uint32_t low = parse_hex4();
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                    // a high surrogate must be followed by a low one (DC00-DFFF); otherwise U+FFFD, and the
+                    // next escape is left to be read on its own
+                    uint32_t low = 0;
+                    const size_t mark = pos_;
+                    if (pos_ + 6 <= text_.size() && text_[pos_] == '\\' && text_[pos_ + 1] == 'u')
+                    {
+                        pos_ += 2;
+                        low = parse_hex4();
+                    }
+                    if (low >= 0xDC00 && low < 0xE000)
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                    else
+                    {
+                        pos_ = mark;
+                        code = 0xFFFD;
+                    }
                 }
+                else if (code >= 0xDC00 && code < 0xE000)
+                    code = 0xFFFD;
                 append_utf8(code, out);
                 break;
             }
@@ -428,9 +447,11 @@ private:
         if (start == pos_)
             fail("unexpected character");
         const std::string token = text_.substr(start, pos_ - start);
-        char* end = nullptr;
-        const double value = std::strtod(token.c_str(), &end);
-        if (end != token.c_str() + token.size())
+        // from_chars: "C" locale parsing, whatever the host program set with setlocale
+        double value = 0;
+        const char* first = token.c_str() + (token[0] == '+' ? 1 : 0);
+        const auto result = std::from_chars(first, token.c_str() + token.size(), value);
+        if (result.ec != std::errc() || result.ptr != token.c_str() + token.size())
             fail("bad number '" + token + "'");
         return value;
     }

@@ -86,7 +86,15 @@ public:
             session_options.SetIntraOpNumThreads(options.intra_op_threads);
         if (!options.ort_ops_library.empty())
         {
-            session_options.RegisterCustomOpsLibrary(options.ort_ops_library.c_str());
+            try
+            {
+                session_options.RegisterCustomOpsLibrary(options.ort_ops_library.c_str());
+            }
+            catch (const Ort::Exception& e)
+            {
+                throw Error(RNNX_ERROR_BACKEND,
+                    options.ort_ops_library + ": ONNX Runtime could not register this op library: " + e.what());
+            }
             native_ops_ = true;
         }
         if (device_ == "cuda")
@@ -184,34 +192,81 @@ public:
         for (auto& value : values)
             inputs.push_back(std::move(value));
         std::vector<Ort::Value> outputs;
+        std::vector<float> result;
         try
         {
             outputs = session_->Run(Ort::RunOptions{nullptr}, input_ptrs_.data(), inputs.data(), inputs.size(),
                 output_ptrs_.data(), output_ptrs_.size());
+            result = read_logits(outputs[0], batch, length);
+            check_state_outputs(outputs, batch, length, inputs);
         }
-        catch (const Ort::Exception& e)
+        catch (...)
         {
+            // whatever failed, the state is left as it was: its values go back from the inputs
             values.clear();
             for (size_t i = 2; i < inputs.size(); ++i)
-                values.push_back(std::move(inputs[i])); // the state is left as it was
-            throw Error(RNNX_ERROR_BACKEND, std::string("ONNX Runtime: ") + e.what());
+                values.push_back(std::move(inputs[i]));
+            try
+            {
+                throw;
+            }
+            catch (const Ort::Exception& e)
+            {
+                throw Error(RNNX_ERROR_BACKEND, std::string("ONNX Runtime: ") + e.what());
+            }
         }
-        const size_t count = static_cast<size_t>(batch * length * artifact_.vocab_size);
-        logits.resize(count);
-        if (artifact_.logits_dtype == "float16")
-        {
-            const auto* data = outputs[0].GetTensorData<uint16_t>();
-            for (size_t i = 0; i < count; ++i)
-                logits[i] = half_to_float(data[i]);
-        }
-        else
-            std::memcpy(logits.data(), outputs[0].GetTensorData<float>(), count * sizeof(float));
-        values.clear();
+        logits.swap(result);
+        std::vector<Ort::Value> next;
         for (size_t i = 1; i < outputs.size(); ++i)
-            values.push_back(std::move(outputs[i]));
+            next.push_back(std::move(outputs[i]));
+        values.swap(next);
     }
 
 private:
+    // The logits output as float32, after checking its type and element count against rnnx.json (a file that
+    // disagrees with its graph is an error, never an out-of-bounds read).
+    std::vector<float> read_logits(const Ort::Value& value, int64_t batch, int64_t length) const
+    {
+        const auto info = value.GetTensorTypeAndShapeInfo();
+        const bool half = artifact_.logits_dtype == "float16";
+        const auto want_type = half ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+        const std::vector<int64_t> want = {batch, length, artifact_.vocab_size};
+        if (info.GetElementType() != want_type || info.GetShape() != want)
+            throw Error(RNNX_ERROR_METADATA,
+                artifact_.directory + "/rnnx.json: the graph's logits are " + shape_text(info.GetShape())
+                    + " of element type " + std::to_string(info.GetElementType()) + ", rnnx.json says "
+                    + artifact_.logits_dtype + " " + shape_text(want));
+        const size_t count = static_cast<size_t>(batch * length * artifact_.vocab_size);
+        std::vector<float> out(count);
+        if (half)
+        {
+            const auto* data = value.GetTensorData<uint16_t>();
+            for (size_t i = 0; i < count; ++i)
+                out[i] = half_to_float(data[i]);
+        }
+        else
+            std::memcpy(out.data(), value.GetTensorData<float>(), count * sizeof(float));
+        return out;
+    }
+
+    // Every present state has the spec's element type and shape (batch rows; a KV cache past + length).
+    void check_state_outputs(const std::vector<Ort::Value>& outputs, int64_t batch, int64_t length,
+        const std::vector<Ort::Value>& inputs) const
+    {
+        for (size_t i = 0; i < artifact_.states.size(); ++i)
+        {
+            const StateSpec& spec = artifact_.states[i];
+            const auto past = inputs[2 + i].GetTensorTypeAndShapeInfo().GetShape();
+            const int64_t grown = spec.grow_axis >= 0 ? past[static_cast<size_t>(spec.grow_axis)] + length : 0;
+            const std::vector<int64_t> want = spec.concrete(batch, grown);
+            const auto info = outputs[1 + i].GetTensorTypeAndShapeInfo();
+            if (info.GetElementType() != element_type(spec.dtype) || info.GetShape() != want)
+                throw Error(RNNX_ERROR_METADATA,
+                    artifact_.directory + "/rnnx.json: state '" + spec.name + "' is " + shape_text(info.GetShape())
+                        + " in the graph, rnnx.json says " + spec.dtype + " " + shape_text(want));
+        }
+    }
+
     const Artifact& artifact_;
     Ort::Env env_;
     std::string device_;

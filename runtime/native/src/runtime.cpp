@@ -401,6 +401,10 @@ extern "C"
                 {
                     throw Error(RNNX_ERROR_STATE_FILE, std::string(path) + ": batch / past_length are not integers");
                 }
+                if (batch < 1 || past_length < 0)
+                    throw Error(RNNX_ERROR_STATE_FILE,
+                        std::string(path) + ": batch " + std::to_string(batch) + " / past_length "
+                            + std::to_string(past_length) + " out of range");
                 std::vector<rnnx::HostTensor> tensors;
                 for (const rnnx::StateSpec& spec : art.states)
                 {
@@ -411,8 +415,9 @@ extern "C"
                     if (found == nullptr)
                         throw Error(
                             RNNX_ERROR_STATE_FILE, std::string(path) + ": state tensor '" + spec.name + "' is missing");
+                    const bool ranked = found->shape.size() == spec.shape.size();
                     const std::vector<int64_t> want = spec.concrete(
-                        batch, spec.grow_axis >= 0 ? found->shape.at(static_cast<size_t>(spec.grow_axis)) : 0);
+                        batch, spec.grow_axis >= 0 && ranked ? found->shape[static_cast<size_t>(spec.grow_axis)] : 0);
                     if (found->shape != want || found->dtype != spec.dtype)
                         throw Error(RNNX_ERROR_STATE_FILE,
                             std::string(path) + ": state tensor '" + spec.name + "': expected " + spec.dtype + " "

@@ -3,8 +3,11 @@
 #include "error.h"
 #include "json.h"
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <thread>
 #include <unistd.h>
 
 namespace rnnx
@@ -37,7 +40,9 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file)
     std::string text = header.dump();
     while (text.size() % 8)
         text += ' ';
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+    static std::atomic<uint64_t> counter{0};
+    const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-"
+        + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + "-" + std::to_string(counter++);
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out)
@@ -119,7 +124,9 @@ SafetensorsFile read_safetensors(const std::string& path)
             for (const Json& d : shape->items())
                 t.shape.push_back(d.as_int());
             const int64_t begin = offsets->items()[0].as_int(), end = offsets->items()[1].as_int();
-            const int64_t want = numel(t.shape) * static_cast<int64_t>(itemsize(t.dtype));
+            const int64_t want = checked_bytes(t.shape, t.dtype);
+            if (want < 0)
+                throw bad("tensor '" + member.first + "' has a negative or overflowing shape");
             if (begin < 0 || end < begin || static_cast<uint64_t>(end) > data_size || end - begin != want)
                 throw bad("tensor '" + member.first + "' lies outside the file (truncated?)");
             t.bytes.assign(data.begin() + begin, data.begin() + end);

@@ -41,6 +41,15 @@ int64_t numel(const std::vector<int64_t>& shape)
     return n;
 }
 
+int64_t checked_bytes(const std::vector<int64_t>& shape, const std::string& dtype)
+{
+    int64_t n = static_cast<int64_t>(itemsize(dtype));
+    for (int64_t d : shape)
+        if (d < 0 || __builtin_mul_overflow(n, d, &n))
+            return -1;
+    return n;
+}
+
 std::string shape_text(const std::vector<int64_t>& shape)
 {
     std::string out = "(";

@@ -18,8 +18,11 @@ struct HostTensor
 
 // Bytes per element of a dtype; throws Error for one the runtime does not know.
 size_t itemsize(const std::string& dtype);
-// Product of the dims (1 for a scalar).
+// Product of the dims (1 for a scalar); the dims are trusted (from the runtime itself).
 int64_t numel(const std::vector<int64_t>& shape);
+// Bytes of a tensor of `shape` and `dtype` from an untrusted file: -1 when a dim is negative or the product
+// overflows.
+int64_t checked_bytes(const std::vector<int64_t>& shape, const std::string& dtype);
 // "(2, 3, 4)".
 std::string shape_text(const std::vector<int64_t>& shape);
 // safetensors' dtype code ("F32") of a numpy dtype name, and back.

@@ -10,6 +10,7 @@
 
 #include <NvInferRuntime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
@@ -116,7 +117,7 @@ struct DeviceBuffer
 
 struct TrtState : BackendState
 {
-    const Cuda* cuda = nullptr;
+    std::shared_ptr<const Cuda> cuda;  // shared: a state may outlive its model
     std::vector<DeviceBuffer> buffers; // rnnx.json's state order
     ~TrtState() override
     {
@@ -140,6 +141,8 @@ class TrtBackend : public Backend
 public:
     TrtBackend(const Artifact& artifact, const BackendOptions& options)
         : artifact_(artifact)
+        , cuda_holder_(std::make_shared<Cuda>())
+        , cuda_(*cuda_holder_)
     {
         if (artifact_.target != "tensorrt")
             throw Error(RNNX_ERROR_INVALID_ARGUMENT,
@@ -229,7 +232,7 @@ public:
     std::unique_ptr<BackendState> state_from_host(const std::vector<HostTensor>& tensors) override
     {
         auto state = std::make_unique<TrtState>();
-        state->cuda = &cuda_;
+        state->cuda = cuda_holder_;
         for (const HostTensor& t : tensors)
         {
             DeviceBuffer b{allocate(t.bytes.size()), t.shape};
@@ -260,7 +263,7 @@ public:
         bind(artifact_.input_names[0], {batch, length}, ids_d.data, true);
         bind(artifact_.input_names[1], {batch, length}, mask_d.data, true);
         auto next = std::make_unique<TrtState>();
-        next->cuda = &cuda_;
+        next->cuda = cuda_holder_;
         for (size_t i = 0; i < artifact_.states.size(); ++i)
         {
             const StateSpec& spec = artifact_.states[i];
@@ -275,6 +278,9 @@ public:
         const size_t count = static_cast<size_t>(batch * length * artifact_.vocab_size);
         Scratch logits_d(cuda_, allocate(count * logit_size));
         bind(artifact_.output_names[0], {batch, length, artifact_.vocab_size}, logits_d.data, false);
+        check_output(artifact_.output_names[0], {batch, length, artifact_.vocab_size});
+        for (size_t i = 0; i < artifact_.states.size(); ++i)
+            check_output(artifact_.states[i].output, next->buffers[i].shape);
         if (!context_->enqueueV3(stream_))
             throw Error(RNNX_ERROR_BACKEND, "TensorRT enqueueV3 failed: " + logger_.last());
         cuda_.check(cuda_.stream_sync(stream_), "cudaStreamSynchronize");
@@ -315,6 +321,17 @@ private:
         return p;
     }
 
+    // The engine's shape for an output, given the bound inputs, must be the one its buffer was sized for.
+    void check_output(const std::string& name, const std::vector<int64_t>& allocated)
+    {
+        const nvinfer1::Dims dims = context_->getTensorShape(name.c_str());
+        const std::vector<int64_t> engine(dims.d, dims.d + std::max(dims.nbDims, 0));
+        if (dims.nbDims < 0 || engine != allocated)
+            throw Error(RNNX_ERROR_METADATA,
+                artifact_.directory + "/rnnx.json: output '" + name + "' is " + shape_text(engine)
+                    + " in the engine, rnnx.json says " + shape_text(allocated));
+    }
+
     void bind(const std::string& name, const std::vector<int64_t>& shape, void* data, bool input)
     {
         if (input && !context_->setInputShape(name.c_str(), dims_of(shape)))
@@ -333,7 +350,8 @@ private:
     };
 
     const Artifact& artifact_;
-    Cuda cuda_;
+    std::shared_ptr<Cuda> cuda_holder_;
+    Cuda& cuda_;
     Logger logger_;
     void* nvinfer_ = nullptr;
     std::unique_ptr<nvinfer1::IRuntime, Deleter> runtime_;

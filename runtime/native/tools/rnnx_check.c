@@ -9,7 +9,8 @@
  *     rnnx_check load DIR OPS FILE         load a state file
  *     rnnx_check threads DIR OPS STEPS     4 threads generate on one model at once; prints "threads: same" when
  *                                          every thread's tokens equal the same generation run alone
- *     rnnx_check fork DIR OPS              a fork continues independently of its parent; prints "fork: ok"
+ *     rnnx_check fork DIR OPS              prefill (its status), then: a fork continues independently of its
+ *                                          parent; prints "fork: ok"
  *
  * OPS is librnnx_ort_ops.so or "-" for none. */
 #include "rnnx/rnnx.h"
@@ -162,7 +163,14 @@ int main(int argc, char** argv)
         rnnx_state* copy = NULL;
         const float *a = NULL, *b = NULL;
         rnnx_state_new(model, 1, &state);
-        rnnx_prefill(model, state, tokens, &length, 1, 3);
+        const rnnx_status fed = rnnx_prefill(model, state, tokens, &length, 1, 3);
+        report(fed);
+        if (fed != RNNX_OK)
+        {
+            rnnx_state_free(state);
+            rnnx_model_close(model);
+            return 1;
+        }
         rnnx_state_fork(state, &copy);
         rnnx_step(model, state, &next, NULL);
         rnnx_state_logits(state, &a);

@@ -9,6 +9,9 @@
  * on the calling thread is rnnx_last_error() (valid until the thread's next rnnx call). No C++ exception
  * crosses this API.
  *
+ * Lifetimes: a state belongs to the model that made it; free every state (rnnx_state_free) before closing the
+ * model (rnnx_model_close).
+ *
  * Threads: an rnnx_model may be used from several threads at once (prefill / step / generate on different
  * states); an rnnx_state must be used by one thread at a time. rnnx_last_error() is per thread.
  *
