@@ -26,7 +26,11 @@ public:
     virtual std::string describe() const = 0;
     // Zeros for `batch` rows (a KV cache of length 0).
     virtual std::unique_ptr<BackendState> init_state(int64_t batch) = 0;
-    virtual std::unique_ptr<BackendState> copy_state(const BackendState& state) = 0;
+    // A deep copy; by default through the host (a backend with a device-side copy overrides it).
+    virtual std::unique_ptr<BackendState> copy_state(const BackendState& state)
+    {
+        return state_from_host(state_to_host(state));
+    }
     // The state tensors in rnnx.json's order, on the host.
     virtual std::vector<HostTensor> state_to_host(const BackendState& state) = 0;
     // Host tensors (checked against the specs by the caller) -> a backend state.

@@ -142,11 +142,6 @@ public:
         return state;
     }
 
-    std::unique_ptr<BackendState> copy_state(const BackendState& state) override
-    {
-        return state_from_host(state_to_host(state));
-    }
-
     std::vector<HostTensor> state_to_host(const BackendState& state) override
     {
         const auto& values = static_cast<const OrtState&>(state).values;

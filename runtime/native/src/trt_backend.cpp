@@ -208,11 +208,6 @@ public:
         return state_from_host(zeros);
     }
 
-    std::unique_ptr<BackendState> copy_state(const BackendState& state) override
-    {
-        return state_from_host(state_to_host(state));
-    }
-
     std::vector<HostTensor> state_to_host(const BackendState& state) override
     {
         const auto& buffers = static_cast<const TrtState&>(state).buffers;
