@@ -82,8 +82,12 @@ class RecurrentLM(nn.Module):
         return logits, self.state_from_flat(tensors)
 
     def state_names(self) -> list[str]:
-        """The state tensors' names in flat order (:func:`~rnnx.models.state.flatten_state`)."""
-        return [name for name, _ in flatten_state(self.init_state(1, "meta"))]
+        """The state tensors' names in flat order (:func:`~rnnx.models.state.flatten_state`). They follow from
+        the configuration alone, so they are worked out once (``forward`` checks a given state against them)."""
+        names = self.__dict__.get("_state_names")
+        if names is None:
+            names = self.__dict__["_state_names"] = [name for name, _ in flatten_state(self.init_state(1, "meta"))]
+        return list(names)
 
     @property
     def state_dtype(self) -> torch.dtype:
@@ -101,7 +105,7 @@ class RecurrentLM(nn.Module):
         view = _flat_view_class(type(self)).__new__(_flat_view_class(type(self)))
         view.__dict__.update(self.__dict__)
         view._modules = dict(self._modules)
-        view._state_names = self.state_names()
+        view._state_names = self.state_names()  # what the scripted state_names() returns
         return view
 
 

@@ -22,6 +22,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -134,5 +135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Builds librnnx_runtime and rnnx-generate.")
     parser.add_argument("--sanitize", default=None, help="e.g. address,undefined (its own build folder)")
     args = parser.parse_args()
-    out = build(args.sanitize)
+    try:
+        out = build(args.sanitize)
+    except NativeBuildError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
     print(out / LIBRARY_NAME)
