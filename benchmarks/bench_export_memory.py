@@ -6,8 +6,9 @@
 Each size is a ``LinearTransformerLM`` (vocab 32,000; the shapes below) with random weights, exported by
 ``export_model`` with its parity check in a fresh subprocess, so the peak RSS (``ru_maxrss``) is that one
 export's. The table reports the weight bytes, the process RSS just before the export (torch, the model),
-the peak during it, the export's increment ``peak - before`` as a multiple of the weight bytes (the goal:
-<= 3x for fp32), and the wall time. Prints a markdown table.
+the peak during it as a multiple of the weight bytes (the whole process: the goal is <= 3x for fp32 from
+134M up), the export's increment ``peak - before`` as such a multiple, and the wall time. Prints a markdown
+table.
 """
 
 from __future__ import annotations
@@ -65,16 +66,18 @@ def main() -> None:
     args = parser.parse_args()
     print(machine_line())
     print(f"export_model ({args.target}, {args.precision}, parity with {args.decode_steps} decode steps)\n")
-    columns = ["model", "parameters", "fp32 weights", "RSS before", "peak RSS", "(peak - before) / weights"]
+    columns = ["model", "parameters", "fp32 weights", "RSS before", "peak RSS", "peak / weights",
+               "(peak - before) / weights"]  # fmt: skip
     print("| " + " | ".join([*columns, "export time", "parity"]) + " |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for size in args.sizes.split(","):
         r = run_one(size, args.precision, args.target, args.decode_steps)
         weights = 4 * r["params"]
         mib = 2**20
         print(
             f"| {size} | {r['params'] / 1e6:,.1f} M | {weights / mib:,.0f} MiB | {r['before'] / mib:,.0f} MiB | "
-            f"{r['peak'] / mib:,.0f} MiB | {(r['peak'] - r['before']) / weights:.2f}x | {r['seconds']:.1f} s | "
+            f"{r['peak'] / mib:,.0f} MiB | {r['peak'] / weights:.2f}x | {(r['peak'] - r['before']) / weights:.2f}x | "
+            f"{r['seconds']:.1f} s | "
             f"{'PASS' if r['passed'] else 'FAIL'} |",
             flush=True,
         )

@@ -245,8 +245,9 @@ def _export_factory(
     check: bool, steps: int, external_data: Optional[bool] = None, quantize: Any = None,
 ) -> Any:  # fmt: skip
     """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
-    export's source (absolute paths). ``external_data``: the CLI flag (None: not given, auto)."""
-    from ..models.factory import FactoryError, load_factory
+    export's source (absolute paths; a ``package.module`` factory with the folder it was imported from, so
+    that ``rnnx-parity`` finds it from any directory). ``external_data``: the CLI flag (None: not given, auto)."""
+    from ..models.factory import FactoryError, factory_root, load_factory
     from .exporter import ExportError, export
 
     target_part, _, function = factory.rpartition(":")
@@ -256,7 +257,8 @@ def _export_factory(
     click.echo(f"output:  {out_dir}")
     try:
         spec = load_factory(factory, weights)
-        source = {"factory": recorded, "weights": None if weights is None else str(Path(weights).resolve())}
+        source = {"factory": recorded, "factory_root": factory_root(factory),
+                  "weights": None if weights is None else str(Path(weights).resolve())}  # fmt: skip
         if weights is not None:
             from ..runtime.artifact import sha256_file
 

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import inspect
 import io
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -91,6 +93,7 @@ from ..runtime.artifact import (
     numpy_dtype,
     write_metadata,
 )  # fmt: skip
+from . import onnx_files
 from .metadata import build_metadata
 from .quantize import QuantizeError, QuantizeOptions, quantize_model, resolve_options
 
@@ -184,9 +187,35 @@ class _Job:
     restore: Callable[[], None] = lambda: None
 
 
+#: Terminal colour codes, which torch's exporter puts in its messages.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
+    text = _ANSI.sub("", str(e)).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def _with_cause(e: BaseException) -> str:
+    """``Type: first line`` of ``e``, then of the exception at the end of its cause chain (what the exporter
+    wraps: a torch.export error, say) with the model code it points at: one line."""
+    line = f"{type(e).__name__}: {_one_line(e).removesuffix(' Next steps:')}"
+    root, seen = e, {id(e)}
+    while True:
+        nxt = root.__cause__ or (None if root.__suppress_context__ else root.__context__)
+        if nxt is None or id(nxt) in seen:
+            break
+        root = nxt
+        seen.add(id(root))
+    if root is not e:
+        line += f"; caused by {type(root).__name__}: {_one_line(root)}"
+    text = _ANSI.sub("", str(root))
+    call = re.search(r"The following call raised this error:\s*File \"(.+?)\", line (\d+), in (\S+)", text)
+    caused = re.search(r"Caused by: \((.+?)\)", text)
+    if call is None and caused is None:
+        return line
+    where = f"{call[1]}:{call[2]} in {call[3]}" if call else caused[1]
+    return f"{line} (at {where})"
 
 
 # -- language models ------------------------------------------------------------------------------
@@ -457,9 +486,12 @@ def _uses_rnnx_ops(program: Any) -> bool:
     )
 
 
-def _trace(job: _Job, target: str, opset: int) -> onnx.ModelProto:
-    """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``; ExportError
-    when the module calls no rnnx op."""
+def _trace(job: _Job, target: str, opset: int, path: Path) -> onnx.ModelProto:
+    """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``; writes the
+    graph to ``path`` with its tensors of at least :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in
+    :data:`EXTERNAL_DATA_FILE` beside it (straight from the traced program: the weights never become one
+    in-memory proto) and returns the graph without those tensors' data. ExportError when the module calls
+    no rnnx op."""
     from . import onnx_ops
 
     names_in = [t.name for t in job.inputs] + [s.input for s in job.states]
@@ -475,8 +507,11 @@ def _trace(job: _Job, target: str, opset: int) -> onnx.ModelProto:
                 f"{job.what} has no rnnx op (SRU, SRU++, causal linear attention) and no layer that "
                 "rnnx.models.convert knows: nothing for rnnx to export (torch.onnx.export handles such a model)"
             )
-        model = onnx_ops.finalize(program.model_proto, target, inplace=True)
+        skeleton = onnx_files.save_traced(program.model, path, EXTERNAL_DATA_FILE, EXTERNAL_DATA_MIN_TENSOR_BYTES)
+        del program
+        model = onnx_ops.finalize(skeleton, target, inplace=True)
     _name_dims(model, [*(t.shape for t in job.inputs), *(s.shape for s in job.states)])
+    onnx_files.save_skeleton(model, path)
     return model
 
 
@@ -498,52 +533,30 @@ def _output_specs(model: onnx.ModelProto, job: _Job) -> list[TensorSpec]:
     return specs
 
 
-def _tensor_bytes(model: onnx.ModelProto) -> int:
-    """Serialized bytes of the tensors of ``model``: initializers, and tensor attributes (Constant
-    nodes) of every node, in subgraphs and local functions too."""
-
-    def nodes_bytes(nodes: Any) -> int:
-        total = 0
-        for node in nodes:
-            for attr in node.attribute:
-                total += (attr.t.ByteSize() if attr.HasField("t") else 0) + sum(t.ByteSize() for t in attr.tensors)
-                total += (graph_bytes(attr.g) if attr.HasField("g") else 0) + sum(map(graph_bytes, attr.graphs))
-        return total
-
-    def graph_bytes(graph: onnx.GraphProto) -> int:
-        return sum(t.ByteSize() for t in graph.initializer) + nodes_bytes(graph.node)
-
-    return graph_bytes(model.graph) + sum(nodes_bytes(f.node) for f in model.functions)
-
-
-def _save(model: onnx.ModelProto, path: Path, external_data: bool) -> Optional[Path]:
-    """Saves ``model`` at ``path``, with external data (every tensor of at least
-    :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in :data:`EXTERNAL_DATA_FILE` beside it) when asked; returns
-    the data file, None when the model is one file (also when no tensor was large enough to move).
-    ``model`` is left pointing at the data file."""
-    if not external_data:
-        onnx.save_model(model, str(path))
-        return None
+def _save_external(model: onnx.ModelProto, path: Path) -> Optional[Path]:
+    """Saves ``model`` at ``path`` with every tensor of at least :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in
+    :data:`EXTERNAL_DATA_FILE` beside it (written and dropped from ``model`` one tensor at a time); returns
+    the data file, None when no tensor was large enough to move."""
+    data = path.parent / EXTERNAL_DATA_FILE
+    data.unlink(missing_ok=True)
     onnx.save_model(
         model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=EXTERNAL_DATA_FILE,
         size_threshold=EXTERNAL_DATA_MIN_TENSOR_BYTES,
     )  # fmt: skip
-    data = path.parent / EXTERNAL_DATA_FILE
     return data if data.is_file() else None
 
 
 def _quantize_saved(
-    model_path: Path, external: bool, target: str, options: QuantizeOptions, job: _Job
+    model_path: Path, target: str, options: QuantizeOptions, job: _Job
 ) -> tuple[dict[str, Any], Optional[Path]]:
-    """Quantizes the saved model in place (rewriting its external data too); returns the ``quantization``
-    record, with the parity gates for this job, and the data file (None for one file)."""
+    """Quantizes the saved model in place (its external data rewritten); returns the ``quantization``
+    record, with the parity gates for this job, and the data file (None when no tensor is external)."""
     model = onnx.load(str(model_path))
     try:
         model, record = quantize_model(model, target, options)
     except QuantizeError as e:
         raise ExportError(str(e)) from None
-    (model_path.parent / EXTERNAL_DATA_FILE).unlink(missing_ok=True)
-    data_path = _save(model, model_path, external)
+    data_path = _save_external(model, model_path)
     record["gates"] = ["max_rel", *(["mean_kl"] if job.interface == CAUSAL_LM else []), "drift",
                        *(["top1"] if job.trained else [])]  # fmt: skip
     record["scored_calls"] = job.scored_calls
@@ -624,43 +637,47 @@ def _run(
     try:
         axes = sorted({d for spec in [*job.inputs, *job.states] for d in spec.shape if isinstance(d, str)})
         log(f"tracing with torch.export and converting to ONNX (dynamic {', '.join(axes) or 'nothing'})")
+        model_path = tmp / MODEL_FILE
         try:
-            onnx_model = _trace(job, target, opset)
+            onnx_model = _trace(job, target, opset, model_path)
         except ExportError:
             raise
         except Exception as e:  # the exporter raises many types; report one line
-            raise ExportError(f"ONNX conversion failed: {type(e).__name__}: {_one_line(e)}") from None
-        model_path = tmp / MODEL_FILE
-        tensor_bytes = _tensor_bytes(onnx_model)
+            raise ExportError(f"ONNX conversion failed: {_with_cause(e)}") from None
+        tensor_bytes = onnx_files.tensor_bytes(onnx_model)
         external = external_data if external_data is not None else tensor_bytes > EXTERNAL_DATA_THRESHOLD
-        data_path = _save(onnx_model, model_path, external)
         del onnx_model  # from here on the graph is read from the files (one copy at a time)
         gc.collect()
-        log(f"saved {MODEL_FILE}" + (f" with external data {EXTERNAL_DATA_FILE}" if data_path else " (one file)")
+        data_path = tmp / EXTERNAL_DATA_FILE if (tmp / EXTERNAL_DATA_FILE).is_file() else None
+        log(f"saved {MODEL_FILE}" + (f" with external data {EXTERNAL_DATA_FILE}" if external else " (one file)")
             + f"; {tensor_bytes / 2**20:,.1f} MiB of tensors")  # fmt: skip
         quantization = None
         if quantize is not None:
             log(f"quantizing weights: {quantize.scheme}, block {quantize.block_size}, head {quantize.head}"
                 + (", embedding" if quantize.embedding else ""))  # fmt: skip
-            quantization, data_path = _quantize_saved(model_path, data_path is not None, target, quantize, job)
+            quantization, data_path = _quantize_saved(model_path, target, quantize, job)
             kept = ", ".join(e["node"] for e in quantization["excluded"]) or "none"
             log(f"quantized {len(quantization['quantized'])} weights ({quantization['format']}); kept: {kept}")
         log("checking: onnx.checker full_check, strict shape inference")
         onnx_model = _check_graph(model_path)
-        metadata = build_metadata(
-            interface=job.interface, model_type=job.model_type, config=job.config, vocab_size=job.vocab_size,
-            inputs=job.inputs, outputs=_output_specs(onnx_model, job), states=job.states, onnx_model=onnx_model,
-            model_path=model_path, target=target, precision=precision, opset=_graph_opset(onnx_model, opset),
-            source=job.source,
-            external_data=data_path,
+        describe = functools.partial(
+            build_metadata, interface=job.interface, model_type=job.model_type, config=job.config,
+            vocab_size=job.vocab_size, inputs=job.inputs, outputs=_output_specs(onnx_model, job), states=job.states,
+            onnx_model=onnx_model, model_path=model_path, target=target, precision=precision,
+            opset=_graph_opset(onnx_model, opset), source=job.source,
         )  # fmt: skip
-        metadata["quantization"] = quantization
-        metadata["signature"] = model_signature(metadata)
+
+        def finish_metadata(data: Optional[Path]) -> dict[str, Any]:
+            metadata = describe(external_data=data)
+            metadata["quantization"] = quantization
+            metadata["signature"] = model_signature(metadata)
+            return metadata
+
+        metadata = finish_metadata(data_path)
         output_dtypes = _graph_output_dtypes(onnx_model)
-        del onnx_model  # not needed any more; ONNX Runtime loads its own copy for the parity check
-        gc.collect()
+        del onnx_model
         write_metadata(tmp, metadata)
-        written = [EXTERNAL_DATA_FILE, MODEL_FILE] if data_path is not None else [MODEL_FILE]
+        written: list[str] = []
         report, polygraphy = None, None
         if check:
             chain = "decode steps" if job.interface == CAUSAL_LM else "chained calls"
@@ -688,7 +705,13 @@ def _run(
                 raise ExportError(f"parity check failed: {report.verdict()}")
             metadata["parity"] = {k: v for k, v in report.to_dict().items() if k != "steps"}
             metadata["parity"]["polygraphy"] = polygraphy
-            write_metadata(tmp, metadata)
+        if data_path is not None and not external:
+            log(f"writing {MODEL_FILE} as one file")
+            onnx_files.internalize(model_path, data_path)
+            data_path = None
+            metadata = {**finish_metadata(None), "parity": metadata["parity"]}
+        write_metadata(tmp, metadata)
+        written = [*([EXTERNAL_DATA_FILE] if data_path is not None else []), MODEL_FILE, *written]
         log(f"writing {out_dir}")
         files = _move_into(tmp, out_dir, [*written, METADATA_FILE])
     finally:
@@ -807,7 +830,8 @@ def export(
     _check_steps(chained_calls, polygraphy_steps, external_data)
     options = _quantize_options(quantize, target)
     out_dir = _check_out_dir(out_dir)
-    recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "weights": None, **(source or {})}
+    recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "factory_root": None, "weights": None,
+                **(source or {})}  # fmt: skip
     if recorded["weights"]:
         recorded["weights"] = str(Path(recorded["weights"]).resolve())
     for what, value in (("config", config), ("source", recorded)):

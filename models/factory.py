@@ -47,8 +47,9 @@ class ModelSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def import_factory(spec: str) -> Callable[[], Any]:
-    """The function named by ``package.module:function`` or ``path/to/file.py:function``."""
+def import_factory(spec: str, root: Optional[Union[str, Path]] = None) -> Callable[[], Any]:
+    """The function named by ``package.module:function`` or ``path/to/file.py:function``; ``root``: the folder
+    ``package`` was imported from when the export was made (:func:`factory_root`), searched first."""
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name.isidentifier():
         raise FactoryError(f"factory {spec!r}: expected 'package.module:function' or 'path/to/file.py:function'")
@@ -64,7 +65,9 @@ def import_factory(spec: str) -> Callable[[], Any]:
         sys.modules[module_name] = module
         loader.loader.exec_module(module)
     else:
-        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        if root is not None and str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        elif root is None and "" not in sys.path and str(Path.cwd()) not in sys.path:
             sys.path.insert(0, str(Path.cwd()))  # `package.module` resolves from here, as with `python -m`
         try:
             module = importlib.import_module(target)
@@ -74,6 +77,23 @@ def import_factory(spec: str) -> Callable[[], Any]:
     if not callable(function):
         raise FactoryError(f"factory {spec!r}: {target} has no function {name!r}")
     return function
+
+
+def factory_root(spec: str) -> Optional[str]:
+    """The folder the top package of an imported ``package.module:function`` factory came from (what
+    ``sys.path`` needed), so that a later process elsewhere imports the same code; None for a
+    ``file.py:function`` factory (recorded by its absolute path) or a module without a file."""
+    target = spec.rpartition(":")[0]
+    if target.endswith(".py"):
+        return None
+    top = sys.modules.get(target.split(".")[0])
+    location = getattr(top, "__file__", None) or next(iter(getattr(top, "__path__", [])), None)
+    if location is None:
+        return None
+    location = Path(location).resolve()
+    is_package = location.name == "__init__.py" or location.is_dir()
+    folder = location.parent if location.is_file() else location
+    return str(folder.parent if is_package else folder)
 
 
 def model_spec(result: Any, where: str) -> ModelSpec:
@@ -97,9 +117,12 @@ def model_spec(result: Any, where: str) -> ModelSpec:
     return ModelSpec(module, examples, options)
 
 
-def load_factory(spec: str, weights: Optional[Union[str, Path]] = None) -> ModelSpec:
-    """Imports and calls the factory ``spec``, then loads ``weights`` (a state_dict file) into its module."""
-    result = model_spec(import_factory(spec)(), f"factory {spec!r}")
+def load_factory(
+    spec: str, weights: Optional[Union[str, Path]] = None, root: Optional[Union[str, Path]] = None
+) -> ModelSpec:
+    """Imports (from ``root``, see :func:`import_factory`) and calls the factory ``spec``, then loads
+    ``weights`` (a state_dict file) into its module."""
+    result = model_spec(import_factory(spec, root)(), f"factory {spec!r}")
     if weights is not None:
         path = Path(weights)
         if not path.is_file():
@@ -149,7 +172,7 @@ def load_factory_module(metadata: dict[str, Any], where: str) -> StatefulModule:
             f"{where}: source.factory is null (exported from Python, not from a factory); "
             "build the module yourself and pass it to rnnx.runtime.backends.torch_backend.TorchBackend"
         )
-    spec = load_factory(source["factory"], source.get("weights"))
+    spec = load_factory(source["factory"], source.get("weights"), source.get("factory_root"))
     num_inputs = sum(1 for t in metadata["inputs"] if not t["name"].startswith(PAST_PREFIX))
     graph, _ = prepare(spec.module, num_inputs, spec.options.get("init_state"))
     return graph

@@ -28,7 +28,9 @@ S += phi(k) v^T, z += phi(k), out = phi(q)^T S / (phi(q).z + eps)). That is exac
 denominator (never inside phi, never to the numerator), default 1e-6 in both packages; the rnnx op
 also applies phi to q and k itself, so q, k, v go to it as projected. fast-transformers' recurrent
 state of a layer is the list ``[Si (B, H, E, M), Zi (B, H, E)]``: the same layout as
-:class:`~rnnx.models.state.LinearAttentionState` ``(S, z)``.
+:class:`~rnnx.models.state.LinearAttentionState` ``(S, z)``. Both forms are accepted, and the new state
+comes back in the form given; unlike fast-transformers, which adds into the given ``Si`` / ``Zi``, the
+state passed in is never modified.
 
 Padding: fast-transformers' ``LengthMask`` multiplies phi(k) of pad positions by 0; here a pad key
 is set to ``PAD_KEY`` and its value to 0 (:func:`~rnnx.models.ops.linear_attention.mask_pad_positions`),
@@ -79,6 +81,8 @@ DEFAULT_EPS = 1e-6
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 Device = Union[str, torch.device, None]
+#: One layer's state: rnnx's dataclass, or fast-transformers' ``[Si, Zi]`` list.
+LayerState = Union[LinearAttentionState, list[Tensor]]
 
 #: raises the ConversionError of the module being converted, with the given reason
 Fail = Callable[[str], NoReturn]
@@ -254,25 +258,38 @@ class LinearTransformerEncoder(nn.Module):
         a ``LengthMask`` (its ``bool_matrix`` (B, L) is True at real positions)."""
         if attn_mask is not None and not getattr(attn_mask, "lower_triangular", False):
             raise ValueError("causal linear attention only supports a full lower-triangular attn_mask (or None)")
-        pad_mask = None
-        if length_mask is not None and not getattr(length_mask, "all_ones", False):
-            pad_mask = ~length_mask.bool_matrix.to(x.device)
+        # Always the boolean matrix, never a branch on ``length_mask.all_ones`` (a value computed from the
+        # lengths: it would stop torch.export); a full mask costs one elementwise op.
+        pad_mask = None if length_mask is None else ~length_mask.bool_matrix.to(x.device)
         return self.forward_state(x, None, pad_mask)[0]
 
     def forward_state(
-        self, x: Tensor, state: Optional[Sequence[LinearAttentionState]] = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, list[LinearAttentionState]]:
-        """x (B, L, d_model), state (None: zeros), pad_mask (B, L) bool True = pad -> (y, new state)."""
+        self, x: Tensor, state: Optional[Sequence[LayerState]] = None, pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[LayerState]]:
+        """x (B, L, d_model), state (None: zeros), pad_mask (B, L) bool True = pad -> (y, new state).
+
+        A layer's state is a :class:`~rnnx.models.state.LinearAttentionState` or fast-transformers' own
+        ``[Si (B, H, E, M), Zi (B, H, E)]``; the new state comes back in the form given (None: the
+        ``LinearAttentionState`` form)."""
+        return self._run(x, state, pad_mask, pairs=False)
+
+    def _run(
+        self, x: Tensor, state: Optional[Sequence[LayerState]], pad_mask: Optional[Tensor], pairs: bool
+    ) -> tuple[Tensor, list[LayerState]]:
+        """:meth:`forward_state`; ``pairs``: the form of the new state when ``state`` is None."""
         _check_sequence(x, self.d_model, pad_mask)
         if state is None:
-            state = self.init_state(x.shape[0], x.device, x.dtype)
-        if len(state) != len(self.layers):
-            raise ValueError(f"state has {len(state)} layers, the encoder {len(self.layers)}")
+            layer_states = self.init_state(x.shape[0], x.device, x.dtype)
+        else:
+            if len(state) != len(self.layers):
+                raise ValueError(f"state has {len(state)} layers, the encoder {len(self.layers)}")
+            layer_states = [_layer_state(s, i) for i, s in enumerate(state)]
+            pairs = not isinstance(state[0], LinearAttentionState)
         pad = None if pad_mask is None else pad_mask.to(torch.bool)
-        new_state = []
-        for layer, layer_state in zip(self.layers, state):
+        new_state: list[LayerState] = []
+        for layer, layer_state in zip(self.layers, layer_states):
             x, layer_state = layer(x, layer_state, pad)
-            new_state.append(layer_state)
+            new_state.append([layer_state.S, layer_state.z] if pairs else layer_state)
         if self.norm is not None:
             x = self.norm(x)
         return x, new_state
@@ -281,16 +298,30 @@ class LinearTransformerEncoder(nn.Module):
 class RecurrentLinearTransformerEncoder(LinearTransformerEncoder):
     """The twin of fast-transformers' ``RecurrentTransformerEncoder``: same layers and weights as
     :class:`LinearTransformerEncoder`; ``forward(x, state=None) -> (y, new_state)`` takes one step
-    x (B, d_model) -> y (B, d_model) like the original (its state is this module's list of
-    ``LinearAttentionState``, which callers pass back unchanged), or a sequence x (B, L, d_model)."""
+    x (B, d_model) -> y (B, d_model) like the original, or a sequence x (B, L, d_model). The state is
+    fast-transformers' list of ``[Si, Zi]`` per layer (what the original returns, also for ``state=None``)
+    or a list of :class:`~rnnx.models.state.LinearAttentionState`; it comes back in the form given."""
 
     def forward(  # type: ignore[override]
-        self, x: Tensor, state: Optional[Sequence[LinearAttentionState]] = None
-    ) -> tuple[Tensor, list[LinearAttentionState]]:
+        self, x: Tensor, state: Optional[Sequence[LayerState]] = None
+    ) -> tuple[Tensor, list[LayerState]]:
         if x.dim() == 2:
-            y, new_state = self.forward_state(x.unsqueeze(1), state)
+            y, new_state = self._run(x.unsqueeze(1), state, None, pairs=True)
             return y.squeeze(1), new_state
-        return self.forward_state(x, state)
+        return self._run(x, state, None, pairs=True)
+
+
+def _layer_state(state: object, index: int) -> LinearAttentionState:
+    """One layer's state as a LinearAttentionState: one already, or fast-transformers' ``[Si, Zi]``."""
+    if isinstance(state, LinearAttentionState):
+        return state
+    if isinstance(state, (list, tuple)) and len(state) == 2 and all(isinstance(t, Tensor) for t in state):
+        return LinearAttentionState(S=state[0], z=state[1])
+    got = type(state).__name__ if not isinstance(state, (list, tuple)) else f"a {type(state).__name__} of {len(state)}"
+    raise ValueError(
+        f"state[{index}]: expected fast-transformers' [Si (B, H, E, M), Zi (B, H, E)] or a LinearAttentionState, "
+        f"got {got}"
+    )
 
 
 def _check_sequence(x: Tensor, d_model: int, pad_mask: Optional[Tensor]) -> None:

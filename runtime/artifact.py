@@ -43,6 +43,7 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
      "opset_imports": {"": 20, "rnnx": 1},
      "source": {"checkpoint": "/abs/path" | null, "weights_sha256": "<hex>" | null,
                 "factory": "package.module:function" | "/abs/file.py:function" | null (stateful only),
+                "factory_root": "/abs/folder package was imported from" | null (stateful only),
                 "weights": "/abs/weights.pt" | null (stateful only)},
      "versions": {"rnnx": ..., "torch": ..., "onnx": ..., "onnxscript": ...},
      "signature": "<hex>" (model_signature below, for runtimes in other languages; absent in older exports),

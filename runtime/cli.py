@@ -6,7 +6,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -115,9 +115,8 @@ def parity_main(
     try:
         candidate = load(model_dir, backend=backend, device=device)
         use_torch = _use_torch_reference(reference, model_dir, checkpoint)
+        torch_side = None
         if use_torch and candidate.backend.vocab_size is None:
-            from .backends.torch_backend import TorchBackend
-
             if prompts:
                 raise click.UsageError("--prompt is for language models; this export takes other inputs")
             saved = Path(model_dir) / PARITY_REFERENCE_FILE
@@ -126,7 +125,9 @@ def parity_main(
                     f"{saved}: missing (exported with --no-check): the saved first call is what a stateful "
                     "export's parity starts from; re-export with --check"
                 )
-            torch_side = TorchBackend.from_path(model_dir, device=device)
+            torch_side = _factory_reference(model_dir, device, fall_back=reference == "auto")
+            use_torch = torch_side is not None
+        if torch_side is not None:
             first = load_reference(saved)[0][0].inputs
             factory = torch_side.metadata["source"].get("factory")
             click.echo(f"# reference: torch {factory}; candidate: {candidate.backend.describe()}; "
@@ -159,6 +160,21 @@ def parity_main(
     if json_path:
         Path(json_path).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
     sys.exit(0 if report.passed else 1)
+
+
+def _factory_reference(model_dir: str, device: str, fall_back: bool) -> Any:
+    """The torch backend of a stateful export's recorded factory; with ``fall_back`` (``--reference auto``),
+    None and a note when the factory cannot be imported here (the saved reference is replayed instead)."""
+    from .backends.base import BackendUnavailable
+    from .backends.torch_backend import TorchBackend
+
+    try:
+        return TorchBackend.from_path(model_dir, device=device)
+    except BackendUnavailable as e:
+        if not fall_back:
+            raise
+        click.echo(f"# the PyTorch reference is not available here ({e}); replaying the saved reference instead")
+        return None
 
 
 def _use_torch_reference(reference: str, model_dir: str, checkpoint: Optional[str]) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 
 import rnnx.runtime as rt  # noqa: E402
 from rnnx.export import ExportError, export, export_model, exporter  # noqa: E402
@@ -251,3 +251,84 @@ def test_contract_records_and_validates_the_data_file(lm_exports) -> None:
     assert model_signature({**unknown, "external_data": None}) == model_signature(
         {k: v for k, v in unknown.items() if k != "external_data"}
     )
+
+
+def _weights_model() -> onnx.ModelProto:
+    """A small graph whose initializers straddle the external-data threshold (a Constant node, a local
+    function and an int64 initializer too), for the one-file writer."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    big = numpy_helper.from_array(rng.standard_normal((64, 48)).astype(np.float32), "big")
+    small = numpy_helper.from_array(np.arange(8, dtype=np.float32), "small")
+    other = numpy_helper.from_array(rng.standard_normal((48, 8)).astype(np.float32), "other")
+    shape = numpy_helper.from_array(np.array([-1, 8], dtype=np.int64), "shape")
+    scale = helper.make_node("Constant", [], ["scale"], value=numpy_helper.from_array(np.float32(0.5)))
+    twice = helper.make_function(
+        "local", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])], [helper.make_opsetid("", 17)]
+    )
+    nodes = [
+        scale,
+        helper.make_node("MatMul", ["x", "big"], ["h"]),
+        helper.make_node("MatMul", ["h", "other"], ["y0"]),
+        helper.make_node("Add", ["y0", "small"], ["y1"]),
+        helper.make_node("Mul", ["y1", "scale"], ["y2"]),
+        helper.make_node("Twice", ["y2"], ["y3"], domain="local"),
+        helper.make_node("Reshape", ["y3", "shape"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m", 8])], [big, small, other, shape],
+    )  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    return helper.make_model(graph, opset_imports=opsets, functions=[twice], producer_name="rnnx-test")
+
+
+def test_internalize_writes_the_one_file_model_that_the_external_form_describes(tmp_path: Path) -> None:
+    """The streaming one-file writer (export/onnx_files.py): the file parses to exactly the proto that
+    ``onnx.load`` makes of the external form (tensor order, data, the rest of the graph), passes the
+    checker, and runs in ONNX Runtime to the same outputs; the data file is gone."""
+    import onnxruntime as ort
+
+    from rnnx.export import onnx_files
+
+    path = tmp_path / "model.onnx"
+    data = exporter._save_external(_weights_model(), path)
+    assert data == tmp_path / DATA
+    external_names = [t.name for t in onnx.load(str(path), load_external_data=False).graph.initializer
+                      if t.data_location == onnx.TensorProto.EXTERNAL]  # fmt: skip
+    assert external_names == ["big", "other"]  # the small ones stay inline
+    expected = onnx.load(str(path))  # the external data read back into the proto
+    x = np.random.default_rng(1).standard_normal((5, 64)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+    onnx_files.internalize(path, data)
+
+    assert not data.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    got = onnx.load(str(path))
+    assert [(t.name, t.data_type, list(t.dims), t.raw_data) for t in got.graph.initializer] == [
+        (t.name, t.data_type, list(t.dims), t.raw_data) for t in expected.graph.initializer
+    ]
+    assert all(t.data_location == onnx.TensorProto.DEFAULT and not t.external_data for t in got.graph.initializer)
+    sizes = onnx_files.tensor_bytes(got)
+    got.graph.ClearField("initializer")
+    expected.graph.ClearField("initializer")
+    assert got == expected  # nodes, functions, opsets, inputs / outputs
+    onnx.checker.check_model(str(path), full_check=True)
+    np.testing.assert_array_equal(
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0], want
+    )
+    constant = _weights_model().graph.node[0].attribute[0].t.ByteSize()
+    assert sizes == sum(t.ByteSize() for t in onnx.load(str(path)).graph.initializer) + constant
+
+
+def test_internalize_refuses_a_short_data_file_and_keeps_the_external_form(tmp_path: Path) -> None:
+    from rnnx.export import onnx_files
+
+    path = tmp_path / "model.onnx"
+    data = exporter._save_external(_weights_model(), path)
+    data.write_bytes(data.read_bytes()[:-100])
+    before = snapshot(tmp_path)
+    with pytest.raises(ValueError, match=r"model\.onnx\.data: ends inside tensor 'other'"):
+        onnx_files.internalize(path, data)
+    assert snapshot(tmp_path) == before

@@ -10,6 +10,7 @@ own parity check; tolerance 1e-4 relative (the contract's fp32 tolerance).
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -232,6 +233,48 @@ def test_cli_module_with_weights_then_torch_backend_and_rnnx_parity(tmp_path: Pa
     assert bad.exit_code != 0 and "has no function 'nothing'" in bad.output and not (tmp_path / "x").exists()
 
 
+def test_a_package_factory_is_found_from_any_directory_and_parity_falls_back_when_it_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--module package.module:function`` is imported from the working directory (as ``python -m``); the
+    export records that folder, so ``rnnx-parity`` run elsewhere (a fresh process) imports the same code;
+    when it cannot, ``--reference auto`` says so and replays the saved reference instead of failing."""
+    import sys
+
+    from rnnx.export.cli import main
+    from rnnx.runtime.cli import parity_main
+
+    project = tmp_path / "project"
+    (project / "mypkg").mkdir(parents=True)
+    (project / "mypkg" / "__init__.py").write_text("")
+    (project / "mypkg" / "models.py").write_text(textwrap.dedent(FACTORY))
+    out = tmp_path / "out"
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    result = CliRunner().invoke(main, ["--module", "mypkg.models:build", "--out", str(out), "--target",
+                                       "onnxruntime", "--steps", "2"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for name in [m for m in sys.modules if m.split(".")[0] == "mypkg"]:
+        monkeypatch.delitem(sys.modules, name)
+    source = read_metadata(out)["source"]
+    assert source["factory"] == "mypkg.models:build" and source["factory_root"] == str(project.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(project), str(project.resolve()))])
+    check = subprocess.run(["rnnx-parity", str(out), "--steps", "3"], capture_output=True, text=True)
+    assert check.returncode == 0 and "# reference: torch mypkg.models:build" in check.stdout, (
+        check.stdout + check.stderr
+    )
+    (project / "mypkg").rename(project / "moved")
+    fallback = CliRunner().invoke(parity_main, [str(out)])
+    assert fallback.exit_code == 0, fallback.output
+    assert "the PyTorch reference is not available here (factory 'mypkg.models:build': cannot import" in fallback.output
+    assert "PASS: onnxruntime vs saved" in fallback.output
+    forced = CliRunner().invoke(parity_main, [str(out), "--reference", "torch"])
+    assert forced.exit_code != 0 and "cannot import 'mypkg.models'" in forced.output
+
+
 class NoRnnx(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -256,17 +299,39 @@ class TwoInputs(StreamingEncoder):
         return super().forward(features * mask[..., None], state)
 
 
+class DataBranch(StreamingEncoder):
+    def forward(self, features: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
+        if bool(features.sum() > 0):  # a branch on the data: torch.export cannot trace it
+            features = -features
+        return super().forward(features, state)
+
+
 @pytest.mark.parametrize(
     "module, inputs, match",
     [
         (NoRnnx(), (torch.randn(2, 3, 3),), "has no rnnx op"),
+        (
+            DataBranch(),
+            (torch.randn(2, 3, 5),),
+            r"^ONNX conversion failed: TorchExportError: Failed to export the model with torch\.export\. This is step "
+            r"1/3 of exporting the model to ONNX\.; caused by \w+: Could not guard on data-dependent expression "
+            r".*test_export_stateful\.py:\d+ in forward\)$",
+        ),
         (IntState(), (torch.randn(2, 3, 5),), "must be tensors nested in .*int at 'count'"),
         (NoBatchAxis(), (torch.randn(2, 3, 5),), "no single batch axis"),
         (TwoInputs(), (torch.randn(2, 3, 5), torch.ones(3, 3)), r"'mask' axis 0 \('batch'\) has size 3"),
         (StreamingEncoder(), (torch.randn(2, 3, 4),), "failed on the example inputs"),
         (StreamingEncoder(), ([1, 2],), r"example_inputs\[0\] is a list"),
     ],
-    ids=["no-rnnx-op", "int-in-state", "no-batch-axis", "mismatched-inputs", "wrong-feature-size", "not-tensors"],
+    ids=[
+        "no-rnnx-op",
+        "data-dependent-branch",
+        "int-in-state",
+        "no-batch-axis",
+        "mismatched-inputs",
+        "wrong-feature-size",
+        "not-tensors",
+    ],
 )
 def test_bad_modules_are_one_line_errors_and_leave_out_dir_alone(tmp_path: Path, module, inputs, match) -> None:
     out = tmp_path / "out"
@@ -274,7 +339,7 @@ def test_bad_modules_are_one_line_errors_and_leave_out_dir_alone(tmp_path: Path,
     (out / "model.onnx").write_bytes(b"a good earlier export")
     with pytest.raises(ExportError, match=match) as info:
         export(module, inputs, out, target="onnxruntime")
-    assert "\n" not in str(info.value)
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
     assert os.listdir(out) == ["model.onnx"] and (out / "model.onnx").read_bytes() == b"a good earlier export"
     assert sorted(os.listdir(tmp_path)) == ["out"]
 

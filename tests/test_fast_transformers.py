@@ -219,6 +219,68 @@ def test_converted_models_keep_their_fast_transformers_calls() -> None:
         converted.encoder(x, attn_mask=FullMask(9, device=x.device))
 
 
+def test_recurrent_twin_takes_and_returns_the_originals_list_state() -> None:
+    """fast-transformers' recurrent state is a list of ``[Si, Zi]`` per layer: the converted encoder takes it
+    (the call of the issue), returns it in that form (``state=None`` too, as the original), and its numbers
+    are the original's step after step. Unlike the original, it never updates the state passed in."""
+    kwargs = dict(n_layers=2, n_heads=2, query_dimensions=4, value_dimensions=4, attention_type="causal-linear")
+    torch.manual_seed(5)
+    recurrent = RecurrentEncoderBuilder.from_kwargs(**kwargs).get().eval()
+    converted = convert(recurrent)
+
+    def zeros() -> list[list[Tensor]]:
+        return [[torch.zeros(2, 2, 4, 4), torch.zeros(2, 2, 4)] for _ in range(2)]
+
+    xs = torch.randn(5, 2, 8)
+    with torch.no_grad():
+        given = zeros()
+        y, state = converted(xs[0], state=given)
+        assert all(a.abs().sum() == 0 and b.abs().sum() == 0 for a, b in given)  # not updated in place
+        want, want_state = recurrent(xs[0], state=zeros())  # fast-transformers adds into the given state
+        for t in range(1, 5):
+            assert isinstance(state, list) and all(isinstance(layer, list) and len(layer) == 2 for layer in state)
+            assert max_err(y, want) <= TOL
+            for (S, z), (S0, z0) in zip(state, want_state):
+                assert max_err(S, S0) <= TOL * S0.abs().max().item() and max_err(z, z0) <= TOL * z0.abs().max().item()
+            y, state = converted(xs[t], state=state)
+            want, want_state = recurrent(xs[t], state=want_state)
+        _, fresh = converted(xs[0])  # state=None: the original's form as well
+        assert isinstance(fresh[0], list) and fresh[0][0].shape == (2, 2, 4, 4) and fresh[0][1].shape == (2, 2, 4)
+        _, rnnx_form = converted(xs[0], state=converted.init_state(2))  # rnnx's own form stays rnnx's
+        assert isinstance(rnnx_form[0], LinearAttentionState)
+    with pytest.raises(ValueError, match=r"state\[1\]: expected fast-transformers' \[Si \(B, H, E, M\), Zi"):
+        converted(xs[0], state=[zeros()[0], torch.zeros(2, 2, 4)])
+
+
+def test_a_length_mask_exports_with_parity(tmp_path) -> None:
+    """A user's forward that builds a ``LengthMask`` from its lengths input exports (no branch on the
+    mask's data), and the export gives fast-transformers' outputs at every real position."""
+    import numpy as np
+
+    import rnnx.runtime as rt
+    from rnnx.export import export
+
+    class Tagger(nn.Module):
+        def __init__(self, encoder: nn.Module) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+            L = x.shape[1]
+            return self.encoder(x, attn_mask=TriangularCausalMask(L), length_mask=LengthMask(lengths, max_len=L))
+
+    kwargs = builder_kwargs(sorted(CONFIGS)[0])
+    original = Tagger(parallel_encoder(seed=6, **kwargs)).eval()
+    torch.manual_seed(7)
+    x, lengths = torch.randn(3, 7, d_model_of(kwargs)), torch.tensor([7, 4, 1])
+    export(convert(original), (x, lengths), tmp_path / "tagger", target="onnxruntime")
+    got = rt.load(tmp_path / "tagger").run(x=x.numpy(), lengths=lengths.numpy())["output"]
+    with torch.no_grad():
+        want = original(x, lengths).numpy()
+    real = np.arange(7)[None, :] < lengths.numpy()[:, None]
+    assert np.abs(got[real] - want[real]).max() <= 1e-4
+
+
 # ----- greedy decoding of a small LM
 
 

@@ -98,13 +98,17 @@ class TorchBackend(Backend):
     @classmethod
     def from_path(cls, path: Union[str, Path], device: str = "cpu", precision: Optional[str] = None) -> TorchBackend:
         """From a checkpoint directory, or an export directory's recorded source: its checkpoint (a
-        language model) or its factory and weights (a stateful export)."""
+        language model) or its factory and weights (a stateful export; BackendUnavailable when the factory
+        cannot be imported or built here)."""
         path = Path(path)
         if (path / METADATA_FILE).is_file() and interface_of(read_metadata(path, verify_hash=False)) != CAUSAL_LM:
-            from ...models.factory import load_factory_module
+            from ...models.factory import FactoryError, load_factory_module
 
             metadata = read_metadata(path, verify_hash=False)
-            graph = load_factory_module(metadata, where=str(path / METADATA_FILE))
+            try:
+                graph = load_factory_module(metadata, where=str(path / METADATA_FILE))
+            except FactoryError as e:  # the recorded factory cannot be imported or called here
+                raise BackendUnavailable(str(e)) from None
             return cls(graph, device=device, precision=precision, metadata=metadata)
         checkpoint = checkpoint_of(path)
         model, info = load_checkpoint(checkpoint, map_location="cpu")
