@@ -111,6 +111,7 @@ def _sru_cell_kwargs(cell: nn.Module, path: str) -> dict[str, Any]:
     opt["n_proj"] = opt.pop("projection_size")
     opt["use_tanh"] = opt.pop("activation_type") == 1
     opt["layer_norm"] = opt["layer_norm"] is not None
+    opt["sru_version"] = "2.6"
     return opt
 
 
@@ -133,6 +134,7 @@ def _sru_kwargs(layer: nn.Module, path: str, cells: list[nn.Module]) -> dict[str
     opt.update({name: cell[name] for name in per_layer})
     opt["layer_norm"] = bool(_option(layer, "use_layer_norm", path))
     opt["proj_input_to_hidden_first"] = _option(layer, "input_to_hidden", path) is not None
+    opt["sru_version"] = "2.6"  # the published layout (weight / weight_proj), whatever projection_size is
     return opt
 
 

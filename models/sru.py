@@ -12,8 +12,9 @@ The two releases spell some constructor arguments differently and lay out the pr
 
 Both spellings are accepted. Which release a layer follows (its ``sru_version``, "2.6" or "3.0") decides
 the layout of the built-in projection, the initialisation recipe and the defaults the two releases
-disagree on; it is the ``sru_version`` argument, else read from the spelling (a 3.0-only name or a
-per-layer projection tuple: 3.0; a 2.6-only name or none: 2.6, rnnx's historical default). State dicts
+disagree on; it is the ``sru_version`` argument, else read from the spelling (a 3.0-only name, or an
+``SRU`` ``projection_size`` without a 2.6-only name: 3.0; a 2.6-only name or none: 2.6, rnnx's
+historical default). State dicts
 of either release load into a layer of either layout (the keys are translated on load, see
 :meth:`SRUCell._load_from_state_dict`), and the same seed gives the release's initial weights.
 
@@ -590,11 +591,14 @@ class SRU(nn.Module):
 
         ``custom_m`` / ``transform_module`` are the 2.6 / 3.0 names of one argument (``n_proj`` is
         accepted as another name of ``projection_size``); TypeError when both names are given.
-        ``projection_size``: one size for every layer (0: none, the default) or one per layer.
+        ``projection_size``: one size for every layer (0: none, the default) or one per layer; given at all,
+        it means sru 3.0's projection (layout, and a projection kept whatever its size) unless a 2.6-only
+        name or ``sru_version="2.6"`` says otherwise.
         ``transform_module``: one module, deep-copied for each layer, or a list with one per layer (used as
         is), each mapping its layer's (pre-normed) input (L, B, in) to U (L, B, out*k) (see
         :class:`SRUCell`). ``sru_version``: "2.6" or "3.0" (see :class:`SRUCell`), else "3.0" when
-        ``transform_module`` or a per-layer ``projection_size`` is given, otherwise "2.6"; the layers
+        ``transform_module`` or ``projection_size`` is given (without ``custom_m`` / ``n_proj``), otherwise
+        "2.6"; the layers
         follow it. ``amp_recurrence_fp16`` (ignored) and ``weight_c_init`` left as None take that
         release's default. ``dropout`` acts between layers (on every layer but the last), as in sru.
         """
@@ -607,6 +611,8 @@ class SRU(nn.Module):
         given_30 = ["transform_module"] if transform_module is not None else []
         if proj_is_list:
             given_30.append("projection_size (one per layer)")
+        elif projection_size is not None and not given_26 and not given_30:
+            given_30.append("projection_size")  # both releases' name: read as 3.0's (docs/models.md says why)
         proj = pick_alias(owner, "n_proj", n_proj, "projection_size", projection_size)
         transform = pick_alias(owner, "custom_m", custom_m, "transform_module", transform_module)
         version = resolve_sru_version(owner, sru_version, given_26, given_30)

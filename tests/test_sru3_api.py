@@ -142,7 +142,11 @@ CONFIGS: dict[str, tuple[str, str, dict[str, Any]]] = {
         {"stream": True},
     ),
     "defaults": ("3.0", "lib.SRU(6, 6, **V)", {"stream": True}),
-    "projection_int_2_6_layout": ("3.0", "lib.SRU(6, 4, projection_size=3)", {"same_layout": False}),
+    "projection_int": ("3.0", "lib.SRU(6, 4, projection_size=3)", {}),
+    # sru 3.0.0.dev6's own test_projection: an int projection_size keeps the projection whatever its size
+    "projection_int_0_test_projection": ("3.0", "lib.SRU(2, 3, num_layers=3, projection_size=0)", {}),
+    "projection_int_2_test_projection": ("3.0", "lib.SRU(2, 3, num_layers=3, projection_size=2)", {}),
+    "projection_int_3_test_projection": ("3.0", "lib.SRU(2, 3, num_layers=3, projection_size=3)", {}),
     "options": (
         "3.0",
         "lib.SRU(6, 6, num_layers=3, has_skip_term=False, use_tanh=True, v1=True, weight_c_init=0.5, "
@@ -387,6 +391,29 @@ def test_transform_module_types_as_in_sru_3_0(reference: dict) -> None:
     assert SRU(6, 6).rnn_lst[0].transform_module is None and SRU(6, 6).rnn_lst[0].custom_m is None
 
 
+@pytest.mark.parametrize(
+    "projection_size, expected",
+    [
+        (0, (nn.Linear, nn.Linear, nn.Linear)),
+        (2, (nn.Sequential, nn.Sequential, nn.Sequential)),
+        (3, (nn.Sequential, nn.Sequential, nn.Sequential)),
+        ((0, 2, 3), (nn.Linear, nn.Sequential, nn.Sequential)),
+    ],
+)
+def test_sru_3_0_test_projection_cases(projection_size: Any, expected: tuple[type, ...]) -> None:
+    """The cases of sru 3.0.0.dev6's own ``test_projection`` (its suite runs unmodified against rnnx; these are
+    the cases it failed on): ``SRU(2, 3, num_layers=3, projection_size=p)`` has 3.0's transform modules, also
+    for an int p that is not below the layer's sizes (sru 2.6 would drop such a projection). With a 2.6-only
+    name, or ``sru_version="2.6"``, the same int means sru 2.6's layout."""
+    model = SRU(2, 3, num_layers=3, projection_size=projection_size)
+    assert len(model.rnn_lst) == 3 and model.sru_version == "3.0"
+    assert tuple(type(layer.transform_module) for layer in model.rnn_lst) == expected
+    if not isinstance(projection_size, tuple):
+        old = SRU(2, 3, num_layers=3, projection_size=projection_size, sru_version="2.6")
+        assert all(layer.transform_module is None and layer.weight is not None for layer in old.rnn_lst)
+        assert SRU(2, 3, num_layers=3, projection_size=projection_size, custom_m=nn.Linear(2, 9)).sru_version == "2.6"
+
+
 @pytest.mark.reference
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_reference_state_dict_loads_and_outputs_match(name: str, reference: dict) -> None:
@@ -451,7 +478,7 @@ def test_sru_2_6_state_dicts_load_into_either_layout() -> None:
     """rnnx to rnnx: a state dict of one layout into a model of the other, both ways, same outputs."""
     x = torch.randn(L, B, 6)
     for kwargs in (dict(projection_size=3), dict(projection_size=0), dict(layer_norm=True)):
-        old = SRU(6, 4, num_layers=2, **kwargs).eval()
+        old = SRU(6, 4, num_layers=2, sru_version="2.6", **kwargs).eval()
         new = SRU(6, 4, num_layers=2, sru_version="3.0", **kwargs).eval()
         assert "rnn_lst.0.weight" in old.state_dict() and "rnn_lst.0.weight" not in new.state_dict()
         new.load_state_dict(old.state_dict())

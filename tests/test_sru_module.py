@@ -34,11 +34,12 @@ def max_err(a: Tensor, b: Tensor) -> float:
 
 
 def make_sru(seed: int = 0, **kwargs: Any) -> SRU:
-    """``SRU(**kwargs)`` built after ``torch.manual_seed(seed)``; checks the deprecation warnings."""
+    """``SRU(**kwargs)`` in sru 2.6's layout (the release this file compares with) built after
+    ``torch.manual_seed(seed)``; checks the deprecation warnings."""
     torch.manual_seed(seed)
     deprecated = kwargs.get("use_tanh") or kwargs.get("rnn_dropout", 0) > 0
     with pytest.warns(DeprecationWarning) if deprecated else contextlib.nullcontext():
-        return SRU(**kwargs)
+        return SRU(**{"sru_version": "2.6", **kwargs})
 
 
 def right_pad_mask(lengths: list[int], L: int) -> Tensor:
