@@ -46,6 +46,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Optional, Union
 
 import numpy as np
@@ -59,6 +60,10 @@ from .slots import StatePool
 FINISH_REASONS = ("stop", "max_new_tokens", "cancelled", "closed", "error")
 
 _END = object()
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 class SchedulerFull(RnnxRuntimeError):
@@ -102,6 +107,7 @@ class Stream:
         self.tokens: list[int] = []
         self.finish_reason: Optional[str] = None
         self.error: Optional[BaseException] = None
+        self._error_traceback: Optional[TracebackType] = None
         self._callback = callback
         self._scheduler = scheduler
         self._events: queue.Queue = queue.Queue()
@@ -128,8 +134,7 @@ class Stream:
         while True:
             event = self._events.get()
             if event is _END:
-                if self.error is not None:
-                    raise self.error
+                self._raise_error()
                 return
             yield event
 
@@ -138,9 +143,14 @@ class Stream:
         re-raises its error; TimeoutError after ``timeout`` seconds."""
         if not self._done.wait(timeout):
             raise TimeoutError(f"stream {self.id}: not finished after {timeout} s")
-        if self.error is not None:
-            raise self.error
+        self._raise_error()
         return list(self.tokens)
+
+    def _raise_error(self) -> None:
+        """Re-raises the stream's error, if any, with the traceback it had when it ended: every call raises
+        it afresh, so the traceback never grows and keeps no earlier caller's frames alive."""
+        if self.error is not None:
+            raise self.error.with_traceback(self._error_traceback)
 
     def _emit(self, token: int) -> None:
         self.tokens.append(token)
@@ -152,6 +162,7 @@ class Stream:
         if self._done.is_set():
             return
         self.finish_reason, self.error = reason, error
+        self._error_traceback = None if error is None else error.__traceback__
         self._events.put(_END)
         self._done.set()
         if self._callback is not None:
@@ -264,7 +275,7 @@ class Scheduler:
         free = self.max_streams - len(self._running) - self._admitting
         if len(self._waiting) >= free + self.max_waiting:
             raise SchedulerFull(
-                f"scheduler full: {len(self._running)} streams running and {len(self._waiting)} waiting "
+                f"scheduler full: {_count(len(self._running), 'stream')} running and {len(self._waiting)} waiting "
                 f"(max_streams={self.max_streams}, max_waiting={self.max_waiting})"
             )
         self._waiting.append(stream)
@@ -333,6 +344,7 @@ class Scheduler:
                 self._tick(admit)
             except BaseException as error:  # the worker never dies silently: its streams end with the error
                 self._fail([*admit, *self._running], error)
+            del admit  # the idle wait must not keep the streams admitted last (and what their callbacks hold) alive
         with self._lock:
             left = [*self._running, *self._waiting]
             self._running = []

@@ -10,7 +10,10 @@ numpy on the same state.
 
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import weakref
 
 import numpy as np
 import pytest
@@ -293,3 +296,50 @@ def test_an_unexpected_failure_ends_the_streams_and_the_scheduler_goes_on(sessio
         assert scheduler.stats().held_rows == 0
         later = scheduler.submit(prompts[1], 6, temperature=0.0)
         assert later.result(TIMEOUT) == alone(session, prompts[1], 6, temperature=0.0)
+
+
+def test_the_idle_worker_keeps_no_finished_stream_alive(sessions):
+    """Streams that end in the step of their prefill (max_new_tokens=1) are released by the worker even while
+    it then waits idle: nothing it holds keeps the stream, or what its callback holds, alive."""
+    session = sessions[(DEMO_CHECKPOINTS[0], "onnxruntime")]
+    prompt = prompts_for(session, 1, seed=12)[0]
+
+    class Sink:  # what an app's callback holds (a socket, a buffer, ...)
+        def __call__(self, stream, token):
+            pass
+
+    with Scheduler(session, max_streams=4) as scheduler:
+        sink = Sink()
+        stream = scheduler.submit(prompt, 1, temperature=0.0, callback=sink)
+        assert stream.result(TIMEOUT) == alone(session, prompt, 1, temperature=0.0)
+        gone = [weakref.ref(stream), weakref.ref(sink)]
+        del stream, sink
+        for _ in range(100):  # the worker goes idle right after the stream's end is published
+            gc.collect()
+            if all(ref() is None for ref in gone):
+                break
+            time.sleep(0.05)
+        assert [ref() for ref in gone] == [None, None]
+        assert scheduler._worker.is_alive() and scheduler.stats().running == 0
+
+
+def test_a_stored_error_is_raised_with_the_same_traceback_every_time(sessions):
+    session = sessions[(DEMO_CHECKPOINTS[0], "onnxruntime")]
+    prompt = prompts_for(session, 1, seed=13)[0]
+
+    def explode(stream, token):
+        if token is not None:
+            raise RuntimeError("callback failed")
+
+    def depth(tb) -> int:
+        return 0 if tb is None else 1 + depth(tb.tb_next)
+
+    with Scheduler(session, max_streams=2) as scheduler:
+        stream = scheduler.submit(prompt, 4, temperature=0.0, callback=explode)
+        depths = []
+        for call in [stream.result, stream.result, lambda: list(stream), stream.result]:
+            with pytest.raises(RuntimeError, match="callback failed") as info:
+                call()
+            depths.append(depth(info.value.__traceback__))
+            del info
+        assert depths[0] == depths[1] == depths[3] and depths[2] <= depths[0] + 1, depths
