@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,6 +69,37 @@ def max_err(a, b):
 
 def test_cpu_kernel_builds():
     assert cpu_kernel_in_use(), f"C++ kernel did not build: {cpu_kernel.build_error()}"
+
+
+def test_jit_builds_are_named_by_their_inputs(tmp_path):
+    """Two checkouts or environments never share (and rebuild) one torch extension build: the name hashes
+    the sources, the headers beside them, their paths and the flags; the same inputs, the same name."""
+    from rnnx.models.ops import jit
+    from rnnx.models.ops.sru import cpu_kernel
+
+    def copy_of(name: str):
+        root = tmp_path / name
+        (root / "csrc").mkdir(parents=True)
+        (root / "include").mkdir()
+        source = root / "csrc" / "kernel.cpp"
+        source.write_text('#include "kernel.h"\n')
+        (root / "csrc" / "kernel.h").write_text("int f();\n")
+        (root / "include" / "shared.h").write_text("int g();\n")
+        return source, root / "include"
+
+    a, a_inc = copy_of("a")
+    b, b_inc = copy_of("b")
+    name = jit.extension_name("k", [a], [a_inc], ["-O3"])
+    assert name == jit.extension_name("k", [a], [a_inc], ["-O3"]) and name.startswith("k_")
+    assert jit.extension_name("k", [b], [b_inc], ["-O3"]) != name  # another checkout: another build
+    assert jit.extension_name("k", [a], [a_inc], ["-O2"]) != name
+    (a.parent / "kernel.h").write_text("int f(int);\n")  # a header torch's own check would miss
+    changed = jit.extension_name("k", [a], [a_inc], ["-O3"])
+    assert changed != name
+    (a_inc / "shared.h").write_text("int g(int);\n")
+    assert jit.extension_name("k", [a], [a_inc], ["-O3"]) != changed
+    built = cpu_kernel.load()
+    assert built is not None and Path(built.__file__).parent.name.startswith(cpu_kernel.EXTENSION_BASE)
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -27,7 +27,9 @@ from torch import Tensor
 
 from rnnx import plugins
 
-#: Name of the built extension; bump the suffix when the binding's interface changes.
+from ..jit import extension_name
+
+#: Name of the built extension, before the hash of its build's inputs (:func:`rnnx.models.ops.jit.extension_name`).
 EXTENSION_NAME = "rnnx_cuda_kernels_v1"
 BINDING_SOURCE = Path(__file__).resolve().parent / "binding.cpp"
 #: The kernel library shared with the TensorRT plugins, as ``rnnx.plugins`` ships it.
@@ -65,10 +67,12 @@ def load() -> Optional[ModuleType]:
                 try:
                     from torch.utils.cpp_extension import load as build
 
+                    sources = [BINDING_SOURCE, *KERNEL_SOURCES]
+                    includes = [plugins.KERNELS_INCLUDE_DIR, plugins.KERNELS_SRC_DIR]
                     _module = build(
-                        name=EXTENSION_NAME,
-                        sources=[str(BINDING_SOURCE), *map(str, KERNEL_SOURCES)],
-                        extra_include_paths=[str(plugins.KERNELS_INCLUDE_DIR), str(plugins.KERNELS_SRC_DIR)],
+                        name=extension_name(EXTENSION_NAME, sources, includes, ["-O3", "cuda:-O3"]),
+                        sources=[str(s) for s in sources],
+                        extra_include_paths=[str(d) for d in includes],
                         extra_cflags=["-O3"],
                         extra_cuda_cflags=["-O3"],
                         verbose=False,

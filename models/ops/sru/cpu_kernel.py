@@ -1,8 +1,10 @@
 """Lazy loader of the C++ CPU kernel of the SRU scan (``csrc/sru_scan_cpu.cpp``).
 
 The kernel is compiled on first use with :func:`torch.utils.cpp_extension.load` (ninja, OpenMP)
-into torch's extension cache under the versioned name :data:`EXTENSION_BASE` plus an instruction
-set suffix (``_avx2`` where torch reports AVX2 or AVX-512). If it cannot be built (no compiler,
+into torch's extension cache under the name :data:`EXTENSION_BASE` plus an instruction set suffix
+(``_avx2`` where torch reports AVX2 or AVX-512) plus a hash of the build's inputs
+(:func:`rnnx.models.ops.jit.extension_name`: each checkout and environment gets its own build, and
+none rebuilds another's). If it cannot be built (no compiler,
 ...), :func:`load` warns once with the compiler's error and returns ``None``;
 the op then runs the torch loop instead, so a missing compiler costs speed, never correctness.
 """
@@ -16,10 +18,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Optional
 
-#: Name of the built extension; bump the suffix when the kernel's Python interface changes.
-#: The instruction-set suffix keeps builds for different CPUs apart in a shared cache.
+from ..jit import extension_name
+
+#: Name of the built extension, before its instruction-set suffix (which keeps builds for different
+#: CPUs apart in a shared cache) and its build hash.
 EXTENSION_BASE = "rnnx_sru_cpu_v2"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "sru_scan_cpu.cpp"
+#: The shared host headers the kernel includes (``models/ops/csrc``).
+INCLUDE_DIRS = (Path(__file__).resolve().parents[1] / "csrc",)
 LDFLAGS = ["-fopenmp"]
 
 
@@ -49,10 +55,11 @@ def load() -> Optional[ModuleType]:
                 from torch.utils.cpp_extension import load as build
 
                 suffix, isa = _isa_flags()
+                cflags = ["-O3", "-fopenmp", "-fno-trapping-math", *isa]
                 _module = build(
-                    name=EXTENSION_BASE + suffix,
+                    name=extension_name(EXTENSION_BASE + suffix, [SOURCE], INCLUDE_DIRS, [*cflags, *LDFLAGS]),
                     sources=[str(SOURCE)],
-                    extra_cflags=["-O3", "-fopenmp", "-fno-trapping-math", *isa],
+                    extra_cflags=cflags,
                     extra_ldflags=LDFLAGS,
                     verbose=False,
                 )
