@@ -205,6 +205,15 @@ def test_threads_share_a_model_and_a_fork_is_independent(builds, ops, exports) -
         assert check(builds, "fork", str(exports[name]), ops).splitlines() == ["status 0: ok", "fork: ok"]
 
 
+def test_a_callback_that_returns_non_zero_is_never_called_again(builds, ops, exports) -> None:
+    """rnnx.h: returning non-zero stops the whole generation at once. With 3 rows, a callback that says stop on
+    its first call is called once (not for rows 1 and 2 of that step), and on its 5th call (step 1, row 1) five
+    times; the state has then been fed the prompt and step 0's tokens only (past_length 3 + 1)."""
+    directory = str(exports["linear_transformer_copy"])
+    assert check(builds, "stop", directory, ops, "1") == "calls: 1, status 0, past_length 3"
+    assert check(builds, "stop", directory, ops, "5") == "calls: 5, status 0, past_length 4"
+
+
 def test_the_c_example_in_the_docs_compiles_and_runs(builds, ops, exports, tmp_path: Path) -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "embedding.md").read_text()
     source = doc.split("```c\n", 1)[1].split("```", 1)[0]

@@ -514,18 +514,19 @@ extern "C"
                 std::vector<uint8_t> active(static_cast<size_t>(batch), 1);
                 std::vector<int64_t> next(static_cast<size_t>(batch));
                 const int64_t vocab = model->artifact.vocab_size;
+                bool stopped = false; // a callback returned non-zero: the generation ends at once
                 for (int64_t i = 0; i < max_new_tokens; ++i)
                 {
-                    bool stop_all = false;
-                    for (int64_t b = 0; b < batch; ++b)
+                    for (int64_t b = 0; b < batch && !stopped; ++b)
                     {
                         next[static_cast<size_t>(b)] =
                             rnnx::sample_row(&state->last_logits[static_cast<size_t>(b * vocab)], vocab,
                                 sampler.options, sampler.rows[static_cast<size_t>(b)]);
-                        if (active[static_cast<size_t>(b)] && callback != nullptr
-                            && callback(user_data, b, i, next[static_cast<size_t>(b)]))
-                            stop_all = true;
+                        stopped = active[static_cast<size_t>(b)] && callback != nullptr
+                            && callback(user_data, b, i, next[static_cast<size_t>(b)]) != 0;
                     }
+                    if (stopped)
+                        break;
                     bool any = false;
                     for (int64_t b = 0; b < batch; ++b)
                     {
@@ -533,7 +534,7 @@ extern "C"
                             active[static_cast<size_t>(b)] = 0;
                         any = any || active[static_cast<size_t>(b)];
                     }
-                    if (stop_all || !any || i == max_new_tokens - 1)
+                    if (!any || i == max_new_tokens - 1)
                         break;
                     step(model, state.get(), next.data(), active.data());
                 }

@@ -11,6 +11,8 @@
  *                                          every thread's tokens equal the same generation run alone
  *     rnnx_check fork DIR OPS              prefill (its status), then: a fork continues independently of its
  *                                          parent; prints "fork: ok"
+ *     rnnx_check stop DIR OPS K            greedy rnnx_generate of 3 rows whose callback returns 1 on its K-th call;
+ *                                          prints "calls: N, status S, past_length P" (N == K: never called again)
  *
  * OPS is librnnx_ort_ops.so or "-" for none. */
 #include "rnnx/rnnx.h"
@@ -61,6 +63,21 @@ static int collect(void* user, int64_t row, int64_t step, int64_t token)
     if (job->count < MAX_STEPS)
         job->tokens[job->count++] = token;
     return 0;
+}
+
+typedef struct
+{
+    int64_t calls;
+    int64_t stop_at;
+} Stopper;
+
+static int stop_on_call(void* user, int64_t row, int64_t step, int64_t token)
+{
+    Stopper* stopper = (Stopper*)user;
+    (void)row;
+    (void)step;
+    (void)token;
+    return ++stopper->calls >= stopper->stop_at;
 }
 
 static void* run_job(void* arg)
@@ -185,6 +202,16 @@ int main(int argc, char** argv)
         printf("fork: %s\n", untouched && same_step && past ? "ok" : "broken");
         free(after_parent);
         rnnx_state_free(copy);
+    }
+    else if (strcmp(what, "stop") == 0 && argc > 4)
+    {
+        int64_t tokens[9] = {1, 2, 10, 3, 4, 10, 5, 6, 10};
+        int64_t lengths[3] = {3, 3, 3};
+        Stopper stopper = {0, atoi(argv[4])};
+        const rnnx_status status =
+            rnnx_generate(model, tokens, lengths, 3, 3, 16, NULL, NULL, 0, stop_on_call, &stopper, &state);
+        printf("calls: %lld, status %d, past_length %lld\n", (long long)stopper.calls, (int)status,
+            (long long)rnnx_state_past_length(state));
     }
     else
     {

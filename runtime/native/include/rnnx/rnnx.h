@@ -12,6 +12,13 @@
  * Lifetimes: a state belongs to the model that made it; free every state (rnnx_state_free) before closing the
  * model (rnnx_model_close).
  *
+ * NULL: rnnx_model_open's `options` may be NULL (every default); `sampling` may be NULL wherever it is taken
+ * (greedy); rnnx_step's `active` may be NULL (every row active); rnnx_generate's `callback` and `state` may be
+ * NULL, and `stop_tokens` when num_stop_tokens is 0. The getters (rnnx_model_vocab_size, rnnx_model_describe,
+ * rnnx_state_batch, rnnx_state_past_length) return 0 / "" for NULL, and the free functions (rnnx_model_close,
+ * rnnx_state_free, rnnx_sampler_free) do nothing for NULL. Any other NULL pointer argument is
+ * RNNX_ERROR_INVALID_ARGUMENT.
+ *
  * Threads: an rnnx_model may be used from several threads at once (prefill / step / generate on different
  * states); an rnnx_state must be used by one thread at a time. rnnx_last_error() is per thread.
  *
@@ -54,7 +61,7 @@ extern "C"
     /* Options of rnnx_model_open; zero-initialise, then set what you need (NULL / 0 = default). */
     typedef struct rnnx_open_options
     {
-        const char* backend;            /* "onnxruntime" (default) or "tensorrt" */
+        const char* backend;            /* "onnxruntime" (default) or "tensorrt" (see rnnx_model_open) */
         const char* device;             /* "cpu" (default) or "cuda" (ONNX Runtime's CUDA EP; TensorRT is cuda) */
         const char* ort_ops_library;    /* librnnx_ort_ops.so (native rnnx ops); NULL: $RNNX_ORT_OPS, else the one
                                            beside librnnx_runtime.so if there; "": none */
@@ -64,8 +71,11 @@ extern "C"
     } rnnx_open_options;
 
     /* Sampling: temperature 0 is greedy (argmax, first of ties); else divide by the temperature, keep the
-     * top_k (0: all), keep the top_p nucleus (1: all), renormalise, draw. Row b draws from its own generator
-     * seeded by (seed, b), so a row's tokens do not depend on the other rows. */
+     * top_k (0: all), keep the top_p nucleus (0 or 1: all), renormalise, draw. Row b draws from its own
+     * generator seeded by (seed, b), so a row's tokens do not depend on the other rows. A zero-initialised
+     * struct is greedy with no filter. top_p = 0 means "no filter" here so that zero is every field's default;
+     * Python's rnnx.runtime spells that top_p=None and refuses top_p=0. Otherwise the rules are Python's:
+     * temperature finite and >= 0, top_k >= 0, 0 < top_p <= 1 (RNNX_ERROR_INVALID_ARGUMENT else). */
     typedef struct rnnx_sampling
     {
         float temperature;
@@ -74,14 +84,22 @@ extern "C"
         uint64_t seed;
     } rnnx_sampling;
 
-    /* Called for each new token of each row still generating; return non-zero to stop the whole generation. */
+    /* Called by rnnx_generate for each new token of each row still generating, in order: step 0 (the tokens
+     * sampled from the prompt's logits) rows 0..batch-1, then step 1, and so on; `step` is that index, so a
+     * row's step-th token is its (step+1)-th new one. Return 0 to go on; non-zero stops the whole generation at
+     * once: the callback is never called again (not for the step's later rows either) and rnnx_generate
+     * returns RNNX_OK. Runs on the calling thread. */
     typedef int (*rnnx_token_callback)(void* user_data, int64_t row, int64_t step, int64_t token);
 
     RNNX_API const char* rnnx_version(void);
     RNNX_API const char* rnnx_last_error(void);
 
     /* Opens an export directory: checks rnnx.json's format and version, the model's (and its external data's)
-     * sha256, the interface (causal_lm), target and precision, then creates the backend. */
+     * sha256, the interface (causal_lm), target and precision, then creates the backend. `options`: NULL for
+     * the defaults. backend "tensorrt": a library built without the TensorRT backend (no TensorRT / CUDA
+     * headers at build time) returns RNNX_ERROR_UNAVAILABLE for any tensorrt open; one built with it checks
+     * the arguments first (RNNX_ERROR_INVALID_ARGUMENT for an export of another target or no trt_engine), then
+     * returns RNNX_ERROR_UNAVAILABLE when libnvinfer or the CUDA runtime cannot be loaded. */
     RNNX_API rnnx_status rnnx_model_open(const char* export_dir, const rnnx_open_options* options, rnnx_model** out);
     RNNX_API void rnnx_model_close(rnnx_model* model);
     RNNX_API int64_t rnnx_model_vocab_size(const rnnx_model* model);
@@ -109,7 +127,7 @@ extern "C"
     RNNX_API rnnx_status rnnx_prefill(rnnx_model* model, rnnx_state* state, const int64_t* tokens,
         const int64_t* lengths, int64_t batch, int64_t width);
     /* One token per row (tokens: batch entries); active (batch entries, NULL: all) 0 feeds that row as a pad:
-     * its state and its logits stay as they were. */
+     * its state and its logits stay as they were, and its entry in `tokens` is ignored (any value). */
     RNNX_API rnnx_status rnnx_step(rnnx_model* model, rnnx_state* state, const int64_t* tokens, const uint8_t* active);
     /* A sampler for `batch` rows: one generator per row, seeded by (sampling->seed, row). */
     RNNX_API rnnx_status rnnx_sampler_new(const rnnx_sampling* sampling, int64_t batch, rnnx_sampler** out);
@@ -118,8 +136,11 @@ extern "C"
     RNNX_API rnnx_status rnnx_sample(rnnx_sampler* sampler, const rnnx_state* state, int64_t* tokens);
 
     /* Prefill, then up to max_new_tokens tokens per row: each row stops after a token in stop_tokens (which
-     * is reported) or at max_new_tokens; finished rows are fed as pads. `callback` may be NULL. On return
-     * `state` (when non-NULL) receives the generation's state (free it with rnnx_state_free). */
+     * is reported) or at max_new_tokens; finished rows are fed as pads; a callback returning non-zero stops
+     * every row. `callback` may be NULL. On return `state` (when non-NULL) receives the generation's state
+     * (free it with rnnx_state_free): it has been fed the prompt and every reported token but the last
+     * step's, whose logits it holds; to continue, rnnx_step the last reported tokens (pads for the rows that
+     * had stopped before that step). */
     RNNX_API rnnx_status rnnx_generate(rnnx_model* model, const int64_t* tokens, const int64_t* lengths, int64_t batch,
         int64_t width, int64_t max_new_tokens, const rnnx_sampling* sampling, const int64_t* stop_tokens,
         int64_t num_stop_tokens, rnnx_token_callback callback, void* user_data, rnnx_state** state);
