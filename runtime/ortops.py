@@ -20,6 +20,7 @@ library in ``$RNNX_ORT_OPS`` or ``<checkout>/build/ortops/librnnx_ort_ops.so`` (
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -50,6 +51,10 @@ _KERNEL_DIRS = (
     _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc",
     _PACKAGE_ROOT / "models" / "ops" / "linear_attention" / "csrc",
 )
+
+
+_logger = logging.getLogger("rnnx.runtime")
+_missing_noted = False
 
 
 class OrtOpsError(RuntimeError):
@@ -177,6 +182,27 @@ def find_library() -> Optional[Path]:
     """The built library when it exists and the installed onnxruntime can load it, else None."""
     path = library_path()
     return path if path.is_file() and onnxruntime_supported() else None
+
+
+def note_missing() -> None:
+    """Logs once per process (logger ``rnnx.runtime``, warning) that the library is not there to use, what
+    that costs, and how to get it: the runtime then runs the ops' function bodies."""
+    global _missing_noted
+    if _missing_noted:
+        return
+    _missing_noted = True
+    if onnxruntime_supported():
+        _logger.warning(
+            "rnnx: %s is not built, so ONNX Runtime runs the rnnx ops' function bodies (an SRU layer several times "
+            "slower); build it once with: python3 -m rnnx.runtime.ortops (a C++ compiler; ONNX Runtime's headers "
+            "come from npm, or from $RNNX_ORT_HEADERS)",
+            library_path(),
+        )
+    else:
+        _logger.warning(
+            "rnnx: the native rnnx ops need onnxruntime >= %d.%d; this one runs the ops' function bodies",
+            *MIN_ONNXRUNTIME,
+        )
 
 
 def register(session_options: Any, path: Optional[Path] = None) -> Path:

@@ -7,7 +7,8 @@ onnxscript or polygraphy, even one that a ``try: import ...`` would swallow, and
 97; a probe with ``importlib.util.find_spec`` is not an import and is allowed. In that environment:
 ``rnnx.runtime.load`` + ``generate`` give the tokens the full install gives, ``rnnx-generate`` streams
 them, ``rnnx-parity`` replays the reference saved with the export (PASS), and ``export-model`` says in
-one line that it needs the export extra.
+one line that it needs the export extra. The compiled op library is not in the wheel: a load says once how to
+build it, and the command it names builds it from the installed package.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ SCRIPT = textwrap.dedent(
 
     session = rt.load(sys.argv[1], backend="onnxruntime")
     tokens = session.generate_all(json.loads(sys.argv[2]), 10, temperature=0)
-    print(json.dumps({"tokens": tokens, "backend": session.backend.name, "modules": sorted(sys.modules)}))
+    rt.load(sys.argv[1], backend="onnxruntime")  # a second load: the notice is given once per process
+    print(json.dumps({"tokens": tokens, "backend": session.backend.name, "modules": sorted(sys.modules),
+                      "describe": session.backend.describe()}))
     """
 )
 
@@ -89,10 +92,15 @@ def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"bin": venv / "bin", "guard": guard}
 
 
-def _run(venv: dict[str, Path], *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+def _run(venv: dict[str, Path], *args: str, **env_vars: str) -> subprocess.CompletedProcess:
+    """Runs a command in the venv; its user cache (where an installed rnnx builds its native libraries) is
+    the venv's own, empty until a test builds into it."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "RNNX_ORT_OPS", "RNNX_ORT_HEADERS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = str(venv["guard"])
     env["PATH"] = f"{venv['bin']}{os.pathsep}{env.get('PATH', '')}"
+    env["XDG_CACHE_HOME"] = str(venv["guard"].parent / "cache")
+    env.update(env_vars)
     return subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=venv["guard"].parent, timeout=300)
 
 
@@ -144,3 +152,27 @@ def test_export_model_says_what_is_missing(runtime_venv, tmp_path):
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "pip install 'rnnx[export]'" in lines[0] and "torch" in lines[0], result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_native_ops_a_notice_then_the_documented_command(runtime_venv, demo_cli_export):
+    """A runtime-only install has no compiled op library: loading an export says so once, naming the command
+    that builds it; that command, run in the venv (ONNX Runtime's headers from $RNNX_ORT_HEADERS instead of
+    npm: CI's copy), builds it into the user cache, and the next load runs the native ops, same tokens."""
+    from rnnx.runtime import ortops
+
+    export = str(demo_cli_export[0] / "rnnx-export" / "linear_transformer_copy")
+    python = str(runtime_venv["bin"] / "python")
+    before = _run(runtime_venv, python, "-c", SCRIPT, export, json.dumps(PROMPTS))
+    assert before.returncode == 0, before.stderr[-3000:]
+    notices = [line for line in before.stderr.splitlines() if "python3 -m rnnx.runtime.ortops" in line]
+    assert len(notices) == 1 and "librnnx_ort_ops.so is not built" in notices[0], before.stderr
+    assert "native rnnx ops" not in json.loads(before.stdout)["describe"]
+    built = _run(runtime_venv, python, "-m", "rnnx.runtime.ortops", RNNX_ORT_HEADERS=str(ortops.headers_dir()))
+    assert built.returncode == 0, built.stderr[-3000:]
+    library = Path(built.stdout.strip().splitlines()[-1])
+    assert library.is_file() and (runtime_venv["guard"].parent / "cache") in library.parents
+    after = _run(runtime_venv, python, "-c", SCRIPT, export, json.dumps(PROMPTS))
+    assert after.returncode == 0 and "rnnx.runtime.ortops" not in after.stderr, after.stderr[-3000:]
+    out = json.loads(after.stdout)
+    assert "native rnnx ops" in out["describe"] and out["tokens"] == json.loads(before.stdout)["tokens"]

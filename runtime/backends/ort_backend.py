@@ -40,7 +40,8 @@ class OrtBackend(Backend):
     CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`. ``native_ops``:
     rnnx's ONNX Runtime op library (native CPU kernels of both ops, :mod:`rnnx.runtime.ortops`): True requires it, False
     runs the ops' function bodies, None (default) uses it on the CPU when it is built and this
-    onnxruntime can load it; :attr:`native_ops` says whether it is in use."""
+    onnxruntime can load it (and, when not, says once in the log how to build it); :attr:`native_ops` says
+    whether it is in use."""
 
     name = "onnxruntime"
 
@@ -118,7 +119,11 @@ class OrtBackend(Backend):
             raise InputError(f"native_ops: expected True, False or None, got {native_ops!r}")
         if native_ops is False:
             return False
-        if native_ops is None and (self._device_type != "cpu" or ortops.find_library() is None):
+        if native_ops is None and self._device_type != "cpu":
+            return False
+        if native_ops is None and ortops.find_library() is None:
+            if self.metadata.get("ops"):
+                ortops.note_missing()
             return False
         try:
             ortops.register(options)
