@@ -4,17 +4,20 @@ TensorRT and a GPU are not available here, so three kinds of TEST DOUBLES stand 
 
 * ``SpyBackend``: a numpy :class:`Backend` that records every ``run``'s ``donate`` flag and the identity
   of the state passed (proves what :class:`Session` asks of a backend).
-* ``StandInContext`` / ``StandInStream``: a stand-in for TensorRT's ``IExecutionContext`` (the TensorRT
-  10 methods the backend calls: ``set_optimization_profile_async``, ``set_input_shape``,
-  ``get_tensor_shape``, ``set_tensor_address``, ``get_tensor_address``, ``execute_async_v3``) that
-  runs a tiny recurrent model directly on the bound CPU addresses, and a stream with ``cuda_stream`` /
-  ``synchronize``.
+* ``StandInEngine`` / ``StandInContext`` / ``StandInStream``: stand-ins for TensorRT's ``ICudaEngine``
+  (I/O names, ``device_memory_size_v2``, ``create_execution_context(strategy)``) and ``IExecutionContext``
+  (the TensorRT 10 methods the backend calls: ``set_device_memory``, ``set_optimization_profile_async``,
+  ``set_input_shape``, ``get_tensor_shape``, ``set_tensor_address``, ``execute_async_v3``) that run a tiny
+  recurrent model directly on the bound CPU addresses and record every rebinding, and a stream with
+  ``cuda_stream`` / ``synchronize``.
 * ``StandInGraph`` / ``stand_in_capture``: ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph`` stand-ins.
   As in CUDA, capturing *records* the enqueue (the addresses bound at that moment) without running
-  it, and ``replay()`` re-runs exactly what was recorded, whatever is bound later.
+  it, and ``replay()`` re-runs exactly what was recorded, whatever is bound later; it also refuses to
+  replay on a context rebound since the capture (the contract of review issue 28).
+* a SPY on ``torch.cuda.stream`` / ``Tensor.zero_`` / ``Tensor.copy_`` (which stream is current at a write).
 
-With them the real :class:`TensorRTBackend` ``run`` / ``_execute`` / ring logic runs unchanged (only
-``__init__``, which needs TensorRT and CUDA, is bypassed).
+With them the real :class:`TensorRTBackend` ``run`` / ring / context logic runs unchanged (only the part of
+``__init__`` that needs TensorRT and CUDA is bypassed: ``_describe_model`` and ``_attach`` run as is).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import weakref
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -31,7 +35,7 @@ from rnnx.runtime import Session
 from rnnx.runtime.backends.base import Backend, BackendState, InputError
 from rnnx.runtime.tensorrt.bindings import plan_bindings
 from rnnx.runtime.tensorrt.graphs import CAPTURE, EAGER, PING, PONG, REPLAY, PingPong, StaleState
-from rnnx.runtime.tensorrt.profiles import ProfileLimits, build_profiles
+from rnnx.runtime.tensorrt.profiles import ProfileLimits
 
 VOCAB, HIDDEN = 7, 3
 
@@ -236,21 +240,61 @@ def _view(ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.frombuffer((ctypes.c_byte * (count * dtype.itemsize)).from_address(ptr), dtype=dtype).reshape(shape)
 
 
-class StandInContext:
-    """TEST DOUBLE for ``tensorrt.IExecutionContext``: runs the toy model on the bound CPU addresses and
-    logs every executed call's state addresses (``("eager" | "replay", read, write)``)."""
+class StandInEngine:
+    """TEST DOUBLE for ``tensorrt.ICudaEngine``: the toy model's I/O names, a device-memory size, and
+    ``create_execution_context(strategy)`` handing out :class:`StandInContext` s that share one log."""
+
+    device_memory_size_v2 = 4096
 
     def __init__(self) -> None:
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        self.addresses: dict[str, int] = {}
-        self.log: list[tuple[str, int, int]] = []
+        meta = _metadata()
+        self.names = [t["name"] for t in meta["inputs"]] + [t["name"] for t in meta["outputs"]]
+        self.n_inputs = len(meta["inputs"])
+        self.contexts: list[StandInContext] = []
+        self.log: list[tuple[str, int, int, int]] = []  # (eager | replay, context id, read, write)
         self.capturing: Any = None
 
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self.names)
+
+    def get_tensor_name(self, index: int) -> str:
+        return self.names[index]
+
+    def get_tensor_mode(self, name: str) -> str:
+        return "input" if self.names.index(name) < self.n_inputs else "output"
+
+    def create_execution_context(self, strategy: str) -> StandInContext:
+        context = StandInContext(self, len(self.contexts), strategy)
+        self.contexts.append(context)
+        return context
+
+
+class StandInContext:
+    """TEST DOUBLE for ``tensorrt.IExecutionContext`` (the TensorRT 10 methods the backend calls): runs the
+    toy model directly on the bound CPU addresses, and records every change of its bindings (``version``
+    counts them; ``profiles`` lists every profile set on it) so a test can tell whether a context was
+    rebound after a graph was captured on it."""
+
+    def __init__(self, engine: StandInEngine, ident: int, strategy: str) -> None:
+        self.engine, self.id, self.strategy = engine, ident, strategy
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.addresses: dict[str, int] = {}
+        self.memory: tuple[int, int] = (0, 0)
+        self.profiles: list[int] = []
+        self.version = 0
+
+    def set_device_memory(self, ptr: int, size: int) -> None:
+        self.memory = (int(ptr), int(size))
+
     def set_optimization_profile_async(self, index: int, stream: int) -> bool:
+        self.profiles.append(index)
+        self.version += 1
         return True
 
     def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
         self.shapes[name] = tuple(int(d) for d in shape)
+        self.version += 1
         return True
 
     def get_tensor_shape(self, name: str) -> tuple[int, ...]:
@@ -260,15 +304,14 @@ class StandInContext:
 
     def set_tensor_address(self, name: str, ptr: int) -> bool:
         self.addresses[name] = int(ptr)
+        self.version += 1
         return True
 
-    def get_tensor_address(self, name: str) -> int:
-        return self.addresses[name]
-
     def execute_async_v3(self, stream: int) -> bool:
+        assert self.profiles and self.memory[1] >= self.engine.device_memory_size_v2, "context not set up"
         frozen = (dict(self.shapes), dict(self.addresses))
-        if self.capturing is not None:  # CUDA capture records the launch; nothing runs
-            self.capturing.recorded = lambda: self._run(*frozen, "replay")
+        if self.engine.capturing is not None:  # CUDA capture records the launch; nothing runs
+            self.engine.capturing.record(self, lambda: self._run(*frozen, "replay"))
         else:
             self._run(*frozen, "eager")
         return True
@@ -281,7 +324,7 @@ class StandInContext:
         logits, c_out = _toy_step(c_in, ids, mask)
         _view(addresses["logits"], logits.shape, np.dtype(np.float32))[...] = logits
         _view(write, c_out.shape, np.dtype(np.float32))[...] = c_out
-        self.log.append((how, read, write))
+        self.engine.log.append((how, self.id, read, write))
 
 
 class StandInStream:
@@ -294,44 +337,51 @@ class StandInStream:
 
 
 class StandInGraph:
-    """TEST DOUBLE for ``torch.cuda.CUDAGraph``: replays what was recorded during capture."""
+    """TEST DOUBLE for ``torch.cuda.CUDAGraph``: replays what was recorded during capture, and refuses (the
+    contract under test) to replay on a context whose bindings changed after the capture."""
 
     def __init__(self) -> None:
         self.recorded = None
+        self.context: Any = None
+        self.version = -1
+
+    def record(self, context: StandInContext, launch: Any) -> None:
+        self.context, self.version, self.recorded = context, context.version, launch
 
     def replay(self) -> None:
+        assert self.context.version == self.version, f"context {self.context.id} was rebound after its capture"
         self.recorded()
+
+
+STAND_IN_TRT = SimpleNamespace(  # TEST DOUBLE for the tensorrt module's enums the backend reads
+    TensorIOMode=SimpleNamespace(INPUT="input", OUTPUT="output"),
+    ExecutionContextAllocationStrategy=SimpleNamespace(USER_MANAGED="user-managed"),
+)
 
 
 def _stand_in_backend(monkeypatch, cuda_graphs: bool = True, grows: bool = False):
     import torch
 
-    from rnnx.runtime.artifact import state_specs
     from rnnx.runtime.backends.tensorrt_backend import TensorRTBackend
 
-    backend = object.__new__(TensorRTBackend)  # __init__ needs TensorRT + CUDA: set what it sets
-    backend.metadata = _metadata(grows)
-    backend.device, backend._torch_device = "cpu", torch.device("cpu")
-    backend.state_specs, backend.vocab_size = state_specs(backend.metadata), VOCAB
-    backend.limits = ProfileLimits(max_batch=4, max_length=8, max_context=64).resolved()
-    backend.profiles = build_profiles(backend.metadata, backend.limits)
-    names = [t["name"] for t in backend.metadata["inputs"]], [t["name"] for t in backend.metadata["outputs"]]
-    backend.plan = plan_bindings(backend.metadata, *names)
-    backend.context, backend.stream = StandInContext(), StandInStream()
-    backend._profile, backend._pool, backend._graphs, backend._buffers = None, {}, {}, {}
-    backend._cuda_graphs = cuda_graphs and not grows
-    backend._rings, backend._ring_buffers = {}, {}
+    backend = object.__new__(TensorRTBackend)  # __init__ needs TensorRT + CUDA: the rest runs as is
+    backend._describe_model(_metadata(grows), "cpu", ProfileLimits(max_batch=4, max_length=8, max_context=64))
+    captures: list[Any] = []
+    engine = StandInEngine()
 
     @contextmanager
-    def stand_in_capture(graph, stream=None):  # TEST DOUBLE for torch.cuda.graph
-        backend.context.capturing = graph
+    def stand_in_capture(graph, stream=None, capture_error_mode="global"):  # TEST DOUBLE for torch.cuda.graph
+        captures.append(capture_error_mode)
+        engine.capturing = graph
         try:
             yield
         finally:
-            backend.context.capturing = None
+            engine.capturing = None
 
     monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
     monkeypatch.setattr(torch.cuda, "graph", stand_in_capture)
+    backend._attach(STAND_IN_TRT, engine, StandInStream(), cuda_graphs)
+    backend.captures = captures
     return backend
 
 
@@ -341,17 +391,109 @@ def test_tensorrt_backend_generate_alternates_two_graphs_over_two_buffer_sets(mo
     prompts = [[1, 2, 3], [4, 5, 6]]
     got = session.generate_all(prompts, max_new_tokens=12, temperature=0)
     assert got == Session(SpyBackend()).generate_all(prompts, max_new_tokens=12, temperature=0)
-    log = backend.context.log
+    log = backend.engine.log
     decode = log[1:]  # log[0]: the prefill
-    assert [how for how, _, _ in decode[:3]] == ["eager"] * 3  # enter the ring, then eager+capture ping, pong
-    assert all(how == "replay" for how, _, _ in decode[3:]) and len(decode) == 11
-    sets = {ptr for _, read, write in decode[1:] for ptr in (read, write)}
+    assert [how for how, *_ in decode[:3]] == ["eager"] * 3  # enter the ring, then eager+capture ping, pong
+    assert all(how == "replay" for how, *_ in decode[3:]) and len(decode) == 11
+    sets = {ptr for _, _, read, write in decode[1:] for ptr in (read, write)}
     assert len(sets) == 2  # A and B
-    for _, read, write in log:
+    for _, _, read, write in log:
         assert read != write  # no call, eager or replayed, updates the state it reads
-    for (_, _, wrote), (_, read, _) in zip(decode, decode[1:]):
+    for (*_, wrote), (_, _, read, _) in zip(decode, decode[1:]):
         assert read == wrote
-    assert sorted(k[-1] for k in backend._graphs) == [PING, PONG]
+    assert sorted(key[-1] for key in backend._ring_contexts) == [PING, PONG]
+    assert backend.captures == ["thread_local", "thread_local"]  # another thread's CUDA call cannot break it
+
+
+def test_contexts_are_fixed_on_one_profile_share_one_memory_and_no_graph_replays_on_a_rebound_context(monkeypatch):
+    """The contract of review issue 28 (HIGH 1), on the stand-ins: ping and pong each have a context of their
+    own, bound once (a replay on a context rebound after its capture fails StandInGraph's check); every context
+    is created user-managed on one activation block and given its profile exactly once; prefills (their own
+    context) between decode steps never drop or recapture the decode graphs."""
+    backend = _stand_in_backend(monkeypatch)
+    session = Session(backend)
+    for round_ in range(3):  # generate, then a new prompt (a prefill on a fresh state), and again
+        state = session.prefill([[1 + round_, 2], [3, 4 + round_]])
+        for i in range(6):
+            session.step([i % 5, (i + 2) % 5], state=state, donate=True)
+        other = session.prefill([[2, 2, 2]])  # a prefill of another batch between decode steps
+        session.step([1], state=other)  # a non-donated decode: eager, never on a ring context
+    engine = backend.engine
+    assert all(c.strategy == "user-managed" for c in engine.contexts)
+    assert {c.memory for c in engine.contexts} == {(backend._memory.data_ptr(), engine.device_memory_size_v2)}
+    assert all(len(c.profiles) == 1 for c in engine.contexts)  # set once, at creation: no context switches
+    decode_profile, prefill_profile = 0, 1
+    ring_ids = {ring.context.id for ring in backend._ring_contexts.values()}
+    assert len(ring_ids) == 2 and all(engine.contexts[i].profiles == [decode_profile] for i in ring_ids)
+    eager = {profile: ctx.id for profile, ctx in backend._contexts.items()}
+    assert set(eager) == {decode_profile, prefill_profile} and not ring_ids & set(eager.values())
+    replays = [entry for entry in engine.log if entry[0] == "replay"]
+    assert len(replays) >= 3 * 6 - 2 * 3 and {ident for _, ident, _, _ in replays} == ring_ids
+    assert all(ring.captures == 1 for ring in backend._ring_contexts.values())  # captured once, never again
+    for ring in backend._ring_contexts.values():  # bound once: what each graph reads and writes never moved
+        ctx = ring.context
+        assert ctx.addresses["past_key_values.layers.0.c"] == ring.reads["layers.0.c"]
+        assert ctx.addresses["input_ids"] == ring.data["input_ids"].data_ptr()
+
+
+def test_a_replay_on_a_rebound_context_is_what_the_stand_in_refuses(monkeypatch):
+    """The stand-in's check itself can fail: rebinding a ring context after its capture makes the next replay
+    raise (so the test above would catch a backend that rebinds)."""
+    backend = _stand_in_backend(monkeypatch)
+    session = Session(backend)
+    state = session.prefill([[1, 2]])
+    for i in range(4):
+        session.step([i], state=state, donate=True)
+    ring = next(iter(backend._ring_contexts.values()))
+    ring.context.set_tensor_address("input_ids", ring.data["input_ids"].data_ptr())  # a rebinding
+    with pytest.raises(AssertionError, match="rebound after its capture"):
+        for i in range(2):
+            session.step([i], state=state, donate=True)
+
+
+def test_state_writes_are_ordered_on_the_backend_stream(monkeypatch):
+    """HIGH 2, with a SPY: every tensor write the backend makes (zeroing a new state, copying one, uploading
+    one, feeding the inputs) happens while its own stream is the current one, so TensorRT, which runs on that
+    stream, can never read a state before its write is done."""
+    import torch
+
+    backend = _stand_in_backend(monkeypatch)
+    current: list[Any] = [None]
+
+    @contextmanager
+    def spy_stream(stream):  # SPY for torch.cuda.stream: which stream is current
+        previous, current[0] = current[0], stream
+        try:
+            yield
+        finally:
+            current[0] = previous
+
+    writes: list[tuple[str, Any]] = []
+    real_zero, real_copy = torch.Tensor.zero_, torch.Tensor.copy_
+
+    def zero(t, *a, **k):
+        writes.append(("zero_", current[0]))
+        return real_zero(t, *a, **k)
+
+    def copy(t, *a, **k):
+        writes.append(("copy_", current[0]))
+        return real_copy(t, *a, **k)
+
+    monkeypatch.setattr(torch.cuda, "stream", spy_stream)
+    monkeypatch.setattr(torch.Tensor, "zero_", zero)
+    monkeypatch.setattr(torch.Tensor, "copy_", copy)
+    session = Session(backend)
+    state = session.prefill([[1, 2], [3, 4]])
+    fork = state.fork()
+    for i in range(4):
+        session.step([i, i + 1], state=state, donate=True)
+    session.step([1, 1], state=fork)  # not donated: eager
+    backend.state_from_host(fork.to_host())
+    monkeypatch.setattr(torch.Tensor, "zero_", real_zero)
+    monkeypatch.setattr(torch.Tensor, "copy_", real_copy)
+    kinds = {kind for kind, _ in writes}
+    assert kinds == {"zero_", "copy_"} and len(writes) >= 8
+    assert all(stream is backend.stream for _, stream in writes), writes
 
 
 def test_tensorrt_backend_graphs_match_eager_and_forks_survive(monkeypatch):
@@ -369,10 +511,10 @@ def test_tensorrt_backend_graphs_match_eager_and_forks_survive(monkeypatch):
                 fork_before = fork.to_host()["layers.0.c"].copy()
         assert np.array_equal(fork.to_host()["layers.0.c"], fork_before)
         results.append((np.stack(logits), state.to_host()["layers.0.c"]))
-        assert not any(how == "replay" for how, _, _ in eager.context.log)
+        assert not any(how == "replay" for how, *_ in eager.engine.log)
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
-    assert any(how == "replay" for how, _, _ in graphs.context.log)
+    assert any(how == "replay" for how, *_ in graphs.engine.log)
 
 
 def test_tensorrt_backend_without_donation_keeps_the_callers_buffers(monkeypatch):
@@ -385,7 +527,7 @@ def test_tensorrt_backend_without_donation_keeps_the_callers_buffers(monkeypatch
     for token in range(6):
         session.step([token], state=state)  # no donation: eager, fresh buffers every call
         assert state.inner.tensors["layers.0.c"].data_ptr() != kept_ptr
-    assert all(how == "eager" for how, _, _ in backend.context.log) and not backend._graphs
+    assert all(how == "eager" for how, *_ in backend.engine.log) and not backend._ring_contexts
     assert not any(s.data_ptr() == kept_ptr for free in backend._pool.values() for s in free)
     assert backend.state_to_host(kept)["layers.0.c"].tolist() == snapshot.numpy().tolist()
 
