@@ -20,6 +20,7 @@ The real objects are exercised by the tests marked ``tensorrt`` (tests/test_tens
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -31,8 +32,10 @@ from rnnx.export import read_metadata
 from rnnx.models.ops import spec
 from rnnx.runtime.tensorrt import (
     MIN_TENSORRT_VERSION,
+    ProfileLimits,
     TensorRTNotInstalled,
     TensorRTTooOld,
+    build_profiles,
     builder,
     require_tensorrt,
 )
@@ -238,6 +241,22 @@ def test_every_node_a_plugin_layer_passes():
     check_plugin_layers(stand_in_trt(registry), network, [SRU, ATTENTION, UNNAMED])
 
 
+def test_a_suffixed_layer_counts_for_one_node_only():
+    """The ``_<n>`` suffix match cannot accept another node's layer: with nodes ``a`` and ``a_1`` where only
+    ``a_1`` became a plugin layer, node ``a`` is refused (the layer is ``a_1``'s own); and one suffixed layer
+    cannot stand for two nodes of one name."""
+    registry = _registered_registry()
+    a, a_1 = (OnnxNode(name, FIRST, "rnnx", f"out_{name}", "1", "rnnx") for name in ("a", "a_1"))
+    network = StandInNetwork([StandInLayer("a_1", "PLUGIN_V3"), StandInLayer("a/Loop", "LOOP")])
+    with pytest.raises(EngineBuildError, match=r"^rnnx node 'a' .*did not become a TensorRT plugin layer"):
+        check_plugin_layers(stand_in_trt(registry), network, [a, a_1])
+    twice = [OnnxNode("b", FIRST, "rnnx", "x", "1", "rnnx"), OnnxNode("b", FIRST, "rnnx", "y", "1", "rnnx")]
+    check_plugin_layers(stand_in_trt(registry), StandInNetwork([StandInLayer("b", "PLUGIN_V3"),
+                                                                StandInLayer("b_1", "PLUGIN_V3")]), twice)  # fmt: skip
+    with pytest.raises(EngineBuildError, match=r"^rnnx node 'b' "):
+        check_plugin_layers(stand_in_trt(registry), StandInNetwork([StandInLayer("b_1", "PLUGIN_V3")]), twice)
+
+
 def test_a_node_imported_as_its_local_function_is_refused_naming_it():
     """The parser imported the attention node's local function (its layers are a loop, no plugin layer)."""
     registry = StandInRegistry({})  # nothing registered
@@ -302,6 +321,7 @@ class StandInTensorRT:
     class BuilderFlag:
         FP16 = "FP16"
         BF16 = "BF16"
+        TF32 = "TF32"
 
     class MemoryPoolType:
         WORKSPACE = "WORKSPACE"
@@ -313,6 +333,7 @@ class StandInTensorRT:
         self.fallback = fallback
         self.network_flags: list[int] = []
         self.builder_flags: list[Any] = []
+        self.cleared_flags: list[Any] = []
         self.pool_limits: dict[str, int] = {}
         self.registry = _registered_registry()
 
@@ -325,6 +346,9 @@ class StandInTensorRT:
         class Config:
             def set_flag(self, flag: Any) -> None:
                 trt.builder_flags.append(flag)
+
+            def clear_flag(self, flag: Any) -> None:
+                trt.cleared_flags.append(flag)
 
             def set_memory_pool_limit(self, pool: str, size: int) -> None:
                 trt.pool_limits[pool] = size
@@ -376,15 +400,25 @@ class StandInProfile:
         return profile
 
 
-def test_build_is_strongly_typed_without_precision_flags(demo_exports):
+def test_build_is_strongly_typed_without_precision_flags_and_fp32_clears_tf32(demo_exports):
+    """Strongly typed: no BuilderFlag.FP16 / BF16. TF32 (on by default, and not turned off by strong typing)
+    is cleared for an fp32 engine, whose matmuls would otherwise run at about 1e-3 relative error; the
+    setting is part of the cache key."""
     out = demo_exports[("linear_transformer_copy", "tensorrt")]
-    for precision in ("fp32", "fp16", "bf16"):
+    assert builder.ENGINE_PRECISIONS == ("fp32", "fp16")  # what the exporter writes: no bf16 engine on offer
+    for precision, cleared in (("fp32", ["TF32"]), ("fp16", [])):
         trt = StandInTensorRT()
         data = builder._build(trt, None, out / "model.onnx", precision, [StandInProfile()], None, 1 << 30, print)
         assert data == b"engine"
         assert trt.network_flags == [1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)]
         assert trt.builder_flags == []  # no BuilderFlag.FP16 / BF16 on a strongly typed network
+        assert trt.cleared_flags == cleared
         assert trt.pool_limits == {"WORKSPACE": 1 << 30}
+    meta = read_metadata(out)
+    profiles = build_profiles(meta, ProfileLimits())
+    fp32 = builder.key_parts(meta, "fp32", profiles, None, "10.14.1", ("GPU", "9.0", 0))
+    assert dict(fp32.builder_flags) == {"TF32": False} and "TF32" in json.dumps(fp32.to_dict())
+    assert builder.key_parts(meta, "fp16", profiles, None, "10.14.1", ("GPU", "9.0", 0)).builder_flags == ()
 
 
 def test_build_refuses_a_node_that_fell_back_to_its_local_function(demo_exports):
@@ -395,13 +429,15 @@ def test_build_refuses_a_node_that_fell_back_to_its_local_function(demo_exports)
         builder._build(trt, None, out / "model.onnx", "fp32", [StandInProfile()], None, None, print)
 
 
-@pytest.mark.parametrize("exported, asked", [("fp32", "fp16"), ("fp32", "bf16"), ("fp16", "fp32")])
+@pytest.mark.parametrize("exported, asked", [("fp32", "fp16"), ("fp16", "fp32")])
 def test_a_precision_other_than_the_exports_says_how_to_export(exported, asked):
     with pytest.raises(EngineBuildError, match=f"the export is {exported}.*export with --precision {asked}$"):
         resolve_precision({"precision": exported}, asked)
     assert resolve_precision({"precision": exported}, None) == exported
     with pytest.raises(ValueError, match="unsupported engine precision 'int8'"):
         resolve_precision({"precision": exported}, "int8")
+    with pytest.raises(ValueError, match="unsupported engine precision 'bf16'; supported: fp32, fp16$"):
+        resolve_precision({"precision": exported}, "bf16")
 
 
 # -- minimum TensorRT version -------------------------------------------------------------------------------
@@ -418,8 +454,18 @@ def test_require_tensorrt_refuses_a_too_old_tensorrt(monkeypatch, version):
     assert "\n" not in str(e.value) and isinstance(e.value, TensorRTNotInstalled)
 
 
-@pytest.mark.parametrize("version", ["10.7.0", "10.14.1.48", "11.0.0"])
+@pytest.mark.parametrize("version", ["10.7.0", "10.14.1.48", "10.99.0"])
 def test_require_tensorrt_accepts_a_recent_tensorrt(monkeypatch, version):
     module = types.SimpleNamespace(__version__=version)
     monkeypatch.setitem(sys.modules, "tensorrt", module)
     assert require_tensorrt() is module
+
+
+@pytest.mark.parametrize("version", ["11.0.0", "12.1.0.7"])
+def test_require_tensorrt_refuses_a_major_it_was_not_written_for(monkeypatch, version):
+    from rnnx.runtime.tensorrt._trt import TensorRTTooNew
+
+    monkeypatch.setitem(sys.modules, "tensorrt", types.SimpleNamespace(__version__=version))
+    with pytest.raises(TensorRTTooNew, match=rf"^TensorRT {version} is a major release .*<11'$") as e:
+        require_tensorrt()
+    assert isinstance(e.value, TensorRTNotInstalled)

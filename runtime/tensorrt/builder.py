@@ -17,12 +17,15 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   ONNX file by :func:`read_rnnx_nodes`, a small protobuf wire-format reader (stdlib only: ``onnx`` is not a
   runtime dependency, and the check must not depend on whether it happens to be installed).
 * **Strongly typed precisions.** The network is created ``STRONGLY_TYPED``: the engine computes in the
-  ONNX file's types, so an fp16 / bf16 engine is built from an fp16 / bf16 export, without
-  ``BuilderFlag.FP16`` / ``BF16`` (deprecated for strongly typed networks). Asking for another precision
-  than the export's is an error that says how to export it.
-* **Cache key.** TensorRT version, GPU name, compute capability and index, precision, profiles, workspace
-  limit, the plugin library's sha256, the ONNX file's sha256 and, for an export with external data, the
-  data file's sha256 (:class:`~.cache.KeyParts`).
+  ONNX file's types, so an fp16 engine is built from an fp16 export, without ``BuilderFlag.FP16``
+  (deprecated for strongly typed networks). Asking for another precision than the export's is an error
+  that says how to export it. The exporter writes fp32 and fp16 (:data:`ENGINE_PRECISIONS`).
+* **No TF32 in fp32 engines.** ``BuilderFlag.TF32`` is on by default and strong typing does not turn it
+  off: fp32 matmuls and convolutions would then run in TF32 (about 1e-3 relative error on Ampere and
+  Hopper, against the fp32 parity tolerance of 1e-4). An fp32 engine clears it (:func:`builder_flags`).
+* **Cache key.** TensorRT version, GPU name, compute capability and index, precision, the builder flags
+  set or cleared, profiles, workspace limit, the plugin library's sha256, the ONNX file's sha256 and, for
+  an export with external data, the data file's sha256 (:class:`~.cache.KeyParts`).
 * **External data.** An export past 2 GB keeps its weights in ``model.onnx.data`` beside ``model.onnx``
   (:data:`~rnnx.runtime.artifact.EXTERNAL_DATA_FILE`). ``parse_from_file`` resolves it against the
   model's path; nothing here reads the model into memory and parses it without its data
@@ -51,7 +54,9 @@ from ._trt import MIN_TENSORRT_VERSION, require_tensorrt
 from .cache import EngineCache, KeyParts, atomic_write_bytes
 from .profiles import Profile, ProfileLimits, build_profiles
 
-ENGINE_PRECISIONS = ("fp32", "fp16", "bf16")
+#: The precisions an engine is built in: those the exporter writes (a strongly typed engine computes in the
+#: ONNX file's types).
+ENGINE_PRECISIONS = ("fp32", "fp16")
 #: ONNX domain of the rnnx custom nodes (rnnx.models.ops.spec.ONNX_DOMAIN; not imported: it pulls in torch).
 RNNX_DOMAIN = "rnnx"
 
@@ -301,17 +306,26 @@ def check_plugin_layers(trt: Any, network: Any, nodes: Sequence[OnnxNode], regis
     the node's local function although the creator is registered).
 
     A node's layer is the one the parser named after it: ``layer_name`` exactly, or with a ``_<n>`` suffix
-    the parser appends when the name is already taken."""
+    the parser appends when the name is already taken. Each plugin layer stands for one node only: exact
+    names are matched first, and a suffixed name that is another node's own name, or that an earlier node
+    already took, never counts."""
     plugin_v3 = trt.LayerType.PLUGIN_V3
-    plugin_layers = set()
+    plugin_layers = []
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         if layer.type == plugin_v3:
-            plugin_layers.add(str(layer.name))
+            plugin_layers.append(str(layer.name))
+    own_names = {node.layer_name for node in nodes}
+    taken = {name for name in own_names if name in plugin_layers}
     for node in nodes:
         name = node.layer_name
+        if name in taken:
+            continue
         suffixed = re.compile(re.escape(name) + r"_\d+")
-        if name in plugin_layers or any(suffixed.fullmatch(n) for n in plugin_layers):
+        match = next((n for n in plugin_layers if n not in taken and n not in own_names and suffixed.fullmatch(n)),
+                     None)  # fmt: skip
+        if match is not None:
+            taken.add(match)
             continue
         op, version, namespace = node.creator
         registry = registry if registry is not None else trt.get_plugin_registry()
@@ -330,6 +344,12 @@ def check_plugin_layers(trt: Any, network: Any, nodes: Sequence[OnnxNode], regis
 
 
 # -- precision and cache key ---------------------------------------------------------------------------
+
+
+def builder_flags(precision: str) -> dict[str, bool]:
+    """The ``BuilderFlag`` s an engine of ``precision`` sets (True) or clears (False) beyond TensorRT's defaults,
+    by name: ``TF32`` cleared for fp32 (kept in the cache key, so an engine built with it never matches)."""
+    return {"TF32": False} if precision == "fp32" else {}
 
 
 def resolve_precision(metadata: dict[str, Any], precision: Optional[str]) -> str:
@@ -362,6 +382,7 @@ def key_parts(
         model_sha256=onnx_sha256 or metadata["model_sha256"], tensorrt_version=tensorrt_version, gpu_name=gpu[0],
         compute_capability=gpu[1], device_index=gpu[2], precision=precision, profiles=profiles,
         plugin_library=plugin_library, workspace_bytes=workspace_bytes, external_data_sha256=external_data_sha256,
+        builder_flags=builder_flags(precision),
     )  # fmt: skip
 
 
@@ -383,7 +404,7 @@ def build_engine(
 ) -> Path:
     """The path of a cached engine for ``model_dir`` (``rnnx.json`` + ``model.onnx``), built if needed.
 
-    ``precision``: the export's (fp32 | fp16 | bf16; another one is an error: export with that precision);
+    ``precision``: the export's (fp32 | fp16; another one is an error: export with that precision);
     ``profiles`` default to :func:`build_profiles` with ``limits``; ``plugin_library`` defaults to the built
     ``librnnx_trt_plugins.so``; ``timing_cache`` is loaded when it exists and saved after a build;
     ``cache_dir`` defaults to :func:`rnnx.runtime.tensorrt.cache.default_cache_dir`; ``device``: the CUDA
@@ -434,13 +455,23 @@ def build_engine(
     return path
 
 
+def apply_builder_flags(trt: Any, config: Any, precision: str) -> None:
+    """Sets / clears :func:`builder_flags` on an ``IBuilderConfig``."""
+    for name, on in builder_flags(precision).items():
+        flag = getattr(trt.BuilderFlag, name)
+        if on:
+            config.set_flag(flag)
+        else:
+            config.clear_flag(flag)
+
+
 def _build(
     trt: Any, logger: Any, onnx_path: Path, precision: str, profiles: list[Profile],
     timing_cache: Optional[Union[str, Path]], workspace_bytes: Optional[int], log: Log,
 ) -> bytes:  # fmt: skip
     """Parses ``onnx_path`` into a strongly typed network, checks its plugin layers and builds it."""
     builder = trt.Builder(logger)
-    # Strongly typed: the ONNX file's types are the engine's (fp16 / bf16 exports give fp16 / bf16 engines).
+    # Strongly typed: the ONNX file's types are the engine's (an fp16 export gives an fp16 engine).
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = trt.OnnxParser(network, logger)
     log(f"parsing {onnx_path} ({precision}, strongly typed)")
@@ -450,6 +481,7 @@ def _build(
         raise EngineBuildError(f"TensorRT's ONNX parser failed: {first}")
     check_plugin_layers(trt, network, read_rnnx_nodes(onnx_path))
     config = builder.create_builder_config()
+    apply_builder_flags(trt, config, precision)
     if workspace_bytes is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     for profile in profiles:

@@ -52,7 +52,8 @@ class KeyParts:
     :meth:`Profile.to_dict` dicts; ``device_index`` is the CUDA device the engine is built for;
     ``workspace_bytes`` is the builder's workspace limit (None: TensorRT's default); ``plugin_sha256`` is the
     sha256 of the plugin library file, None when no plugin library is needed; ``external_data_sha256`` is
-    the sha256 of the ONNX file's external data file (its weights), None for a single-file model."""
+    the sha256 of the ONNX file's external data file (its weights), None for a single-file model;
+    ``builder_flags`` the ``BuilderFlag`` s set (True) or cleared (False) beyond TensorRT's defaults."""
 
     model_sha256: str
     tensorrt_version: str
@@ -64,6 +65,7 @@ class KeyParts:
     device_index: int = 0
     workspace_bytes: Optional[int] = None
     external_data_sha256: Optional[str] = None
+    builder_flags: tuple[tuple[str, bool], ...] = ()
 
     @classmethod
     def create(
@@ -71,6 +73,7 @@ class KeyParts:
         compute_capability: Union[str, tuple[int, int]], precision: str, profiles: list[Profile],
         plugin_library: Optional[Union[str, Path]] = None, device_index: int = 0,
         workspace_bytes: Optional[int] = None, external_data_sha256: Optional[str] = None,
+        builder_flags: Optional[dict[str, bool]] = None,
     ) -> KeyParts:  # fmt: skip
         """Builds the parts, hashing ``plugin_library`` (a file) when given."""
         if not isinstance(compute_capability, str):
@@ -79,7 +82,7 @@ class KeyParts:
         workspace = int(workspace_bytes) if workspace_bytes is not None else None
         return cls(model_sha256, str(tensorrt_version), str(gpu_name), compute_capability, precision,
                    tuple(p.to_dict() for p in profiles), plugin, int(device_index), workspace,
-                   external_data_sha256)  # fmt: skip
+                   external_data_sha256, tuple(sorted((builder_flags or {}).items())))  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
