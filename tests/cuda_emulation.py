@@ -29,6 +29,7 @@ class Stats:
     warp_collectives: int
     mma: int
     max_shared_bytes: int
+    attribute_calls: int
 
 
 class EmulatedLaunchError(RuntimeError):
@@ -89,8 +90,12 @@ class EmulatedKernels:
     def reset_stats(self) -> None:
         self._lib.rnnx_emu_reset_stats()
 
+    def forget_function_attributes(self) -> None:
+        """Forgets every cudaFuncSetAttribute limit, as a new CUDA context does."""
+        self._lib.rnnx_emu_forget_function_attributes()
+
     def stats(self) -> Stats:
-        values = (ctypes.c_uint64 * 7)()
+        values = (ctypes.c_uint64 * 8)()
         self._lib.rnnx_emu_stats(values)
         return Stats(*[int(v) for v in values])
 

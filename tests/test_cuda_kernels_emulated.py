@@ -143,6 +143,23 @@ def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
         assert (stats.mma > 0) == (dtype != torch.float32), stats
 
 
+def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context(emu):
+    """The prefill kernel's dynamic shared memory attribute is set on its first launch only (it is per device
+    and function), and set again when a launch finds it forgotten (a new CUDA context); the outputs stay
+    right either way."""
+    q, k, v, S0, z0 = la_inputs(1, 2, 40, 64, 64, torch.float16, 3, "cpu", True)
+    want = la_reference(q, k, v, S0, z0)
+    _run_la(emu, q, k, v, S0, z0)  # whatever earlier tests did: this kernel's attribute is set now
+    emu.reset_stats()
+    for _ in range(3):
+        assert_la_close(_run_la(emu, q, k, v, S0, z0), want, torch.float16)
+    assert emu.stats().attribute_calls == 0 and emu.stats().launches == 3
+    emu.forget_function_attributes()
+    emu.reset_stats()
+    assert_la_close(_run_la(emu, q, k, v, S0, z0), want, torch.float16)
+    assert emu.stats().attribute_calls == 1
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):

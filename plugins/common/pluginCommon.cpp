@@ -21,11 +21,24 @@ std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
 
 using GetLoggerFn = nvinfer1::ILogger* (*)();
 
-//! TensorRT's global logger when libnvinfer is in the process (looked up, never linked).
+//! TensorRT's global logger when libnvinfer is in the process (looked up, never linked). The symbol is looked up
+//! in libnvinfer itself (already loaded: RTLD_NOLOAD), never in the global scope, where "getLogger" may be some
+//! other library's function (and where a Python process's RTLD_LOCAL libnvinfer is not).
 nvinfer1::ILogger* globalTensorRtLogger() noexcept
 {
-    auto const fn = reinterpret_cast<GetLoggerFn>(dlsym(RTLD_DEFAULT, "getLogger"));
-    return fn != nullptr ? fn() : nullptr;
+    for (char const* library : {"libnvinfer.so.10", "libnvinfer.so"})
+    {
+        if (void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
+        {
+            auto const fn = reinterpret_cast<GetLoggerFn>(dlsym(handle, "getLogger"));
+            dlclose(handle); // drops the reference RTLD_NOLOAD took; the library stays loaded
+            if (fn != nullptr)
+            {
+                return fn();
+            }
+        }
+    }
+    return nullptr;
 }
 
 bool isIntType(nvinfer1::PluginFieldType type) noexcept

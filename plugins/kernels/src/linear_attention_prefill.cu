@@ -11,11 +11,14 @@
 //
 // fp16 / bf16: Q, K, V and A are kept in the activation type and the matmuls Q K^T, A V and K^T V
 // run on tensor cores (WMMA 16x16x16, fp32 accumulation; K^T V accumulates straight onto the fp32
-// state). Q S, the normaliser and the state stay in fp32. fp32 activations use fp32 FMA throughout.
+// state). Q S, the normaliser and the state stay in fp32; z sums phi(k) in fp32 from the inputs, as a
+// decode step does (only S's update takes the activation-type phi(k) that the tensor cores need).
+// fp32 activations use fp32 FMA throughout.
 // Each block reads its state tile completely before the first write, so S_last may alias S0;
 // z0 is copied to the workspace first when z_last aliases it and several tiles read it.
 #include <mma.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "linear_attention_internal.h"
@@ -309,11 +312,13 @@ __global__ void __launch_bounds__(kThreads)
             for (int j = 0; j < kRows; ++j)
                 Ss[(r0 + j * kRowStep) * Cfg::kLdS + m] += acc[j];
         }
+        // z += sum_s phi(k_s) in fp32 from the inputs themselves, as a decode step sums it: not from the
+        // activation-type copy in Ks (the matmul operand), whose rounding would accumulate in z.
         for (int e = tid; e < E; e += kThreads)
         {
             float sum = 0.f;
             for (int s = 0; s < rows; ++s)
-                sum += toFloat(Ks[s * Cfg::kLdQK + e]);
+                sum += phi(toFloat(kb[static_cast<size_t>(t0 + s) * E + e]));
             zs[e] += sum;
         }
         __syncthreads();
@@ -331,19 +336,46 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+//! Raises `kernel`'s dynamic shared memory limit to `bytes` once per device: the attribute is per device and
+//! function, and setting it on every enqueue costs a driver call each time. `done` (one bit per device, first
+//! 64 devices; past them it is set on every call) belongs to that one kernel. The caller relaunches with
+//! `force` when a launch says the limit is missing (a new CUDA context after cudaDeviceReset forgets it).
+template <typename Kernel>
+cudaError_t allowSharedMemory(Kernel* kernel, int bytes, std::atomic<unsigned long long>& done, bool force)
+{
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess)
+        return err;
+    const unsigned long long bit = device < 64 ? 1ull << device : 0ull;
+    if (!force && bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0)
+        return cudaSuccess;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err == cudaSuccess)
+        done.fetch_or(bit, std::memory_order_acq_rel);
+    return err;
+}
+
 template <typename T, int E, int M>
 cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
     const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     using Cfg = PrefillConfig<T, E, M>;
+    static std::atomic<unsigned long long> shared_set{0}; // per instantiation: this kernel's devices
     const auto kernel = &prefillKernel<T, E, M>;
-    cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kBytes));
-    if (err != cudaSuccess)
-        return err;
     const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.batch) * p.heads), Cfg::kTiles);
-    RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
-    return cudaGetLastError();
+    cudaError_t err = cudaSuccess;
+    for (bool force : {false, true})
+    {
+        err = allowSharedMemory(kernel, static_cast<int>(Cfg::kBytes), shared_set, force);
+        if (err != cudaSuccess)
+            return err;
+        RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
+        err = cudaGetLastError();
+        if (err != cudaErrorInvalidValue) // a launch refused for its shared memory says kInvalidValue
+            break;
+    }
+    return err;
 }
 
 template <typename T, int E>

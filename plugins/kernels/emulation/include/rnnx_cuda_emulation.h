@@ -130,9 +130,13 @@ struct Stats
     uint64_t warp_collectives; //!< warp-collective rounds (per warp)
     uint64_t mma;              //!< wmma::mma_sync calls (per warp)
     uint64_t max_shared_bytes; //!< largest dynamic shared memory of a launch
+    uint64_t attribute_calls;  //!< cudaFuncSetAttribute calls
 };
 Stats stats();
 void resetStats();
+
+//! Forgets every cudaFuncSetAttribute limit, as a new CUDA context does (after cudaDeviceReset).
+void forgetFunctionAttributes();
 
 //! Message of the last failed launch ("" when none failed since the last call), then cleared.
 std::string takeLaunchErrorMessage();

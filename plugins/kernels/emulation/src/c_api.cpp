@@ -76,14 +76,19 @@ extern "C"
     RNNX_EMU_API void rnnx_emu_stats(uint64_t* out)
     {
         const rnnx::emu::Stats s = rnnx::emu::stats();
-        const uint64_t values[] = {
-            s.launches, s.blocks, s.threads, s.block_barriers, s.warp_collectives, s.mma, s.max_shared_bytes};
+        const uint64_t values[] = {s.launches, s.blocks, s.threads, s.block_barriers, s.warp_collectives, s.mma,
+            s.max_shared_bytes, s.attribute_calls};
         std::memcpy(out, values, sizeof(values));
     }
 
     RNNX_EMU_API void rnnx_emu_reset_stats()
     {
         rnnx::emu::resetStats();
+    }
+
+    RNNX_EMU_API void rnnx_emu_forget_function_attributes()
+    {
+        rnnx::emu::forgetFunctionAttributes();
     }
 
     //! Copies the last failure's message into buffer (at most size bytes, NUL-terminated) and clears it.

@@ -585,6 +585,7 @@ cudaError_t launch(const std::function<void()>& body, dim3 grid, dim3 block, siz
 
 cudaError_t setFuncAttribute(const void* kernel, cudaFuncAttribute attribute, int value)
 {
+    ++device().stats.attribute_calls;
     if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
         return cudaSuccess;
     if (value < 0 || value > kMaxSharedOptIn)
@@ -611,6 +612,11 @@ Stats stats()
 void resetStats()
 {
     device().stats = Stats{};
+}
+
+void forgetFunctionAttributes()
+{
+    device().shared_limits.clear();
 }
 
 std::string takeLaunchErrorMessage()
