@@ -49,6 +49,9 @@ ALLOWLIST = {
     "tests/test_sru3_api.py": "checks that an SRU with a custom transform exports with its scans as SRUScan nodes",
     "tests/test_quantize.py": "checks that quantization keeps the SRUScan function overloads of an export",
     "runtime/artifact.py": "a docstring example of the metadata's op list",
+    "runtime/native/src/trt_plugins.h": "a comment's example of the creator names read from rnnx.json's op list",
+    "runtime/native/tools/rnnx_trt_plugins_test.cpp": "the plugin-loader test's creator names, as an export lists them",
+    "tests/test_native_runtime.py": "expects the plugin-loader test's messages, which name the export's creators",
 }
 
 _BACKTICKED = re.compile(r"`([^`\s]+)`")

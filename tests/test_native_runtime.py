@@ -13,15 +13,24 @@ a sanitizer report fails the run). Both runtimes register rnnx's ONNX Runtime op
 * Errors are a status and a message, never a crash: a missing directory, a changed ``model.onnx``, a token out
   of range, a batch mismatch, a truncated or foreign state file, the TensorRT backend where TensorRT is absent.
 * Four threads generating on one model at once give each what it gets alone; a fork continues independently.
+* The TensorRT backend without TensorRT (NOT RUN here: no TensorRT, no GPU): its plugin loader (a stand-in
+  registry) loads a library once per process and skips creators registered by someone else; it looks for
+  libnvinfer in ``$RNNX_TENSORRT_LIBS`` first, then the pip wheels beside the library, and refuses a libnvinfer
+  of another major version; it selects the device named by ``options.device`` (test doubles of libnvinfer and
+  libcudart, compiled here, stand for the real ones).
 """
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
+import re
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -64,8 +73,10 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def run(program: Path, *args: str, asan: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(ASAN_ENV if asan else {})}
+def run(
+    program: Path, *args: str, asan: bool = False, env: Optional[dict[str, str]] = None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(ASAN_ENV if asan else {}), **(env or {})}
     return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -139,8 +150,8 @@ def test_an_old_npz_state_still_loads(exports, tmp_path: Path) -> None:
     np.testing.assert_array_equal(py.step([3], loaded), py.step([3], state))
 
 
-def check(builds, *args: str) -> str:
-    result = run(builds["asan"] / "rnnx_check", *args, asan=True)
+def check(builds, *args: str, env: Optional[dict[str, str]] = None) -> str:
+    result = run(builds["asan"] / "rnnx_check", *args, asan=True, env=env)
     assert result.returncode in (0, 1) and "Sanitizer" not in result.stderr, result.stderr[-3000:]
     return result.stdout.strip()
 
@@ -192,11 +203,181 @@ def test_bad_input_is_a_status_and_a_message(builds, ops, exports, tmp_path: Pat
     assert "the graph's logits are (1, 3, 12)" in out and "rnnx.json says float32 (1, 3, 40000000)" in out, out
 
 
-def test_the_tensorrt_backend_says_what_is_missing(builds, tmp_path: Path) -> None:
-    directory = export_model(demo_checkpoint_path("linear_transformer_copy"), tmp_path / "trt", target="tensorrt",
-                             decode_steps=2).out_dir  # fmt: skip
-    out = check(builds, "tensorrt", str(directory), str(tmp_path / "engine.plan"))
+@pytest.fixture(scope="module")
+def trt_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_model(demo_checkpoint_path("linear_transformer_copy"), tmp_path_factory.mktemp("trt") / "trt",
+                        target="tensorrt", decode_steps=2).out_dir  # fmt: skip
+
+
+def test_the_tensorrt_backend_says_what_is_missing(builds, trt_export, tmp_path: Path) -> None:
+    out = check(builds, "tensorrt", str(trt_export), str(tmp_path / "engine.plan"))
     assert out.startswith("status 6: ") and ("TensorRT is not installed here" in out or "CUDA runtime" in out), out
+
+
+# -- the TensorRT backend without TensorRT ------------------------------------------------------------------------
+
+# TEST DOUBLE: a libnvinfer that is TensorRT 9.3.0: it exports only getInferLibVersion, in the format of TensorRT
+# before 10 (major * 1000 + minor * 100 + patch).
+NVINFER_9 = "int getInferLibVersion(void) { return 9300; }\n"
+
+# TEST DOUBLE: a libnvinfer of the headers' version whose createInferRuntime_INTERNAL makes no runtime, so an open
+# gets past the library search, the version check and the device selection, and stops there.
+NVINFER_SAME = """
+#include <stddef.h>
+int getInferLibMajorVersion(void) { return MAJOR; }
+int getInferLibMinorVersion(void) { return MINOR; }
+int getInferLibPatchVersion(void) { return 0; }
+void* createInferRuntime_INTERNAL(void* logger, int version) { return NULL; }
+"""
+
+# TEST DOUBLE: a CUDA runtime with the functions the TensorRT backend loads and one device, 0: cudaSetDevice of any
+# other fails with cudaErrorInvalidDevice (101), and cudaGetErrorString says that it is this double.
+CUDART = """
+#include <stddef.h>
+static int current = 0;
+int cudaSetDevice(int device) { if (device != 0) return 101; current = device; return 0; }
+int cudaGetDevice(int* device) { *device = current; return 0; }
+const char* cudaGetErrorString(int error) { return error == 101 ? "invalid device ordinal (test double)" : "?"; }
+int cudaMalloc(void** p, size_t n) { return 2; }
+int cudaFree(void* p) { return 0; }
+int cudaMemcpy(void* d, const void* s, size_t n, int k) { return 0; }
+int cudaMemcpyAsync(void* d, const void* s, size_t n, int k, void* t) { return 0; }
+int cudaMemset(void* p, int v, size_t n) { return 0; }
+int cudaStreamCreate(void** s) { *s = NULL; return 0; }
+int cudaStreamSynchronize(void* s) { return 0; }
+int cudaStreamDestroy(void* s) { return 0; }
+"""
+
+
+def tensorrt_major_minor() -> tuple[int, int]:
+    """NV_TENSORRT_MAJOR / MINOR of the headers the native runtime was built with."""
+    include = native._tensorrt_include()
+    assert include is not None
+    text = (include / "NvInferVersion.h").read_text()
+    found = [re.search(rf"#define (?:TRT_{w}_ENTERPRISE|NV_TENSORRT_{w}) ([0-9]+)", text) for w in ("MAJOR", "MINOR")]
+    assert all(found), include
+    major, minor = (int(f.group(1)) for f in found)
+    return major, minor
+
+
+def fake_library(source: str, path: Path, **defines: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = [f"-D{k}={v}" for k, v in defines.items()]
+    subprocess.run(["gcc", "-shared", "-fPIC", *flags, "-o", str(path), "-x", "c", "-"], input=source, text=True,
+                   check=True)  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def with_tensorrt(builds) -> None:
+    """These tests need the TensorRT backend compiled in (TensorRT and CUDA headers at build time) and no TensorRT
+    on the loader path (the search would find it)."""
+    if not (builds["asan"] / "rnnx_trt_plugins_test").is_file():
+        pytest.skip("the native runtime was built without TensorRT / CUDA headers: no TensorRT backend to test")
+    if ctypes.util.find_library("nvinfer") is not None:
+        pytest.skip("TensorRT is installed here: the library search would find it")
+
+
+def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tmp_path: Path) -> None:
+    """rnnx_trt_plugins_test: src/trt_plugins.cpp against a stand-in registry (a test double). A second open
+    of the same library (also through a symlink) loads nothing and gives the same handle; creators registered
+    by someone else (Python, a self-registering library) load nothing; a partial set, a failed loadLibrary and a
+    library that registers nothing are errors naming the library and the creators."""
+    result = run(builds["asan"] / "rnnx_trt_plugins_test", str(tmp_path), asan=True)
+    assert result.returncode == 0 and "Sanitizer" not in result.stderr, result.stdout + result.stderr
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    both = "rnnx::SRUScan v1, rnnx::CausalLinearAttention v1"
+    assert lines == {
+        "first open": "loadLibrary calls 1, handle",
+        "second open": "loadLibrary calls 1, handle",
+        "through a symlink": "loadLibrary calls 1, handle",
+        "registered elsewhere": "loadLibrary calls 0, nullptr",
+        "registered elsewhere, again": "loadLibrary calls 0, nullptr",
+        "partial": f"loadLibrary calls 0, status 5: {tmp_path}/partial.so: rnnx::SRUScan v1 already registered but "
+        "rnnx::CausalLinearAttention v1 not: another rnnx plugin library is loaded in this process, and TensorRT's "
+        "loadLibrary would fail",
+        "null handle": f"loadLibrary calls 1, status 5: {tmp_path}/broken.so: TensorRT could not load the plugin "
+        "library: the last TensorRT error",
+        "static library": f"loadLibrary calls 2, status 5: {tmp_path}/librnnx_trt_plugins_static.so: TensorRT could "
+        "not load the plugin library (the self-registering library is for plain dlopen; loadLibrary takes "
+        "librnnx_trt_plugins.so): the last TensorRT error",
+        "registers nothing": f"loadLibrary calls 1, status 5: {tmp_path}/silent.so: loaded, but {both} not "
+        "registered by it",
+        "older library": "loadLibrary calls 2, handle",
+        "older library, an export needing more": f"loadLibrary calls 2, status 5: {tmp_path}/older.so: loaded "
+        "before in this process, but rnnx::CausalLinearAttention v1 not registered: the export needs a newer "
+        "plugin library",
+        "required_creators": "rnnx::SRUScan v1, rnnx::CausalLinearAttention v2",
+        "required_creators without ops": "(none)",
+        "required_creators of a bad entry": "status 3: rnnx.json: an 'ops' entry has no 'name'",
+        "failures": "0",
+    }
+
+
+def test_rnnx_tensorrt_libs_is_searched_first_and_another_major_is_refused(
+    builds, with_tensorrt, trt_export, tmp_path: Path
+) -> None:
+    major, minor = tensorrt_major_minor()
+    soname = f"libnvinfer.so.{major}"
+    engine = str(tmp_path / "engine.plan")
+    empty, other = tmp_path / "empty", tmp_path / "missing"
+    empty.mkdir()
+    out = check(builds, "tensorrt", str(trt_export), engine, env={"RNNX_TENSORRT_LIBS": f"{empty}::{other}"})
+    tried = re.fullmatch(r"status 6: TensorRT is not installed here: none of (.*) could be loaded \(.*\)", out)
+    assert tried is not None, out
+    assert tried.group(1).split(", ") == [f"{empty}/{soname}", f"{other}/{soname}", soname, "libnvinfer.so"]
+    assert "RNNX_TENSORRT_LIBS" in out
+
+    old = fake_library(NVINFER_9, tmp_path / "old" / soname)
+    out = check(builds, "tensorrt", str(trt_export), engine, env={"RNNX_TENSORRT_LIBS": f"{empty}:{old.parent}"})
+    assert out == (
+        f"status 6: {old} is TensorRT 9.3.0; this librnnx_runtime was built with the TensorRT {major}.{minor} "
+        f"headers and needs TensorRT {major} ({soname}): name the folder of one first in $RNNX_TENSORRT_LIBS"
+    )
+
+
+def test_the_wheels_beside_an_installed_library_are_searched(builds, with_tensorrt, trt_export, tmp_path: Path) -> None:
+    """A librnnx_runtime inside site-packages (as a wheel installs it) finds the tensorrt-cu*-libs wheel's
+    tensorrt_libs/ there, after $RNNX_TENSORRT_LIBS."""
+    major, _ = tensorrt_major_minor()
+    soname = f"libnvinfer.so.{major}"
+    site = tmp_path / "venv" / Path(sysconfig.get_path("purelib")).relative_to(sysconfig.get_path("data"))
+    installed = site / "rnnx" / "runtime" / "native"
+    installed.mkdir(parents=True)
+    shutil.copy(builds["asan"] / native.LIBRARY_NAME, installed)
+    env = {"LD_LIBRARY_PATH": str(installed), "RNNX_TENSORRT_LIBS": ""}  # rnnx_check then loads the copy
+    engine = str(tmp_path / "engine.plan")
+    out = check(builds, "tensorrt", str(trt_export), engine, env=env)
+    assert f"none of {site}/tensorrt_libs/{soname}, {soname}, libnvinfer.so could be loaded" in out, out
+    wheel = fake_library(NVINFER_9, site / "tensorrt_libs" / soname)
+    out = check(builds, "tensorrt", str(trt_export), engine, env=env)
+    assert out.startswith(f"status 6: {wheel} is TensorRT 9.3.0; "), out
+    first = fake_library(NVINFER_9, tmp_path / "first" / soname)
+    out = check(builds, "tensorrt", str(trt_export), engine, env={**env, "RNNX_TENSORRT_LIBS": str(first.parent)})
+    assert out.startswith(f"status 6: {first} is TensorRT 9.3.0; "), out
+
+
+def test_the_tensorrt_backend_selects_the_device(builds, with_tensorrt, trt_export, tmp_path: Path) -> None:
+    """options.device: "cuda" / "cuda:N" is cudaSetDevice(N) (the CUDA runtime test double, found through
+    $RNNX_TENSORRT_LIBS before the system's); anything else is an invalid argument."""
+    major, minor = tensorrt_major_minor()
+    libs = tmp_path / "libs"
+    fake_library(NVINFER_SAME, libs / f"libnvinfer.so.{major}", MAJOR=major, MINOR=minor)
+    fake_library(CUDART, libs / "libcudart.so.13")
+    env = {"RNNX_TENSORRT_LIBS": str(libs)}
+    engine = str(tmp_path / "engine.plan")
+
+    def open_on(*device: str) -> str:
+        return check(builds, "tensorrt", str(trt_export), engine, *device, env=env)
+
+    assert open_on("cpu") == (
+        "status 1: the tensorrt backend runs on a CUDA device: device must be 'cuda' or 'cuda:N', got 'cpu'"
+    )
+    assert open_on("cuda:x").startswith("status 1: ")
+    assert open_on("cuda:1") == (
+        "status 6: device cuda:1: cudaSetDevice failed (CUDA error 101: invalid device ordinal (test double))"
+    )
+    assert open_on("cuda:0") == open_on() == open_on("cuda") == "status 5: TensorRT could not create a runtime"
 
 
 def test_threads_share_a_model_and_a_fork_is_independent(builds, ops, exports) -> None:

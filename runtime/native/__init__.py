@@ -1,5 +1,7 @@
 """The native runtime: ``librnnx_runtime`` (C++17, a C API in ``include/rnnx/rnnx.h``), the example program
-``rnnx-generate`` and the test driver ``rnnx_check``, built with CMake from the sources in this folder.
+``rnnx-generate``, the test driver ``rnnx_check`` and, with the TensorRT backend, the test program
+``rnnx_trt_plugins_test`` (its plugin loader against a stand-in registry), built with CMake from the sources in
+this folder.
 
 ``python3 -m rnnx.runtime.native [--sanitize address,undefined]`` configures and builds them into
 ``build/native`` (``build/native-asan`` with sanitizers) and prints the library's path; ``scripts/setup.sh``
@@ -12,7 +14,8 @@ runs it. What the build needs:
   ``rnnx_model_open`` finds it by default;
 * optionally TensorRT and CUDA headers (``$TENSORRT_ROOT/include``, the system's, or the ones setup.sh puts in
   ``.cache/tensorrt/include``; ``$CUDA_HOME/include`` or ``/usr/local/cuda/include``): the TensorRT backend is
-  then compiled (it loads libnvinfer with dlopen at run time).
+  then compiled (it loads libnvinfer and libcudart with dlopen at run time; docs/embedding.md says where it
+  looks).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..build_dirs import CHECKOUT, user_cache
 
 SOURCES = Path(__file__).resolve().parent
 LIBRARY_NAME = "librnnx_runtime.so"
-PROGRAMS = ("rnnx-generate", "rnnx_check")
+PROGRAMS = ("rnnx-generate", "rnnx_check", "rnnx_trt_plugins_test")  # the last: where TensorRT headers exist
 
 
 class NativeBuildError(RuntimeError):
@@ -123,7 +126,7 @@ def library_path(sanitize: Optional[str] = None) -> Path:
 
 
 def program_path(name: str, sanitize: Optional[str] = None) -> Path:
-    """``rnnx-generate`` or ``rnnx_check`` in the build folder."""
+    """``rnnx-generate``, ``rnnx_check`` or ``rnnx_trt_plugins_test`` in the build folder."""
     if name not in PROGRAMS:
         raise ValueError(f"unknown program {name!r}; one of {', '.join(PROGRAMS)}")
     return build_dir(sanitize) / name

@@ -84,6 +84,13 @@ public:
         Ort::SessionOptions session_options;
         if (options.intra_op_threads > 0)
             session_options.SetIntraOpNumThreads(options.intra_op_threads);
+        // The session config entries the export asks for (rnnx.json "onnxruntime": {"session_config": ...},
+        // rnnx.runtime.artifact.ORT_SESSION_CONFIG); absent in older exports.
+        if (const Json* section = artifact.metadata.find("onnxruntime"); section != nullptr && section->is_object())
+            if (const Json* config = section->find("session_config"); config != nullptr && config->is_object())
+                for (const auto& [key, value] : config->members())
+                    if (value.is_string())
+                        session_options.AddConfigEntry(key.c_str(), value.as_string().c_str());
         if (!options.ort_ops_library.empty())
         {
             try

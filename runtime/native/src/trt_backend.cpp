@@ -1,17 +1,26 @@
 // The TensorRT backend: a serialized engine (built by rnnx.runtime.tensorrt.build_engine with the decode and
 // prefill optimization profiles) and the rnnx plugin library. libnvinfer and libcudart are loaded with
-// dlopen, so one binary serves both backends and says what is missing where TensorRT is absent. The state is
-// device buffers; each call binds the inputs, allocates the outputs (present state, logits), runs
-// enqueueV3 on the backend's stream, copies the logits to the host and frees the previous state's buffers.
+// dlopen, once per process, so one binary serves both backends and says what is missing where TensorRT is
+// absent. The state is device buffers: each state tensor has two grow-only buffers, the one a call reads and
+// the one it writes, swapped after the call; the backend keeps grow-only buffers for input_ids,
+// attention_mask and the logits. So a decode loop allocates nothing after its first step (a growing KV cache
+// reallocates a logarithmic number of times), and nothing is freed before the state or the model is.
+//
+// NOT RUN: no GPU with TensorRT has run this file; it is compiled wherever the headers exist, and the library
+// search, the version check and the device selection (with test doubles of libnvinfer and libcudart) and the
+// plugin loader (trt_plugins.cpp, with a stand-in registry) are tested without TensorRT.
 #include "backend.h"
 #include "error.h"
 
 #if RNNX_WITH_TENSORRT
 
+#include "trt_plugins.h"
+
 #include <NvInferRuntime.h>
 
 #include <algorithm>
-#include <cstring>
+#include <climits>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
 #include <iterator>
@@ -22,15 +31,231 @@ namespace rnnx
 namespace
 {
 
-void* open_first(std::initializer_list<const char*> names, std::string& tried)
+constexpr const char* kLibsVariable = "RNNX_TENSORRT_LIBS";
+
+std::string join(const std::vector<std::string>& items)
 {
-    for (const char* name : names)
+    std::string out;
+    for (const std::string& item : items)
+        out += (out.empty() ? "" : ", ") + item;
+    return out;
+}
+
+// The folders of $RNNX_TENSORRT_LIBS (colon-separated), searched before any other.
+std::vector<std::string> override_dirs()
+{
+    std::vector<std::string> out;
+    const char* value = std::getenv(kLibsVariable);
+    std::string rest = value != nullptr ? value : "";
+    while (!rest.empty())
     {
-        if (void* handle = ::dlopen(name, RTLD_NOW | RTLD_GLOBAL))
-            return handle;
-        tried += std::string(tried.empty() ? "" : ", ") + name;
+        const size_t colon = rest.find(':');
+        const std::string dir = rest.substr(0, colon);
+        if (!dir.empty())
+            out.push_back(dir);
+        rest = colon == std::string::npos ? "" : rest.substr(colon + 1);
     }
-    return nullptr;
+    return out;
+}
+
+// The site-packages (or dist-packages) folders above librnnx_runtime's own file, found with dladdr: where
+// pip puts the TensorRT and CUDA runtime wheels' libraries when this library is installed from a wheel.
+std::vector<std::string> site_packages_dirs()
+{
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&site_packages_dirs), &info) == 0 || info.dli_fname == nullptr)
+        return {};
+    char resolved[PATH_MAX];
+    std::string dir = ::realpath(info.dli_fname, resolved) != nullptr ? resolved : info.dli_fname;
+    std::vector<std::string> out;
+    for (size_t slash = dir.rfind('/'); slash != std::string::npos && slash > 0; slash = dir.rfind('/'))
+    {
+        dir.resize(slash);
+        const std::string name = dir.substr(dir.rfind('/') + 1);
+        if (name == "site-packages" || name == "dist-packages")
+            out.push_back(dir);
+    }
+    return out;
+}
+
+// Where, under a site-packages folder, the pip wheels put libnvinfer.so.<major> (tensorrt-cu12-libs and
+// tensorrt-cu13-libs: tensorrt_libs/).
+const std::vector<std::string>& tensorrt_wheel_dirs()
+{
+    static const std::vector<std::string> dirs{"tensorrt_libs"};
+    return dirs;
+}
+
+// Where, under a site-packages folder, the CUDA runtime wheel of a major version puts libcudart.so.<major>:
+// nvidia-cuda-runtime-cu12 (and cu11) in nvidia/cuda_runtime/lib, nvidia-cuda-runtime 13 in nvidia/cu13/lib.
+std::vector<std::string> cuda_wheel_dirs(int major)
+{
+    if (major >= 13)
+        return {"nvidia/cu" + std::to_string(major) + "/lib"};
+    return {"nvidia/cuda_runtime/lib"};
+}
+
+// dlopen of candidates in order; remembers what was tried (with dlerror's reason when the file exists but
+// could not be loaded) for the "not installed" message.
+class Search
+{
+public:
+    void* open(const std::string& candidate, int flags)
+    {
+        if (void* handle = ::dlopen(candidate.c_str(), flags))
+            return handle;
+        const char* error = ::dlerror();
+        const std::string why = error != nullptr ? error : "";
+        const bool absent = why.empty() || why.rfind(candidate + ": cannot open shared object file", 0) == 0;
+        tried_.push_back(absent ? candidate : candidate + " (" + why + ")");
+        return nullptr;
+    }
+    std::string tried() const
+    {
+        return join(tried_);
+    }
+
+private:
+    std::vector<std::string> tried_;
+};
+
+// libnvinfer.so.<the major of the headers this file is compiled with> in $RNNX_TENSORRT_LIBS's folders, the
+// wheels' folders, then by name (LD_LIBRARY_PATH, the rpath, the loader's cache); unversioned libnvinfer.so
+// last (it may be another major: the version check below catches that).
+std::vector<std::string> nvinfer_candidates()
+{
+    const std::string soname = "libnvinfer.so." + std::to_string(NV_TENSORRT_MAJOR);
+    std::vector<std::string> out;
+    for (const std::string& dir : override_dirs())
+        out.push_back(dir + "/" + soname);
+    for (const std::string& site : site_packages_dirs())
+        for (const std::string& sub : tensorrt_wheel_dirs())
+            out.push_back(site + "/" + sub + "/" + soname);
+    out.push_back(soname);
+    out.push_back("libnvinfer.so");
+    return out;
+}
+
+// The CUDA runtime majors to try: the one of the headers this file is compiled with, then the others
+// TensorRT 10 is built for.
+std::vector<int> cuda_majors()
+{
+    std::vector<int> out{CUDART_VERSION / 1000};
+    for (int major : {13, 12, 11})
+        if (major != out.front())
+            out.push_back(major);
+    return out;
+}
+
+// libcudart.so.<major> for each major in $RNNX_TENSORRT_LIBS's folders; then for each major, the wheels'
+// folders and the name; unversioned libcudart.so last.
+std::vector<std::string> cudart_candidates()
+{
+    std::vector<std::string> out;
+    for (const std::string& dir : override_dirs())
+        for (int major : cuda_majors())
+            out.push_back(dir + "/libcudart.so." + std::to_string(major));
+    for (int major : cuda_majors())
+    {
+        const std::string soname = "libcudart.so." + std::to_string(major);
+        for (const std::string& site : site_packages_dirs())
+            for (const std::string& sub : cuda_wheel_dirs(major))
+                out.push_back(site + "/" + sub + "/" + soname);
+        out.push_back(soname);
+    }
+    out.push_back("libcudart.so");
+    return out;
+}
+
+struct TrtVersion
+{
+    int major = 0;
+    int minor = 0;
+    int patch = 0;
+    std::string text() const
+    {
+        return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+    }
+};
+
+// The loaded libnvinfer: getInferLibMajorVersion / Minor / Patch where it has them (TensorRT 10), else
+// getInferLibVersion: (major * 100 + minor) * 100 + patch from TensorRT 10 on, major * 1000 + minor * 100 +
+// patch before. False when it has neither (not a TensorRT library).
+bool library_version(void* handle, TrtVersion& version, std::string& file)
+{
+    using VersionFn = int32_t (*)();
+    auto major = reinterpret_cast<VersionFn>(::dlsym(handle, "getInferLibMajorVersion"));
+    auto minor = reinterpret_cast<VersionFn>(::dlsym(handle, "getInferLibMinorVersion"));
+    auto patch = reinterpret_cast<VersionFn>(::dlsym(handle, "getInferLibPatchVersion"));
+    auto packed = reinterpret_cast<VersionFn>(::dlsym(handle, "getInferLibVersion"));
+    void* any = major != nullptr ? reinterpret_cast<void*>(major) : reinterpret_cast<void*>(packed);
+    Dl_info info{};
+    if (any != nullptr && ::dladdr(any, &info) != 0 && info.dli_fname != nullptr)
+        file = info.dli_fname;
+    if (major != nullptr && minor != nullptr && patch != nullptr)
+    {
+        version = {major(), minor(), patch()};
+        return true;
+    }
+    if (packed == nullptr)
+        return false;
+    const int32_t v = packed();
+    version = v >= 100000 ? TrtVersion{v / 10000, v / 100 % 100, v % 100} : TrtVersion{v / 1000, v / 100 % 10, v % 100};
+    return true;
+}
+
+struct Nvinfer
+{
+    void* handle = nullptr;
+    std::string file;
+    TrtVersion version;
+};
+
+// Loads libnvinfer once per process (a failure is not kept: the next open searches again). The first library
+// found is checked against the headers' major version (RNNX_ERROR_UNAVAILABLE naming it on a mismatch), then
+// made global (the rnnx plugin library finds TensorRT's registry through the global symbols).
+const Nvinfer& nvinfer()
+{
+    static std::mutex mutex;
+    static Nvinfer loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (loaded.handle != nullptr)
+        return loaded;
+    Search search;
+    for (const std::string& candidate : nvinfer_candidates())
+    {
+        void* handle = search.open(candidate, RTLD_NOW | RTLD_LOCAL);
+        if (handle == nullptr)
+            continue;
+        Nvinfer found;
+        found.file = candidate;
+        const bool known = library_version(handle, found.version, found.file);
+        if (!known || found.version.major != NV_TENSORRT_MAJOR)
+        {
+            ::dlclose(handle);
+            throw Error(RNNX_ERROR_UNAVAILABLE,
+                found.file + (known ? " is TensorRT " + found.version.text() : " has no getInferLibVersion")
+                    + "; this librnnx_runtime was built with the TensorRT " + std::to_string(NV_TENSORRT_MAJOR) + "."
+                    + std::to_string(NV_TENSORRT_MINOR) + " headers and needs TensorRT "
+                    + std::to_string(NV_TENSORRT_MAJOR) + " (libnvinfer.so." + std::to_string(NV_TENSORRT_MAJOR)
+                    + "): name the folder of one first in $" + kLibsVariable);
+        }
+        void* global = ::dlopen(found.file.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+        if (global != nullptr)
+        {
+            ::dlclose(handle);
+            handle = global;
+        }
+        found.handle = handle;
+        loaded = found;
+        return loaded;
+    }
+    throw Error(RNNX_ERROR_UNAVAILABLE,
+        "TensorRT is not installed here: none of " + search.tried() + " could be loaded (TensorRT "
+            + std::to_string(NV_TENSORRT_MAJOR) + ": name the folder of libnvinfer.so."
+            + std::to_string(NV_TENSORRT_MAJOR) + " in $" + kLibsVariable
+            + ", put it on the loader path, or pip install tensorrt-cu12-libs / tensorrt-cu13-libs "
+            + std::to_string(NV_TENSORRT_MAJOR) + ".x beside this library)");
 }
 
 struct Cuda
@@ -43,14 +268,13 @@ struct Cuda
     using StreamCreate = cudaError_t (*)(cudaStream_t*);
     using StreamSync = cudaError_t (*)(cudaStream_t);
     using StreamDestroy = cudaError_t (*)(cudaStream_t);
+    using SetDevice = cudaError_t (*)(int);
+    using GetDevice = cudaError_t (*)(int*);
+    using ErrorString = const char* (*)(cudaError_t);
 
-    Cuda()
+    explicit Cuda(void* library)
+        : handle(library)
     {
-        std::string tried;
-        handle = open_first({"libcudart.so", "libcudart.so.13", "libcudart.so.12"}, tried);
-        if (handle == nullptr)
-            throw Error(RNNX_ERROR_UNAVAILABLE,
-                "the tensorrt backend needs the CUDA runtime; none of " + tried + " could be loaded");
         malloc = load<Malloc>("cudaMalloc");
         free = load<Free>("cudaFree");
         memcpy = load<Memcpy>("cudaMemcpy");
@@ -59,6 +283,9 @@ struct Cuda
         stream_create = load<StreamCreate>("cudaStreamCreate");
         stream_sync = load<StreamSync>("cudaStreamSynchronize");
         stream_destroy = load<StreamDestroy>("cudaStreamDestroy");
+        set_device = load<SetDevice>("cudaSetDevice");
+        get_device = load<GetDevice>("cudaGetDevice");
+        error_string = load<ErrorString>("cudaGetErrorString");
     }
 
     template <typename T> T load(const char* symbol)
@@ -69,11 +296,16 @@ struct Cuda
         return reinterpret_cast<T>(f);
     }
 
+    std::string describe(cudaError_t status) const
+    {
+        const char* text = error_string(status);
+        return "CUDA error " + std::to_string(status) + (text != nullptr ? std::string(": ") + text : "");
+    }
+
     void check(cudaError_t status, const char* what) const
     {
         if (status != cudaSuccess)
-            throw Error(
-                RNNX_ERROR_BACKEND, std::string("CUDA ") + what + " failed (error " + std::to_string(status) + ")");
+            throw Error(RNNX_ERROR_BACKEND, std::string(what) + " failed (" + describe(status) + ")");
     }
 
     void* handle = nullptr;
@@ -85,6 +317,75 @@ struct Cuda
     StreamCreate stream_create = nullptr;
     StreamSync stream_sync = nullptr;
     StreamDestroy stream_destroy = nullptr;
+    SetDevice set_device = nullptr;
+    GetDevice get_device = nullptr;
+    ErrorString error_string = nullptr;
+};
+
+// The CUDA runtime, loaded once per process (a failure is not kept).
+std::shared_ptr<const Cuda> cuda_runtime()
+{
+    static std::mutex mutex;
+    static std::shared_ptr<const Cuda> loaded;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (loaded)
+        return loaded;
+    Search search;
+    for (const std::string& candidate : cudart_candidates())
+        if (void* handle = search.open(candidate, RTLD_NOW | RTLD_GLOBAL))
+        {
+            loaded = std::make_shared<const Cuda>(handle);
+            return loaded;
+        }
+    throw Error(RNNX_ERROR_UNAVAILABLE,
+        "the tensorrt backend needs the CUDA runtime; none of " + search.tried()
+            + " could be loaded (name its folder in $" + kLibsVariable + ")");
+}
+
+// "cuda" -> 0, "cuda:N" -> N; RNNX_ERROR_INVALID_ARGUMENT otherwise.
+int parse_device(const std::string& device)
+{
+    if (device == "cuda")
+        return 0;
+    const std::string prefix = "cuda:";
+    if (device.rfind(prefix, 0) == 0 && device.size() > prefix.size() && device.size() <= prefix.size() + 4
+        && std::all_of(device.begin() + prefix.size(), device.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return std::stoi(device.substr(prefix.size()));
+    throw Error(RNNX_ERROR_INVALID_ARGUMENT,
+        "the tensorrt backend runs on a CUDA device: device must be 'cuda' or 'cuda:N', got '" + device + "'");
+}
+
+// Makes `device` the calling thread's current CUDA device (cudaSetDevice is per thread) for the scope, and
+// gives the thread its previous device back at the end. Every entry point that touches the device opens one.
+class DeviceScope
+{
+public:
+    // `quiet`: for destructors, which cannot report a failure.
+    DeviceScope(const Cuda& cuda, int device, bool quiet = false)
+        : cuda_(cuda)
+    {
+        if (cuda_.get_device(&previous_) != cudaSuccess)
+            previous_ = -1;
+        if (previous_ == device)
+            return;
+        const cudaError_t status = cuda_.set_device(device);
+        if (status != cudaSuccess && !quiet)
+            throw Error(RNNX_ERROR_UNAVAILABLE,
+                "device cuda:" + std::to_string(device) + ": cudaSetDevice failed (" + cuda_.describe(status) + ")");
+        changed_ = status == cudaSuccess;
+    }
+    ~DeviceScope()
+    {
+        if (changed_ && previous_ >= 0)
+            cuda_.set_device(previous_);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    const Cuda& cuda_;
+    int previous_ = -1;
+    bool changed_ = false;
 };
 
 class Logger : public nvinfer1::ILogger
@@ -103,27 +404,67 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         return last_;
     }
+    // ": <the last error TensorRT logged>", or "" when it logged none.
+    std::string says() const
+    {
+        const std::string text = last();
+        return text.empty() ? "" : ": " + text;
+    }
 
 private:
     mutable std::mutex mutex_;
     std::string last_;
 };
 
+// A device allocation that only grows.
 struct DeviceBuffer
 {
     void* data = nullptr;
+    size_t capacity = 0;
+};
+
+void release(const Cuda& cuda, DeviceBuffer& buffer)
+{
+    if (buffer.data != nullptr)
+        cuda.free(buffer.data);
+    buffer = DeviceBuffer{};
+}
+
+// Makes `buffer` hold at least `bytes` (at least 1: TensorRT takes no null address for an empty tensor); one
+// that does is kept, a smaller one is replaced by one with room for half as much again as before, so a KV
+// cache that grows by a position per call is reallocated a logarithmic number of times. The contents are not
+// kept.
+void reserve(const Cuda& cuda, DeviceBuffer& buffer, size_t bytes)
+{
+    if (buffer.data != nullptr && bytes <= buffer.capacity)
+        return;
+    const size_t size = std::max({bytes, buffer.capacity + buffer.capacity / 2, size_t{1}});
+    release(cuda, buffer);
+    cuda.check(cuda.malloc(&buffer.data, size), "cudaMalloc");
+    buffer.capacity = size;
+}
+
+// One state tensor: `current` holds its value (of `shape`), `spare` receives the next call's output.
+struct StateTensor
+{
+    DeviceBuffer current;
+    DeviceBuffer spare;
     std::vector<int64_t> shape;
 };
 
 struct TrtState : BackendState
 {
-    std::shared_ptr<const Cuda> cuda;  // shared: a state may outlive its model
-    std::vector<DeviceBuffer> buffers; // rnnx.json's state order
+    std::shared_ptr<const Cuda> cuda; // shared: a state may outlive its model
+    int device = 0;
+    std::vector<StateTensor> tensors; // rnnx.json's state order
     ~TrtState() override
     {
-        for (auto& b : buffers)
-            if (b.data != nullptr)
-                cuda->free(b.data);
+        DeviceScope scope(*cuda, device, true);
+        for (auto& t : tensors)
+        {
+            release(*cuda, t.current);
+            release(*cuda, t.spare);
+        }
     }
 };
 
@@ -136,13 +477,16 @@ nvinfer1::Dims dims_of(const std::vector<int64_t>& shape)
     return d;
 }
 
+size_t bytes_of(const std::vector<int64_t>& shape, const std::string& dtype)
+{
+    return static_cast<size_t>(numel(shape)) * itemsize(dtype);
+}
+
 class TrtBackend : public Backend
 {
 public:
     TrtBackend(const Artifact& artifact, const BackendOptions& options)
         : artifact_(artifact)
-        , cuda_holder_(std::make_shared<Cuda>())
-        , cuda_(*cuda_holder_)
     {
         if (artifact_.target != "tensorrt")
             throw Error(RNNX_ERROR_INVALID_ARGUMENT,
@@ -150,24 +494,35 @@ public:
                     + "; the tensorrt backend needs a tensorrt export");
         if (options.trt_engine.empty())
             throw Error(RNNX_ERROR_INVALID_ARGUMENT,
-                "the tensorrt backend needs trt_engine (a serialized engine; "
-                "python3 -m rnnx.runtime.tensorrt builds one)");
-        std::string tried;
-        nvinfer_ = open_first({"libnvinfer.so", "libnvinfer.so.10"}, tried);
-        if (nvinfer_ == nullptr)
-            throw Error(
-                RNNX_ERROR_UNAVAILABLE, "TensorRT is not installed here: none of " + tried + " could be loaded");
+                "the tensorrt backend needs trt_engine, a serialized engine: rnnx.runtime.tensorrt.build_engine(DIR) "
+                "builds one from Python, and `export-model CHECKPOINT --target tensorrt --engine` prints its path");
+        device_ = parse_device(options.device);
+        const std::vector<PluginCreator> creators =
+            required_creators(artifact_.metadata, artifact_.directory + "/rnnx.json");
+        nvinfer_ = nvinfer();
+        cuda_holder_ = cuda_runtime();
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_);
         using Create = void* (*)(void*, int32_t);
-        auto create = reinterpret_cast<Create>(::dlsym(nvinfer_, "createInferRuntime_INTERNAL"));
+        auto create = reinterpret_cast<Create>(::dlsym(nvinfer_.handle, "createInferRuntime_INTERNAL"));
         if (create == nullptr)
-            throw Error(RNNX_ERROR_UNAVAILABLE, "libnvinfer has no createInferRuntime_INTERNAL");
+            throw Error(RNNX_ERROR_UNAVAILABLE, nvinfer_.file + " has no createInferRuntime_INTERNAL");
         runtime_.reset(static_cast<nvinfer1::IRuntime*>(create(&logger_, NV_TENSORRT_VERSION)));
         if (!runtime_)
-            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not create a runtime: " + logger_.last());
-        if (!options.trt_plugin_library.empty()
-            && runtime_->getPluginRegistry().loadLibrary(options.trt_plugin_library.c_str()) == nullptr)
-            throw Error(RNNX_ERROR_BACKEND,
-                options.trt_plugin_library + ": TensorRT could not load the plugin library: " + logger_.last());
+            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not create a runtime" + logger_.says());
+        // The process-wide registry (Python's trt.get_plugin_registry()), which every runtime's own registry
+        // searches: a library loaded there serves every model of the process, whoever loaded it.
+        using GlobalRegistry = nvinfer1::IPluginRegistry* (*)();
+        auto global_registry = reinterpret_cast<GlobalRegistry>(::dlsym(nvinfer_.handle, "getPluginRegistry"));
+        nvinfer1::IPluginRegistry* registry = global_registry != nullptr ? global_registry() : nullptr;
+        if (registry == nullptr)
+            throw Error(RNNX_ERROR_UNAVAILABLE, nvinfer_.file + " has no plugin registry (getPluginRegistry)");
+        if (!options.trt_plugin_library.empty())
+            load_plugin_library(*registry, options.trt_plugin_library, creators, [this] { return logger_.last(); });
+        else if (const auto missing = missing_creators(*registry, creators); !missing.empty())
+            throw Error(RNNX_ERROR_INVALID_ARGUMENT,
+                artifact_.directory + ": the export needs the plugin creators " + creator_names(missing)
+                    + ", which are not registered: set trt_plugin_library (librnnx_trt_plugins.so)");
         std::ifstream in(options.trt_engine, std::ios::binary);
         if (!in)
             throw Error(RNNX_ERROR_IO, options.trt_engine + ": cannot be read");
@@ -175,49 +530,62 @@ public:
         engine_.reset(runtime_->deserializeCudaEngine(plan.data(), plan.size()));
         if (!engine_)
             throw Error(RNNX_ERROR_BACKEND,
-                options.trt_engine + ": TensorRT could not deserialize the engine: " + logger_.last());
+                options.trt_engine + ": TensorRT could not deserialize the engine" + logger_.says());
         context_.reset(engine_->createExecutionContext());
         if (!context_)
-            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not create an execution context: " + logger_.last());
-        cuda_.check(cuda_.stream_create(&stream_), "cudaStreamCreate");
+            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not create an execution context" + logger_.says());
+        cuda.check(cuda.stream_create(&stream_), "cudaStreamCreate");
     }
 
     ~TrtBackend() override
     {
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_, true);
         context_.reset();
         engine_.reset();
         runtime_.reset();
+        release(cuda, ids_);
+        release(cuda, mask_);
+        release(cuda, logits_);
         if (stream_ != nullptr)
-            cuda_.stream_destroy(stream_);
+            cuda.stream_destroy(stream_);
     }
 
     std::string describe() const override
     {
-        return "tensorrt on cuda";
+        return "tensorrt " + nvinfer_.version.text() + " on cuda:" + std::to_string(device_);
     }
 
     std::unique_ptr<BackendState> init_state(int64_t batch) override
     {
-        std::vector<HostTensor> zeros;
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_);
+        auto state = new_state();
         for (const StateSpec& spec : artifact_.states)
         {
-            HostTensor t{spec.dtype, spec.concrete(batch, 0), {}};
-            t.bytes.assign(static_cast<size_t>(numel(t.shape)) * itemsize(spec.dtype), 0);
-            zeros.push_back(std::move(t));
+            StateTensor t;
+            t.shape = spec.concrete(batch, 0);
+            state->tensors.push_back(t);
+            const size_t bytes = bytes_of(t.shape, spec.dtype);
+            reserve(cuda, state->tensors.back().current, bytes);
+            if (bytes != 0)
+                cuda.check(cuda.memset(state->tensors.back().current.data, 0, bytes), "cudaMemset");
         }
-        return state_from_host(zeros);
+        return state;
     }
 
     std::vector<HostTensor> state_to_host(const BackendState& state) override
     {
-        const auto& buffers = static_cast<const TrtState&>(state).buffers;
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_);
+        const auto& tensors = static_cast<const TrtState&>(state).tensors;
         std::vector<HostTensor> out;
-        for (size_t i = 0; i < buffers.size(); ++i)
+        for (size_t i = 0; i < tensors.size(); ++i)
         {
-            HostTensor t{artifact_.states[i].dtype, buffers[i].shape, {}};
-            t.bytes.resize(static_cast<size_t>(numel(t.shape)) * itemsize(t.dtype));
+            HostTensor t{artifact_.states[i].dtype, tensors[i].shape, {}};
+            t.bytes.resize(bytes_of(t.shape, t.dtype));
             if (!t.bytes.empty())
-                cuda_.check(cuda_.memcpy(t.bytes.data(), buffers[i].data, t.bytes.size(), cudaMemcpyDeviceToHost),
+                cuda.check(cuda.memcpy(t.bytes.data(), tensors[i].current.data, t.bytes.size(), cudaMemcpyDeviceToHost),
                     "cudaMemcpy");
             out.push_back(std::move(t));
         }
@@ -226,14 +594,19 @@ public:
 
     std::unique_ptr<BackendState> state_from_host(const std::vector<HostTensor>& tensors) override
     {
-        auto state = std::make_unique<TrtState>();
-        state->cuda = cuda_holder_;
-        for (const HostTensor& t : tensors)
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_);
+        auto state = new_state();
+        for (const HostTensor& host : tensors)
         {
-            DeviceBuffer b{allocate(t.bytes.size()), t.shape};
-            state->buffers.push_back(b);
-            if (!t.bytes.empty())
-                cuda_.check(cuda_.memcpy(b.data, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+            StateTensor t;
+            t.shape = host.shape;
+            state->tensors.push_back(t);
+            reserve(cuda, state->tensors.back().current, host.bytes.size());
+            if (!host.bytes.empty())
+                cuda.check(cuda.memcpy(state->tensors.back().current.data, host.bytes.data(), host.bytes.size(),
+                               cudaMemcpyHostToDevice),
+                    "cudaMemcpy");
         }
         return state;
     }
@@ -241,79 +614,75 @@ public:
     void run(const std::vector<int64_t>& ids, const std::vector<int64_t>& mask, int64_t batch, int64_t length,
         std::unique_ptr<BackendState>& state, std::vector<float>& logits) override
     {
-        std::lock_guard<std::mutex> lock(mutex_); // one execution context
-        auto& old = static_cast<TrtState&>(*state);
+        const Cuda& cuda = *cuda_holder_;
+        DeviceScope scope(cuda, device_);
+        std::lock_guard<std::mutex> lock(mutex_); // one execution context, one set of input / logits buffers
+        auto& tensors = static_cast<TrtState&>(*state).tensors;
         const int32_t profile = length == 1 ? 0 : 1; // rnnx.runtime.tensorrt.profiles: decode, prefill
         if (profile != profile_)
         {
             if (!context_->setOptimizationProfileAsync(profile, stream_))
                 throw Error(RNNX_ERROR_BACKEND,
-                    "TensorRT could not select profile " + std::to_string(profile) + ": " + logger_.last());
+                    "TensorRT could not select profile " + std::to_string(profile) + logger_.says());
             profile_ = profile;
         }
         const size_t bytes = ids.size() * sizeof(int64_t);
-        Scratch ids_d(cuda_, allocate(bytes)), mask_d(cuda_, allocate(bytes));
-        cuda_.check(cuda_.memcpy(ids_d.data, ids.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-        cuda_.check(cuda_.memcpy(mask_d.data, mask.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-        bind(artifact_.input_names[0], {batch, length}, ids_d.data, true);
-        bind(artifact_.input_names[1], {batch, length}, mask_d.data, true);
-        auto next = std::make_unique<TrtState>();
-        next->cuda = cuda_holder_;
-        for (size_t i = 0; i < artifact_.states.size(); ++i)
+        reserve(cuda, ids_, bytes);
+        reserve(cuda, mask_, bytes);
+        cuda.check(cuda.memcpy_async(ids_.data, ids.data(), bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+        cuda.check(
+            cuda.memcpy_async(mask_.data, mask.data(), bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+        bind(artifact_.input_names[0], {batch, length}, ids_.data, true);
+        bind(artifact_.input_names[1], {batch, length}, mask_.data, true);
+        // The outputs go to the spare buffers; the state's values are untouched until the call succeeded.
+        std::vector<std::vector<int64_t>> next(tensors.size());
+        for (size_t i = 0; i < tensors.size(); ++i)
         {
             const StateSpec& spec = artifact_.states[i];
-            bind(spec.input, old.buffers[i].shape, old.buffers[i].data, true);
-            std::vector<int64_t> shape = old.buffers[i].shape;
+            bind(spec.input, tensors[i].shape, tensors[i].current.data, true);
+            next[i] = tensors[i].shape;
             if (spec.grow_axis >= 0)
-                shape[static_cast<size_t>(spec.grow_axis)] += length;
-            next->buffers.push_back({allocate(static_cast<size_t>(numel(shape)) * itemsize(spec.dtype)), shape});
-            bind(spec.output, shape, next->buffers.back().data, false);
+                next[i][static_cast<size_t>(spec.grow_axis)] += length;
+            reserve(cuda, tensors[i].spare, bytes_of(next[i], spec.dtype));
+            bind(spec.output, next[i], tensors[i].spare.data, false);
         }
         const size_t logit_size = artifact_.logits_dtype == "float16" ? 2 : 4;
         const size_t count = static_cast<size_t>(batch * length * artifact_.vocab_size);
-        Scratch logits_d(cuda_, allocate(count * logit_size));
-        bind(artifact_.output_names[0], {batch, length, artifact_.vocab_size}, logits_d.data, false);
+        reserve(cuda, logits_, count * logit_size);
+        bind(artifact_.output_names[0], {batch, length, artifact_.vocab_size}, logits_.data, false);
         check_output(artifact_.output_names[0], {batch, length, artifact_.vocab_size});
-        for (size_t i = 0; i < artifact_.states.size(); ++i)
-            check_output(artifact_.states[i].output, next->buffers[i].shape);
+        for (size_t i = 0; i < tensors.size(); ++i)
+            check_output(artifact_.states[i].output, next[i]);
         if (!context_->enqueueV3(stream_))
-            throw Error(RNNX_ERROR_BACKEND, "TensorRT enqueueV3 failed: " + logger_.last());
-        cuda_.check(cuda_.stream_sync(stream_), "cudaStreamSynchronize");
+            throw Error(RNNX_ERROR_BACKEND, "TensorRT enqueueV3 failed" + logger_.says());
         logits.resize(count);
         if (logit_size == 4)
-            cuda_.check(cuda_.memcpy(logits.data(), logits_d.data, count * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+            cuda.check(cuda.memcpy_async(logits.data(), logits_.data, count * 4, cudaMemcpyDeviceToHost, stream_),
+                "cudaMemcpyAsync");
         else
         {
-            std::vector<uint16_t> half(count);
-            cuda_.check(cuda_.memcpy(half.data(), logits_d.data, count * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
-            for (size_t i = 0; i < count; ++i)
-                logits[i] = half_to_float(half[i]);
+            half_.resize(count);
+            cuda.check(cuda.memcpy_async(half_.data(), logits_.data, count * 2, cudaMemcpyDeviceToHost, stream_),
+                "cudaMemcpyAsync");
         }
-        state = std::move(next); // frees the previous state's buffers
+        cuda.check(cuda.stream_sync(stream_), "cudaStreamSynchronize");
+        if (logit_size == 2)
+            for (size_t i = 0; i < count; ++i)
+                logits[i] = half_to_float(half_[i]);
+        for (size_t i = 0; i < tensors.size(); ++i)
+        {
+            std::swap(tensors[i].current, tensors[i].spare);
+            tensors[i].shape = std::move(next[i]);
+        }
     }
 
 private:
-    struct Scratch
+    std::unique_ptr<TrtState> new_state() const
     {
-        Scratch(const Cuda& c, void* p)
-            : cuda(c)
-            , data(p)
-        {
-        }
-        ~Scratch()
-        {
-            if (data != nullptr)
-                cuda.free(data);
-        }
-        const Cuda& cuda;
-        void* data;
-    };
-
-    void* allocate(size_t bytes)
-    {
-        void* p = nullptr;
-        cuda_.check(cuda_.malloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
-        return p;
+        auto state = std::make_unique<TrtState>();
+        state->cuda = cuda_holder_;
+        state->device = device_;
+        return state;
     }
 
     // The engine's shape for an output, given the bound inputs, must be the one its buffer was sized for.
@@ -331,9 +700,9 @@ private:
     {
         if (input && !context_->setInputShape(name.c_str(), dims_of(shape)))
             throw Error(RNNX_ERROR_BACKEND,
-                "TensorRT rejected the shape " + shape_text(shape) + " of '" + name + "': " + logger_.last());
+                "TensorRT rejected the shape " + shape_text(shape) + " of '" + name + "'" + logger_.says());
         if (!context_->setTensorAddress(name.c_str(), data))
-            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not bind '" + name + "': " + logger_.last());
+            throw Error(RNNX_ERROR_BACKEND, "TensorRT could not bind '" + name + "'" + logger_.says());
     }
 
     struct Deleter
@@ -345,16 +714,20 @@ private:
     };
 
     const Artifact& artifact_;
-    std::shared_ptr<Cuda> cuda_holder_;
-    Cuda& cuda_;
+    int device_ = 0;
+    Nvinfer nvinfer_;
+    std::shared_ptr<const Cuda> cuda_holder_;
     Logger logger_;
-    void* nvinfer_ = nullptr;
     std::unique_ptr<nvinfer1::IRuntime, Deleter> runtime_;
     std::unique_ptr<nvinfer1::ICudaEngine, Deleter> engine_;
     std::unique_ptr<nvinfer1::IExecutionContext, Deleter> context_;
     cudaStream_t stream_ = nullptr;
     int32_t profile_ = -1;
     std::mutex mutex_;
+    DeviceBuffer ids_;
+    DeviceBuffer mask_;
+    DeviceBuffer logits_;
+    std::vector<uint16_t> half_;
 };
 
 } // namespace

@@ -3,7 +3,8 @@
  *
  *     rnnx_check open DIR                  open an export (default options); prints "status <code>: <message>"
  *                                          and, when it opened, rnnx_model_describe
- *     rnnx_check tensorrt DIR ENGINE       open it with the TensorRT backend
+ *     rnnx_check tensorrt DIR ENGINE [DEVICE]
+ *                                          open it with the TensorRT backend (options.device: DEVICE, else NULL)
  *     rnnx_check token DIR OPS             prefill a token past the vocabulary
  *     rnnx_check batch DIR OPS             prefill / sample with a batch that does not match the state
  *     rnnx_check load DIR OPS FILE         load a state file
@@ -115,6 +116,7 @@ int main(int argc, char** argv)
         memset(&options, 0, sizeof(options));
         options.backend = "tensorrt";
         options.trt_engine = argv[3];
+        options.device = argc > 4 ? argv[4] : NULL;
         rnnx_model* model = NULL;
         report(rnnx_model_open(dir, &options, &model));
         rnnx_model_close(model);

@@ -62,11 +62,14 @@ extern "C"
     typedef struct rnnx_open_options
     {
         const char* backend;            /* "onnxruntime" (default) or "tensorrt" (see rnnx_model_open) */
-        const char* device;             /* "cpu" (default) or "cuda" (ONNX Runtime's CUDA EP; TensorRT is cuda) */
+        const char* device;             /* onnxruntime: "cpu" (default) or "cuda" (ONNX Runtime's CUDA EP);
+                                           tensorrt: "cuda" (default, device 0) or "cuda:N" */
         const char* ort_ops_library;    /* librnnx_ort_ops.so (native rnnx ops); NULL: $RNNX_ORT_OPS, else the one
                                            beside librnnx_runtime.so if there; "": none */
-        const char* trt_plugin_library; /* librnnx_trt_plugins.so (TensorRT backend) */
-        const char* trt_engine;         /* the serialized engine (TensorRT backend) */
+        const char* trt_plugin_library; /* librnnx_trt_plugins.so (TensorRT backend), loaded once per process; NULL
+                                           or "": none (the export's plugin creators must then be registered) */
+        const char* trt_engine;         /* the serialized engine (TensorRT backend): rnnx.runtime.tensorrt's
+                                           build_engine(DIR), or `export-model ... --target tensorrt --engine` */
         int32_t intra_op_threads;       /* ONNX Runtime intra-op threads; 0: ONNX Runtime's default */
     } rnnx_open_options;
 
@@ -96,10 +99,21 @@ extern "C"
 
     /* Opens an export directory: checks rnnx.json's format and version, the model's (and its external data's)
      * sha256, the interface (causal_lm), target and precision, then creates the backend. `options`: NULL for
-     * the defaults. backend "tensorrt": a library built without the TensorRT backend (no TensorRT / CUDA
-     * headers at build time) returns RNNX_ERROR_UNAVAILABLE for any tensorrt open; one built with it checks
-     * the arguments first (RNNX_ERROR_INVALID_ARGUMENT for an export of another target or no trt_engine), then
-     * returns RNNX_ERROR_UNAVAILABLE when libnvinfer or the CUDA runtime cannot be loaded. */
+     * the defaults.
+     *
+     * backend "tensorrt": a library built without the TensorRT backend (no TensorRT / CUDA headers at build
+     * time) returns RNNX_ERROR_UNAVAILABLE for any tensorrt open. One built with it checks the arguments first
+     * (RNNX_ERROR_INVALID_ARGUMENT for an export of another target, no trt_engine, or a device other than
+     * "cuda" / "cuda:N"), then loads libnvinfer.so.<the TensorRT major of its headers> and the CUDA runtime
+     * once per process: the folders of $RNNX_TENSORRT_LIBS (colon-separated) first, then the pip wheels'
+     * folders in the site-packages above librnnx_runtime.so (tensorrt_libs/; nvidia/cu13/lib,
+     * nvidia/cuda_runtime/lib), then the loader's search by soname, then unversioned libnvinfer.so /
+     * libcudart.so. RNNX_ERROR_UNAVAILABLE when none loads (the message lists what was tried), when the
+     * libnvinfer found is of another major version (the message names it), or when the device does not exist.
+     * The plugin library is loaded into TensorRT's process-wide registry once per process: opening the same
+     * export again, or one whose plugin creators Python or the application already registered, loads nothing.
+     * Every call that touches the device makes options.device the calling thread's CUDA device for its
+     * duration (cudaSetDevice), then restores the thread's previous device. */
     RNNX_API rnnx_status rnnx_model_open(const char* export_dir, const rnnx_open_options* options, rnnx_model** out);
     RNNX_API void rnnx_model_close(rnnx_model* model);
     RNNX_API int64_t rnnx_model_vocab_size(const rnnx_model* model);

@@ -1,0 +1,53 @@
+// Registering the rnnx TensorRT plugin creators once per process: the native twin of Python's
+// rnnx.runtime.tensorrt.builder.load_plugin_library / required_creators. TensorRT's
+// IPluginRegistry::loadLibrary fails when the library's creators are already registered, so a second
+// rnnx_model_open of a TensorRT export, or one after Python (or the application) loaded the library, must not
+// call it again. Only the registry interface is used, so the unit is tested with a stand-in registry and no
+// TensorRT library (tools/rnnx_trt_plugins_test.cpp).
+#pragma once
+
+#include "json.h"
+
+#include <NvInferRuntime.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace rnnx
+{
+
+// A plugin creator as IPluginRegistry::getCreator looks it up.
+struct PluginCreator
+{
+    std::string name;
+    std::string version;
+    std::string plugin_namespace;
+};
+
+// The creators an export needs: rnnx.json's "ops" entries, each (name, plugin_version, plugin_namespace), with
+// Python's defaults "1" and "rnnx" for the last two; none when there is no "ops". `where` names rnnx.json in
+// the Error(RNNX_ERROR_METADATA) thrown for a malformed entry.
+std::vector<PluginCreator> required_creators(const Json& metadata, const std::string& where);
+
+// "rnnx::SRUScan v1, rnnx::CausalLinearAttention v1" (Python's _creator_names).
+std::string creator_names(const std::vector<PluginCreator>& creators);
+
+// The entries of `creators` that `registry` does not have.
+std::vector<PluginCreator> missing_creators(
+    nvinfer1::IPluginRegistry& registry, const std::vector<PluginCreator>& creators);
+
+// Registers the creators of the plugin library at `path` once per process; returns loadLibrary's handle, or
+// nullptr when the creators were registered by someone else. In order, under one process-wide lock:
+//  - a library whose real path (realpath; the path itself when it has none) this function already loaded or
+//    skipped is not loaded again (Error when `creators` names one it did not register);
+//  - when every entry of `creators` is already registered, nothing is loaded;
+//  - when only some are, Error naming both sets (another rnnx plugin library is loaded, and loadLibrary
+//    would fail);
+//  - otherwise registry.loadLibrary(path) once; Error when it returns nullptr or the creators are not
+//    registered after it.
+// Errors are Error(RNNX_ERROR_BACKEND); `detail`, when given, adds TensorRT's last message to loadLibrary's.
+void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string& path,
+    const std::vector<PluginCreator>& creators, const std::function<std::string()>& detail = {});
+
+} // namespace rnnx

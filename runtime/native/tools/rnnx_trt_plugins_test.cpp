@@ -1,0 +1,277 @@
+// rnnx_trt_plugins_test DIR: the TensorRT backend's plugin loader (src/trt_plugins.cpp) against a stand-in
+// plugin registry, without TensorRT. DIR is a writable folder; the program makes empty files there to stand for
+// plugin libraries (the loader keys them by real path; the stand-in registry never opens them).
+//
+// It prints one line per case (what loadLibrary was asked, and the handle or the error's status and message)
+// for tests/test_native_runtime.py to compare, "FAILED <what>" for a check of its own that fails, and exits 1
+// after any failure.
+//
+// TEST DOUBLE: RegistryDouble stands for TensorRT's plugin registry (nvinfer1::IPluginRegistry, a pure virtual
+// interface, implemented here and nowhere else in the runtime). It keeps registered creators by (name,
+// version, namespace) like TensorRT's, records each loadLibrary call, and loads a "library" by registering the
+// creators the test said that path has. Like TensorRT's, its loadLibrary fails (returns null) when one of those
+// creators is already registered: the failure a second rnnx_model_open met before the loader existed.
+// CreatorDouble is a creator with no behaviour: the loader only asks whether one is registered.
+#include "error.h"
+#include "json.h"
+#include "trt_plugins.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace
+{
+
+using rnnx::PluginCreator;
+
+int failures = 0;
+
+void check(bool ok, const std::string& what)
+{
+    if (!ok)
+    {
+        ++failures;
+        std::printf("FAILED %s\n", what.c_str());
+    }
+}
+
+std::string key_of(const char* name, const char* version, const char* ns)
+{
+    return std::string(name) + "/" + version + "/" + (ns != nullptr ? ns : "");
+}
+
+// TEST DOUBLE: a registered creator; nothing but its interface kind.
+class CreatorDouble : public nvinfer1::IPluginCreatorInterface
+{
+public:
+    nvinfer1::InterfaceInfo getInterfaceInfo() const noexcept override
+    {
+        return nvinfer1::InterfaceInfo{"PLUGIN CREATOR_V3ONE", 1, 0};
+    }
+};
+
+// TEST DOUBLE: TensorRT's plugin registry (see the file's comment).
+class RegistryDouble : public nvinfer1::IPluginRegistry
+{
+public:
+    // What loadLibrary(path) registers; a path not named here makes loadLibrary return null.
+    std::map<std::string, std::vector<PluginCreator>> libraries;
+    std::vector<std::string> load_calls;
+
+    void add(const PluginCreator& c)
+    {
+        creators_.emplace_back(
+            key_of(c.name.c_str(), c.version.c_str(), c.plugin_namespace.c_str()), std::make_unique<CreatorDouble>());
+    }
+
+    PluginLibraryHandle loadLibrary(const char* path) noexcept override
+    {
+        load_calls.push_back(path);
+        const auto library = libraries.find(path);
+        if (library == libraries.end())
+            return nullptr;
+        for (const PluginCreator& c : library->second)
+            if (getCreator(c.name.c_str(), c.version.c_str(), c.plugin_namespace.c_str()) != nullptr)
+                return nullptr;
+        for (const PluginCreator& c : library->second)
+            add(c);
+        return &library->second;
+    }
+    nvinfer1::IPluginCreatorInterface* getCreator(
+        const char* const name, const char* const version, const char* const ns) noexcept override
+    {
+        const std::string key = key_of(name, version, ns);
+        for (auto& entry : creators_)
+            if (entry.first == key)
+                return entry.second.get();
+        return nullptr;
+    }
+
+    // The rest of the interface: not used by the loader. The pure virtual interface includes TensorRT's deprecated
+    // IPluginCreator (V2) methods, which must be overridden all the same.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    bool registerCreator(nvinfer1::IPluginCreator&, const char* const) noexcept override
+    {
+        return false;
+    }
+    nvinfer1::IPluginCreator* const* getPluginCreatorList(int32_t* const n) const noexcept override
+    {
+        *n = 0;
+        return nullptr;
+    }
+    nvinfer1::IPluginCreator* getPluginCreator(
+        const char* const, const char* const, const char* const) noexcept override
+    {
+        return nullptr;
+    }
+    void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
+    nvinfer1::IErrorRecorder* getErrorRecorder() const noexcept override
+    {
+        return nullptr;
+    }
+    bool deregisterCreator(const nvinfer1::IPluginCreator&) noexcept override
+    {
+        return false;
+    }
+#pragma GCC diagnostic pop
+    bool isParentSearchEnabled() const override
+    {
+        return false;
+    }
+    void setParentSearchEnabled(const bool) override {}
+    void deregisterLibrary(PluginLibraryHandle) noexcept override {}
+    bool registerCreator(nvinfer1::IPluginCreatorInterface&, const char* const) noexcept override
+    {
+        return false;
+    }
+    nvinfer1::IPluginCreatorInterface* const* getAllCreators(int32_t* const n) const noexcept override
+    {
+        *n = 0;
+        return nullptr;
+    }
+    bool deregisterCreator(const nvinfer1::IPluginCreatorInterface&) noexcept override
+    {
+        return false;
+    }
+    nvinfer1::IPluginResource* acquirePluginResource(const char*, nvinfer1::IPluginResource*) noexcept override
+    {
+        return nullptr;
+    }
+    int32_t releasePluginResource(const char*) noexcept override
+    {
+        return 0;
+    }
+    nvinfer1::IPluginCreatorInterface* const* getAllCreatorsRecursive(int32_t* const n) noexcept override
+    {
+        *n = 0;
+        return nullptr;
+    }
+
+private:
+    std::vector<std::pair<std::string, std::unique_ptr<CreatorDouble>>> creators_;
+};
+
+const std::vector<PluginCreator> kCreators{{"SRUScan", "1", "rnnx"}, {"CausalLinearAttention", "1", "rnnx"}};
+
+std::string make_file(const std::string& dir, const std::string& name)
+{
+    const std::string path = dir + "/" + name;
+    std::ofstream(path).put('\0');
+    return path;
+}
+
+// One call of the loader: "loadLibrary calls N, <handle | nullptr | status S: message>".
+std::string load(RegistryDouble& registry, const std::string& path, void** handle = nullptr,
+    const std::vector<PluginCreator>& creators = kCreators)
+{
+    std::string outcome;
+    try
+    {
+        void* h =
+            rnnx::load_plugin_library(registry, path, creators, [] { return std::string("the last TensorRT error"); });
+        if (handle != nullptr)
+            *handle = h;
+        outcome = h != nullptr ? "handle" : "nullptr";
+    }
+    catch (const rnnx::Error& e)
+    {
+        outcome = "status " + std::to_string(static_cast<int>(e.status())) + ": " + e.what();
+    }
+    return "loadLibrary calls " + std::to_string(registry.load_calls.size()) + ", " + outcome;
+}
+
+void print(const char* what, const std::string& outcome)
+{
+    std::printf("%s: %s\n", what, outcome.c_str());
+}
+
+std::string creators_of(const std::string& text)
+{
+    try
+    {
+        const std::vector<PluginCreator> creators = rnnx::required_creators(rnnx::parse_json(text), "rnnx.json");
+        return creators.empty() ? "(none)" : rnnx::creator_names(creators);
+    }
+    catch (const rnnx::Error& e)
+    {
+        return "status " + std::to_string(static_cast<int>(e.status())) + ": " + e.what();
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc != 2)
+    {
+        std::fprintf(stderr, "usage: rnnx_trt_plugins_test DIR\n");
+        return 2;
+    }
+    const std::string dir = argv[1];
+
+    {
+        // A process that opens the same TensorRT export twice, the second time through a symlink.
+        RegistryDouble registry;
+        const std::string path = make_file(dir, "librnnx_trt_plugins.so");
+        const std::string link = dir + "/link.so";
+        check(::symlink(path.c_str(), link.c_str()) == 0, "symlink");
+        registry.libraries[path] = kCreators;
+        void* first = nullptr;
+        void* second = nullptr;
+        void* third = nullptr;
+        print("first open", load(registry, path, &first));
+        print("second open", load(registry, path, &second));
+        print("through a symlink", load(registry, link, &third));
+        check(first != nullptr && second == first && third == first, "the same handle every time");
+        check(registry.load_calls.size() == 1 && registry.load_calls[0] == path, "one loadLibrary, of the real path");
+        check(registry.loadLibrary(path.c_str()) == nullptr, "the double refuses a second load, as TensorRT does");
+    }
+    {
+        // The creators were registered by someone else (Python's load_plugin_library, a static library).
+        RegistryDouble registry;
+        const std::string path = make_file(dir, "elsewhere.so");
+        registry.libraries[path] = kCreators;
+        for (const PluginCreator& c : kCreators)
+            registry.add(c);
+        print("registered elsewhere", load(registry, path));
+        print("registered elsewhere, again", load(registry, path));
+    }
+    {
+        // Only some creators registered: another rnnx plugin library is loaded.
+        RegistryDouble registry;
+        const std::string path = make_file(dir, "partial.so");
+        registry.libraries[path] = kCreators;
+        registry.add(kCreators[0]);
+        print("partial", load(registry, path));
+    }
+    {
+        // loadLibrary fails; the self-registering library's name gets a hint.
+        RegistryDouble registry;
+        print("null handle", load(registry, make_file(dir, "broken.so")));
+        print("static library", load(registry, make_file(dir, "librnnx_trt_plugins_static.so")));
+    }
+    {
+        // The library loads but does not register what the export needs; the next export needs more.
+        RegistryDouble registry;
+        const std::string silent = make_file(dir, "silent.so");
+        registry.libraries[silent] = {};
+        print("registers nothing", load(registry, silent));
+        const std::string older = make_file(dir, "older.so");
+        registry.libraries[older] = {kCreators[0]};
+        print("older library", load(registry, older, nullptr, {kCreators[0]}));
+        print("older library, an export needing more", load(registry, older));
+    }
+    print("required_creators",
+        creators_of(R"({"ops": [{"name": "SRUScan", "domain": "rnnx", "version": 1, "plugin_version": "1",
+            "plugin_namespace": "rnnx"}, {"name": "CausalLinearAttention", "plugin_version": 2}]})"));
+    print("required_creators without ops", creators_of(R"({"format": "rnnx-onnx"})"));
+    print("required_creators of a bad entry", creators_of(R"({"ops": [{"plugin_version": "1"}]})"));
+    std::printf("failures: %d\n", failures);
+    return failures == 0 ? 0 : 1;
+}
