@@ -18,7 +18,10 @@
  *
  * Without a CUDA device (cudaGetDeviceCount fails or finds none) it prints a "SKIP ... no CUDA device" line
  * and exits with 77, ctest's SKIP_RETURN_CODE for this test. Otherwise it prints "N passed, N failed".
- * Arguments: an optional substring selecting test cases. RNNX_TEST_SEED sets the random seed.
+ * Arguments: [--dtype fp32|fp16|bf16[,...]] [FILTER]. --dtype limits the activation types (default all three):
+ * the cases that loop over types run only those, a case written for one other type runs nothing, and the node
+ * layout cases spread their configurations over the selected types (scripts/gpu_check.sh runs each type under
+ * compute-sanitizer on its own). FILTER is a substring selecting test cases. RNNX_TEST_SEED sets the random seed.
  */
 #include "testHarness.h"
 #include "testUtils.h"
@@ -169,6 +172,57 @@ Act const kALL_ACTS[] = {Act::kF32, Act::kF16, Act::kBF16};
 char const* name(Act a)
 {
     return a == Act::kF32 ? "fp32" : a == Act::kF16 ? "fp16" : "bf16";
+}
+
+bool contains(std::vector<Act> const& acts, Act a)
+{
+    return std::find(acts.begin(), acts.end(), a) != acts.end();
+}
+
+//! The activation types of this run (--dtype; all three by default), in kALL_ACTS order.
+std::vector<Act>& selectedActs()
+{
+    static std::vector<Act> acts(std::begin(kALL_ACTS), std::end(kALL_ACTS));
+    return acts;
+}
+
+bool isSelected(Act a)
+{
+    return contains(selectedActs(), a);
+}
+
+//! Parses --dtype's comma-separated list into selectedActs(); false (with a message) for an unknown or empty one.
+bool selectActs(std::string const& list)
+{
+    std::vector<Act> chosen;
+    std::istringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ','))
+    {
+        auto const found =
+            std::find_if(std::begin(kALL_ACTS), std::end(kALL_ACTS), [&item](Act a) { return item == name(a); });
+        if (found == std::end(kALL_ACTS))
+        {
+            std::cout << "unknown --dtype '" << item << "' (expected fp32, fp16, bf16 or a comma-separated list)\n";
+            return false;
+        }
+        chosen.push_back(*found);
+    }
+    std::vector<Act> ordered; // kALL_ACTS order, each type once
+    for (Act candidate : kALL_ACTS)
+    {
+        if (contains(chosen, candidate))
+        {
+            ordered.push_back(candidate);
+        }
+    }
+    if (ordered.empty())
+    {
+        std::cout << "--dtype needs at least one of fp32, fp16, bf16\n";
+        return false;
+    }
+    selectedActs() = ordered;
+    return true;
 }
 
 DataType trtType(Act a)
@@ -698,7 +752,8 @@ void sruNodeLayouts()
                 {
                     for (bool mask : {false, true})
                     {
-                        SruConfig c = randomSruConfig(kALL_ACTS[runs % 3], D, k, skip, mask);
+                        std::vector<Act> const& acts = selectedActs();
+                        SruConfig c = randomSruConfig(acts[runs % acts.size()], D, k, skip, mask);
                         c.tanh = tanh;
                         c.L = randInt(1, 12);
                         c.B = randInt(1, 4);
@@ -1049,7 +1104,7 @@ void attentionRandomShapes(Act act)
 void attentionNodeLayouts()
 {
     int32_t runs = 0;
-    for (Act act : kALL_ACTS)
+    for (Act act : selectedActs())
     {
         for (bool given : {false, true})
         {
@@ -1070,7 +1125,7 @@ void attentionNodeLayouts()
             }
         }
     }
-    CHECK_EQ(runs, 12);
+    CHECK_EQ(runs, 4 * static_cast<int32_t>(selectedActs().size()));
 }
 
 //! Other head dims (the per-token decode kernel for every L) and L = 1 with state.
@@ -1214,19 +1269,28 @@ TEST_CASE("SRUScan TensorRT node layouts: six inputs for every variant, a NaN du
 }
 TEST_CASE("SRUScan fp32 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
 {
-    sruRandomShapes(Act::kF32);
+    if (isSelected(Act::kF32))
+    {
+        sruRandomShapes(Act::kF32);
+    }
 }
 TEST_CASE("SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
 {
-    sruRandomShapes(Act::kF16);
+    if (isSelected(Act::kF16))
+    {
+        sruRandomShapes(Act::kF16);
+    }
 }
 TEST_CASE("SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
 {
-    sruRandomShapes(Act::kBF16);
+    if (isSelected(Act::kBF16))
+    {
+        sruRandomShapes(Act::kBF16);
+    }
 }
 TEST_CASE("SRUScan prefill-then-step, state ping-pong (out of place), all dtypes")
 {
-    for (Act a : kALL_ACTS)
+    for (Act a : selectedActs())
     {
         sruPrefillThenStep(a);
     }
@@ -1237,33 +1301,42 @@ TEST_CASE("CausalLinearAttention TensorRT node layouts: five inputs, state given
 }
 TEST_CASE("CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes")
 {
-    attentionRandomShapes(Act::kF32);
+    if (isSelected(Act::kF32))
+    {
+        attentionRandomShapes(Act::kF32);
+    }
 }
 TEST_CASE("CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, random shapes")
 {
-    attentionRandomShapes(Act::kF16);
+    if (isSelected(Act::kF16))
+    {
+        attentionRandomShapes(Act::kF16);
+    }
 }
 TEST_CASE("CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, random shapes")
 {
-    attentionRandomShapes(Act::kBF16);
+    if (isSelected(Act::kBF16))
+    {
+        attentionRandomShapes(Act::kBF16);
+    }
 }
 TEST_CASE("CausalLinearAttention generic head dims and L=1 decode, all dtypes")
 {
-    for (Act a : kALL_ACTS)
+    for (Act a : selectedActs())
     {
         attentionGenericDims(a);
     }
 }
 TEST_CASE("CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes")
 {
-    for (Act a : kALL_ACTS)
+    for (Act a : selectedActs())
     {
         attentionPrefillThenStep(a, true);
     }
 }
 TEST_CASE("CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes")
 {
-    for (Act a : kALL_ACTS)
+    for (Act a : selectedActs())
     {
         attentionPrefillThenStep(a, false);
     }
@@ -1271,6 +1344,33 @@ TEST_CASE("CausalLinearAttention prefill without given state (S0 / z0 zeros) the
 
 int main(int argc, char** argv)
 {
+    char const* filter = nullptr;
+    for (int i = 1; i < argc; ++i)
+    {
+        std::string const arg = argv[i];
+        if (arg == "--dtype" || arg.rfind("--dtype=", 0) == 0)
+        {
+            bool const inlineValue = arg.size() > 7;
+            if (!inlineValue && i + 1 >= argc)
+            {
+                std::cout << "--dtype needs a value: fp32, fp16, bf16 or a comma-separated list\n";
+                return 2;
+            }
+            if (!selectActs(inlineValue ? arg.substr(8) : std::string(argv[++i])))
+            {
+                return 2;
+            }
+        }
+        else if (filter == nullptr && arg.rfind("--", 0) != 0)
+        {
+            filter = argv[i];
+        }
+        else
+        {
+            std::cout << "usage: plugin_enqueue_gpu [--dtype fp32|fp16|bf16[,...]] [FILTER]\n";
+            return 2;
+        }
+    }
     int deviceCount = 0;
     cudaError_t const status = cudaGetDeviceCount(&deviceCount);
     if (status != cudaSuccess || deviceCount == 0)
@@ -1294,8 +1394,13 @@ int main(int argc, char** argv)
         seed = std::strtoull(env, nullptr, 10);
     }
     std::cout << "device 0: " << prop.name << " (sm_" << prop.major << prop.minor << "), seed " << seed << "\n";
+    std::cout << "activation types:";
+    for (Act a : selectedActs())
+    {
+        std::cout << " " << name(a);
+    }
+    std::cout << (selectedActs().size() < 3 ? " (a case written for another type runs nothing)\n" : "\n");
 
-    char const* filter = argc > 1 ? argv[1] : nullptr;
     plugin::setLogSink(&test::printingSink);
     // Each case draws from its own stream of the seed, so a filter reproduces the full run's data.
     auto const seedCase = [seed](test::TestCase const& testCase)
