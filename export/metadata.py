@@ -13,7 +13,15 @@ import onnx
 import torch
 
 from ..models.ops.spec import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
-from ..runtime.artifact import CAUSAL_LM, FORMAT, FORMAT_VERSION, StateSpec, TensorSpec, sha256_file
+from ..runtime.artifact import (
+    CAUSAL_LM,
+    FORMAT,
+    FORMAT_VERSION,
+    ORT_SESSION_CONFIG,
+    StateSpec,
+    TensorSpec,
+    sha256_file,
+)
 
 
 def ops_used(model: onnx.ModelProto) -> list[dict[str, Any]]:
@@ -88,5 +96,6 @@ def build_metadata(
         "opset_imports": {imp.domain: imp.version for imp in onnx_model.opset_import},
         "source": source,
         "versions": versions(),
+        "onnxruntime": {"session_config": dict(ORT_SESSION_CONFIG)},
         "parity": parity,
     }

@@ -51,6 +51,8 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
                       "format": "MatMulNBits" | "DequantizeLinear", "accuracy_level": 4 | null,
                       "head": "fp", "embedding": false, "quantized": [...], "excluded": [...],
                       "tool": "...", "tool_version": "..."} | null (absent: null; export-model --quantize),
+     "onnxruntime": {"session_config": {"optimization.disable_specified_optimizers": "NchwcTransformer"}}
+                    (ORT_SESSION_CONFIG below; absent in older exports),
      "parity": {...} | null}
 
 Shapes hold ints and axis names (:data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`, or one a stateful
@@ -129,6 +131,21 @@ DEFAULT_OPSET = 20
 #: against the fp32 PyTorch model, per precision. The fp16 figure covers fp16 weights and activations
 #: over a long chain of decode steps.
 TOLERANCES = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 3e-2}
+
+#: ONNX Runtime session config entries every export is opened with: the exporter records them in rnnx.json
+#: ("onnxruntime": {"session_config": ...}) and every rnnx runtime (Python, the C API) applies them; other
+#: clients should too. ``NchwcTransformer`` (the NCHWc convolution layout pass; these models have no
+#: convolution, so it costs nothing) is off: with it, ONNX Runtime 1.32's CPU session creation crashes
+#: (SIGSEGV, together with FuseFp16InitializerToFp32NodeTransformer) on some fp16 graphs, e.g. a batch-first
+#: SRU tagger's output transposed into an fp16 MatMul.
+ORT_SESSION_CONFIG = {"optimization.disable_specified_optimizers": "NchwcTransformer"}
+
+
+def ort_session_config(metadata: dict[str, Any]) -> dict[str, str]:
+    """The ONNX Runtime session config entries an export asks for (rnnx.json "onnxruntime"; {} when absent)."""
+    section = metadata.get("onnxruntime") or {}
+    return {str(k): str(v) for k, v in (section.get("session_config") or {}).items()}
+
 
 # -- weight-only quantization (export-model --quantize) -----------------------------------------------
 
@@ -383,6 +400,15 @@ def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
         raise MetadataError(
             f"{where}: field 'quantization' must be null or an object with 'scheme' "
             f"({' | '.join(QUANTIZATION_SCHEMES)}), 'format' and 'quantized', got {quantization!r}"
+        )
+    onnxruntime = meta.get("onnxruntime")
+    if onnxruntime is not None and not (
+        isinstance(onnxruntime, dict) and isinstance(onnxruntime.get("session_config", {}), dict)
+        and all(isinstance(v, str) for v in onnxruntime.get("session_config", {}).values())
+    ):  # fmt: skip
+        raise MetadataError(
+            f"{where}: field 'onnxruntime' must be an object whose 'session_config' maps names to strings, "
+            f"got {onnxruntime!r}"
         )
     external = meta.get("external_data")
     if external is not None and not (

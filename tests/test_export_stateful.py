@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -369,6 +370,46 @@ def test_fp16_stateful_export(tmp_path: Path) -> None:
     with torch.no_grad():
         want, _ = model(torch.from_numpy(x), model.init_state(2))
     assert rel(session.run(features=x)["output"], want.numpy()) <= 1e-2
+
+
+FP16_TAGGER = """
+import json, sys
+import numpy as np, torch
+from torch import nn
+import rnnx.runtime as rt
+from rnnx.export import export
+from rnnx.models import SRU
+
+
+class Tagger(nn.Module):  # batch-first: the SRU's output is transposed into an fp16 MatMul
+    def __init__(self):
+        super().__init__()
+        self.rnn, self.head = SRU(8, 8, num_layers=1), nn.Linear(8, 5)
+
+    def forward(self, x):
+        h, _ = self.rnn(x.transpose(0, 1))
+        return self.head(h.transpose(0, 1))
+
+
+torch.manual_seed(0)
+export(Tagger().eval(), (torch.randn(2, 7, 8),), sys.argv[1], target="onnxruntime", precision="fp16")
+out = rt.load(sys.argv[1]).run(x=np.random.default_rng(0).standard_normal((3, 5, 8)).astype(np.float32))
+print(json.dumps(list(out["output"].shape)))
+"""
+
+
+def test_an_fp16_export_that_crashed_onnx_runtime_opens_and_runs(tmp_path: Path) -> None:
+    """ONNX Runtime 1.32 crashes (SIGSEGV) creating a CPU session for this fp16 graph with its default
+    optimizations; the export records the session config that avoids it (artifact.ORT_SESSION_CONFIG) and the
+    runtime applies it: the export's parity check and a later load both run. In a subprocess: a regression
+    would kill the process, not the test run."""
+    from rnnx.runtime.artifact import ORT_SESSION_CONFIG
+
+    out = tmp_path / "tagger"
+    result = subprocess.run([sys.executable, "-c", FP16_TAGGER, str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.strip().splitlines()[-1] == "[3, 5, 5]"
+    assert read_metadata(out)["onnxruntime"] == {"session_config": ORT_SESSION_CONFIG}
 
 
 def test_stock_polygraphy_replays_a_stateful_export(encoder_export) -> None:

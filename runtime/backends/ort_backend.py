@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..artifact import numpy_dtype, read_metadata, state_specs
+from ..artifact import numpy_dtype, ort_session_config, read_metadata, state_specs
 from .base import Backend, BackendState, BackendUnavailable, InputError
 
 
@@ -86,6 +86,8 @@ class OrtBackend(Backend):
             providers = ["CPUExecutionProvider"]
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        for key, value in ort_session_config(self.metadata).items():  # what the export asks of ONNX Runtime
+            options.add_session_config_entry(key, value)
         self.native_ops = self._register_native_ops(options, native_ops)
         if threads:
             options.intra_op_num_threads = threads
