@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from rnnx.runtime import Session
-from rnnx.runtime.backends.base import Backend, BackendState, InputError
+from rnnx.runtime.backends.base import Backend, BackendState, InputError, RnnxRuntimeError
 from rnnx.runtime.tensorrt.bindings import plan_bindings
 from rnnx.runtime.tensorrt.graphs import CAPTURE, EAGER, PING, PONG, REPLAY, PingPong, StaleState
 from rnnx.runtime.tensorrt.profiles import ProfileLimits
@@ -252,7 +252,6 @@ class StandInEngine:
         self.n_inputs = len(meta["inputs"])
         self.contexts: list[StandInContext] = []
         self.log: list[tuple[str, int, int, int]] = []  # (eager | replay, context id, read, write)
-        self.capturing: Any = None
 
     @property
     def num_io_tensors(self) -> int:
@@ -263,6 +262,9 @@ class StandInEngine:
 
     def get_tensor_mode(self, name: str) -> str:
         return "input" if self.names.index(name) < self.n_inputs else "output"
+
+    def get_tensor_dtype(self, name: str) -> str:
+        return "int64" if name in ("input_ids", "attention_mask") else "float32"
 
     def create_execution_context(self, strategy: str) -> StandInContext:
         context = StandInContext(self, len(self.contexts), strategy)
@@ -310,8 +312,8 @@ class StandInContext:
     def execute_async_v3(self, stream: int) -> bool:
         assert self.profiles and self.memory[1] >= self.engine.device_memory_size_v2, "context not set up"
         frozen = (dict(self.shapes), dict(self.addresses))
-        if self.engine.capturing is not None:  # CUDA capture records the launch; nothing runs
-            self.engine.capturing.record(self, lambda: self._run(*frozen, "replay"))
+        if StandInGraph.capturing is not None:  # CUDA capture records the launch; nothing runs
+            StandInGraph.capturing.record(self, lambda: self._run(*frozen, "replay"))
         else:
             self._run(*frozen, "eager")
         return True
@@ -337,13 +339,25 @@ class StandInStream:
 
 
 class StandInGraph:
-    """TEST DOUBLE for ``torch.cuda.CUDAGraph``: replays what was recorded during capture, and refuses (the
-    contract under test) to replay on a context whose bindings changed after the capture."""
+    """TEST DOUBLE for ``torch.cuda.CUDAGraph``: between ``capture_begin`` and ``capture_end`` the engine's
+    contexts record their launches instead of running them; ``replay()`` runs what was recorded, and refuses
+    (the contract under test) to replay on a context whose bindings changed after the capture. Every capture's
+    error mode is logged in ``modes``."""
+
+    capturing: Any = None  # the graph being captured (capture_begin .. capture_end)
+    modes: list[str] = []
 
     def __init__(self) -> None:
         self.recorded = None
         self.context: Any = None
         self.version = -1
+
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
+        StandInGraph.modes.append(capture_error_mode)
+        StandInGraph.capturing = self
+
+    def capture_end(self) -> None:
+        StandInGraph.capturing = None
 
     def record(self, context: StandInContext, launch: Any) -> None:
         self.context, self.version, self.recorded = context, context.version, launch
@@ -353,9 +367,10 @@ class StandInGraph:
         self.recorded()
 
 
-STAND_IN_TRT = SimpleNamespace(  # TEST DOUBLE for the tensorrt module's enums the backend reads
+STAND_IN_TRT = SimpleNamespace(  # TEST DOUBLE for the parts of the tensorrt module the backend reads
     TensorIOMode=SimpleNamespace(INPUT="input", OUTPUT="output"),
     ExecutionContextAllocationStrategy=SimpleNamespace(USER_MANAGED="user-managed"),
+    nptype=lambda dtype: np.dtype(dtype).type,
 )
 
 
@@ -366,22 +381,11 @@ def _stand_in_backend(monkeypatch, cuda_graphs: bool = True, grows: bool = False
 
     backend = object.__new__(TensorRTBackend)  # __init__ needs TensorRT + CUDA: the rest runs as is
     backend._describe_model(_metadata(grows), "cpu", ProfileLimits(max_batch=4, max_length=8, max_context=64))
-    captures: list[Any] = []
     engine = StandInEngine()
-
-    @contextmanager
-    def stand_in_capture(graph, stream=None, capture_error_mode="global"):  # TEST DOUBLE for torch.cuda.graph
-        captures.append(capture_error_mode)
-        engine.capturing = graph
-        try:
-            yield
-        finally:
-            engine.capturing = None
-
     monkeypatch.setattr(torch.cuda, "CUDAGraph", StandInGraph)
-    monkeypatch.setattr(torch.cuda, "graph", stand_in_capture)
+    monkeypatch.setattr(StandInGraph, "modes", [])
     backend._attach(STAND_IN_TRT, engine, StandInStream(), cuda_graphs)
-    backend.captures = captures
+    backend.captures = StandInGraph.modes
     return backend
 
 
@@ -401,7 +405,7 @@ def test_tensorrt_backend_generate_alternates_two_graphs_over_two_buffer_sets(mo
         assert read != write  # no call, eager or replayed, updates the state it reads
     for (*_, wrote), (_, _, read, _) in zip(decode, decode[1:]):
         assert read == wrote
-    assert sorted(key[-1] for key in backend._ring_contexts) == [PING, PONG]
+    assert sorted(backend._rings[2].contexts) == [PING, PONG]
     assert backend.captures == ["thread_local", "thread_local"]  # another thread's CUDA call cannot break it
 
 
@@ -423,14 +427,15 @@ def test_contexts_are_fixed_on_one_profile_share_one_memory_and_no_graph_replays
     assert {c.memory for c in engine.contexts} == {(backend._memory.data_ptr(), engine.device_memory_size_v2)}
     assert all(len(c.profiles) == 1 for c in engine.contexts)  # set once, at creation: no context switches
     decode_profile, prefill_profile = 0, 1
-    ring_ids = {ring.context.id for ring in backend._ring_contexts.values()}
+    ring_contexts = [c for ring in backend._rings.values() for c in ring.contexts.values()]
+    ring_ids = {c.context.id for c in ring_contexts}
     assert len(ring_ids) == 2 and all(engine.contexts[i].profiles == [decode_profile] for i in ring_ids)
     eager = {profile: ctx.id for profile, ctx in backend._contexts.items()}
     assert set(eager) == {decode_profile, prefill_profile} and not ring_ids & set(eager.values())
     replays = [entry for entry in engine.log if entry[0] == "replay"]
     assert len(replays) >= 3 * 6 - 2 * 3 and {ident for _, ident, _, _ in replays} == ring_ids
-    assert all(ring.captures == 1 for ring in backend._ring_contexts.values())  # captured once, never again
-    for ring in backend._ring_contexts.values():  # bound once: what each graph reads and writes never moved
+    assert all(ring.captures == 1 for ring in ring_contexts)  # captured once, never again
+    for ring in ring_contexts:  # bound once: what each graph reads and writes never moved
         ctx = ring.context
         assert ctx.addresses["past_key_values.layers.0.c"] == ring.reads["layers.0.c"]
         assert ctx.addresses["input_ids"] == ring.data["input_ids"].data_ptr()
@@ -444,7 +449,7 @@ def test_a_replay_on_a_rebound_context_is_what_the_stand_in_refuses(monkeypatch)
     state = session.prefill([[1, 2]])
     for i in range(4):
         session.step([i], state=state, donate=True)
-    ring = next(iter(backend._ring_contexts.values()))
+    ring = next(iter(backend._rings[1].contexts.values()))
     ring.context.set_tensor_address("input_ids", ring.data["input_ids"].data_ptr())  # a rebinding
     with pytest.raises(AssertionError, match="rebound after its capture"):
         for i in range(2):
@@ -496,6 +501,108 @@ def test_state_writes_are_ordered_on_the_backend_stream(monkeypatch):
     assert all(stream is backend.stream for _, stream in writes), writes
 
 
+def _greedy(backend, prompts, steps: int) -> list[list[int]]:
+    return Session(backend).generate_all(prompts, max_new_tokens=steps, temperature=0)
+
+
+def test_one_call_at_a_time_when_threads_share_the_backend(monkeypatch):
+    """Sessions on several threads share one backend: its lock lets one call at a time bind the contexts and
+    use the shared activation memory and output buffers (the stand-in's enqueue yields the GIL mid-call, so
+    without the lock two calls would overlap), and every thread gets what it gets alone."""
+    import threading
+    import time
+
+    backend = _stand_in_backend(monkeypatch)
+    in_flight, most = [0], [0]
+    real_run = StandInContext._run
+
+    def slow_run(self, *args):  # the enqueue takes a while and lets other threads run meanwhile
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        time.sleep(0.001)
+        try:
+            return real_run(self, *args)
+        finally:
+            in_flight[0] -= 1
+
+    monkeypatch.setattr(StandInContext, "_run", slow_run)
+    prompts = [[[1, 2, 3]], [[4, 5]], [[6]], [[2, 2, 2, 2]]]
+    alone = [_greedy(_stand_in_backend(monkeypatch), p, 10) for p in prompts]
+    got: dict[int, Any] = {}
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, _greedy(backend, prompts[i], 10)))
+               for i in range(len(prompts))]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [got[i] for i in range(len(prompts))] == alone
+    assert most[0] == 1
+
+
+def test_batch_churn_keeps_a_bounded_number_of_rings_and_pools(monkeypatch):
+    """A scheduler changes the batch size all the time: rings (sets, contexts, graphs) exist for at most
+    MAX_GRAPH_BATCHES batch sizes, the least recently used idle one making room, and pooled buffers for at most
+    MAX_POOL_BATCHES; the tokens are the eager backend's."""
+    from rnnx.runtime.backends import tensorrt_backend
+
+    limits = ProfileLimits(max_batch=8, max_length=8, max_context=64)
+    graphs, eager = _stand_in_backend(monkeypatch), _stand_in_backend(monkeypatch, cuda_graphs=False)
+    for backend in (graphs, eager):
+        backend._describe_model(_metadata(), "cpu", limits)
+    results = []
+    for backend in (graphs, eager):
+        out = []
+        for round_ in range(2):
+            for batch in (1, 2, 3, 4, 5, 6, 7, 8):
+                out.append(_greedy(backend, [[1 + (i + round_) % 5, 2] for i in range(batch)], 5))
+                assert len(backend._rings) <= tensorrt_backend.MAX_GRAPH_BATCHES
+                assert len(backend._pool) <= tensorrt_backend.MAX_POOL_BATCHES
+        results.append(out)
+    assert results[0] == results[1]
+    assert any(how == "replay" for how, *_ in graphs.engine.log)
+
+
+def test_a_failed_capture_turns_graphs_off_for_that_batch_only(monkeypatch, caplog):
+    backend = _stand_in_backend(monkeypatch)
+    want = _greedy(_stand_in_backend(monkeypatch, cuda_graphs=False), [[1, 2], [3, 4]], 8)
+    assert _greedy(backend, [[1]], 6) == _greedy(_stand_in_backend(monkeypatch, cuda_graphs=False), [[1]], 6)
+    replays = sum(how == "replay" for how, *_ in backend.engine.log)
+    real_end = StandInGraph.capture_end
+
+    def failing_end(self):
+        real_end(self)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(StandInGraph, "capture_end", failing_end)
+    with caplog.at_level("WARNING", logger="rnnx.runtime"):
+        assert _greedy(backend, [[1, 2], [3, 4]], 8) == want  # batch 2: its capture fails, the calls stay eager
+    assert backend._rings[2].disabled and not backend._rings[2].contexts
+    assert "CUDA graphs off for batch 2" in caplog.text
+    monkeypatch.setattr(StandInGraph, "capture_end", real_end)
+    _greedy(backend, [[4]], 6)  # batch 1 still replays its graphs
+    assert sum(how == "replay" for how, *_ in backend.engine.log) > replays
+
+
+def test_foreign_states_closed_backends_and_mismatched_engines_are_refused(monkeypatch):
+    backend, other = _stand_in_backend(monkeypatch), _stand_in_backend(monkeypatch)
+    state = other.init_state(1)
+    ids = {"input_ids": np.array([[1]]), "attention_mask": np.array([[1]])}
+    with pytest.raises(InputError, match="belongs to another TensorRT backend"):
+        backend.run(ids, state)
+    with pytest.raises(InputError, match="inputs have batch 1 but the state has 2 rows"):
+        backend.run(ids, backend.init_state(2))
+    backend.close()
+    backend.close()  # idempotent
+    with pytest.raises(RnnxRuntimeError, match="closed"):
+        backend.init_state(1)
+    engine = StandInEngine()
+    monkeypatch.setattr(engine, "get_tensor_dtype", lambda name: "float16")
+    fresh = object.__new__(type(backend))
+    fresh._describe_model(_metadata(), "cpu", ProfileLimits(max_batch=4, max_length=8, max_context=64))
+    with pytest.raises(RnnxRuntimeError, match="engine tensor 'input_ids' is float16 but the export says int64"):
+        fresh._attach(STAND_IN_TRT, engine, StandInStream(), True)
+
+
 def test_tensorrt_backend_graphs_match_eager_and_forks_survive(monkeypatch):
     eager = _stand_in_backend(monkeypatch, cuda_graphs=False)
     graphs = _stand_in_backend(monkeypatch, cuda_graphs=True)
@@ -527,8 +634,8 @@ def test_tensorrt_backend_without_donation_keeps_the_callers_buffers(monkeypatch
     for token in range(6):
         session.step([token], state=state)  # no donation: eager, fresh buffers every call
         assert state.inner.tensors["layers.0.c"].data_ptr() != kept_ptr
-    assert all(how == "eager" for how, *_ in backend.engine.log) and not backend._ring_contexts
-    assert not any(s.data_ptr() == kept_ptr for free in backend._pool.values() for s in free)
+    assert all(how == "eager" for how, *_ in backend.engine.log) and not backend._rings
+    assert not any(s.data_ptr() == kept_ptr for pool in backend._pool.values() for free in pool.values() for s in free)
     assert backend.state_to_host(kept)["layers.0.c"].tolist() == snapshot.numpy().tolist()
 
 

@@ -31,9 +31,15 @@
   (``torch.cuda.CUDAGraph``): ``ping`` reads A and writes B, ``pong`` reads B and writes A, replayed
   alternately (:mod:`rnnx.runtime.tensorrt.graphs` decides per call). Each is captured on its ring
   context right after an eager ``execute_async_v3`` of that same context (TensorRT needs one), in
-  ``thread_local`` capture mode (CUDA calls of other threads, the scheduler's say, do not invalidate it).
-  Rings with graphs exist for at most :data:`MAX_GRAPH_BATCHES` batch sizes; other batch sizes run
-  eagerly. A capture that fails turns graphs off for this backend and the calls stay eager.
+  ``thread_local`` capture mode (CUDA API calls of other threads do not invalidate it). Rings exist for at
+  most :data:`MAX_GRAPH_BATCHES` batch sizes, the least recently used idle one making room, and pooled
+  state buffers for :data:`MAX_POOL_BATCHES`, so a scheduler's changing batch sizes keep memory bounded. A
+  ring context that cannot be set up or captured turns graphs off for its batch size (logged once) and
+  that call, and the later ones, run eagerly.
+* **One call at a time.** A lock serializes the backend's calls (sessions on several threads may share
+  it): the contexts' bindings, the shared activation memory and the output buffers belong to one call.
+  States carry their backend's token: a state of another TensorRT backend (another engine, GPU or
+  instance) is refused, never read without ordering or recycled into this pool.
 
 NOT RUN IN CI: this machine has no GPU and no TensorRT. Written against the documented TensorRT 10
 Python API (``deserialize_cuda_engine``, ``create_execution_context(strategy)``, ``device_memory_size_v2``,
@@ -46,9 +52,14 @@ TensorRT is installed.
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import wraps
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -62,8 +73,14 @@ from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRun
 
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
                  "int64": "int64", "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8"}  # fmt: skip
-#: Decode rings with CUDA graphs (two contexts and two graphs each) for at most this many batch sizes.
+#: Decode rings (two state sets, two contexts, two graphs each) for at most this many batch sizes, least
+#: recently used first out (a ring whose state is live stays).
 MAX_GRAPH_BATCHES = 4
+#: Pooled state buffers are kept for at most this many batch sizes (least recently used first out).
+MAX_POOL_BATCHES = 4
+
+_logger = logging.getLogger("rnnx.runtime")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _torch_dtype(name: str) -> Any:
@@ -80,11 +97,25 @@ def _to_host(tensor: Any) -> np.ndarray:
     return tensor.to("cpu", dtype=dtype, copy=True).numpy()
 
 
+def _locked(method: _F) -> _F:
+    """Runs ``method`` under the backend's lock, after checking it is not closed: one call at a time binds
+    the contexts, uses the shared activation memory and the output buffers, and enqueues on the stream."""
+
+    @wraps(method)
+    def call(self: TensorRTBackend, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            if self.engine is None:
+                raise RnnxRuntimeError("this TensorRT backend is closed")
+            return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
 @dataclass
 class RingContext:
-    """An execution context of the decode ring, bound once at creation and never again: its own data
-    buffers (``data``: every input and output tensor, device tensors of the shapes it was bound with) and the
-    state set it reads (``reads``: state name -> address) and writes. Its CUDA graph, once captured, replays
+    """An execution context of a decode ring, bound once at creation and never again: its own data buffers
+    (``data``: every input and output tensor, device tensors of the shapes it was bound with) and the state
+    set it reads (``reads``: state name -> address) and writes. Its CUDA graph, once captured, replays
     exactly these bindings."""
 
     context: Any
@@ -92,6 +123,19 @@ class RingContext:
     reads: dict[str, int]
     graph: Any = None
     captures: int = field(default=0)
+
+
+@dataclass
+class DecodeRing:
+    """The decode ring of one batch size: the plan (:class:`PingPong`), its two state sets (parity -> state
+    name -> storage), the input shapes its contexts are bound for, and its ``ping`` / ``pong`` contexts.
+    ``disabled``: a ring context could not be set up or captured here; the batch size then runs eagerly."""
+
+    plan: PingPong = field(default_factory=PingPong)
+    sets: dict[int, dict[str, Any]] = field(default_factory=dict)
+    shapes: Optional[tuple[Any, ...]] = None
+    contexts: dict[str, RingContext] = field(default_factory=dict)
+    disabled: bool = False
 
 
 class TensorRTBackend(Backend):
@@ -154,26 +198,43 @@ class TensorRTBackend(Backend):
         self.profiles = build_profiles(metadata, self.limits)
 
     def _attach(self, trt: Any, engine: Any, stream: Any, cuda_graphs: bool) -> None:
-        """Takes ``engine`` (deserialized) and ``stream``: the I/O plan, the shared activation memory (allocated
-        on the stream) and empty context, buffer and ring tables. Contexts are created on first use."""
+        """Takes ``engine`` (deserialized) and ``stream``: checks the engine's I/O against the export, then the
+        I/O plan, the shared activation memory (allocated on the stream) and empty context, buffer and ring
+        tables. Contexts are created on first use."""
         import torch
 
         self._trt, self.engine, self.stream = trt, engine, stream
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         self.plan = plan_bindings(self.metadata, inputs, [n for n in names if n not in inputs])
+        self._check_engine_dtypes(trt, engine)
         self._decode_profile = next(i for i, p in enumerate(self.profiles) if p.name == DECODE)
         with self._on_stream():
             size = max(1, int(engine.device_memory_size_v2))
             self._memory = torch.empty(size, dtype=torch.uint8, device=self._torch_device)
+        self._lock = threading.RLock()
+        self._owner = object()  # the token a state of this backend carries (extra["owner"])
         self._contexts: dict[int, Any] = {}  # profile -> the eager context fixed on it
-        self._pool: dict[tuple[str, int], list[Any]] = {}
+        self._pool: OrderedDict[int, dict[str, list[Any]]] = OrderedDict()  # batch -> state name -> free storages
         self._cuda_graphs = cuda_graphs and not any(s.grows for s in self.state_specs)
-        self._rings: dict[int, PingPong] = {}  # batch -> the decode ring's plan
-        self._ring_buffers: dict[int, dict[str, Any]] = {}  # batch -> buffer name (<state>#0 / #1) -> storage
-        self._ring_contexts: dict[tuple[Any, ...], RingContext] = {}  # (batch, input shapes, ping | pong)
+        self._rings: OrderedDict[int, DecodeRing] = OrderedDict()  # batch -> its decode ring, LRU order
         # One device buffer per data tensor of the eager contexts, grown on demand.
         self._buffers: dict[str, Any] = {}
+
+    def _check_engine_dtypes(self, trt: Any, engine: Any) -> None:
+        """RnnxRuntimeError unless every engine I/O tensor has the dtype the export's metadata gives it (the
+        buffers are sized and read by the metadata's dtypes)."""
+        expected = {t.name: t.dtype for t in [*self.inputs, *self.outputs]}
+        expected.update({s.input: s.dtype for s in self.state_specs})
+        expected.update({s.output: s.dtype for s in self.state_specs})
+        for name, dtype in expected.items():
+            got = engine.get_tensor_dtype(name)
+            try:
+                got_name = np.dtype(trt.nptype(got)).name
+            except (TypeError, KeyError, ValueError):  # a TensorRT type numpy lacks (bf16): by its enum name
+                got_name = "bfloat16" if str(got).upper().endswith("BF16") else str(got)
+            if got_name != dtype:
+                raise RnnxRuntimeError(f"engine tensor {name!r} is {got_name} but the export says {dtype}; rebuild it")
 
     def _on_stream(self) -> Any:
         """``torch.cuda.stream(self.stream)``: what runs inside is ordered on the backend's stream."""
@@ -189,7 +250,11 @@ class TensorRTBackend(Backend):
         if ctx is None:
             raise RnnxRuntimeError("TensorRT could not create an execution context (see the TensorRT log)")
         ctx.set_device_memory(self._memory.data_ptr(), self._memory.numel())
-        if not ctx.set_optimization_profile_async(profile, self.stream.cuda_stream):
+        try:  # the Python API raises where the C++ API returns false
+            ok = ctx.set_optimization_profile_async(profile, self.stream.cuda_stream)
+        except RuntimeError:
+            ok = False
+        if not ok:
             raise RnnxRuntimeError(f"TensorRT refused optimization profile {profile} ({self.profiles[profile].name})")
         return ctx
 
@@ -199,32 +264,37 @@ class TensorRTBackend(Backend):
             ctx = self._contexts[profile] = self._new_context(profile)
         return ctx
 
-    def _ring_context(self, batch: int, shapes: tuple[Any, ...], step: StepPlan, state: BackendState) -> RingContext:
-        """The ring context of ``step.graph`` for this batch and these input shapes: created and bound (its data
-        buffers, the set it reads, the set it writes) on first use, and never rebound."""
+    @staticmethod
+    def _bind(ctx: Any, name: str, address: int, shape: Optional[tuple[int, ...]] = None) -> None:
+        """Sets an I/O tensor's shape (inputs) and address; InputError / RnnxRuntimeError when TensorRT refuses."""
+        if shape is not None and not ctx.set_input_shape(name, shape):
+            raise InputError(f"input {name!r}: TensorRT refused shape {list(shape)} (outside the engine's profile)")
+        if not ctx.set_tensor_address(name, address):
+            raise RnnxRuntimeError(f"tensor {name!r}: TensorRT refused its address")
+
+    def _ring_context(self, ring: DecodeRing, batch: int, step: StepPlan, state: BackendState) -> RingContext:
+        """The ring context of ``step.graph``: created and bound (its own data buffers for the ring's input
+        shapes, the set it reads, the set it writes) on first use, and never rebound."""
         import torch
 
-        key = (batch, shapes, step.graph)
-        ring = self._ring_contexts.get(key)
-        if ring is not None:
-            return ring
+        found = ring.contexts.get(step.graph)
+        if found is not None:
+            return found
         ctx = self._new_context(self._decode_profile)
         data: dict[str, Any] = {}
-        for spec, shape in zip(self.inputs, shapes):
+        for spec, shape in zip(self.inputs, ring.shapes):
             data[spec.name] = torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=self._torch_device)
-            ctx.set_input_shape(spec.name, shape)
-            ctx.set_tensor_address(spec.name, data[spec.name].data_ptr())
-        reads, writes = self._ring_storages(batch, step.read), self._ring_storages(batch, step.write)
+            self._bind(ctx, spec.name, data[spec.name].data_ptr(), shape)
+        reads, writes = self._ring_set(ring, batch, step.read), self._ring_set(ring, batch, step.write)
         for spec in self.state_specs:
-            ctx.set_input_shape(spec.input, tuple(state.tensors[spec.name].shape))
-            ctx.set_tensor_address(spec.input, reads[spec.name].data_ptr())
-            ctx.set_tensor_address(spec.output, writes[spec.name].data_ptr())
+            self._bind(ctx, spec.input, reads[spec.name].data_ptr(), tuple(state.tensors[spec.name].shape))
+            self._bind(ctx, spec.output, writes[spec.name].data_ptr())
         for spec in self.outputs:
             shape = tuple(int(d) for d in ctx.get_tensor_shape(spec.name))
             data[spec.name] = torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=self._torch_device)
-            ctx.set_tensor_address(spec.name, data[spec.name].data_ptr())
-        ring = self._ring_contexts[key] = RingContext(ctx, data, {n: t.data_ptr() for n, t in reads.items()})
-        return ring
+            self._bind(ctx, spec.name, data[spec.name].data_ptr())
+        ring.contexts[step.graph] = RingContext(ctx, data, {n: t.data_ptr() for n, t in reads.items()})
+        return ring.contexts[step.graph]
 
     # -- data buffers ----------------------------------------------------------------------------
 
@@ -249,32 +319,54 @@ class TensorRTBackend(Backend):
         """A state buffer from the pool, or a new one (allocated on the backend's stream: call under it)."""
         import torch
 
-        free = self._pool.get((spec.name, batch))
+        free = self._pool.get(batch, {}).get(spec.name)
         if free:
             return free.pop()
         return torch.empty(self._capacity(spec, batch), dtype=_torch_dtype(spec.dtype), device=self._torch_device)
 
     def _recycle(self, state: BackendState) -> None:
-        """A donated state's own buffers back to the pool (at most two per tensor, each once)."""
+        """A donated state's own buffers back to the pool (at most two per tensor, each once; never a ring
+        set's); the pool keeps the :data:`MAX_POOL_BATCHES` batch sizes used last."""
+        ring = self._rings.get(state.batch)
+        ring_ids = {id(t) for s in ring.sets.values() for t in s.values()} if ring is not None else set()
+        pool = self._pool.setdefault(state.batch, {})
+        self._pool.move_to_end(state.batch)
         for name, storage in state.extra.get("storage", {}).items():
-            free = self._pool.setdefault((name, state.batch), [])
-            if len(free) < 2 and all(storage is not f for f in free):
+            free = pool.setdefault(name, [])
+            if len(free) < 2 and id(storage) not in ring_ids and all(storage is not f for f in free):
                 free.append(storage)
+        while len(self._pool) > MAX_POOL_BATCHES:
+            self._pool.popitem(last=False)
 
-    def _ring_storages(self, batch: int, parity: int) -> dict[str, Any]:
-        """State name -> storage of ring set ``parity`` (0 = A, 1 = B) for ``batch``, allocated once.
-        The buffer names are :meth:`BindingPlan.addresses`' (``<state>#0`` / ``<state>#1``)."""
-        buffers = self._ring_buffers.setdefault(batch, {})
-        names = self.plan.addresses(1 - parity)  # a call of parity 1 - p writes set p
-        storages = {}
-        for spec in self.state_specs:
-            buffer = names[spec.output]
-            if buffer not in buffers:
-                buffers[buffer] = self._storage(spec, batch)
-            storages[spec.name] = buffers[buffer]
-        return storages
+    def _ring_set(self, ring: DecodeRing, batch: int, parity: int) -> dict[str, Any]:
+        """State name -> storage of ``ring``'s set ``parity`` (0 = A, 1 = B), allocated once (call under the
+        stream)."""
+        if parity not in ring.sets:
+            ring.sets[parity] = {spec.name: self._storage(spec, batch) for spec in self.state_specs}
+        return ring.sets[parity]
+
+    def _ring_for(self, batch: int, shapes: tuple[Any, ...]) -> Optional[DecodeRing]:
+        """The decode ring of ``batch`` for a one-step call with these input shapes, made (evicting the least
+        recently used ring whose state is not live) when there is room; None when the call cannot use one."""
+        ring = self._rings.get(batch)
+        if ring is None:
+            if len(self._rings) >= MAX_GRAPH_BATCHES:
+                idle = next((b for b, r in self._rings.items() if not r.plan.busy), None)
+                if idle is None:
+                    return None
+                self._rings.pop(idle)  # its contexts, graphs and state sets go with it
+            ring = self._rings[batch] = DecodeRing(shapes=shapes)
+        self._rings.move_to_end(batch)
+        if ring.disabled or ring.shapes != shapes:
+            return None
+        return ring
 
     def _check_live(self, state: BackendState) -> None:
+        if state.extra.get("owner") is not self._owner:
+            raise InputError(
+                "state: it belongs to another TensorRT backend (another engine, GPU or instance); "
+                "move it with state_to_host / state_from_host"
+            )
         if state.extra.get("donated"):
             raise StaleState(
                 "state: it was donated to an earlier call (donate=True) and its buffers are reused; "
@@ -286,7 +378,8 @@ class TensorRTBackend(Backend):
         for spec in self.state_specs:
             shape = spec.concrete_shape(batch, past_length)
             tensors[spec.name] = storages[spec.name][: int(np.prod(shape, dtype=np.int64))].view(shape)
-        return BackendState(tensors, batch, past_length, self.name, self.signature, {"storage": storages})
+        extra = {"storage": storages, "owner": self._owner}
+        return BackendState(tensors, batch, past_length, self.name, self.signature, extra)
 
     def _check_batch(self, batch: int) -> None:
         if not 1 <= batch <= self.limits.max_batch:
@@ -294,17 +387,22 @@ class TensorRTBackend(Backend):
 
     # -- Backend API ------------------------------------------------------------------------------
 
+    @_locked
     def init_state(self, batch: int) -> BackendState:
         self._check_batch(batch)
         with self._on_stream():
             storages = {s.name: self._storage(s, batch).zero_() for s in self.state_specs}
         return self._state(storages, batch, 0)
 
+    @_locked
     def run(
         self, inputs: dict[str, np.ndarray], state: BackendState, donate: bool = False
     ) -> tuple[dict[str, np.ndarray], BackendState]:
         batch, length = self.batch_of(inputs), self.call_length(inputs)
         self._check_batch(batch)
+        self._check_live(state)
+        if state.batch != batch:
+            raise InputError(f"inputs have batch {batch} but the state has {state.batch} rows")
         if length > self.limits.max_length:
             raise InputError(f"inputs: length {length} exceeds the engine's max_length {self.limits.max_length}")
         grows = any(s.grows for s in self.state_specs)
@@ -318,33 +416,30 @@ class TensorRTBackend(Backend):
             profile = select_profile(self.profiles, {name: a.shape for name, a in arrays.items()})
         except ProfileError as e:
             raise InputError(str(e)) from None
-        self._check_live(state)
         shapes = tuple(arrays[t.name].shape for t in self.inputs)
-        step = self._plan(batch, shapes, length, donate, state)
+        ticket = state.extra.get("ring")
+        holder = ticket.ring if ticket is not None else None
+        ring = self._ring_for(batch, shapes) if self._cuda_graphs and donate and length <= 1 else None
+        plan = ring.plan if ring is not None else next((r.plan for r in self._rings.values() if r.plan is holder),
+                                                         PingPong())  # fmt: skip
+        captured = [g for g in GRAPH_READING if ring is not None and getattr(ring.contexts.get(g), "graph", None)]
+        step = plan.plan(
+            donate=donate, decode=length <= 1, graphs=ring is not None, ticket=ticket, captured=captured,
+        )  # fmt: skip
         with self._on_stream():
+            outputs, storages = None, None
             if step.graph is not None:
-                outputs, storages = self._run_ring(step, arrays, state, batch, shapes)
-            else:
-                outputs, storages = self._run_eager(profile, step, arrays, state, batch)
+                outputs, storages = self._run_ring(ring, step, arrays, state, batch)
+            if outputs is None:
+                outputs, storages = self._run_eager(profile, step, arrays, state, batch, ring)
         self.stream.synchronize()
         host = {n: _to_host(t) for n, t in outputs.items()}  # copies: the next call reuses these buffers
-        return host, self._finish(step, state, storages, batch, new_past, donate)
-
-    def _plan(self, batch: int, shapes: tuple[Any, ...], length: int, donate: bool, state: BackendState) -> StepPlan:
-        """The ring's plan for this call (:meth:`PingPong.plan`): which set it reads and writes, and whether it
-        replays, captures or runs eagerly."""
-        ring = self._rings.setdefault(batch, PingPong())
-        captured = [g for g in GRAPH_READING if getattr(self._ring_contexts.get((batch, shapes, g)), "graph", None)]
-        batches = {key[:2] for key in self._ring_contexts}
-        can_capture = (batch, shapes) in batches or len(batches) < MAX_GRAPH_BATCHES
-        return ring.plan(
-            donate=donate, decode=length <= 1, graphs=self._cuda_graphs, ticket=state.extra.get("ring"),
-            captured=captured, can_capture=can_capture,
-        )  # fmt: skip
+        return host, self._finish(plan, step, state, storages, batch, new_past, donate)
 
     def _run_eager(
-        self, profile: int, step: StepPlan, arrays: dict[str, np.ndarray], state: BackendState, batch: int
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, profile: int, step: StepPlan, arrays: dict[str, np.ndarray], state: BackendState, batch: int,
+        ring: Optional[DecodeRing],
+    ) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
         """One call on the eager context of ``profile``, bound for it now; its outputs' state goes to pool
         buffers, or to the ring set the plan writes."""
         import torch
@@ -354,100 +449,119 @@ class TensorRTBackend(Backend):
             value = arrays[spec.name]
             buf = self._buffer(spec.name, value.shape, spec.dtype)
             buf.copy_(torch.from_numpy(value))
-            ctx.set_input_shape(spec.name, value.shape)
-            ctx.set_tensor_address(spec.name, buf.data_ptr())
+            self._bind(ctx, spec.name, buf.data_ptr(), value.shape)
         for spec in self.state_specs:
-            ctx.set_input_shape(spec.input, tuple(state.tensors[spec.name].shape))
+            if not ctx.set_input_shape(spec.input, tuple(state.tensors[spec.name].shape)):
+                raise InputError(f"state {spec.name!r}: TensorRT refused shape {list(state.tensors[spec.name].shape)}")
         outputs = {}
         for spec in self.outputs:  # every input shape is set: TensorRT knows the output shapes
             shape = tuple(int(d) for d in ctx.get_tensor_shape(spec.name))
             outputs[spec.name] = self._buffer(spec.name, shape, spec.dtype)
-            ctx.set_tensor_address(spec.name, outputs[spec.name].data_ptr())
+            self._bind(ctx, spec.name, outputs[spec.name].data_ptr())
         if step.write is None:
             storages = {s.name: self._storage(s, batch) for s in self.state_specs}
         else:
-            storages = self._ring_storages(batch, step.write)
+            storages = self._ring_set(ring, batch, step.write)
         for spec in self.state_specs:
             past, present = state.tensors[spec.name].data_ptr(), storages[spec.name].data_ptr()
             if past == present:
                 raise RnnxRuntimeError(f"state {spec.name!r}: input and output bound to one buffer ({step})")
-            ctx.set_tensor_address(spec.input, past)
-            ctx.set_tensor_address(spec.output, present)
+            self._bind(ctx, spec.input, past)
+            self._bind(ctx, spec.output, present)
         if not ctx.execute_async_v3(self.stream.cuda_stream):
             raise RnnxRuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
         return outputs, storages
 
     def _run_ring(
-        self, step: StepPlan, arrays: dict[str, np.ndarray], state: BackendState, batch: int, shapes: tuple[Any, ...]
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, ring: DecodeRing, step: StepPlan, arrays: dict[str, np.ndarray], state: BackendState, batch: int
+    ) -> tuple[Optional[dict[str, Any]], Optional[dict[str, Any]]]:
         """One decode step on its ring context: the inputs copied into the context's own buffers, then its
         graph replayed; or, for :data:`CAPTURE`, the context run eagerly (TensorRT needs one enqueue with
-        these bindings before a capture; it gives this call's outputs) and its graph captured."""
+        these bindings before a capture; it gives this call's outputs) and its graph captured. When the ring
+        context cannot be set up or run, the ring is disabled (with a warning) and (None, None) says to run
+        the call eagerly instead."""
         import torch
 
-        ring = self._ring_context(batch, shapes, step, state)
-        for spec in self.state_specs:
-            if state.tensors[spec.name].data_ptr() != ring.reads[spec.name]:
-                raise RnnxRuntimeError(f"state {spec.name!r} is not in the ring set its graph reads ({step})")
-        for spec in self.inputs:
-            ring.data[spec.name].copy_(torch.from_numpy(arrays[spec.name]))
-        if step.mode == REPLAY and ring.graph is not None:
-            ring.graph.replay()
-        else:
-            if not ring.context.execute_async_v3(self.stream.cuda_stream):
-                raise RnnxRuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
-            if step.mode == CAPTURE:
-                self._capture(ring)
-        return {spec.name: ring.data[spec.name] for spec in self.outputs}, self._ring_storages(batch, step.write)
+        try:
+            context = self._ring_context(ring, batch, step, state)
+            for spec in self.state_specs:
+                if state.tensors[spec.name].data_ptr() != context.reads[spec.name]:
+                    raise RnnxRuntimeError(f"state {spec.name!r} is not in the ring set its graph reads ({step})")
+            for spec in self.inputs:
+                context.data[spec.name].copy_(torch.from_numpy(arrays[spec.name]))
+            if step.mode == REPLAY and context.graph is not None:
+                context.graph.replay()
+            else:
+                if not context.context.execute_async_v3(self.stream.cuda_stream):
+                    raise RnnxRuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
+                if step.mode == CAPTURE:
+                    self._capture(context)
+        except (RnnxRuntimeError, RuntimeError) as error:
+            self._disable(ring, batch, error)
+            return None, None
+        return {spec.name: context.data[spec.name] for spec in self.outputs}, self._ring_set(ring, batch, step.write)
 
-    def _capture(self, ring: RingContext) -> None:
-        """Captures the ring context's enqueue into its CUDA graph (``thread_local`` mode: CUDA calls of other
-        threads meanwhile do not invalidate it); a failed capture turns graphs off for this backend."""
+    def _capture(self, context: RingContext) -> None:
+        """Captures the ring context's enqueue into its CUDA graph, in ``thread_local`` capture mode (CUDA API
+        calls that other threads make meanwhile neither join nor invalidate it; work enqueued on this stream
+        by anyone is what the backend's lock excludes). ``capture_begin`` / ``capture_end`` directly: no
+        device-wide synchronize, gc or cache flush per capture. RuntimeError when the capture fails."""
         import torch
 
         graph = torch.cuda.CUDAGraph()
+        self.stream.synchronize()  # the eager enqueue that preceded it has finished, as trtexec does
+        context.captures += 1
+        graph.capture_begin(capture_error_mode="thread_local")
         try:
-            with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
-                ok = ring.context.execute_async_v3(self.stream.cuda_stream)
-        except RuntimeError:
-            ok = False
-        ring.captures += 1
-        if ok:
-            ring.graph = graph
-        else:
-            self._cuda_graphs = False  # capture unsupported here: stay eager
+            ok = context.context.execute_async_v3(self.stream.cuda_stream)
+        finally:
+            graph.capture_end()
+        if not ok:
+            raise RnnxRuntimeError("TensorRT execute_async_v3 failed while capturing a CUDA graph")
+        context.graph = graph
+
+    def _disable(self, ring: DecodeRing, batch: int, error: BaseException) -> None:
+        """Turns CUDA graphs off for ``batch`` after ``error`` (logged once), dropping its ring contexts."""
+        ring.disabled = True
+        ring.contexts.clear()
+        _logger.warning("rnnx: TensorRT CUDA graphs off for batch %d, the calls stay eager: %s", batch, error)
 
     def _finish(
-        self, step: StepPlan, state: BackendState, storages: dict[str, Any], batch: int, past: int, donate: bool
-    ) -> BackendState:
+        self, plan: PingPong, step: StepPlan, state: BackendState, storages: dict[str, Any], batch: int, past: int,
+        donate: bool,
+    ) -> BackendState:  # fmt: skip
         """After the call: recycles / marks the donated input state and records the ring's new holder."""
         if step.recycle:
             self._recycle(state)
         if donate:
             state.extra["donated"] = True
         new = self._state(storages, batch, past)
-        ticket = self._rings[batch].commit(step, new)
+        ticket = plan.commit(step, new)
         if ticket is not None:
             new.extra["ring"] = ticket
         return new
 
+    @_locked
     def copy_state(self, state: BackendState) -> BackendState:
         """A copy in pool buffers (never a ring set), so donating either one leaves the other intact; the copy
-        runs on the backend's stream, after whatever wrote ``state``."""
+        (of the live prefix) runs on the backend's stream, after whatever wrote ``state``."""
         self._check_live(state)
         storages = {}
         with self._on_stream():
             for spec in self.state_specs:
                 storage = self._storage(spec, state.batch)
-                storage.copy_(state.extra["storage"][spec.name])
+                n = state.tensors[spec.name].numel()
+                storage[:n].copy_(state.extra["storage"][spec.name][:n])
                 storages[spec.name] = storage
         return self._state(storages, state.batch, state.past_length)
 
+    @_locked
     def state_to_host(self, state: BackendState) -> dict[str, np.ndarray]:
         self._check_live(state)
         self.stream.synchronize()
         return {s.name: state.tensors[s.name].cpu().numpy() for s in self.state_specs}
 
+    @_locked
     def state_from_host(self, arrays: dict[str, np.ndarray]) -> BackendState:
         import torch
 
@@ -465,12 +579,19 @@ class TensorRTBackend(Backend):
         return self._state(storages, batch, past)
 
     def close(self) -> None:
-        """Drops the graphs and contexts before the activation memory they use, then the buffers."""
-        self._ring_contexts.clear()
-        self._contexts.clear()
-        self._pool.clear()
-        self._rings.clear()
-        self._ring_buffers.clear()
-        self._buffers.clear()
-        self._memory = None
-        self.engine = None
+        """Waits for the stream, then drops the graphs, the contexts, the activation memory they use and the
+        buffers; later calls raise. Idempotent."""
+        with self._lock:
+            if self.engine is None:
+                return
+            self.stream.synchronize()
+            for ring in self._rings.values():
+                for context in ring.contexts.values():
+                    context.graph = None
+                ring.contexts.clear()
+            self._rings.clear()
+            self._contexts.clear()
+            self._pool.clear()
+            self._buffers.clear()
+            self._memory = None
+            self.engine = None
