@@ -131,7 +131,7 @@ def main() -> int:
         return 1
     ext = cuda_ops.load()
     if ext is None:
-        print(f"bench_cuda_kernels: CUDA binding unavailable: {cuda_ops.build_error()}", file=sys.stderr)
+        print(f"bench_cuda_kernels: CUDA binding unavailable: {cuda_ops.EXTENSION.error}", file=sys.stderr)
         return 1
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
     print(f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}\n")

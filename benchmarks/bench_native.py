@@ -83,7 +83,7 @@ def python_step(directory: Path, batch: int, vocab: int, steps: int, io_binding:
 def bare_step(directory: Path, batch: int, vocab: int, steps: int) -> float:
     import onnxruntime as ort
 
-    from rnnx.runtime.artifact import read_metadata, state_specs
+    from rnnx.runtime.contract.artifact import read_metadata, state_specs
 
     meta = read_metadata(directory)
     options = ort.SessionOptions()

@@ -42,10 +42,10 @@ from timing import machine_line, markdown_table
 import rnnx.runtime as rt
 from rnnx.export import export_model
 from rnnx.models.linear_transformer import LinearTransformerLM
-from rnnx.runtime.artifact import ITEMSIZE
-from rnnx.runtime.slots import StatePool
-from rnnx.runtime.triton import write_repository
-from rnnx.runtime.triton.local_server import TritonServer, run_client, venv_python
+from rnnx.runtime.contract.artifact import ITEMSIZE
+from rnnx.runtime.serving.slots import StatePool
+from rnnx.runtime.serving.triton import write_repository
+from rnnx.runtime.serving.triton.local_server import TritonServer, run_client, venv_python
 
 CONFIG = dict(vocab_size=8000, d_model=512, num_layers=6, num_heads=8)
 

@@ -5,7 +5,7 @@ with state (``forward(*inputs, state) -> (*outputs, new_state)``) built on SRU /
 attention, the published ``sru`` / ``fast-transformers`` layers included (converted first);
 ``export_model(model_or_checkpoint, out_dir, target=, precision=, opset=, check=)`` is the same path for
 an rnnx language model (prefill and decode, dynamic batch / length / past_length). What an export
-directory holds, its names and its metadata are the artifact contract, :mod:`rnnx.runtime.artifact`
+directory holds, its names and its metadata are the artifact contract, :mod:`rnnx.runtime.contract.artifact`
 (``read_metadata`` is re-exported here); the parity check is :mod:`rnnx.runtime.parity`; the torch side
 of the graph is :mod:`rnnx.models.stateful`; the custom ONNX ops are :mod:`rnnx.export.onnx_ops`.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime.artifact import (
+from ..runtime.contract.artifact import (
     DEFAULT_OPSET,
     METADATA_FILE,
     MODEL_FILE,

@@ -30,7 +30,7 @@ exporting, so nothing is done in vain; a failed engine build after a successful 
 ``Error:`` line and a non-zero exit, with the ONNX export left in place.
 
 ``--triton-repo DIR`` also writes Triton model repository entries for the export
-(:func:`rnnx.runtime.triton.write_repository`; docs/serving.md): by default the ``python`` variant (rnnx's
+(:func:`rnnx.runtime.serving.triton.write_repository`; docs/serving.md): by default the ``python`` variant (rnnx's
 state pool in Triton's Python backend) and the ``onnxruntime`` variant (implicit state), and the
 ``tensorrt`` variant (the engine and the plugin library) with ``--engine``.
 """
@@ -39,14 +39,20 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import click
 
-from ..runtime.artifact import DEFAULT_OPSET, PRECISIONS, QUANTIZATION_HEADS, QUANTIZATION_SCHEMES, TARGETS
+from ..runtime.contract.artifact import DEFAULT_OPSET, QUANTIZATION_HEADS, QUANTIZATION_SCHEMES
+from ..runtime.contract.targets import PRECISIONS, TARGETS
 from ..runtime.parity import DEFAULT_DECODE_STEPS
-from ..runtime.triton.config import VARIANTS as TRITON_VARIANTS
+from ..runtime.serving.triton.config import VARIANTS as TRITON_VARIANTS
+from ..runtime.serving.triton.step import TritonStep, TritonStepError
+from ..runtime.tensorrt.engine_step import EngineStep, EngineStepError
+from .errors import one_line
 
 #: Packages the exporter needs beyond the runtime (the ``export`` extra).
 EXPORT_REQUIREMENTS = ("torch", "onnx", "onnxscript")
@@ -55,189 +61,161 @@ EXPORT_REQUIREMENTS = ("torch", "onnx", "onnxscript")
 DEFAULT_OUT_ROOT = Path("rnnx-export")
 
 
+def _options(*decorators: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[..., Any]:
+    """One group of options, applied in the order given (their order in ``--help``)."""
+
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return apply
+
+
+SOURCE_OPTIONS = _options(
+    click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+                 help="Output directory (default: ./rnnx-export/<checkpoint name>)."),
+    click.option("--module", "factory", default=None, metavar="PACKAGE.MODULE:FUNCTION",
+                 help="Export a model of your own: a function (or path/to/file.py:function) returning "
+                 "(module, example_inputs)."),
+    click.option("--weights", type=click.Path(path_type=Path), default=None,
+                 help="With --module: a state_dict file (torch.save) loaded into the module."),
+)  # fmt: skip
+GRAPH_OPTIONS = _options(
+    click.option("--target", default=TARGETS[0], show_default=True, help=f"Graph flavour: {' | '.join(TARGETS)}."),
+    click.option("--precision", default=PRECISIONS[0], show_default=True,
+                 help=f"Weights and activations: {' | '.join(PRECISIONS)} (state is always fp32)."),
+    click.option("--opset", default=DEFAULT_OPSET, show_default=True, type=int, help="ONNX opset (18-21)."),
+    click.option("--check/--no-check", default=True, show_default=True,
+                 help="Parity against PyTorch in ONNX Runtime, and Polygraphy files."),
+    click.option("--external-data/--no-external-data", default=None,
+                 help="Weights in model.onnx.data beside model.onnx (ONNX external data). Default: when the weights "
+                 "pass 1.5 GiB (a single ONNX file cannot exceed 2 GB)."),
+    click.option("--steps", default=DEFAULT_DECODE_STEPS, show_default=True, type=click.IntRange(0),
+                 help="Chained decode steps (chained calls with --module) of the parity check."),
+)  # fmt: skip
+QUANTIZE_OPTIONS = _options(
+    click.option("--quantize", type=click.Choice(list(QUANTIZATION_SCHEMES)), default=None,
+                 help="Weight-only quantization of the MatMul weights (MatMulNBits on onnxruntime, DequantizeLinear "
+                 "on tensorrt)."),
+    click.option("--block-size", type=int, default=None,
+                 help="With --quantize: weights per scale block (default: int4 32, int8 128 on onnxruntime; 64 on "
+                 "tensorrt)."),
+    click.option("--head", type=click.Choice(list(QUANTIZATION_HEADS)), default=None,
+                 help="With --quantize: the output head's weights (default: fp)."),
+    click.option("--quantize-embedding", is_flag=True, default=False,
+                 help="With --quantize int4 (onnxruntime): the embedding too."),
+)  # fmt: skip
+ENGINE_OPTIONS = _options(
+    click.option("--engine", is_flag=True, default=False,
+                 help="Also build (or reuse from the cache) a TensorRT engine; needs TensorRT and a GPU."),
+    click.option("--max-batch", default=8, show_default=True, type=int, help="With --engine: largest batch."),
+    click.option("--max-length", default=512, show_default=True, type=int,
+                 help="With --engine: most tokens per call (prefill profile)."),
+    click.option("--max-context", default=None, type=int,
+                 help="With --engine: most KV-cache positions (default: --max-length)."),
+    click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+                 help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines)."),
+)  # fmt: skip
+TRITON_OPTIONS = _options(
+    click.option("--triton-repo", type=click.Path(path_type=Path), default=None,
+                 help="Also write Triton model repository entries for the export into DIR (see docs/serving.md)."),
+    click.option("--triton-variant", "triton_variants", multiple=True, type=click.Choice(TRITON_VARIANTS),
+                 help="With --triton-repo (repeatable); default: python (language models), onnxruntime, tensorrt "
+                 "(with --engine)."),
+    click.option("--triton-max-streams", default=64, show_default=True, type=int,
+                 help="With --triton-repo: streams per instance."),
+)  # fmt: skip
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("checkpoint", required=False, type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Output directory (default: ./rnnx-export/<checkpoint name>).",
-)
-@click.option(
-    "--module",
-    "factory",
-    default=None,
-    metavar="PACKAGE.MODULE:FUNCTION",
-    help="Export a model of your own: a function (or path/to/file.py:function) returning (module, example_inputs).",
-)
-@click.option(
-    "--weights",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="With --module: a state_dict file (torch.save) loaded into the module.",
-)
-@click.option("--target", default="tensorrt", show_default=True, help=f"Graph flavour: {' | '.join(TARGETS)}.")
-@click.option(
-    "--precision",
-    default="fp32",
-    show_default=True,
-    help=f"Weights and activations: {' | '.join(PRECISIONS)} (state is always fp32).",
-)
-@click.option("--opset", default=DEFAULT_OPSET, show_default=True, type=int, help="ONNX opset (18-21).")
-@click.option(
-    "--check/--no-check",
-    default=True,
-    show_default=True,
-    help="Parity against PyTorch in ONNX Runtime, and Polygraphy files.",
-)
-@click.option(
-    "--external-data/--no-external-data",
-    default=None,
-    help="Weights in model.onnx.data beside model.onnx (ONNX external data). Default: when the weights pass "
-    "1.5 GiB (a single ONNX file cannot exceed 2 GB).",
-)
-@click.option(
-    "--steps",
-    default=DEFAULT_DECODE_STEPS,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Chained decode steps (chained calls with --module) of the parity check.",
-)
-@click.option(
-    "--quantize",
-    type=click.Choice(list(QUANTIZATION_SCHEMES)),
-    default=None,
-    help="Weight-only quantization of the MatMul weights (MatMulNBits on onnxruntime, DequantizeLinear on tensorrt).",
-)
-@click.option(
-    "--block-size",
-    type=int,
-    default=None,
-    help="With --quantize: weights per scale block (default: int4 32, int8 128 on onnxruntime; 64 on tensorrt).",
-)
-@click.option(
-    "--head",
-    type=click.Choice(list(QUANTIZATION_HEADS)),
-    default=None,
-    help="With --quantize: the output head's weights (default: fp).",
-)
-@click.option(
-    "--quantize-embedding", is_flag=True, default=False, help="With --quantize int4 (onnxruntime): the embedding too."
-)
-@click.option(
-    "--engine",
-    is_flag=True,
-    default=False,
-    help="Also build (or reuse from the cache) a TensorRT engine; needs TensorRT and a GPU.",
-)
-@click.option("--max-batch", default=8, show_default=True, type=int, help="With --engine: largest batch.")
-@click.option(
-    "--max-length",
-    default=512,
-    show_default=True,
-    type=int,
-    help="With --engine: most tokens per call (prefill profile).",
-)
-@click.option(
-    "--max-context", default=None, type=int, help="With --engine: most KV-cache positions (default: --max-length)."
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="With --engine: engine cache (default: $RNNX_ENGINE_CACHE or ~/.cache/rnnx/engines).",
-)
-@click.option(
-    "--triton-repo",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Also write Triton model repository entries for the export into DIR (see docs/serving.md).",
-)
-@click.option(
-    "--triton-variant",
-    "triton_variants",
-    multiple=True,
-    type=click.Choice(TRITON_VARIANTS),
-    help="With --triton-repo (repeatable); default: python (language models), onnxruntime, tensorrt (with --engine).",
-)
-@click.option(
-    "--triton-max-streams", default=64, show_default=True, type=int, help="With --triton-repo: streams per instance."
-)
-def main(
-    checkpoint: Optional[Path],
-    out_dir: Optional[Path],
-    factory: Optional[str],
-    weights: Optional[Path],
-    target: str,
-    precision: str,
-    opset: int,
-    check: bool,
-    steps: int,
-    external_data: Optional[bool] = None,
-    quantize: Optional[str] = None,
-    block_size: Optional[int] = None,
-    head: Optional[str] = None,
-    quantize_embedding: bool = False,
-    engine: bool = False,
-    max_batch: int = 8,
-    max_length: int = 512,
-    max_context: Optional[int] = None,
-    cache_dir: Optional[Path] = None,
-    triton_repo: Optional[Path] = None,
-    triton_variants: tuple[str, ...] = (),
-    triton_max_streams: int = 64,
-) -> None:
+@SOURCE_OPTIONS
+@GRAPH_OPTIONS
+@QUANTIZE_OPTIONS
+@ENGINE_OPTIONS
+@TRITON_OPTIONS
+def main(checkpoint: Optional[Path], **options: Any) -> None:
     """Export CHECKPOINT (default: the shipped demo model), or --module, to DIR/model.onnx + DIR/rnnx.json."""
     _require_export_extra()
-    from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
-    from .exporter import ExportError, export_model, validate_options
-    from .quantize import QuantizeError, QuantizeOptions, resolve_options
+    request = ExportRequest.from_options(checkpoint, options)
+    engine_step, triton_step = _engine_step(request, options), _triton_step(options)
+    result = request.run()
+    _report(result)
+    engine = _run_engine_step(engine_step, result.out_dir) if engine_step is not None else None
+    if triton_step is not None:
+        _run_triton_step(triton_step, result.out_dir, engine, engine_step)
 
-    options = None
-    if quantize is None and (block_size is not None or head is not None or quantize_embedding):
-        raise click.UsageError("--block-size, --head and --quantize-embedding need --quantize int8|int4")
-    try:
-        validate_options(target, precision, opset)
-        if quantize is not None:
-            options = resolve_options(QuantizeOptions(quantize, block_size, head or "fp", quantize_embedding), target)
-    except (ExportError, QuantizeError) as e:
-        raise click.ClickException(_one_line(str(e))) from None
-    if factory is None and weights is not None:
-        raise click.UsageError("--weights needs --module (a checkpoint directory holds its own weights)")
-    if factory is not None and checkpoint is not None:
-        raise click.UsageError("give either CHECKPOINT or --module, not both")
-    limits = _engine_preflight(target, max_batch, max_length, max_context) if engine else None
-    variants = _triton_preflight(triton_repo, triton_variants, engine)
 
-    def after_export(result: Any) -> None:
-        _report(result)
-        plan = _build_engine(result.out_dir, limits, cache_dir) if limits is not None else None
-        if triton_repo is not None:
-            max_batch_size = limits.max_batch if limits is not None else None  # type: ignore[attr-defined]
-            _write_triton(result.out_dir, triton_repo, variants, triton_max_streams, plan, max_batch_size)
+@dataclass(frozen=True)
+class ExportRequest:
+    """What ``export-model`` exports: a checkpoint (the demo when none is given) or a ``--module`` factory with
+    its ``--weights``, into ``out_dir`` (None: under :data:`DEFAULT_OUT_ROOT`), and how (the graph options
+    and the resolved quantization)."""
 
-    if factory is not None:
-        after_export(
-            _export_factory(factory, weights, out_dir, target, precision, opset, check, steps, external_data, options)
-        )
-        return
-    if checkpoint is None:
-        checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
-        click.echo(f"no checkpoint given: exporting the shipped demo {DEMO_CHECKPOINTS[0]!r}")
-    if out_dir is None:
-        out_dir = DEFAULT_OUT_ROOT / Path(checkpoint).resolve().name
-    click.echo(f"checkpoint: {checkpoint}")
-    click.echo(f"output:     {out_dir}")
-    try:
-        result = export_model(
-            checkpoint, out_dir, target=target, precision=precision, opset=opset, check=check,
-            decode_steps=steps, external_data=external_data, quantize=options,
-            log=lambda message: click.echo(f"- {message}"),
-        )  # fmt: skip
-    except (CheckpointError, ExportError) as e:
-        raise click.ClickException(_one_line(str(e))) from None
-    after_export(result)
+    checkpoint: Optional[Path]
+    factory: Optional[str]
+    weights: Optional[Path]
+    out_dir: Optional[Path]
+    target: str
+    precision: str
+    opset: int
+    check: bool
+    steps: int
+    external_data: Optional[bool]
+    quantize: Any
+
+    @classmethod
+    def from_options(cls, checkpoint: Optional[Path], options: dict[str, Any]) -> ExportRequest:
+        """The request of the command line's options (the source, graph and quantization groups), checked before
+        anything is exported: click's usage error or one ``Error:`` line for a bad combination or value."""
+        from .exporter import ExportError, validate_options
+        from .quantize import QuantizeError, QuantizeOptions, resolve_options
+
+        scheme, block_size, head, embedding = (options[k] for k in ("quantize", "block_size", "head",
+                                                                    "quantize_embedding"))  # fmt: skip
+        if scheme is None and (block_size is not None or head is not None or embedding):
+            raise click.UsageError("--block-size, --head and --quantize-embedding need --quantize int8|int4")
+        target, precision, opset = options["target"], options["precision"], options["opset"]
+        quantize = None
+        try:
+            validate_options(target, precision, opset)
+            if scheme is not None:
+                quantize = resolve_options(QuantizeOptions(scheme, block_size, head or "fp", embedding), target)
+        except (ExportError, QuantizeError) as e:
+            raise click.ClickException(one_line(e)) from None
+        factory, weights = options["factory"], options["weights"]
+        if factory is None and weights is not None:
+            raise click.UsageError("--weights needs --module (a checkpoint directory holds its own weights)")
+        if factory is not None and checkpoint is not None:
+            raise click.UsageError("give either CHECKPOINT or --module, not both")
+        return cls(checkpoint, factory, weights, options["out_dir"], target, precision, opset, options["check"],
+                   options["steps"], options["external_data"], quantize)  # fmt: skip
+
+    def run(self) -> Any:
+        """The export (:func:`rnnx.export.export_model`, or :func:`rnnx.export.export` of the factory's module),
+        with its steps printed; one ``Error:`` line for a failure."""
+        if self.factory is not None:
+            return _export_factory(self.factory, self.weights, self.out_dir, self.target, self.precision,
+                                   self.opset, self.check, self.steps, self.external_data, self.quantize)  # fmt: skip
+        from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
+        from .exporter import ExportError, export_model
+
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            checkpoint = demo_checkpoint_path(DEMO_CHECKPOINTS[0])
+            click.echo(f"no checkpoint given: exporting the shipped demo {DEMO_CHECKPOINTS[0]!r}")
+        out_dir = self.out_dir if self.out_dir is not None else DEFAULT_OUT_ROOT / Path(checkpoint).resolve().name
+        click.echo(f"checkpoint: {checkpoint}")
+        click.echo(f"output:     {out_dir}")
+        try:
+            return export_model(
+                checkpoint, out_dir, target=self.target, precision=self.precision, opset=self.opset,
+                check=self.check, decode_steps=self.steps, external_data=self.external_data, quantize=self.quantize,
+                log=lambda message: click.echo(f"- {message}"),
+            )  # fmt: skip
+        except (CheckpointError, ExportError) as e:
+            raise click.ClickException(one_line(e)) from None
 
 
 def _export_factory(
@@ -260,7 +238,7 @@ def _export_factory(
         source = {"factory": recorded, "factory_root": factory_root(factory),
                   "weights": None if weights is None else str(Path(weights).resolve())}  # fmt: skip
         if weights is not None:
-            from ..runtime.artifact import sha256_file
+            from ..runtime.contract.artifact import sha256_file
 
             source["weights_sha256"] = sha256_file(weights)
         return export(
@@ -269,9 +247,9 @@ def _export_factory(
             quantize=quantize, log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (FactoryError, ExportError) as e:
-        raise click.ClickException(_one_line(str(e))) from None
+        raise click.ClickException(one_line(e)) from None
     except Exception as e:  # the user's factory: one line, whatever it raised
-        raise click.ClickException(f"factory {factory!r} failed: {type(e).__name__}: {_one_line(str(e))}") from None
+        raise click.ClickException(f"factory {factory!r} failed: {type(e).__name__}: {one_line(e)}") from None
 
 
 def _report(result: Any) -> None:
@@ -287,79 +265,46 @@ def _report(result: Any) -> None:
         click.echo(f"  {shlex.join(result.polygraphy_command)}")
 
 
-def _engine_preflight(target: str, max_batch: int, max_length: int, max_context: Optional[int]) -> object:
-    """Checks, before exporting, that an engine can be built: TensorRT installed, target tensorrt,
-    valid limits. Returns the resolved ProfileLimits; ClickException (one line) otherwise."""
-    from ..runtime.tensorrt import ProfileError, ProfileLimits, tensorrt_available
-
-    if not tensorrt_available():
-        raise click.ClickException(
-            "--engine needs TensorRT, which is not installed: pip install tensorrt (NVIDIA; needs a CUDA GPU); "
-            "nothing was exported"
-        )
-    if target != "tensorrt":
-        raise click.ClickException(f"--engine needs --target tensorrt (got {target!r})")
+def _engine_step(request: ExportRequest, options: dict[str, Any]) -> Optional[EngineStep]:
+    """The ``--engine`` step (:class:`rnnx.runtime.tensorrt.engine_step.EngineStep`), checked before exporting."""
+    if not options["engine"]:
+        return None
     try:
-        return ProfileLimits(max_batch=max_batch, max_length=max_length, max_context=max_context).resolved()
-    except ProfileError as e:
-        raise click.ClickException(_one_line(str(e))) from None
+        return EngineStep.plan(request.target, options["max_batch"], options["max_length"], options["max_context"],
+                               options["cache_dir"])  # fmt: skip
+    except EngineStepError as e:
+        raise click.ClickException(one_line(e)) from None
 
 
-def _triton_preflight(repo: Optional[Path], variants: tuple[str, ...], engine: bool) -> tuple[str, ...]:
-    """The Triton variants asked for (checked before exporting; empty: the defaults, chosen after the
-    export from its metadata); the tensorrt variant needs --engine (its model file is the engine)."""
-    if repo is None:
-        if variants:
-            raise click.UsageError("--triton-variant needs --triton-repo")
-        return ()
-    chosen = tuple(dict.fromkeys(variants))
-    if "tensorrt" in chosen and not engine:
-        raise click.UsageError("--triton-variant tensorrt needs --engine (the repository holds the built engine)")
-    return chosen
-
-
-def _write_triton(
-    out_dir: Path, repo: Path, variants: tuple[str, ...], max_streams: int, plan: Optional[Path],
-    max_batch_size: Optional[int],
-) -> None:  # fmt: skip
-    """Writes one repository entry per variant (default: python for a language model, onnxruntime, and
-    tensorrt with an engine); one-line error on failure (the export stays)."""
-    from ..runtime.artifact import read_metadata
-    from ..runtime.triton import TritonConfigError, write_repository
-    from ..runtime.triton.config import DEFAULT_MAX_BATCH_SIZE
-
-    if not variants:
-        language_model = read_metadata(out_dir).get("vocab_size") is not None
-        variants = (*(("python",) if language_model else ()), "onnxruntime", *(("tensorrt",) if plan else ()))
-    click.echo(f"Triton model repository {repo}:")
-    for variant in variants:
-        try:
-            model_dir = write_repository(
-                out_dir, repo, variant, max_streams=max_streams, plan=plan,
-                max_batch_size=max_batch_size or DEFAULT_MAX_BATCH_SIZE,
-            )  # fmt: skip
-        except (TritonConfigError, OSError) as e:
-            raise click.ClickException(
-                f"Triton {variant} entry failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
-            ) from None
-        click.echo(f"  {variant}: {model_dir}")
-
-
-def _build_engine(out_dir: Path, limits: object, cache_dir: Optional[Path]) -> Path:
-    """Builds or reuses the engine for the export in ``out_dir``; one-line error on failure (the
-    export stays)."""
-    from ..runtime.tensorrt import EngineBuildError, ProfileError, TensorRTNotInstalled, build_engine
-
+def _run_engine_step(step: EngineStep, out_dir: Path) -> Path:
     click.echo("TensorRT engine:")
     try:
-        path = build_engine(out_dir, limits=limits, cache_dir=cache_dir,  # type: ignore[arg-type]
-                            log=lambda message: click.echo(f"- {message}"))  # fmt: skip
-    except (EngineBuildError, ProfileError, TensorRTNotInstalled, ValueError) as e:
-        raise click.ClickException(
-            f"engine build failed (the ONNX export in {out_dir} is kept): {_one_line(str(e))}"
-        ) from None
+        path = step.run(out_dir, log=lambda message: click.echo(f"- {message}"))
+    except EngineStepError as e:
+        raise click.ClickException(one_line(e)) from None
     click.echo(f"  {path} ({path.stat().st_size:,} bytes)")
-    return Path(path)
+    return path
+
+
+def _triton_step(options: dict[str, Any]) -> Optional[TritonStep]:
+    """The ``--triton-repo`` step (:class:`rnnx.runtime.serving.triton.step.TritonStep`), checked before exporting."""
+    try:
+        return TritonStep.plan(options["triton_repo"], options["triton_variants"], options["engine"],
+                               options["triton_max_streams"])  # fmt: skip
+    except TritonStepError as e:
+        raise (click.UsageError if e.usage else click.ClickException)(one_line(e)) from None
+
+
+def _run_triton_step(
+    step: TritonStep, out_dir: Path, engine: Optional[Path], engine_step: Optional[EngineStep]
+) -> None:
+    click.echo(f"Triton model repository {step.repo}:")
+    max_batch = engine_step.limits.max_batch if engine_step is not None else None
+    try:
+        for variant, model_dir in step.run(out_dir, engine, max_batch):
+            click.echo(f"  {variant.name}: {model_dir}")
+    except TritonStepError as e:
+        raise click.ClickException(one_line(e)) from None
 
 
 def _require_export_extra() -> None:
@@ -370,11 +315,6 @@ def _require_export_extra() -> None:
             f"export-model needs {', '.join(missing)} (not installed): pip install 'rnnx[export]'; "
             "this install has the runtime only"
         )
-
-
-def _one_line(message: str) -> str:
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    return lines[0] if lines else "export failed"
 
 
 if __name__ == "__main__":

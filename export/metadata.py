@@ -1,7 +1,7 @@
-"""Builds the ``rnnx.json`` of an export: the contract's layout (:mod:`rnnx.runtime.artifact`) filled in
-from the traced model and the ONNX file. Reading, writing and validating live in the contract module
-(:func:`~rnnx.runtime.artifact.read_metadata`, :func:`~rnnx.runtime.artifact.write_metadata`), which the
-runtime imports without torch or onnx.
+"""Builds the ``rnnx.json`` of an export: the contract's layout (:mod:`rnnx.runtime.contract.artifact`) filled
+in from the traced model and the ONNX file. Reading, writing and validating live in the contract module
+(:func:`~rnnx.runtime.contract.artifact.read_metadata`, :func:`~rnnx.runtime.contract.artifact.write_metadata`),
+which the runtime imports without torch or onnx.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any, Optional
 import onnx
 import torch
 
-from ..models.ops.spec import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
-from ..runtime.artifact import (
+from ..runtime.contract.artifact import (
     CAUSAL_LM,
     FORMAT,
     FORMAT_VERSION,
@@ -22,6 +21,7 @@ from ..runtime.artifact import (
     TensorSpec,
     sha256_file,
 )
+from ..runtime.contract.ops import ALL_OPS, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, PLUGIN_NAMESPACE, PLUGIN_VERSION
 
 
 def ops_used(model: onnx.ModelProto) -> list[dict[str, Any]]:

@@ -33,19 +33,21 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..runtime.artifact import (
+from ..runtime.contract import targets
+from ..runtime.contract.artifact import (
     PRESENT_PREFIX,
     QUANTIZATION_BLOCK_SIZES,
     QUANTIZATION_HEADS,
     QUANTIZATION_SCHEMES,
     TENSORRT_INT4_BLOCK_SIZES,
 )
+from ..runtime.contract.targets import DEQUANTIZE_LINEAR, MATMUL_NBITS, Target
 
 #: Clip ratios tried per block (channel): scale = ratio * absmax / qmax, the one with the least error wins.
 CLIP_RATIOS = tuple(np.round(np.linspace(1.0, 0.6, 9), 3).tolist())
@@ -75,8 +77,10 @@ class QuantizeOptions:
         return QUANTIZATION_SCHEMES[self.scheme]
 
 
-def resolve_options(options: Any, target: str) -> QuantizeOptions:
-    """``options`` (a scheme name or :class:`QuantizeOptions`) checked for ``target``, defaults filled in."""
+def resolve_options(options: Any, target: Union[str, Target]) -> QuantizeOptions:
+    """``options`` (a scheme name or :class:`QuantizeOptions`) checked for ``target`` (its quantization format),
+    defaults filled in."""
+    target = targets.target(target)
     if isinstance(options, str):
         options = QuantizeOptions(options)
     if not isinstance(options, QuantizeOptions):
@@ -89,7 +93,7 @@ def resolve_options(options: Any, target: str) -> QuantizeOptions:
     if block is not None and block not in QUANTIZATION_BLOCK_SIZES:
         sizes = ", ".join(map(str, QUANTIZATION_BLOCK_SIZES))
         raise QuantizeError(f"unsupported block size {block!r}; supported: {sizes}")
-    if target == "onnxruntime":
+    if target.quantization_format == MATMUL_NBITS:
         if options.embedding and (options.scheme != "int4"):
             raise QuantizeError(
                 "--quantize-embedding on the onnxruntime target needs --quantize int4: ONNX Runtime's quantizer "
@@ -360,9 +364,13 @@ def _quantize_onnxruntime(
 # -- the pass ----------------------------------------------------------------------------------------
 
 
-def quantize_model(model: onnx.ModelProto, target: str, options: QuantizeOptions) -> tuple[onnx.ModelProto, dict]:
-    """Quantizes ``model`` (with its weights loaded) in place where it can; returns the model and the
-    ``quantization`` record of ``rnnx.json``. QuantizeError when no weight can be quantized."""
+def quantize_model(
+    model: onnx.ModelProto, target: Union[str, Target], options: QuantizeOptions
+) -> tuple[onnx.ModelProto, dict]:
+    """Quantizes ``model`` (with its weights loaded) in place where it can, in ``target``'s quantization format;
+    returns the model and the ``quantization`` record of ``rnnx.json``. QuantizeError when no weight can be
+    quantized."""
+    fmt = targets.target(target).quantization_format
     graph = model.graph
     if options.head != "fp":  # a tied head gets its own (quantized) copy only when it is quantized
         _fold_transposed_weights(graph)
@@ -377,13 +385,12 @@ def quantize_model(model: onnx.ModelProto, target: str, options: QuantizeOptions
         else:
             excluded.append({"node": w.node.name, "reason": "head kept fp (--head fp)"})
     embeddings = find_embeddings(graph) if options.embedding else []
-    if target == "tensorrt":
+    if fmt == DEQUANTIZE_LINEAR:
         quantized, skipped = _quantize_tensorrt(model, chosen, options.block_size)
-        fmt, tool, accuracy = "DequantizeLinear", "rnnx.export.quantize", None
-        version = _version("rnnx")
+        tool, accuracy, version = "rnnx.export.quantize", None, _version("rnnx")
     else:
         model, quantized, skipped = _quantize_onnxruntime(model, chosen, embeddings, options.block_size)
-        fmt, tool, accuracy = "MatMulNBits", "onnxruntime.quantization.MatMulNBitsQuantizer", 4
+        tool, accuracy = "onnxruntime.quantization.MatMulNBitsQuantizer", 4
         version = _version("onnxruntime")
     if not quantized:
         raise QuantizeError(
@@ -394,11 +401,11 @@ def quantize_model(model: onnx.ModelProto, target: str, options: QuantizeOptions
         "scheme": options.scheme,
         "bits": options.bits,
         "block_size": options.block_size,
-        "int8_granularity": "per_channel" if target == "tensorrt" else "block",
+        "int8_granularity": "per_channel" if fmt == DEQUANTIZE_LINEAR else "block",
         "symmetric": True,
         "format": fmt,
         "accuracy_level": accuracy,
-        "clip_search": target == "tensorrt",
+        "clip_search": fmt == DEQUANTIZE_LINEAR,
         "head": options.head,
         "embedding": options.embedding,
         "quantized": quantized,

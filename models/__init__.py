@@ -1,6 +1,6 @@
 """rnnx.models: PyTorch reference models and the recurrent ops they are built on.
 
-Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx.models.ops.spec``):
+Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx.runtime.contract.ops``):
 ``sru_scan`` and ``causal_linear_attention``. Layers: ``SRU`` / ``SRUCell`` (drop-ins for ``sru.SRU`` /
 ``sru.SRUCell`` of both 2.6 and 3.0.0.dev6, docs/models.md), ``SRUpp`` / ``SRUppCell`` (drop-ins for
 ``sru.SRUpp`` / ``sru.SRUppCell`` 3.0.0.dev6, plus linear attention). Language models sharing

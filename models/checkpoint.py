@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ..runtime.artifact import sha256_file
+from ..runtime.contract.artifact import read_json_file, sha256_file
 from .lm import RecurrentLM
 from .registry import MODEL_TYPES, build_model, model_type_of
 
@@ -90,12 +90,7 @@ def save_checkpoint(
 
 
 def _read_info(config_path: Path) -> dict[str, Any]:
-    if not config_path.is_file():
-        raise CheckpointError(f"{config_path}: missing checkpoint config file")
-    try:
-        info = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{config_path}: invalid JSON ({e})") from None
+    info = read_json_file(config_path, "checkpoint config file", CheckpointError)
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         found = info.get("format") if isinstance(info, dict) else type(info).__name__
         raise CheckpointError(f"{config_path}: not an rnnx checkpoint (format marker {found!r}, expected {FORMAT!r})")

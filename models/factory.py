@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from ..runtime.artifact import PAST_PREFIX
+from ..runtime.contract.artifact import PAST_PREFIX
 from .stateful import StatefulModule
 
 #: Keyword arguments a factory's dict may hold besides ``module`` and ``example_inputs``.

@@ -57,8 +57,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .convert import ROOT_PATH, Converter, carry_over, conversion_error, package_version, qualified_name
+from .ops.dtypes import state_dtype
 from .ops.linear_attention import causal_linear_attention, mask_pad_positions
-from .ops.spec import state_dtype_for
 from .state import LinearAttentionState
 
 __all__ = [
@@ -119,11 +119,11 @@ class CausalLinearAttentionLayer(nn.Module):
         """Zeros: S (B, H, E, M) and z (B, H, E) in the state dtype of ``dtype`` (default: the weights')."""
         weight = self.query_projection.weight
         device = weight.device if device is None else device
-        state_dtype = state_dtype_for(weight.dtype if dtype is None else dtype)
+        kept = state_dtype(weight.dtype if dtype is None else dtype)
         H, E, M = self.n_heads, self.d_keys, self.d_values
         return LinearAttentionState(
-            S=torch.zeros(batch_size, H, E, M, device=device, dtype=state_dtype),
-            z=torch.zeros(batch_size, H, E, device=device, dtype=state_dtype),
+            S=torch.zeros(batch_size, H, E, M, device=device, dtype=kept),
+            z=torch.zeros(batch_size, H, E, device=device, dtype=kept),
         )
 
     def forward(

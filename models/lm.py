@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from .ops.spec import state_dtype_for
+from .ops.dtypes import state_dtype
 from .sru import dims_text, shape_text
 from .state import flatten_state
 
@@ -92,7 +92,7 @@ class RecurrentLM(nn.Module):
     @property
     def state_dtype(self) -> torch.dtype:
         """dtype of the recurrent state: fp32, or fp64 when the model's parameters are fp64."""
-        return state_dtype_for(next(self.parameters()).dtype)
+        return state_dtype(next(self.parameters()).dtype)
 
     def _device(self, device: Device) -> torch.device:
         return torch.device(device) if device is not None else next(self.parameters()).device

@@ -9,9 +9,9 @@ tensors instead. :class:`StatefulModule` bridges the two::
 
 ``past`` / ``present`` are the leaves of the state, named and ordered by
 :func:`rnnx.models.state.flatten_state` (``layers.0.S``); the graph calls them
-``past_key_values.<name>`` / ``present.<name>`` (:mod:`rnnx.runtime.artifact`). Floating state is fp32
+``past_key_values.<name>`` / ``present.<name>`` (:mod:`rnnx.runtime.contract.artifact`). Floating state is fp32
 at the boundary whatever the model keeps. :func:`find_state_specs` describes every state tensor as the
-contract's :class:`~rnnx.runtime.artifact.StateSpec` by probing the module: its batch axis is the one that
+contract's :class:`~rnnx.runtime.contract.artifact.StateSpec` by probing the module: its batch axis is the one that
 changes between ``init_state(2)`` and ``init_state(3)``, and an axis that grows by the call's length over
 one call (a KV cache) is ``past_length``.
 
@@ -23,16 +23,15 @@ output ``logits`` (batch, length, vocab).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..runtime.artifact import BATCH, PAST_LENGTH, StateSpec
+from ..runtime.contract.artifact import BATCH, PAST_LENGTH, StateSpec
 from .lm import RecurrentLM
-from .state import flatten_state
+from .state import flatten_state, map_tensors
 
 
 class StateError(TypeError):
@@ -68,22 +67,10 @@ def state_tensors(state: Any, what: str = "state") -> list[tuple[str, Tensor]]:
 
 def rebuild_state(template: Any, tensors: Iterator[Tensor]) -> Any:
     """A state with ``template``'s structure whose tensors are taken from ``tensors`` in flat order."""
-    if template is None:
-        return None
-    if isinstance(template, Tensor):
-        return next(tensors)
-    if isinstance(template, tuple) and hasattr(type(template), "_fields"):
-        return type(template)(*(rebuild_state(t, tensors) for t in template))
-    if isinstance(template, (list, tuple)):
-        return type(template)(rebuild_state(t, tensors) for t in template)
-    if isinstance(template, dict):
-        return type(template)((k, rebuild_state(v, tensors)) for k, v in template.items())
-    if dataclasses.is_dataclass(template):
-        fields = dataclasses.fields(template)
-        return dataclasses.replace(
-            template, **{f.name: rebuild_state(getattr(template, f.name), tensors) for f in fields}
-        )
-    raise StateError(f"not a state: {type(template).__name__}")
+    try:
+        return map_tensors(template, lambda _: next(tensors))
+    except TypeError as e:
+        raise StateError(str(e)) from None
 
 
 def _as_outputs(result: Any, what: str) -> tuple[Tensor, ...]:
@@ -264,7 +251,7 @@ def lm_example_data(model: RecurrentLM, batch: int = 2, length: int = 3, seed: i
     return ids, torch.ones(batch, length, dtype=torch.int64, device=device)
 
 
-def state_specs(model: RecurrentLM) -> list[StateSpec]:
+def lm_state_specs(model: RecurrentLM) -> list[StateSpec]:
     """The state tensors of an rnnx language model's graph, in :func:`flatten_state` order."""
     return find_state_specs(StatefulLM(model).eval(), lm_example_data(model), 2, 3)
 
@@ -277,4 +264,4 @@ def example_inputs(
     mask all True)."""
     ids, mask = lm_example_data(model, batch, length, seed)
     gen = torch.Generator().manual_seed(seed + 1)
-    return (ids, mask, *example_state(state_specs(model), batch, past_length, gen, ids.device))
+    return (ids, mask, *example_state(lm_state_specs(model), batch, past_length, gen, ids.device))

@@ -1,10 +1,13 @@
 """The rnnx CUDA kernels and TensorRT plugins as shipped sources: where they are, and how to build them.
 
-This folder is the package ``rnnx.plugins``; the wheel carries its C++/CUDA sources and CMake files, so
-both users of the kernels build from the installed package as well as from a source checkout:
+This folder is the package ``rnnx.plugins``: the shared parts (the CMake build, the kernels' launch API and
+shared headers, the plugin base and registration, the CUDA host emulation, the C++ tests, the ONNX Runtime op
+library's shared sources). Each op's own native sources sit in its op folder, ``rnnx.models.ops.<op>``:
+``cuda/`` (its kernels), ``ort/`` (its ONNX Runtime op), ``tensorrt/`` (its plugin). The wheel carries all of
+them, so both users of the kernels build from the installed package as well as from a source checkout:
 
 * the PyTorch binding (``rnnx.models.ops.cuda``) JIT-compiles :data:`KERNEL_SOURCES` with
-  :data:`KERNELS_INCLUDE_DIR` on its include path;
+  :data:`KERNELS_INCLUDE_DIR` and :data:`KERNELS_SRC_DIR` on its include path;
 * the TensorRT plugin libraries are built by CMake from :data:`SOURCE_DIR`, from the same sources, one per
   registration mechanism (each TensorRT loader uses exactly one):
 
@@ -47,16 +50,20 @@ LIBRARY_KINDS = {"load_library": LIBRARY_NAME, "dlopen": STATIC_LIBRARY_NAME}
 SOURCE_DIR = Path(__file__).resolve().parent
 #: The repository root in a source checkout (editable install included), else None (installed wheel).
 REPO_ROOT: Optional[Path] = SOURCE_DIR.parent if (SOURCE_DIR.parent / "pyproject.toml").is_file() else None
-#: The CUDA kernel library shared by the TensorRT plugins and the PyTorch binding.
+#: The op folders (``rnnx.models.ops``): each op's kernels, ONNX Runtime op and plugin are in ``<op>/cuda``,
+#: ``<op>/ort`` and ``<op>/tensorrt`` there (``../models/ops`` from this folder, in a checkout and in a wheel).
+OPS_DIR = SOURCE_DIR.parent / "models" / "ops"
+#: The CUDA kernel library shared by the TensorRT plugins and the PyTorch binding (its CMake build).
 KERNELS_DIR = SOURCE_DIR / "kernels"
 #: Public headers of the kernels (``rnnx/kernels.h``: the C++ launch API).
 KERNELS_INCLUDE_DIR = KERNELS_DIR / "include"
-#: The kernels' implementation folder (the ``.cu`` files and their private headers).
+#: The private headers the kernel sources share (``type_utils.cuh``): on the include path of their builds.
 KERNELS_SRC_DIR = KERNELS_DIR / "src"
-#: The kernel translation units, compiled by both the CMake build and the PyTorch binding.
-KERNEL_SOURCES = tuple(
-    KERNELS_SRC_DIR / name for name in ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
-)
+#: Include directories a build of :data:`KERNEL_SOURCES` needs.
+KERNEL_INCLUDE_DIRS = (KERNELS_INCLUDE_DIR, KERNELS_SRC_DIR)
+#: The kernel translation units, every ``<op>/cuda/*.cu`` of the op folders (sorted), compiled by both the CMake
+#: build (the same glob) and the PyTorch binding.
+KERNEL_SOURCES = tuple(sorted(OPS_DIR.glob("*/cuda/*.cu")))
 #: Environment variables naming a library to use instead of the default build location, per kind.
 LIBRARY_ENV = "RNNX_TRT_PLUGINS"
 STATIC_LIBRARY_ENV = "RNNX_TRT_PLUGINS_STATIC"

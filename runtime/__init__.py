@@ -2,22 +2,51 @@
 
 ``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None)`` -> a
 :class:`Session` for a language model, a :class:`StatefulSession` for any other export; see
-:mod:`.session` (run; prefill / step / generate), :mod:`.scheduler` (many streams, continuous
-batching), :mod:`.state` (fork, save, load), :mod:`.backends`
-(the backend interface in :mod:`.backends.base`), :mod:`.sampling`, :mod:`.parity`.
+:mod:`.session` (run; prefill / step / generate), :mod:`.serving` (many streams: the slot pool, continuous
+batching, Triton), :mod:`.state` (fork, save, load), :mod:`.backends` (the backend interface in
+:mod:`.backends.base`), :mod:`.sampling`, :mod:`.parity`; the contracts every part shares (the export format,
+the op records, targets and precisions) are :mod:`.contract`. The names below are imported on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .artifact import CAUSAL_LM, interface_of
-from .backends import BACKENDS, create_backend, dir_kind
-from .backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
-from .scheduler import Scheduler, SchedulerClosed, SchedulerFull, Stream
-from .session import Session, StatefulSession
-from .state import State
+#: Public name -> the submodule that defines it; imported on first use (PEP 562), so that ``rnnx.runtime.contract``
+#: (which models and export import) costs no more than itself.
+_EXPORTS = {
+    "BACKENDS": ".backends", "create_backend": ".backends", "dir_kind": ".backends",
+    "Backend": ".backends.base", "BackendState": ".backends.base", "BackendUnavailable": ".backends.base",
+    "InputError": ".backends.base", "RnnxRuntimeError": ".backends.base", "StateSpec": ".backends.base",
+    "Scheduler": ".serving.scheduler", "SchedulerClosed": ".serving.scheduler", "SchedulerFull": ".serving.scheduler",
+    "Stream": ".serving.scheduler",
+    "SamplingOptions": ".sampling",
+    "Session": ".session", "StatefulSession": ".session",
+    "State": ".state",
+}  # fmt: skip
+
+if TYPE_CHECKING:
+    from .backends import BACKENDS, create_backend, dir_kind
+    from .backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
+    from .sampling import SamplingOptions
+    from .serving.scheduler import Scheduler, SchedulerClosed, SchedulerFull, Stream
+    from .session import Session, StatefulSession
+    from .state import State
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 
 def load(
@@ -41,6 +70,10 @@ def load(
     :mod:`.ortops`): None (default) uses it on the CPU when built, True requires it, False runs the ops'
     function bodies. Setting either for another backend (including the one ``auto`` picks) raises
     :class:`InputError`."""
+    from .backends import create_backend
+    from .contract.artifact import CAUSAL_LM, interface_of
+    from .session import Session, StatefulSession
+
     chosen = create_backend(
         model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding,
         native_ops=native_ops,
@@ -49,7 +82,7 @@ def load(
 
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "Scheduler",
-    "SchedulerClosed", "SchedulerFull", "Session", "StatefulSession", "State", "StateSpec", "Stream",
+    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "SamplingOptions",
+    "Scheduler", "SchedulerClosed", "SchedulerFull", "Session", "StatefulSession", "State", "StateSpec", "Stream",
     "create_backend", "dir_kind", "load",
 ]  # fmt: skip

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
@@ -24,3 +26,13 @@ def native_library_path(env_var: str, folder: str, name: str) -> Path:
     if CHECKOUT is not None:
         return CHECKOUT / "build" / folder / name
     return user_cache() / "rnnx" / folder / name
+
+
+def build_main(build: Callable[[], Path], errors: type[Exception]) -> None:
+    """A library builder's ``python -m`` entry: prints the path ``build()`` returns, or ``error: ...`` on stderr
+    and exit status 1 for one of ``errors``."""
+    try:
+        print(build())
+    except errors as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)

@@ -108,8 +108,8 @@ def parity_main(
     Exit 1 on FAIL. The reference is the PyTorch model, or the reference saved with the export (which
     needs no torch: this is how a deployment machine checks itself)."""
     from . import load
-    from .artifact import PARITY_REFERENCE_FILE
     from .backends.base import InputError, RnnxRuntimeError
+    from .contract.artifact import PARITY_REFERENCE_FILE
     from .parity import compare, compare_backends, compare_stream, load_reference, random_prompts
 
     try:
@@ -183,7 +183,7 @@ def _use_torch_reference(reference: str, model_dir: str, checkpoint: Optional[st
         return reference == "torch"
     if importlib.util.find_spec("torch") is None:
         return False
-    from .artifact import METADATA_FILE, read_metadata
+    from .contract.artifact import METADATA_FILE, read_metadata
 
     if checkpoint or not (Path(model_dir) / METADATA_FILE).is_file():
         return True

@@ -3,15 +3,15 @@ instead of their function bodies.
 
     python3 -m rnnx.runtime.ortops        # fetches the headers and builds the library if needed; prints its path
 
-The library (``librnnx_ort_ops.so``, sources in ``plugins/ort/``) is built from ONNX Runtime's C/C++ headers
-alone: it links no libonnxruntime and takes the API table from the process that loads it, through
-``SessionOptions.register_custom_ops_library(path)`` (Python), ``Ort::SessionOptions::RegisterCustomOpsLibrary``
-(C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its kernels are host-independent headers under
-``models/ops/*/csrc`` (the SRU one is rnnx's torch CPU kernel), built for AVX2/FMA and for a baseline and
-picked by the CPU's features; each op has a kernel per activation dtype (fp32, fp16, bf16, fp64). The
-headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
-:data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model
-without the library still runs on stock ONNX Runtime through the ops' function bodies.
+The library (``librnnx_ort_ops.so``; sources in ``plugins/ort/`` and each op's ``models/ops/<op>/ort/``) is
+built from ONNX Runtime's C/C++ headers alone: it links no libonnxruntime and takes the API table from the process
+that loads it, through ``SessionOptions.register_custom_ops_library(path)`` (Python),
+``Ort::SessionOptions::RegisterCustomOpsLibrary`` (C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its
+kernels are host-independent headers under ``models/ops/*/csrc`` (the SRU one is rnnx's torch CPU kernel), built
+for AVX2/FMA and for a baseline and picked by the CPU's features; each op has a kernel per activation dtype (fp32,
+fp16, bf16, fp64). The headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
+:data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model without
+the library still runs on stock ONNX Runtime through the ops' function bodies.
 
 Where things are: the headers in ``$RNNX_ORT_HEADERS`` or ``<checkout>/.cache/onnxruntime/include``; the
 library in ``$RNNX_ORT_OPS`` or ``<checkout>/build/ortops/librnnx_ort_ops.so`` (else under
@@ -24,12 +24,12 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .build_dirs import CHECKOUT, native_library_path, user_cache
+from .build_dirs import CHECKOUT, build_main, native_library_path, user_cache
+from .contract.ops import ALL_OPS, ONNX_DOMAIN
 
 #: The ONNX Runtime C API version of the headers the library is built with; ORT 1.N serves API version N.
 ORT_API_VERSION = 29
@@ -39,18 +39,17 @@ HEADERS_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
 HEADERS_INTEGRITY = "sha512-BkzxduSZ9IkeDP6Q8lz2TFU2ie7hSSvS7ZIfzMooExoq0CNzJnuuGaUJ7IsojBgqO4ouD1jXah8OYyJbCN29Fg=="
 HEADERS_IN_PACKAGE = "package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/onnxruntime.framework/Headers"
 LIBRARY_NAME = "librnnx_ort_ops.so"
-#: The ops the library implements, as (domain, op type): every rnnx op (rnnx.models.ops.spec.ALL_OPS; not
-#: imported: it pulls in torch; tests/test_ort_native_ops.py checks the two agree).
-NATIVE_OPS = (("rnnx", "SRUScan"), ("rnnx", "CausalLinearAttention"))
+#: The ops the library implements, as (domain, op type): every rnnx op of the op records.
+NATIVE_OPS = tuple((ONNX_DOMAIN, op.onnx_name) for op in ALL_OPS)
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
+#: The library's shared sources: the registration, the per-instruction-set kernel entry points, the op support.
 _SOURCES = _PACKAGE_ROOT / "plugins" / "ort"
-#: The host-independent kernel headers the library shares with rnnx's torch ops.
-_KERNEL_DIRS = (
-    _PACKAGE_ROOT / "models" / "ops" / "csrc",
-    _PACKAGE_ROOT / "models" / "ops" / "sru" / "csrc",
-    _PACKAGE_ROOT / "models" / "ops" / "linear_attention" / "csrc",
-)
+_OPS = _PACKAGE_ROOT / "models" / "ops"
+#: Each op's ONNX Runtime op header, in its op folder (``<op>/ort/``).
+_OP_DIRS = tuple(sorted(_OPS.glob("*/ort")))
+#: The host-independent kernel headers the library shares with rnnx's torch ops (``csrc/`` and ``<op>/csrc/``).
+_KERNEL_DIRS = (_OPS / "csrc", *sorted(_OPS.glob("*/csrc")))
 
 
 _logger = logging.getLogger("rnnx.runtime")
@@ -101,7 +100,7 @@ def build(
             "or set RNNX_ORT_HEADERS"
         )
     sources = [*sorted(_SOURCES.glob("*.cpp")), *sorted(_SOURCES.glob("*.h"))]
-    sources += [h for d in _KERNEL_DIRS for h in sorted(d.glob("*.h"))]
+    sources += [h for d in (*_OP_DIRS, *_KERNEL_DIRS) for h in sorted(d.glob("*.h"))]
     if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
@@ -122,7 +121,8 @@ def build(
                   str(_SOURCES / "isa_kernels.cpp"), "-o", str(obj)])  # fmt: skip
             objects.append(str(obj))
         ops = Path(tmp) / "ops.o"
-        _run([cxx, *common, f"-I{headers}", "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])
+        includes = [f"-I{d}" for d in (_SOURCES, *_OP_DIRS, headers)]
+        _run([cxx, *common, *includes, "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])
         lib = Path(tmp) / LIBRARY_NAME
         _run([cxx, "-shared", *([f"-fsanitize={sanitize}"] if sanitize else []), "-o", str(lib), str(ops), *objects])
         os.replace(lib, out)
@@ -222,14 +222,11 @@ def register(session_options: Any, path: Optional[Path] = None) -> Path:
     return path
 
 
-def main() -> None:
-    try:
-        fetch_headers()
-        print(build())
-    except OrtOpsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+def fetch_and_build() -> Path:
+    """:func:`fetch_headers` (if needed), then :func:`build`: the library's path."""
+    fetch_headers()
+    return build()
 
 
 if __name__ == "__main__":
-    main()
+    build_main(fetch_and_build, OrtOpsError)

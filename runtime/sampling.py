@@ -8,7 +8,8 @@ entries become ``-inf``. Ties at the k-th value are all kept (the filter is a th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
 import numpy as np
 
@@ -89,3 +90,47 @@ def row_generators(seed: Optional[int], batch: int) -> list[np.random.Generator]
         root = np.random.SeedSequence()
         return [np.random.default_rng(s) for s in root.spawn(batch)]
     return [np.random.default_rng([int(seed), b]) for b in range(batch)]
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How one generation chooses its next tokens: ``temperature`` (0: greedy), ``top_k`` / ``top_p`` filters
+    (None: off) and ``seed`` (None: fresh entropy); checked on construction (ValueError naming the option).
+    The value :meth:`rnnx.runtime.Session.generate`, :meth:`rnnx.runtime.Scheduler.submit` and the Triton
+    Python model each build from their arguments."""
+
+    temperature: float = 1.0
+    top_k: Optional[int] = None
+    top_p: Optional[float] = None
+    seed: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        check_options(self.temperature, self.top_k, self.top_p)
+
+    @classmethod
+    def from_request(
+        cls, temperature: Any = None, top_k: Any = None, top_p: Any = None, seed: Any = None
+    ) -> SamplingOptions:
+        """The options of a wire request (Triton's optional scalars): a missing temperature is greedy, and
+        ``top_k <= 0`` / ``top_p >= 1`` mean the filter is off, as in most serving APIs."""
+        return cls(
+            0.0 if temperature is None else float(temperature),
+            None if top_k is None or top_k <= 0 else int(top_k),
+            None if top_p is None or top_p >= 1.0 else float(top_p),
+            None if seed is None else int(seed),
+        )
+
+    def generators(self, batch: int) -> list[np.random.Generator]:
+        """One generator per row (:func:`row_generators` of ``seed``)."""
+        return row_generators(self.seed, batch)
+
+    def sample(self, logits: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """(B, V) logits -> (B,) int64 tokens (:func:`sample` with these options)."""
+        return sample(logits, rngs, self.temperature, self.top_k, self.top_p)
+
+
+def check_max_new_tokens(value: Any) -> int:
+    """``value`` as an int; ValueError unless it is an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"max_new_tokens: expected an integer >= 0, got {value!r}")
+    return int(value)

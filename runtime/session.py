@@ -35,9 +35,9 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, TensorSpec, numpy_dtype
 from .backends.base import Backend, InputError, RnnxRuntimeError
-from .sampling import check_options, row_generators, sample
+from .contract.artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, TensorSpec, numpy_dtype
+from .sampling import SamplingOptions, check_max_new_tokens
 from .state import State, check_host_state, load_state_file
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
@@ -365,25 +365,26 @@ class Session(StatefulSession):
         on TensorRT is the CUDA-graph decode path. Between yields a caller may read, :meth:`State.fork`
         or save ``session.state``; a fork is an independent copy. Stepping that state yourself
         mid-generation advances the generation too, since it is the same handle."""
-        check_options(temperature, top_k, top_p)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
-            raise InputError(f"max_new_tokens: expected an integer >= 0, got {max_new_tokens!r}")
+        options = SamplingOptions(temperature, top_k, top_p, seed)
+        try:
+            max_new_tokens = check_max_new_tokens(max_new_tokens)
+        except ValueError as error:
+            raise InputError(str(error)) from None
         if not isinstance(prompts, (list, tuple)) or not prompts:
             raise InputError("prompts: expected a non-empty list of token lists")
         stops = {int(t) for t in stop_tokens}
-        return self._generate(prompts, int(max_new_tokens), temperature, top_k, top_p, stops, seed)
+        return self._generate(prompts, max_new_tokens, options, stops)
 
     def _generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float,
-        top_k: Optional[int], top_p: Optional[float], stops: set[int], seed: Optional[int],
-    ) -> Iterator[list[Optional[int]]]:  # fmt: skip
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, options: SamplingOptions, stops: set[int]
+    ) -> Iterator[list[Optional[int]]]:
         if max_new_tokens == 0:
             return
         state = self.prefill([list(p) for p in prompts])
-        rngs = row_generators(seed, state.batch)
+        rngs = options.generators(state.batch)
         active = np.ones(state.batch, dtype=bool)
         for i in range(max_new_tokens):
-            tokens = sample(state.last_logits, rngs, temperature, top_k, top_p)
+            tokens = options.sample(state.last_logits, rngs)
             yield [int(t) if a else None for t, a in zip(tokens, active)]
             active &= ~np.isin(tokens, list(stops))
             if not active.any() or i == max_new_tokens - 1:

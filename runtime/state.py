@@ -20,8 +20,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .artifact import numpy_dtype
 from .backends.base import Backend, BackendState, InputError
+from .contract.artifact import numpy_dtype
 
 STATE_FORMAT = "rnnx-state"
 STATE_FORMAT_VERSION = 2

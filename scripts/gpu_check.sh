@@ -25,8 +25,8 @@
 #   memcheck-DTYPE   180  compute-sanitizer --tool memcheck --leak-check full on plugin_enqueue_gpu --dtype DTYPE
 #   racecheck-DTYPE  180  compute-sanitizer --tool racecheck on plugin_enqueue_gpu --dtype DTYPE
 #   synccheck-DTYPE  120  compute-sanitizer --tool synccheck on the CausalLinearAttention cases (the chunked
-#                         prefill kernel, plugins/kernels/src/linear_attention_prefill.cu, and the decode kernel)
-#                         (DTYPE: fp32, fp16, bf16 -- nine sanitizer steps)
+#                         prefill kernel, models/ops/linear_attention/cuda/linear_attention_prefill.cu, and the decode
+#                         kernel) (DTYPE: fp32, fp16, bf16 -- nine sanitizer steps)
 #   trt-pytest       300  full mode: every tensorrt-marked test (pytest -m tensorrt tests/); none may be skipped
 #   trt-CASE         180-300  full mode: the cases of scripts/gpu_check_cases.py (its `list` prints them): a
 #                         bidirectional SRU, SRU with k = 4, attention head dims 64 and 128 (fp32 and fp16

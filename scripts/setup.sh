@@ -87,34 +87,10 @@ PYEOF
   touch "$triton_venv/.rnnx-ready"
 fi
 
-echo "setup: compiling the rnnx CPU kernels"
-"$PY" -m rnnx.models.ops.build
-
-# The TensorRT plugin library (and its CUDA kernels) needs nvcc and cmake, not a GPU or TensorRT.
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  echo "setup: building the TensorRT plugin library (CUDA kernels for sm_80/86/89/90)"
-  "$PY" -m rnnx.plugins
-else
-  echo "setup: nvcc not found: the TensorRT plugin library is not built (install the CUDA toolkit, then: python3 -m rnnx.plugins)"
-fi
-# The rnnx ops for C++ programs that load scripted modules with libtorch (the torch wheel's headers and libraries).
-echo "setup: building librnnx_torch_ops (the rnnx ops for libtorch programs)"
-"$PY" -m rnnx.models.ops.libtorch
-# rnnx's ONNX Runtime custom-op library (native SRUScan, CausalLinearAttention): ORT's C/C++ headers come from an npm package
-# (fetched once, integrity checked, headers only) and the library is compiled with g++; no GPU, no libonnxruntime.
-if command -v npm >/dev/null 2>&1; then
-  echo "setup: building the rnnx ONNX Runtime ops (headers from npm, once)"
-  "$PY" -m rnnx.runtime.ortops
-  # The native runtime (C API, librnnx_runtime) on the same headers and the onnxruntime wheel's libonnxruntime,
-  # with its AddressSanitizer / UndefinedBehaviorSanitizer build for the tests.
-  if command -v cmake >/dev/null 2>&1; then
-    echo "setup: building the native runtime (librnnx_runtime, rnnx-generate) and its sanitizer build"
-    "$PY" -m rnnx.runtime.native
-    "$PY" -m rnnx.runtime.native --sanitize address,undefined
-  else
-    echo "setup: cmake not found: the native runtime is not built (docs/embedding.md)"
-  fi
-else
-  echo "setup: npm not found: the rnnx ONNX Runtime ops are not built (ONNX Runtime runs the ops' function bodies)"
-fi
+# Every native library through the one build entry (each is incremental; one whose tools are missing is
+# skipped with the reason): the SRU scan CPU kernel, librnnx_torch_ops (libtorch programs), the TensorRT plugin
+# library (nvcc + cmake, no GPU or TensorRT needed) with its C++ tests, rnnx's ONNX Runtime ops (headers from an
+# npm package, fetched once and integrity checked) and the native runtime (C API) with its sanitizer build.
+echo "setup: building the native libraries (python3 -m rnnx.plugins.build)"
+"$PY" -m rnnx.plugins.build
 echo "setup: done"

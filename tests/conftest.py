@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.runtime.artifact import TARGETS
+from rnnx.runtime.contract.artifact import TARGETS
 
 DEMO_EXPORT_CASES = [(name, target) for name in DEMO_CHECKPOINTS for target in TARGETS]
 

@@ -1,5 +1,6 @@
-"""ctypes binding of librnnx_kernels_emulated.so: the CUDA kernels of plugins/kernels compiled for the CUDA
-host emulation (plugins/kernels/emulation), called on CPU tensors. Test helper, not part of the package.
+"""ctypes binding of librnnx_kernels_emulated.so: the CUDA kernels (models/ops/*/cuda, built by plugins/kernels)
+compiled for the CUDA host emulation (plugins/kernels/emulation), called on CPU tensors. Test helper, not part of
+the package.
 
 The functions mirror the PyTorch CUDA binding's (models/ops/cuda): the caller allocates every output, and
 the state outputs may be the very tensors passed as the input state (in place).

@@ -1,4 +1,4 @@
-"""The artifact contract (rnnx.runtime.artifact): one definition of every name, the runtime free of the
+"""The artifact contract (rnnx.runtime.contract.artifact): one definition of every name, the runtime free of the
 exporter, metadata validation with one-line errors, state specs, and the saved parity reference."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnnx.runtime import artifact
-from rnnx.runtime.artifact import MetadataError, StateSpec, read_metadata, validate_metadata, write_metadata
+from rnnx.runtime.contract import artifact
+from rnnx.runtime.contract.artifact import MetadataError, StateSpec, read_metadata, validate_metadata, write_metadata
 from rnnx.runtime.parity import Call, load_reference, save_reference
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("models", "export", "runtime", "plugins")
-#: The contract's names: each must be spelled only in runtime/artifact.py.
+#: The contract's names: each must be spelled only in runtime/contract/artifact.py.
 CONTRACT_NAMES = {
     artifact.INPUT_IDS, artifact.ATTENTION_MASK, artifact.LOGITS, artifact.PAST_PREFIX, artifact.PRESENT_PREFIX,
     *artifact.AXES, artifact.METADATA_FILE, artifact.MODEL_FILE, artifact.PARITY_FILE, artifact.PARITY_REFERENCE_FILE,
@@ -93,17 +93,22 @@ def test_runtime_imports_torch_and_onnx_only_where_allowed() -> None:
     assert not offenders, offenders
 
 
-def test_the_contract_module_needs_only_numpy_and_the_standard_library() -> None:
-    third_party = {m.split(".")[0] for m in _imports(REPO / "runtime" / "artifact.py")} - {"__future__"}
-    assert {m for m in third_party if m not in sys.stdlib_module_names} == {"numpy"}
+def test_the_contract_needs_only_numpy_and_the_standard_library() -> None:
+    """runtime/contract/ (artifact format, op records, target / precision records) imports no other rnnx room
+    and nothing outside the standard library but numpy, so every room and the torch-free install can use it."""
+    files = _python_files("runtime/contract")
+    assert {p.name for p in files} >= {"artifact.py", "ops.py", "targets.py"}
+    imported = {m for p in files for m in _imports(p)} - {"__future__"}
+    outside = {m for m in imported if not m.startswith("rnnx.runtime.contract")}
+    assert {m.split(".")[0] for m in outside if m.split(".")[0] not in sys.stdlib_module_names} == {"numpy"}
 
 
 def test_every_contract_name_is_spelled_once() -> None:
-    """Axis, tensor and file names appear as string literals only in runtime/artifact.py. Keys of reports
+    """Axis, tensor and file names appear as string literals only in runtime/contract/artifact.py. Keys of reports
     and file headers (dict displays and ``.get("key")``), which only share the spelling, are not counted."""
     found = []
     for path in _python_files(*PACKAGES):
-        if path == REPO / "runtime" / "artifact.py":
+        if path == REPO / "runtime" / "contract" / "artifact.py":
             continue
         tree = ast.parse(path.read_text())
         skip = _docstrings(tree) | {id(k) for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys if k}

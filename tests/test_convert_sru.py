@@ -339,23 +339,27 @@ def srupp_fake_version(sru: Any) -> dict[str, Any]:
         sru.__version__ = saved
 
 
+def _named(version: str, *runs: Callable[[Any], dict[str, Any]]) -> dict[str, tuple[str, Callable]]:
+    """The cases of ``version`` named after their functions."""
+    return {run.__name__: (version, run) for run in runs}
+
+
 #: case name -> (sru version, function of the imported sru package returning the report)
 CASES: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     **{f"sru_{n}": ("2.6.0", functools.partial(sru_parity, kwargs=kw)) for n, kw in SRU_PARITY.items()},
-    "sru_cell": ("2.6.0", sru_cell),
-    "sru_cell_options": ("2.6.0", sru_cell_options),
-    "sru_tagger": ("2.6.0", sru_tagger),
-    "sru_tagger_modes": ("2.6.0", sru_tagger_modes),
-    "sru_shared": ("2.6.0", sru_shared),
-    "sru_custom_m": ("2.6.0", sru_custom_m),
-    "sru_fake_version": ("2.6.0", sru_fake_version),
-    "sru_version_fallback": ("2.6.0", sru_version_fallback),
+    **_named(
+        "2.6.0",
+        sru_cell,
+        sru_cell_options,
+        sru_tagger,
+        sru_tagger_modes,
+        sru_shared,
+        sru_custom_m,
+        sru_fake_version,
+        sru_version_fallback,
+    ),
     **{f"srupp_{n}": ("3.0.0.dev6", functools.partial(srupp_parity, kwargs=kw)) for n, kw in SRUPP_PARITY.items()},
-    "srupp_lm": ("3.0.0.dev6", srupp_lm),
-    "srupp_lm_train_mode": ("3.0.0.dev6", srupp_lm_train_mode),
-    "sru30_sru": ("3.0.0.dev6", sru30_sru),
-    "sru30_cell_root": ("3.0.0.dev6", sru30_cell_root),
-    "srupp_fake_version": ("3.0.0.dev6", srupp_fake_version),
+    **_named("3.0.0.dev6", srupp_lm, srupp_lm_train_mode, sru30_sru, sru30_cell_root, srupp_fake_version),
 }
 PARITY_CASES = [n for n in CASES if n.removeprefix("sru_") in SRU_PARITY or n.removeprefix("srupp_") in SRUPP_PARITY]
 PARITY_CASES += ["sru_cell", "sru_cell_options", "sru_tagger", "srupp_lm"]

@@ -28,13 +28,13 @@ from rnnx.models.ops import cuda as cuda_ops
 from rnnx.models.ops.linear_attention import causal_linear_attention_op
 from rnnx.models.ops.sru import sru_scan
 
-gpu = pytest.mark.gpu
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+#: every test here runs the kernels on a GPU
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 def _ext():
     ext = cuda_ops.load()
-    assert ext is not None, f"CUDA binding did not build: {cuda_ops.build_error()}"
+    assert ext is not None, f"CUDA binding did not build: {cuda_ops.EXTENSION.error}"
     return ext
 
 
@@ -46,8 +46,6 @@ def _stream() -> int:
 # SRU scan
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("config", SRU_CONFIGS, ids=sru_config_id)
 def test_sru_scan_matches_naive(dtype, config):
@@ -65,8 +63,6 @@ def test_sru_scan_matches_naive(dtype, config):
         torch.testing.assert_close(c.double().cpu(), c_ref, atol=1e-4, rtol=1e-4)
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sru_scan_prefill_then_step_and_in_place(dtype):
     ext = _ext()
@@ -93,8 +89,6 @@ def test_sru_scan_prefill_then_step_and_in_place(dtype):
 # Causal linear attention
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E", DIMS)
 @pytest.mark.parametrize("M", DIMS)
@@ -107,8 +101,6 @@ def test_linear_attention_prefill_matches_reference(dtype, E, M):
         assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(dtype, E, M):
@@ -118,8 +110,6 @@ def test_linear_attention_decode_and_generic_dims(dtype, E, M):
         assert_la_close(causal_linear_attention_op(q, k, v, S0, z0, 1e-6), la_reference(q, k, v, S0, z0), dtype)
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(32, 32), (64, 64), (128, 128)])
 def test_linear_attention_prefill_then_step_in_place(dtype, E, M):
@@ -155,8 +145,6 @@ def test_linear_attention_prefill_then_step_in_place(dtype, E, M):
     assert_la_close((torch.cat(outs, dim=2), S, z), la_reference(q, k, v, S0, z0), dtype)
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_linear_attention_in_place_prefill_equals_out_of_place(dtype):
     ext = _ext()
@@ -174,8 +162,6 @@ def test_linear_attention_in_place_prefill_equals_out_of_place(dtype):
     torch.testing.assert_close(z, z_ref, atol=0, rtol=0)
 
 
-@gpu
-@needs_cuda
 def test_cuda_ops_keep_autograd_and_fp64():
     """Backward on CUDA runs the ops' torch code; fp64 inputs run the torch forward."""
     _ext()
@@ -190,8 +176,6 @@ def test_cuda_ops_keep_autograd_and_fp64():
     torch.testing.assert_close(got[0], ref[0], atol=1e-10, rtol=1e-10)
 
 
-@gpu
-@needs_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_linear_attention_scores_beyond_half_range(dtype):
     """phi(q) . phi(k) near 8.7e4 (over fp16's 65504) inside a chunk: the scores stay fp32 and the

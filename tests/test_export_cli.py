@@ -19,7 +19,7 @@ pytest.importorskip("onnxruntime")
 from rnnx.export import read_metadata
 from rnnx.export.cli import main
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.runtime.artifact import EXPORT_FILES, EXTERNAL_DATA_FILE
+from rnnx.runtime.contract.artifact import EXPORT_FILES, EXTERNAL_DATA_FILE
 
 DEMO = DEMO_CHECKPOINTS[0]
 

@@ -1,6 +1,6 @@
 """Large exports: ONNX external data (``model.onnx.data`` beside ``model.onnx``), forced on tiny models.
 
-The auto threshold is tested by lowering :data:`rnnx.export.exporter.EXTERNAL_DATA_THRESHOLD`, not by
+The auto threshold is tested by lowering :data:`rnnx.export.stages.EXTERNAL_DATA_THRESHOLD`, not by
 building a > 1.5 GiB model; a > 2 GB export is a benchmark, not a CI test.
 """
 
@@ -11,21 +11,23 @@ import os
 import shlex
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from rnnx.runtime.contract import targets
+
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 
 import rnnx.runtime as rt  # noqa: E402
-from rnnx.export import ExportError, export, export_model, exporter  # noqa: E402
+from rnnx.export import ExportError, export, export_model, exporter, stages  # noqa: E402
 from rnnx.export.cli import main as export_cli  # noqa: E402
 from rnnx.models import SRU  # noqa: E402
 from rnnx.models.registry import build_model  # noqa: E402
-from rnnx.runtime import artifact  # noqa: E402
-from rnnx.runtime.artifact import (  # noqa: E402
+from rnnx.runtime.contract.artifact import (  # noqa: E402
     EXPORT_FILES,
     EXTERNAL_DATA_FILE,
     MetadataError,
@@ -107,7 +109,9 @@ def test_a_failed_late_export_leaves_an_external_data_export_byte_identical(lm_e
     out = tmp_path / "out"
     shutil.copytree(lm_exports[0], out)
     before = snapshot(out)
-    monkeypatch.setitem(artifact.TOLERANCES, "fp32", -1.0)  # every comparison fails
+    monkeypatch.setitem(
+        targets.PRECISION_RECORDS, "fp32", replace(targets.FP32, tolerance=-1.0)
+    )  # every comparison fails
     with pytest.raises(ExportError, match="parity check failed"):
         export_model(tiny_lm(), out, external_data=True, decode_steps=2)
     with pytest.raises(ExportError, match="parity check failed"):
@@ -136,7 +140,7 @@ def test_auto_threshold_decides(tmp_path: Path, monkeypatch) -> None:
     model = tiny_lm()
     export_model(model, tmp_path / "small", check=False)  # default None, tiny weights: one file
     assert not (tmp_path / "small" / DATA).exists() and read_metadata(tmp_path / "small")["external_data"] is None
-    monkeypatch.setattr(exporter, "EXTERNAL_DATA_THRESHOLD", 16 << 10)  # the tiny LM has ~100 KiB of tensors
+    monkeypatch.setattr(stages, "EXTERNAL_DATA_THRESHOLD", 16 << 10)  # the tiny LM has ~100 KiB of tensors
     lines: list[str] = []
     export_model(model, tmp_path / "big", check=False, log=lines.append)
     assert read_metadata(tmp_path / "big")["external_data"]["file"] == DATA and (tmp_path / "big" / DATA).is_file()
@@ -293,7 +297,7 @@ def test_internalize_writes_the_one_file_model_that_the_external_form_describes(
     from rnnx.export import onnx_files
 
     path = tmp_path / "model.onnx"
-    data = exporter._save_external(_weights_model(), path)
+    data = stages.save_external(_weights_model(), path)
     assert data == tmp_path / DATA
     external_names = [t.name for t in onnx.load(str(path), load_external_data=False).graph.initializer
                       if t.data_location == onnx.TensorProto.EXTERNAL]  # fmt: skip
@@ -326,7 +330,7 @@ def test_internalize_refuses_a_short_data_file_and_keeps_the_external_form(tmp_p
     from rnnx.export import onnx_files
 
     path = tmp_path / "model.onnx"
-    data = exporter._save_external(_weights_model(), path)
+    data = stages.save_external(_weights_model(), path)
     data.write_bytes(data.read_bytes()[:-100])
     before = snapshot(tmp_path)
     with pytest.raises(ValueError, match=r"model\.onnx\.data: ends inside tensor 'other'"):

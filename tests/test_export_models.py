@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 
 import numpy as np
 import onnx
 import pytest
 import torch
+
+from rnnx.runtime.contract import targets
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -26,8 +29,7 @@ from rnnx.export import (  # noqa: E402
 )
 from rnnx.models.registry import build_model  # noqa: E402
 from rnnx.models.state import flatten_state  # noqa: E402
-from rnnx.models.stateful import state_specs  # noqa: E402
-from rnnx.runtime import artifact  # noqa: E402
+from rnnx.models.stateful import lm_state_specs  # noqa: E402
 
 FAMILIES = {
     "linear_transformer": ("linear_transformer", dict(vocab_size=19, d_model=32, num_layers=2, num_heads=2)),
@@ -125,7 +127,7 @@ def test_graph_passes_checker_and_strict_shape_inference(exported):
 def test_graph_names_dtypes_and_dynamic_axes(exported):
     family, _, model, result = exported
     graph = onnx.load(str(result.model_path)).graph
-    layout = state_specs(model)
+    layout = lm_state_specs(model)
     names = [s.name for s in layout]
     assert names == [n for n, _ in flatten_state(model.init_state(1))]
     assert [v.name for v in graph.input] == ["input_ids", "attention_mask"] + [f"past_key_values.{n}" for n in names]
@@ -159,7 +161,7 @@ def test_metadata_content(exported):
     assert meta["source"] == {"checkpoint": None, "weights_sha256": None}
     assert meta["versions"]["torch"] == torch.__version__ and meta["versions"]["onnx"] == onnx.__version__
     assert [t["name"] for t in meta["inputs"]][:2] == ["input_ids", "attention_mask"]
-    assert [t["name"] for t in meta["state"]] == [s.name for s in state_specs(model)]
+    assert [t["name"] for t in meta["state"]] == [s.name for s in lm_state_specs(model)]
     assert meta["outputs"][0] == {"name": "logits", "shape": ["batch", "length", 19], "dtype": "float32"}
     ops = {op["name"]: op for op in meta["ops"]}
     if family != "linear_transformer":
@@ -259,7 +261,9 @@ def test_late_failure_leaves_out_dir_untouched(tmp_path, monkeypatch):
     (out / "sentinel.bin").write_bytes(os.urandom(64))
     (out / "model.onnx").write_bytes(b"previous model")
     before = _snapshot(out)
-    monkeypatch.setitem(artifact.TOLERANCES, "fp32", -1.0)  # every comparison fails
+    monkeypatch.setitem(
+        targets.PRECISION_RECORDS, "fp32", replace(targets.FP32, tolerance=-1.0)
+    )  # every comparison fails
     with pytest.raises(ExportError, match="parity check failed"):
         export_model(make_model("sru"), out, decode_steps=2)
     assert _snapshot(out) == before
@@ -296,7 +300,9 @@ def test_export_leaves_the_callers_module_as_it_was(tmp_path, monkeypatch):
     modes = {name: m.training for name, m in model.named_modules()}
     before = {k: v.clone() for k, v in model.state_dict().items()}
     export_model(model, tmp_path / "out", check=True, decode_steps=2)
-    monkeypatch.setitem(artifact.TOLERANCES, "fp32", -1.0)  # the check fails after tracing
+    monkeypatch.setitem(
+        targets.PRECISION_RECORDS, "fp32", replace(targets.FP32, tolerance=-1.0)
+    )  # the check fails after tracing
     with pytest.raises(ExportError, match="parity check failed"):
         export_model(model, tmp_path / "bad", decode_steps=1)
     assert {name: m.training for name, m in model.named_modules()} == modes

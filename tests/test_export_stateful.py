@@ -27,7 +27,7 @@ ort = pytest.importorskip("onnxruntime")
 import rnnx.runtime as rt  # noqa: E402
 from rnnx.export import ExportError, export  # noqa: E402
 from rnnx.models import SRU, SRUpp  # noqa: E402
-from rnnx.runtime.artifact import read_metadata  # noqa: E402
+from rnnx.runtime.contract.artifact import read_metadata  # noqa: E402
 
 TOL = 1e-4
 
@@ -403,7 +403,7 @@ def test_an_fp16_export_that_crashed_onnx_runtime_opens_and_runs(tmp_path: Path)
     optimizations; the export records the session config that avoids it (artifact.ORT_SESSION_CONFIG) and the
     runtime applies it: the export's parity check and a later load both run. In a subprocess: a regression
     would kill the process, not the test run."""
-    from rnnx.runtime.artifact import ORT_SESSION_CONFIG
+    from rnnx.runtime.contract.artifact import ORT_SESSION_CONFIG
 
     out = tmp_path / "tagger"
     result = subprocess.run([sys.executable, "-c", FP16_TAGGER, str(out)], capture_output=True, text=True, timeout=300)

@@ -444,11 +444,21 @@ def test_from_config_has_the_builder_state_dict() -> None:
     ours.load_state_dict(original)
 
 
-def test_prefill_then_steps_equal_one_call() -> None:
-    torch.manual_seed(6)
-    model = LinearTransformerEncoder.from_config(
-        n_layers=3, n_heads=2, query_dimensions=6, value_dimensions=5, feed_forward_dimensions=16, dropout=0.0
+def seeded_encoder(seed: int, n_layers: int, query_dimensions: int, value_dimensions: int) -> LinearTransformerEncoder:
+    """A 2-head LinearTransformerEncoder without dropout, in eval mode, built after ``torch.manual_seed(seed)``."""
+    torch.manual_seed(seed)
+    return LinearTransformerEncoder.from_config(
+        n_layers=n_layers,
+        n_heads=2,
+        query_dimensions=query_dimensions,
+        value_dimensions=value_dimensions,
+        feed_forward_dimensions=16,
+        dropout=0.0,
     ).eval()
+
+
+def test_prefill_then_steps_equal_one_call() -> None:
+    model = seeded_encoder(6, n_layers=3, query_dimensions=6, value_dimensions=5)
     x = torch.randn(2, 13, 10)
     with torch.no_grad():
         full, full_state = model.forward_state(x)
@@ -463,10 +473,7 @@ def test_prefill_then_steps_equal_one_call() -> None:
 
 
 def test_pad_positions_do_not_change_the_state() -> None:
-    torch.manual_seed(7)
-    model = LinearTransformerEncoder.from_config(
-        n_layers=2, n_heads=2, query_dimensions=4, value_dimensions=4, feed_forward_dimensions=16, dropout=0.0
-    ).eval()
+    model = seeded_encoder(7, n_layers=2, query_dimensions=4, value_dimensions=4)
     x = torch.randn(1, 10, 8)
     pad = torch.zeros(1, 10, dtype=torch.bool)
     pad[0, [2, 5, 6, 9]] = True

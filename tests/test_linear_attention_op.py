@@ -20,8 +20,8 @@ from rnnx.models.ops.linear_attention.naive import (
     causal_linear_attention_quadratic,
     causal_linear_attention_recurrent,
 )
-from rnnx.models.ops.spec import CAUSAL_LINEAR_ATTENTION
 from rnnx.models.state import LinearAttentionState
+from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
 
 EPS = float(CAUSAL_LINEAR_ATTENTION.attributes["eps"])
 F64_TOL = 1e-10

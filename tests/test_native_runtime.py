@@ -39,7 +39,7 @@ import torch
 import rnnx.runtime as rt
 from rnnx.export import export_model
 from rnnx.models import build_model
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.runtime import native, ortops
 
 pytestmark = pytest.mark.skipif(
@@ -62,14 +62,14 @@ def ops() -> str:
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def exports(tmp_path_factory: pytest.TempPathFactory, demo_exports) -> dict[str, Path]:
+    """The session's onnxruntime demo exports (read only here) and an own softmax SRU++ (a growing KV cache)."""
     root = tmp_path_factory.mktemp("native")
-    out = {name: export_model(demo_checkpoint_path(name), root / name, target="onnxruntime", decode_steps=4).out_dir
-           for name in DEMO_CHECKPOINTS}  # fmt: skip
+    out = {name: demo_exports[(name, "onnxruntime")] for name in DEMO_CHECKPOINTS}
     torch.manual_seed(0)
     own = build_model("srupp", {"vocab_size": 12, "embed_dim": 32, "hidden_size": 32, "proj_size": 16,
                                 "num_layers": 2, "attention": "softmax"})  # fmt: skip
-    out["own_softmax_srupp"] = export_model(own, root / "own", target="onnxruntime", decode_steps=4).out_dir
+    out["own_softmax_srupp"] = export_model(own, root / "own", target="onnxruntime", check=False).out_dir
     return out
 
 
@@ -204,9 +204,8 @@ def test_bad_input_is_a_status_and_a_message(builds, ops, exports, tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
-def trt_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_model(demo_checkpoint_path("linear_transformer_copy"), tmp_path_factory.mktemp("trt") / "trt",
-                        target="tensorrt", decode_steps=2).out_dir  # fmt: skip
+def trt_export(demo_exports) -> Path:
+    return demo_exports[("linear_transformer_copy", "tensorrt")]
 
 
 def test_the_tensorrt_backend_says_what_is_missing(builds, trt_export, tmp_path: Path) -> None:

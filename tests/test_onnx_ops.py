@@ -39,10 +39,11 @@ from rnnx.export.onnx_ops.translate import (  # noqa: E402
     sru_scan_node,
     sru_scan_node_full,
 )
-from rnnx.models.ops import spec  # noqa: E402
+from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
 from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
 from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent  # noqa: E402
 from rnnx.models.ops.sru import sru_scan, sru_scan_naive  # noqa: E402
+from rnnx.runtime.contract import ops as spec  # noqa: E402
 
 FP32_TOL = dict(atol=1e-5, rtol=1e-5)
 FP16_TOL = dict(atol=2e-3, rtol=2e-3)
@@ -140,7 +141,7 @@ def sru_inputs(L: int, B: int, D: int, d: int, k: int, skip: bool, mask_dtype, d
     x = torch.randn(L, B, D * d, generator=g).to(dtype) if (k == 3 and skip) else None
     weight_c = (0.5 * torch.randn(2 * D * d, generator=g)).to(dtype)
     bias = (0.5 * torch.randn(2 * D * d, generator=g)).to(dtype)
-    c0 = torch.randn(B, D * d, generator=g).to(spec.state_dtype_for(dtype))
+    c0 = torch.randn(B, D * d, generator=g).to(state_dtype(dtype))
     mask = None
     if mask_dtype is not None:
         mask = torch.rand(L, B, generator=g) < 0.3
@@ -242,7 +243,7 @@ def attention_inputs(B: int, H: int, L: int, E: int, M: int, dtype, with_state: 
     q, k, v = (torch.randn(B, H, L, n, generator=g).to(dtype) for n in (E, E, M))
     if not with_state:
         return q, k, v
-    state = spec.state_dtype_for(dtype)
+    state = state_dtype(dtype)
     S0 = (torch.rand(B, H, E, M, generator=g) * 3).to(state)
     z0 = (torch.rand(B, H, E, generator=g) * 3 + 0.5).to(state)
     return q, k, v, S0, z0
@@ -343,14 +344,14 @@ def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
         assert {a.name for a in function.attribute_proto} == set(expected)
 
 
-#: ONNX element type of each dtype rule for fp16 activations (state: spec.state_dtype_for(fp16) = fp32).
+#: ONNX element type of each dtype rule for fp16 activations (state: state_dtype(fp16) = fp32).
 FP16_ELEM_TYPES = {spec.ACTIVATION: onnx.TensorProto.FLOAT16, spec.STATE: onnx.TensorProto.FLOAT}
 
 
 def test_node_outputs_follow_the_records(tmp_path):
     """fp16 activations: every output of each rnnx node has its record's rank, and the activation dtype
     (fp16) or the state dtype (fp32) as its record's role says."""
-    assert spec.state_dtype_for(torch.float16) == torch.float32
+    assert state_dtype(torch.float16) == torch.float32
     sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=3, has_skip_term=True, use_tanh=False, scale_x=1.0)
     models = {
         spec.SRU_SCAN: export(

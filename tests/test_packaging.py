@@ -73,18 +73,44 @@ def test_every_plugin_source_is_package_data() -> None:
     assert {folder / "kernels" / "include" / "rnnx" / "kernels.h", folder / "tests" / "CMakeLists.txt"} <= shipped
 
 
+#: The folders of an op package holding its native sources (CPU kernel, CUDA kernels, ONNX Runtime op, plugin).
+NATIVE_FOLDERS = ("csrc", "cuda", "ort", "tensorrt")
+
+
+def test_every_native_source_of_an_op_is_package_data() -> None:
+    """Each op's native sources sit in its op folder; the plugin and ONNX Runtime builds of an installed wheel
+    need every one of them, so each file of an op package's native folders matches a package-data pattern."""
+    data = _pyproject()["tool"]["setuptools"]["package-data"]
+    ops = [p for p in _pyproject()["tool"]["setuptools"]["packages"] if p.startswith("rnnx.models.ops.")]
+    checked = 0
+    for package in ops:
+        folder = _package_folder(package)
+        shipped = {path for pattern in data.get(package, ()) for path in folder.glob(pattern)}
+        on_disk = {p for name in NATIVE_FOLDERS for p in (folder / name).rglob("*") if p.is_file()}
+        on_disk = {p for p in on_disk if "__pycache__" not in p.parts}
+        assert on_disk - shipped == set(), package
+        checked += len(on_disk)
+    assert checked >= 10
+
+
 def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
     """rnnx.plugins is the one place that says where the kernel sources are; the torch binding uses it."""
     from rnnx import plugins
     from rnnx.models.ops import cuda
 
     assert plugins.SOURCE_DIR == (REPO / "plugins").resolve()
-    assert [p.name for p in plugins.KERNEL_SOURCES] == [
-        "sru_scan.cu",
-        "linear_attention_prefill.cu",
-        "linear_attention_decode.cu",
+    assert plugins.OPS_DIR.resolve() == (REPO / "models" / "ops").resolve()
+    # Each kernel in its op folder's cuda/ (a new op's are found by the glob); the headers they share in
+    # KERNELS_SRC_DIR.
+    assert [p.relative_to(plugins.OPS_DIR).as_posix() for p in plugins.KERNEL_SOURCES] == [
+        "linear_attention/cuda/linear_attention_decode.cu",
+        "linear_attention/cuda/linear_attention_prefill.cu",
+        "sru/cuda/sru_scan.cu",
     ]
-    assert all(p.is_file() and p.parent == plugins.KERNELS_SRC_DIR for p in plugins.KERNEL_SOURCES)
+    assert {p.parent for p in plugins.KERNEL_SOURCES} == set(plugins.OPS_DIR.glob("*/cuda"))
+    assert all(p.is_file() for p in plugins.KERNEL_SOURCES)
+    assert (plugins.KERNELS_SRC_DIR / "type_utils.cuh").is_file()
+    assert plugins.KERNEL_INCLUDE_DIRS == (plugins.KERNELS_INCLUDE_DIR, plugins.KERNELS_SRC_DIR)
     assert (plugins.KERNELS_INCLUDE_DIR / "rnnx" / "kernels.h").is_file()
     assert cuda.KERNEL_SOURCES == plugins.KERNEL_SOURCES
     assert cuda.sources_present()

@@ -77,7 +77,7 @@ class SpyBackend(Backend):
 
     def __init__(self) -> None:
         self.device, self.metadata = "cpu", _metadata()
-        from rnnx.runtime.artifact import state_specs
+        from rnnx.runtime.contract.artifact import state_specs
 
         self.state_specs, self.vocab_size = state_specs(self.metadata), VOCAB
         self.calls: list[tuple[bool, BackendState]] = []

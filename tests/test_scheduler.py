@@ -1,4 +1,4 @@
-"""Continuous batching (``rnnx.runtime.scheduler``) on the demo models, torch and ONNX Runtime backends.
+"""Continuous batching (``rnnx.runtime.serving.scheduler``) on the demo models, torch and ONNX Runtime backends.
 
 The reference for every stream is ``Session.generate`` on that stream's prompt alone: streams that join and
 leave mid-generation, share steps with others and reuse freed slots must produce exactly those tokens
@@ -26,7 +26,7 @@ from rnnx.models.lm import SRUppLM
 from rnnx.models.training.copy_task import task_prompts
 from rnnx.runtime.backends.ort_backend import OrtBackend
 from rnnx.runtime.backends.torch_backend import TorchBackend
-from rnnx.runtime.scheduler import Scheduler, SchedulerClosed, SchedulerFull
+from rnnx.runtime.serving.scheduler import Scheduler, SchedulerClosed, SchedulerFull
 
 TIMEOUT = 120.0
 BACKENDS = ["torch", "onnxruntime"]

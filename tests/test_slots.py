@@ -14,7 +14,7 @@ pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.runtime.slots import StatePool
+from rnnx.runtime.serving.slots import StatePool
 
 #: the pool's batched calls vs one stream alone: the same fp32 graph at another batch size and padding
 TOLERANCE = 1e-4

@@ -147,22 +147,18 @@ def test_state_dict_names_and_shapes() -> None:
         layer_norm=True,
         proj_input_to_hidden_first=True,
     )
+    per_layer = {
+        "weight_proj": (8, 3),
+        "weight": (3, 8 * 3),
+        "weight_c": (16,),
+        "bias": (16,),
+        "scale_x": (1,),
+        "layer_norm.weight": (8,),
+        "layer_norm.bias": (8,),
+    }  # the same in both layers: each reads 8 = 2 x 4 features (input_to_hidden's, then layer 0's)
     expected = {
         "input_to_hidden.weight": (8, 6),
-        "rnn_lst.0.weight_proj": (8, 3),
-        "rnn_lst.0.weight": (3, 8 * 3),
-        "rnn_lst.0.weight_c": (16,),
-        "rnn_lst.0.bias": (16,),
-        "rnn_lst.0.scale_x": (1,),
-        "rnn_lst.0.layer_norm.weight": (8,),
-        "rnn_lst.0.layer_norm.bias": (8,),
-        "rnn_lst.1.weight_proj": (8, 3),
-        "rnn_lst.1.weight": (3, 8 * 3),
-        "rnn_lst.1.weight_c": (16,),
-        "rnn_lst.1.bias": (16,),
-        "rnn_lst.1.scale_x": (1,),
-        "rnn_lst.1.layer_norm.weight": (8,),
-        "rnn_lst.1.layer_norm.bias": (8,),
+        **{f"rnn_lst.{i}.{name}": shape for i in range(2) for name, shape in per_layer.items()},
     }
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == expected
     # k = 4 without projection, post layer norm over the output; projection_size >= in is dropped

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rnnx.models.ops import spec
+from rnnx.models.ops.dtypes import state_dtype
 from rnnx.models.ops.sru import (
     cpu_kernel,
     cpu_kernel_in_use,
@@ -24,6 +24,7 @@ from rnnx.models.ops.sru import (
     sru_scan_naive,
     sru_scan_reference_path,
 )
+from rnnx.runtime.contract import ops as spec
 
 ATOL = {torch.float64: 1e-12, torch.float32: 1e-5}
 PATHS = ["kernel", "torch_loop"]
@@ -34,7 +35,7 @@ GRID = list(itertools.product([1, 2], [3, 4], [False, True], [False, True]))
 def make_inputs(L=9, B=3, d=37, D=1, k=3, dtype=torch.float64, mask=True, seed=0):
     """Random inputs in the spec layouts; row 1 is right-padded by 3 steps, row 2 by 1."""
     g = torch.Generator().manual_seed(seed)
-    state = spec.state_dtype_for(dtype)
+    state = state_dtype(dtype)
 
     def rnd(*shape, scale=1.0, dt=dtype):
         return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(dt)
@@ -68,7 +69,7 @@ def max_err(a, b):
 
 
 def test_cpu_kernel_builds():
-    assert cpu_kernel_in_use(), f"C++ kernel did not build: {cpu_kernel.build_error()}"
+    assert cpu_kernel_in_use(), f"C++ kernel did not build: {cpu_kernel.EXTENSION.error}"
 
 
 def test_jit_builds_are_named_by_their_inputs(tmp_path):
@@ -279,8 +280,8 @@ def test_build_failure_warns_once_and_falls_back(monkeypatch):
     def broken_build(*args, **kwargs):
         raise RuntimeError("no C++ compiler found (test)")
 
-    monkeypatch.setattr(cpu_kernel, "_module", None)
-    monkeypatch.setattr(cpu_kernel, "_error", None)
+    monkeypatch.setattr(cpu_kernel.EXTENSION, "module", None)
+    monkeypatch.setattr(cpu_kernel.EXTENSION, "error", None)
     monkeypatch.setattr(cpp_extension, "load", broken_build)
     inputs = make_inputs(dtype=torch.float64)
     with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler found"):

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import pytest
 
 from rnnx.export import read_metadata
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
 from rnnx.runtime.tensorrt import (
     MIN_TENSORRT_VERSION,
     ProfileLimits,

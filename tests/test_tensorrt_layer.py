@@ -34,6 +34,15 @@ from rnnx.runtime.tensorrt.bindings import PING_PONG
 needs_tensorrt = pytest.mark.skipif(not tensorrt_available(), reason="TensorRT is not installed")
 
 
+@pytest.fixture
+def cuda_device() -> None:
+    """Skips the test where torch sees no CUDA device (the engine tests build and run engines on one)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+
+
 @pytest.fixture(scope="module")
 def linear_meta(demo_exports):
     """The shipped linear-transformer demo exported without the parity check (fixed-size state)."""
@@ -356,10 +365,10 @@ def test_export_model_engine_without_tensorrt(tmp_path):
 
 def test_export_model_engine_option_errors(tmp_path, monkeypatch):
     """Bad --engine options are one-line errors before anything is exported (TensorRT faked present)."""
-    import rnnx.runtime.tensorrt as rt
+    import rnnx.runtime.tensorrt.engine_step as step
     from rnnx.export.cli import main
 
-    monkeypatch.setattr(rt, "tensorrt_available", lambda: True)
+    monkeypatch.setattr(step, "tensorrt_available", lambda: True)
     out = tmp_path / "out"
     for options, message in (
         (["--target", "onnxruntime"], "Error: --engine needs --target tensorrt (got 'onnxruntime')"),
@@ -379,13 +388,9 @@ def test_export_model_engine_option_errors(tmp_path, monkeypatch):
 
 @pytest.mark.tensorrt
 @needs_tensorrt
-def test_build_engine_and_cache_hit(linear_meta, tmp_path):
-    import torch
-
+def test_build_engine_and_cache_hit(linear_meta, tmp_path, cuda_device):
     from rnnx.runtime.tensorrt import build_engine
 
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
     out, _ = linear_meta
     limits = ProfileLimits(max_batch=2, max_length=16)
     kwargs = dict(limits=limits, cache_dir=tmp_path, timing_cache=tmp_path / "timing.cache")
@@ -397,15 +402,12 @@ def test_build_engine_and_cache_hit(linear_meta, tmp_path):
 
 @pytest.mark.tensorrt
 @needs_tensorrt
-def test_backend_matches_onnxruntime(softmax_meta, tmp_path):
+def test_backend_matches_onnxruntime(softmax_meta, tmp_path, cuda_device):
     import numpy as np
-    import torch
 
     from rnnx.runtime.backends.ort_backend import OrtBackend
     from rnnx.runtime.tensorrt import TensorRTBackend
 
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
     out, _ = softmax_meta
     trt_backend = TensorRTBackend(out, limits=ProfileLimits(max_batch=2, max_length=8, max_context=32),
                                   cache_dir=tmp_path)  # fmt: skip
@@ -425,18 +427,14 @@ def test_backend_matches_onnxruntime(softmax_meta, tmp_path):
 
 @pytest.mark.tensorrt
 @needs_tensorrt
-def test_cuda_graph_generation_matches_eager_and_onnxruntime(linear_meta, tmp_path):
+def test_cuda_graph_generation_matches_eager_and_onnxruntime(linear_meta, tmp_path, cuda_device):
     """The decode ring on a model with fixed-size state: generate donates, so after the prefill ping and
     pong are captured and replayed; the tokens equal an eager TensorRT backend's and ONNX Runtime's, and
     a batch change in between (an eager call) leaves the replays correct."""
-    import torch
-
     from rnnx.runtime import Session
     from rnnx.runtime.backends.ort_backend import OrtBackend
     from rnnx.runtime.tensorrt import TensorRTBackend
 
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
     out, _ = linear_meta
     limits = ProfileLimits(max_batch=4, max_length=32)
     graphs = Session(TensorRTBackend(out, limits=limits, cache_dir=tmp_path, cuda_graphs=True))

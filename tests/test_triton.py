@@ -15,6 +15,7 @@ skip and say so.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -25,14 +26,25 @@ pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
-from rnnx.runtime.artifact import data_inputs, data_outputs, read_metadata, state_specs
-from rnnx.runtime.triton import TritonConfigError, graph_config, write_repository
-from rnnx.runtime.triton.config import CONTROL_INPUTS, PYTHON_INPUTS, PYTHON_OUTPUTS, batch_first
-from rnnx.runtime.triton.local_server import TritonServer, run_client, venv_python
+from rnnx.runtime.contract.artifact import data_inputs, data_outputs, read_metadata, state_specs
+from rnnx.runtime.serving.triton import TritonConfigError, graph_config, write_repository
+from rnnx.runtime.serving.triton.config import CONTROL_INPUTS, PYTHON_INPUTS, PYTHON_OUTPUTS, batch_first
+from rnnx.runtime.serving.triton.local_server import TritonServer, run_client, venv_python
 
 needs_triton = pytest.mark.skipif(
     venv_python() is None, reason="the Triton venv .cache/triton/venv is missing: run scripts/setup.sh"
 )
+
+
+def test_the_venv_is_looked_for_in_this_checkout():
+    """scripts/setup.sh builds the venv under the checkout's .cache/triton; the server looks there (a wrong
+    path would skip every Triton test below instead of failing)."""
+    from rnnx.runtime.serving.triton import local_server
+
+    checkout = Path(__file__).resolve().parents[1]
+    assert local_server._ROOT == checkout
+    if "RNNX_TRITON_VENV" not in os.environ:
+        assert local_server.VENV == checkout / ".cache" / "triton" / "venv"
 
 
 def graph_io(model_path: Path) -> tuple[list[str], list[str]]:
@@ -114,7 +126,7 @@ def test_a_failed_rewrite_leaves_the_model_directory_as_it_was(demo_exports, tmp
     export = demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")]
     model_dir = write_repository(export, tmp_path / "repo", "python")
     before = {p.relative_to(model_dir): p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
-    from rnnx.runtime.triton import repository
+    from rnnx.runtime.serving.triton import repository
 
     def broken(src, dst):
         raise OSError("disk full")

@@ -32,10 +32,21 @@ pytestmark = pytest.mark.slow
 NVCC = plugins.find_nvcc()
 
 KERNELS = "rnnx/plugins/kernels"
-KERNEL_FILES = ("sru_scan.cu", "linear_attention_prefill.cu", "linear_attention_decode.cu")
-#: Files the torch binding and the CMake build need, as wheel paths (every plugins/ file is checked too).
+OPS = "rnnx/models/ops"
+#: The kernel sources, in their op folders (wheel paths below OPS).
+KERNEL_FILES = (
+    "sru/cuda/sru_scan.cu",
+    "linear_attention/cuda/linear_attention_prefill.cu",
+    "linear_attention/cuda/linear_attention_decode.cu",
+)
+#: The op folders' native subfolders (the kernels, ONNX Runtime ops and plugins the builds take from there).
+NATIVE_FOLDERS = ("csrc", "cuda", "ort", "tensorrt")
+#: Files the torch binding and the CMake build need, as wheel paths (every plugins/ file and every native file of
+#: the op folders is checked too).
 REQUIRED = (
-    *(f"{KERNELS}/src/{name}" for name in KERNEL_FILES),
+    *(f"{OPS}/{name}" for name in KERNEL_FILES),
+    f"{OPS}/linear_attention/cuda/linear_attention_internal.h",
+    f"{KERNELS}/src/type_utils.cuh",
     f"{KERNELS}/include/rnnx/kernels.h",
     f"{KERNELS}/CMakeLists.txt",
     f"{KERNELS}/emulation/CMakeLists.txt",
@@ -44,8 +55,9 @@ REQUIRED = (
     "rnnx/plugins/CMakeLists.txt",
     "rnnx/plugins/tests/CMakeLists.txt",
     "rnnx/plugins/common/exports.map",
-    "rnnx/plugins/sruScanPlugin/sruScanPlugin.cpp",
-    "rnnx/plugins/causalLinearAttentionPlugin/causalLinearAttentionPlugin.cpp",
+    "rnnx/plugins/common/pluginBase.h",
+    f"{OPS}/sru/tensorrt/sruScanPlugin.cpp",
+    f"{OPS}/linear_attention/tensorrt/causalLinearAttentionPlugin.cpp",
     "rnnx/models/ops/cuda/binding.cpp",
     "rnnx/models/ops/sru/csrc/sru_scan_cpu.cpp",
     "rnnx/models/ops/sru/csrc/sru_scan_kernel.h",
@@ -57,8 +69,8 @@ REQUIRED = (
     "rnnx/plugins/ort/isa_kernels.cpp",
     "rnnx/plugins/ort/isa_kernels.h",
     "rnnx/plugins/ort/ort_op_support.h",
-    "rnnx/plugins/ort/sru_scan_op.h",
-    "rnnx/plugins/ort/causal_linear_attention_op.h",
+    f"{OPS}/sru/ort/sru_scan_op.h",
+    f"{OPS}/linear_attention/ort/causal_linear_attention_op.h",
 )
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
 
@@ -90,6 +102,18 @@ def _run_installed(site: Path, code: str, **env: str) -> subprocess.CompletedPro
     )
 
 
+def _native_op_files() -> list[Path]:
+    """Every file of the op folders' native subfolders in the checkout."""
+    ops = REPO / "models" / "ops"
+    return [
+        path
+        for op in ops.iterdir()
+        for name in NATIVE_FOLDERS
+        for path in (op / name).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+
+
 def test_wheel_ships_the_kernel_and_plugin_sources(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert set(REQUIRED) - names == set()
@@ -99,6 +123,9 @@ def test_wheel_ships_the_kernel_and_plugin_sources(wheel: Path) -> None:
         if path.is_file() and "__pycache__" not in path.parts
     }
     assert plugin_files - names == set()
+    op_files = {"rnnx/" + path.relative_to(REPO).as_posix() for path in _native_op_files()}
+    assert len(op_files) >= 10
+    assert op_files - names == set()
 
 
 def test_wheel_has_no_build_outputs_or_caches(wheel: Path) -> None:
@@ -135,21 +162,26 @@ def test_installed_kernel_sources_are_the_checkouts(site: Path) -> None:
         if path.is_file() and "__pycache__" not in path.parts:
             installed = kernels / path.relative_to(REPO / "plugins" / "kernels")
             assert installed.read_bytes() == path.read_bytes(), installed
+    for path in _native_op_files():
+        installed = site / "rnnx" / path.relative_to(REPO)
+        assert installed.read_bytes() == path.read_bytes(), installed
 
 
 @needs_nvcc
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_installed_kernel_sources_include_only_installed_headers(site: Path, tmp_path: Path, name: str) -> None:
-    """``nvcc -M`` on each installed ``.cu`` with only the installed include directory: every header it
-    reads resolves, and the rnnx ones are the installed copies (none from the checkout)."""
+    """``nvcc -M`` on each installed ``.cu`` with only the installed include directories (the launch API and
+    the kernels' shared headers): every header it reads resolves, and the rnnx ones are the installed copies
+    (none from the checkout)."""
     kernels = site / KERNELS
-    cmd = [NVCC, "-M", "-std=c++17", "-arch=sm_90", f"-I{kernels / 'include'}", str(kernels / "src" / name)]
+    includes = [f"-I{kernels / 'include'}", f"-I{kernels / 'src'}"]
+    cmd = [NVCC, "-M", "-std=c++17", "-arch=sm_90", *includes, str(site / OPS / name)]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     deps = [Path(d) for d in result.stdout.split(":", 1)[1].replace("\\\n", " ").split()]
-    assert deps and deps[0].name == name
+    assert deps and deps[0].name == Path(name).name
     ours = [d for d in deps if site.resolve() in d.resolve().parents]
-    assert {d.name for d in ours} >= {name, "kernels.h"}, ours
+    assert {d.name for d in ours} >= {Path(name).name, "kernels.h", "type_utils.cuh"}, ours
     assert not [d for d in deps if REPO.resolve() in d.resolve().parents], "a header resolved to the checkout"
 
 
@@ -182,7 +214,7 @@ def test_installed_copy_builds_the_torch_extension(site: Path, tmp_path: Path) -
     code = (
         "import rnnx.models.ops.cuda as c\n"
         "m = c.load()\n"
-        "assert m is not None, c.build_error()\n"
+        "assert m is not None, c.EXTENSION.error\n"
         "assert hasattr(m, 'sru_scan') and hasattr(m, 'causal_linear_attention'), dir(m)\n"
         "print(m.__file__)\n"
     )

@@ -14,8 +14,10 @@ the rnnx plugins by op type, ``plugin_version`` and ``plugin_namespace``.
 
 from __future__ import annotations
 
+from rnnx.runtime.contract.targets import TARGETS
+
 from .finalize import finalize
 from .schemas import custom_op_schemas, op_schema
-from .translate import TARGETS, translation_table
+from .translate import translation_table
 
 __all__ = ["TARGETS", "custom_op_schemas", "finalize", "op_schema", "translation_table"]

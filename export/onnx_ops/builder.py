@@ -43,16 +43,14 @@ class NodeWriter:
 
     def attribute_float(self, attribute: str, hint: str = "") -> str:
         """A 0-D float32 constant holding the enclosing function's float attribute ``attribute``."""
-        ref = onnx.AttributeProto(name="value_float", ref_attr_name=attribute, type=onnx.AttributeProto.FLOAT)
-        out = self.fresh(hint or attribute)
-        node = helper.make_node("Constant", [], [out], name=self.fresh("n_Constant"))
-        node.attribute.append(ref)
-        self.nodes.append(node)
-        return out
+        return self._attribute_constant(attribute, "value_float", onnx.AttributeProto.FLOAT, hint)
 
     def attribute_int(self, attribute: str, hint: str = "") -> str:
         """A 0-D int64 constant holding the enclosing function's int attribute ``attribute``."""
-        ref = onnx.AttributeProto(name="value_int", ref_attr_name=attribute, type=onnx.AttributeProto.INT)
+        return self._attribute_constant(attribute, "value_int", onnx.AttributeProto.INT, hint)
+
+    def _attribute_constant(self, attribute: str, field: str, kind: int, hint: str) -> str:
+        ref = onnx.AttributeProto(name=field, ref_attr_name=attribute, type=kind)
         out = self.fresh(hint or attribute)
         node = helper.make_node("Constant", [], [out], name=self.fresh("n_Constant"))
         node.attribute.append(ref)

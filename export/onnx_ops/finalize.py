@@ -16,17 +16,19 @@ finds (by op type, ``plugin_version``, ``plugin_namespace``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Union
 
 import onnx
 
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
+from rnnx.runtime.contract import targets
+from rnnx.runtime.contract.targets import Target
 
 from .attention_function import attention_function
 from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION, lowered_attention_function
 from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
 from .schemas import node_attribute_defaults
 from .sru_function import sru_scan_any_function, sru_scan_function
-from .translate import TARGETS
 
 #: Lowest default-domain opset the function bodies are written for (Shape start/end, CastLike).
 MIN_OPSET = 15
@@ -243,19 +245,20 @@ def _rnnx_output_type(node: onnx.NodeProto, name: str, values: dict[str, onnx.Ty
     return typed
 
 
-def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx.ModelProto:
+def finalize(model: onnx.ModelProto, target: Union[str, Target], inplace: bool = False) -> onnx.ModelProto:
     """A copy of ``model`` (``model`` itself with ``inplace``: no second copy of its weights) with a local
     function for every rnnx node and the opset imports set.
 
-    ``target`` is one of ``TARGETS``; a ``tensorrt`` model must not contain com.microsoft nodes.
+    ``target``: a :class:`Target` or its name. Without ``function_overloads`` (TensorRT keys functions by name)
+    each op gets one function reading its structure from the attributes; without ``contrib_ops`` the model must
+    not contain com.microsoft nodes.
     Nodes get their overload name from the node (attributes, present inputs); the state dtype comes
     from the overload the translation wrote or from the declared type of the op's first input
     (``OpSpec.dtype_input``; fp32 if unknown). Existing rnnx functions of the same overload are
     replaced. Raises ``ValueError`` for an unknown rnnx op, a missing required attribute
     (``OpSpec.required_attributes``), a bad plugin attribute, or a default opset below ``MIN_OPSET``.
     """
-    if target not in TARGETS:
-        raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")
+    target = targets.target(target)
     if inplace:
         out = model
     else:
@@ -274,7 +277,7 @@ def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx
         if node.op_type not in _SPECS:
             raise ValueError(f"unknown rnnx op {node.op_type!r} (node {node.name!r}); known: {sorted(_SPECS)}")
         _check_plugin_attributes(node)
-        if target == "tensorrt":
+        if not target.function_overloads:
             _add_any_function(node, types, functions, opset)
             continue
         variant = _variant(node, types)
@@ -288,11 +291,11 @@ def finalize(model: onnx.ModelProto, target: str, inplace: bool = False) -> onnx
                 uses_ms = True
             else:
                 functions[key] = attention_function(variant, opset)
-    if uses_ms and target == "tensorrt":
-        raise ValueError("a tensorrt-target model contains com.microsoft nodes (exported for onnxruntime?)")
+    if uses_ms and not target.contrib_ops:
+        raise ValueError(f"a {target.name}-target model contains com.microsoft nodes (exported for onnxruntime?)")
     kept = [
         f for f in out.functions
-        if f.domain != spec.ONNX_DOMAIN or (target != "tensorrt" and f"{f.name}:{f.overload}" not in functions)
+        if f.domain != spec.ONNX_DOMAIN or (target.function_overloads and f"{f.name}:{f.overload}" not in functions)
     ]  # fmt: skip
     del out.functions[:]
     out.functions.extend([*kept, *functions.values()])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import onnx
 
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
 
 from .builder import NodeWriter
 from .overloads import AttentionVariant

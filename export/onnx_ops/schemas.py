@@ -1,4 +1,4 @@
-"""ONNX ``OpSchema``s of the rnnx custom nodes, built from :mod:`rnnx.models.ops.spec`.
+"""ONNX ``OpSchema``s of the rnnx custom nodes, built from :mod:`rnnx.runtime.contract.ops`.
 
 The schemas are only needed while a model is being *built* (onnxscript looks an op up by its
 schema when a translation function calls it). An exported file never needs them: each rnnx node
@@ -15,7 +15,7 @@ import onnx
 from onnx import helper
 from onnx.defs import OpSchema
 
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
 
 #: Activation dtypes (type parameter ``T``).
 ACTIVATION_TYPES = ("tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
 
 from .builder import NodeWriter
 from .overloads import SRUVariant
@@ -61,6 +61,14 @@ def _step_graph(v: SRUVariant, outer: dict[str, str], prefix: str) -> onnx.Graph
     if v.has_mask:
         c_new = w.op("Where", [inputs["pad"], c, c_new], "c_kept")
         h = w.op("Where", [inputs["pad"], outer["zero"], h], "h_masked")
+    return _scan_body(w, inputs, names, c_new, h, acc, prefix, f"{prefix}step")
+
+
+def _scan_body(
+    w: NodeWriter, inputs: dict[str, str], names: list[str], c_new: str, h: str, acc: int, prefix: str, name: str
+) -> onnx.GraphProto:
+    """The Scan body ``name`` from the step's nodes in ``w``: inputs ``inputs[n]`` for ``n`` in ``names`` (the pad
+    mask bool, the rest ``acc``), outputs ``<prefix>c_out`` and ``<prefix>h_out`` (``c_new`` and ``h``)."""
     c_out, h_out = f"{prefix}c_out", f"{prefix}h_out"
     w.nodes.append(helper.make_node("Identity", [c_new], [c_out], name=w.fresh("n_c_out")))
     w.nodes.append(helper.make_node("Identity", [h], [h_out], name=w.fresh("n_h_out")))
@@ -68,7 +76,7 @@ def _step_graph(v: SRUVariant, outer: dict[str, str], prefix: str) -> onnx.Graph
         helper.make_tensor_value_info(inputs[n], TensorProto.BOOL if n == "pad" else acc, None) for n in names
     ]
     outputs = [helper.make_tensor_value_info(c_out, acc, None), helper.make_tensor_value_info(h_out, acc, None)]
-    return helper.make_graph(w.nodes, f"{prefix}step", value_infos, outputs)
+    return helper.make_graph(w.nodes, name, value_infos, outputs)
 
 
 def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionProto:
@@ -233,11 +241,4 @@ def _any_step_graph(acc: int, outer: dict[str, str]) -> onnx.GraphProto:
     h = w.op("Add", [w.op("Mul", [r, g]), w.op("Mul", [w.op("Sub", [outer["one"], r]), inputs["skip"]])], "h")
     c_new = w.op("Where", [inputs["pad"], c, c_new], "c_kept")
     h = w.op("Where", [inputs["pad"], outer["zero"], h], "h_masked")
-    c_out, h_out = f"{prefix}c_out", f"{prefix}h_out"
-    w.nodes.append(helper.make_node("Identity", [c_new], [c_out], name=w.fresh("n_c_out")))
-    w.nodes.append(helper.make_node("Identity", [h], [h_out], name=w.fresh("n_h_out")))
-    value_infos = [
-        helper.make_tensor_value_info(inputs[n], TensorProto.BOOL if n == "pad" else acc, None) for n in names
-    ]
-    outputs = [helper.make_tensor_value_info(c_out, acc, None), helper.make_tensor_value_info(h_out, acc, None)]
-    return helper.make_graph(w.nodes, "any_step", value_infos, outputs)
+    return _scan_body(w, inputs, names, c_new, h, acc, prefix, "any_step")

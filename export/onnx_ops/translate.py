@@ -21,7 +21,7 @@ are known; :func:`rnnx.export.onnx_ops.finalize` adds the matching function bodi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import onnx
 import onnxscript
@@ -29,8 +29,10 @@ import torch
 from onnxscript import ir
 from onnxscript import opset18 as op
 
-from rnnx.models.ops import spec
-from rnnx.runtime.artifact import TARGETS
+from rnnx.models.ops.sru.arguments import ScanAttributes
+from rnnx.runtime.contract import ops as spec
+from rnnx.runtime.contract import targets
+from rnnx.runtime.contract.targets import Target
 
 from .overloads import attention_overload, sru_overload
 from .schemas import node_attribute_defaults, onnx_attribute_value, op_schema
@@ -56,7 +58,7 @@ def _bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) 
     """Gives the node's state outputs (records of role state) the state dtype where inference left it open.
 
     The schemas' type parameter S is unbound when no state input is given (an attention node without
-    S0 / z0); the state dtype is fp64 for fp64 activations, else fp32 (``spec.state_dtype_for``).
+    S0 / z0); the state dtype is fp64 for fp64 activations, else fp32 (``rnnx.models.ops.dtypes.state_dtype``).
     """
     for record, value in zip(op.output_records, outputs):
         if record.dtype_rule == spec.STATE and value.dtype is None:
@@ -86,45 +88,24 @@ def _full_attention_state(q: Any, v: Any, S0: Optional[Any], z0: Optional[Any]) 
 
 
 def _sru_scan(
-    U: Any,
-    x: Optional[Any],
-    weight_c: Any,
-    bias: Any,
-    c0: Any,
-    mask_pad: Optional[Any],
-    hidden_size: int,
-    num_directions: int,
-    num_matrices: int,
-    has_skip_term: bool,
-    use_tanh: bool,
-    scale_x: float,
+    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], attrs: ScanAttributes,
     full_layout: bool,
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any]:  # fmt: skip
     """``rnnx::SRUScan`` node: (U, x?, weight_c, bias, c0, mask_pad?) -> (h, c_last).
 
     x is dropped where the op ignores it (k = 4, or no skip term), so the node's inputs say which
     function overload it needs; with ``full_layout`` (the TensorRT target) every input is present
     instead (:func:`_full_sru_inputs`).
     """
-    if num_matrices != 3 or not has_skip_term:
+    if not attrs.uses_x:
         x = None
     if full_layout:
         x, mask_pad = _full_sru_inputs(U, x, mask_pad)
-    attrs = _node_attributes(
-        spec.SRU_SCAN,
-        dict(
-            hidden_size=hidden_size,
-            num_directions=num_directions,
-            num_matrices=num_matrices,
-            has_skip_term=has_skip_term,
-            use_tanh=use_tanh,
-            scale_x=scale_x,
-        ),
-    )
-    h, c_last = custom_op(spec.SRU_SCAN)(U, x, weight_c, bias, c0, mask_pad, **attrs)
+    node_attrs = _node_attributes(spec.SRU_SCAN, attrs._asdict())
+    h, c_last = custom_op(spec.SRU_SCAN)(U, x, weight_c, bias, c0, mask_pad, **node_attrs)
     double = U.dtype == ir.DataType.DOUBLE
     h.producer().overload = sru_overload(
-        num_directions, num_matrices, bool(has_skip_term), bool(use_tanh), mask_pad is not None, double
+        attrs.num_directions, attrs.num_matrices, attrs.has_skip_term, attrs.use_tanh, mask_pad is not None, double
     )
     _bind_state_dtypes(spec.SRU_SCAN, (h, c_last), double)
     return h, c_last
@@ -146,22 +127,25 @@ def _attention(
     return out, S_last, z_last
 
 
-def sru_scan_node(
-    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], hidden_size: int,
-    num_directions: int, num_matrices: int, has_skip_term: bool, use_tanh: bool, scale_x: float,
-) -> tuple[Any, Any]:  # fmt: skip
-    """The ONNX Runtime target's ``rnnx::SRUScan`` node (absent inputs left out): :func:`_sru_scan`."""
-    return _sru_scan(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-                     has_skip_term, use_tanh, scale_x, full_layout=False)  # fmt: skip
+def _sru_scan_translation(name: str, full_layout: bool) -> Callable[..., tuple[Any, Any]]:
+    """The translation of ``torch.ops.rnnx.sru_scan`` (the torch op's signature, which the exporter matches) into
+    an ``rnnx::SRUScan`` node (:func:`_sru_scan`), every input present with ``full_layout``."""
+
+    def translate(
+        U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], hidden_size: int,
+        num_directions: int, num_matrices: int, has_skip_term: bool, use_tanh: bool, scale_x: float,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        attrs = ScanAttributes.of(hidden_size, num_directions, num_matrices, has_skip_term, use_tanh, scale_x)
+        return _sru_scan(U, x, weight_c, bias, c0, mask_pad, attrs, full_layout)
+
+    translate.__name__ = translate.__qualname__ = name
+    return translate
 
 
-def sru_scan_node_full(
-    U: Any, x: Optional[Any], weight_c: Any, bias: Any, c0: Any, mask_pad: Optional[Any], hidden_size: int,
-    num_directions: int, num_matrices: int, has_skip_term: bool, use_tanh: bool, scale_x: float,
-) -> tuple[Any, Any]:  # fmt: skip
-    """The TensorRT target's ``rnnx::SRUScan`` node, every input present: :func:`_sru_scan`."""
-    return _sru_scan(U, x, weight_c, bias, c0, mask_pad, hidden_size, num_directions, num_matrices,
-                     has_skip_term, use_tanh, scale_x, full_layout=True)  # fmt: skip
+#: The ONNX Runtime target's ``rnnx::SRUScan`` node (absent inputs left out).
+sru_scan_node = _sru_scan_translation("sru_scan_node", full_layout=False)
+#: The TensorRT target's ``rnnx::SRUScan`` node, every input present.
+sru_scan_node_full = _sru_scan_translation("sru_scan_node_full", full_layout=True)
 
 
 def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
@@ -184,14 +168,15 @@ def _torch_op(op: spec.OpSpec) -> torch._ops.OpOverload:
     return getattr(getattr(torch.ops, spec.TORCH_NAMESPACE), op.torch_name).default
 
 
-def translation_table(target: str) -> dict[torch._ops.OpOverload, Callable[..., Any]]:
-    """``{torch.ops.rnnx.<op>.default: translation function}`` for ``target`` (one of ``TARGETS``)."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown export target {target!r}; expected one of {TARGETS}")
+def translation_table(target: Union[str, Target]) -> dict[torch._ops.OpOverload, Callable[..., Any]]:
+    """``{torch.ops.rnnx.<op>.default: translation function}`` for ``target`` (a :class:`Target` or its name): nodes
+    with every input at its position when the target needs that (``every_input_present``), else with absent
+    inputs left out."""
+    target = targets.target(target)
     import rnnx.models.ops.linear_attention
     import rnnx.models.ops.sru  # noqa: F401
 
-    if target == "tensorrt":
+    if target.every_input_present:
         return {
             _torch_op(spec.SRU_SCAN): sru_scan_node_full,
             _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention_node_full,

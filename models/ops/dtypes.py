@@ -1,7 +1,8 @@
 """The state dtype rule as a TorchScript-compilable function (the rule itself: docs/ops.md).
 
-:func:`rnnx.models.ops.spec.state_dtype_for`, the torch-free spec's entry point, delegates here, so the
-rule is written once and scripted modules (``torch.jit.script``) call the same function.
+The one place the rule is written in code: the torch ops, the layers and scripted modules
+(``torch.jit.script``) call this function; the torch-free op records (:mod:`rnnx.runtime.contract.ops`)
+state it in words.
 """
 
 import torch

@@ -20,15 +20,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from ...runtime.build_dirs import native_library_path
-from .spec import ALL_OPS, TORCH_NAMESPACE
+from rnnx.runtime.contract.ops import ALL_OPS, TORCH_NAMESPACE
+
+from ...runtime.build_dirs import build_main, native_library_path
 
 LIBRARY_NAME = "librnnx_torch_ops.so"
 _OPS_DIR = Path(__file__).resolve().parent
@@ -111,13 +111,5 @@ def build(out: Optional[Path] = None, force: bool = False) -> Path:
     return out
 
 
-def main() -> None:
-    try:
-        print(build())
-    except LibtorchOpsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
-
-
 if __name__ == "__main__":
-    main()
+    build_main(build, LibtorchOpsError)

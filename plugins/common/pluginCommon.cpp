@@ -70,6 +70,21 @@ bool checkStringField(char const* pluginName, nvinfer1::PluginField const& field
     return true;
 }
 
+//! A field's single value as Wide: stored as Narrow when its type is `narrowType` (kINT32, kFLOAT32), else as Wide.
+template <typename Narrow, typename Wide>
+Wide readScalar(nvinfer1::PluginField const& field, nvinfer1::PluginFieldType narrowType) noexcept
+{
+    if (field.type == narrowType)
+    {
+        Narrow narrow{};
+        std::memcpy(&narrow, field.data, sizeof(narrow));
+        return static_cast<Wide>(narrow);
+    }
+    Wide wide{};
+    std::memcpy(&wide, field.data, sizeof(wide));
+    return wide;
+}
+
 bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginField const& field, double& value)
 {
     std::string const where = std::string(pluginName) + ": field '" + desc.name + "'";
@@ -86,17 +101,7 @@ bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginFi
                 + std::to_string(static_cast<int32_t>(field.type)));
             return false;
         }
-        int64_t v{};
-        if (field.type == nvinfer1::PluginFieldType::kINT32)
-        {
-            int32_t v32{};
-            std::memcpy(&v32, field.data, sizeof(v32));
-            v = v32;
-        }
-        else
-        {
-            std::memcpy(&v, field.data, sizeof(v));
-        }
+        int64_t const v = readScalar<int32_t, int64_t>(field, nvinfer1::PluginFieldType::kINT32);
         if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
         {
             logError(where + " is out of the int32 range: " + std::to_string(v));
@@ -111,16 +116,7 @@ bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginFi
             + std::to_string(static_cast<int32_t>(field.type)));
         return false;
     }
-    if (field.type == nvinfer1::PluginFieldType::kFLOAT32)
-    {
-        float v32{};
-        std::memcpy(&v32, field.data, sizeof(v32));
-        value = v32;
-    }
-    else
-    {
-        std::memcpy(&value, field.data, sizeof(value));
-    }
+    value = readScalar<float, double>(field, nvinfer1::PluginFieldType::kFLOAT32);
     if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
     {
         logError(where + " must be a finite fp32 value");

@@ -15,7 +15,7 @@ namespace rnnx
 namespace plugin
 {
 
-//! Namespace and version every rnnx plugin carries (models/ops/spec.py: PLUGIN_NAMESPACE, PLUGIN_VERSION).
+//! Namespace and version every rnnx plugin carries (runtime/contract/ops.py: PLUGIN_NAMESPACE, PLUGIN_VERSION).
 constexpr char const* kPLUGIN_NAMESPACE{"rnnx"};
 constexpr char const* kPLUGIN_VERSION{"1"};
 //! Node attributes the ONNX parser may hand over as fields; accepted (value checked) and otherwise ignored.

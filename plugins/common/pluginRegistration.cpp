@@ -20,9 +20,9 @@
  * with dlsym, first in the global scope, then in an already loaded libnvinfer (RTLD_NOLOAD; Python loads it
  * with local scope).
  */
-#include "causalLinearAttentionPlugin/causalLinearAttentionPlugin.h"
+#include "linear_attention/tensorrt/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
-#include "sruScanPlugin/sruScanPlugin.h"
+#include "sru/tensorrt/sruScanPlugin.h"
 
 #ifndef RNNX_PLUGIN_SELF_REGISTER
 #error "define RNNX_PLUGIN_SELF_REGISTER: 0 for the getCreators library, 1 for the self-registering one"

@@ -1,12 +1,14 @@
-// What the library's ops share: attributes with defaults, error statuses, ORT's thread pool as the kernels'
-// parallel-for, fp16 <-> fp32 staging of I/O and the pad mask in any element type. Needs ORT's C++ API with
-// ORT_API_MANUAL_INIT (the API table comes from the host process, RegisterCustomOps).
+// What the library's ops share: the op itself (CpuOp: name, I/O types by role, kernel creation, exceptions as
+// statuses), attributes with defaults, error statuses, ORT's thread pool as the kernels' parallel-for, fp16 <-> fp32
+// staging of I/O and the pad mask in any element type. Needs ORT's C++ API with ORT_API_MANUAL_INIT (the API table
+// comes from the host process, RegisterCustomOps).
 #pragma once
 
 #include "onnxruntime_cxx_api.h"
 #include "isa_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -49,25 +51,6 @@ template <typename Fn> OrtStatusPtr guarded(Fn&& fn)
         return Ort::GetApi().CreateStatus(ORT_FAIL, e.what());
     }
 }
-
-// What every op of the library has in common: a CPU-EP op of the C++ API with a status-returning kernel
-// built from its KernelInfo (Kernel(const OrtKernelInfo*), Kernel::ComputeV2). Op adds its name and I/O types.
-template <typename Op, typename Kernel> struct CpuOp : Ort::CustomOpBase<Op, Kernel, true>
-{
-    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
-    {
-        return guarded(
-            [&]() -> OrtStatusPtr
-            {
-                *kernel = new Kernel(info);
-                return nullptr;
-            });
-    }
-    const char* GetExecutionProviderType() const
-    {
-        return "CPUExecutionProvider";
-    }
-};
 
 // Input i of a kernel call, or null when the node has fewer inputs (an optional input left out at the end).
 inline Ort::ConstValue optional_input(Ort::KernelContext& ctx, size_t i)
@@ -120,6 +103,21 @@ inline ParallelFor ort_parallel_for(Ort::KernelContext& ctx)
     };
 }
 
+// The role of an op's input or output, which fixes its element type for an activation type T (element_type_of).
+enum class Role
+{
+    activation, // T
+    state,      // acc_type<T>
+    mask,       // any of mask_bytes()' types
+};
+
+// One input of an op: its role and whether a node may leave it out.
+struct Input
+{
+    Role role;
+    bool optional;
+};
+
 // An activation type T (float, double, Ort::Float16_t, Ort::BFloat16_t) computes, and keeps its state, in
 // acc_type<T>: double for double, else float. fp16 / bf16 tensors are staged to fp32 around the kernels.
 template <typename T> using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -135,6 +133,18 @@ template <typename T> constexpr ONNXTensorElementDataType element_type()
         return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
     else
         return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+}
+
+// The element type of a tensor with `role` in an op for activation type T (undefined: a mask takes any).
+template <typename T> constexpr ONNXTensorElementDataType element_type_of(Role role)
+{
+    switch (role)
+    {
+    case Role::activation: return element_type<T>();
+    case Role::state: return element_type<acc_type<T>>();
+    case Role::mask: break;
+    }
+    return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
 
 // An activation input in acc_type<T>: its own data, or for fp16 / bf16 converted into `staging`.
@@ -228,4 +238,72 @@ inline std::vector<int64_t> shape_of(const Ort::ConstValue& value)
 {
     return value.GetTensorTypeAndShapeInfo().GetShape();
 }
+
+// Runs a kernel's entry point (isa_kernels.h) on ORT's intra-op thread pool, then copies the activation output
+// `out` from `staging` when it is fp16 / bf16 (store()).
+template <typename T, typename Args>
+OrtStatusPtr run(Ort::KernelContext& ctx, void (*forward)(const ParallelFor&, const Args&), const Args& args,
+    Ort::UnownedValue& out, const std::vector<float>& staging)
+{
+    forward(ort_parallel_for(ctx), args);
+    store<T>(out, staging);
+    return nullptr;
+}
+
+// What ORT runs for a kernel K: K's compute(Ort::KernelContext) behind ComputeV2, exceptions turned into statuses.
+template <typename K> struct GuardedKernel : K
+{
+    using K::K;
+    OrtStatusPtr ComputeV2(OrtKernelContext* context) const
+    {
+        return guarded([&] { return this->compute(Ort::KernelContext(context)); });
+    }
+};
+
+// An op of the library for activation type T: a CPU-EP op of the C++ API whose status-returning kernel is
+// Kernel<T>, built from its KernelInfo (its constructor reads the attributes). Kernel<T> says the rest: `name` (the
+// ONNX op type), `inputs` (an array of Input, by position), `outputs` (an array of Role) and compute.
+template <template <typename> class Kernel, typename T>
+struct CpuOp : Ort::CustomOpBase<CpuOp<Kernel, T>, GuardedKernel<Kernel<T>>, true>
+{
+    using Impl = Kernel<T>;
+
+    OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
+    {
+        return guarded(
+            [&]() -> OrtStatusPtr
+            {
+                *kernel = new GuardedKernel<Impl>(info);
+                return nullptr;
+            });
+    }
+    const char* GetExecutionProviderType() const
+    {
+        return "CPUExecutionProvider";
+    }
+    const char* GetName() const
+    {
+        return Impl::name;
+    }
+    size_t GetInputTypeCount() const
+    {
+        return Impl::inputs.size();
+    }
+    ONNXTensorElementDataType GetInputType(size_t index) const
+    {
+        return element_type_of<T>(Impl::inputs[index].role);
+    }
+    OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const
+    {
+        return Impl::inputs[index].optional ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+    }
+    size_t GetOutputTypeCount() const
+    {
+        return Impl::outputs.size();
+    }
+    ONNXTensorElementDataType GetOutputType(size_t index) const
+    {
+        return element_type_of<T>(Impl::outputs[index]);
+    }
+};
 } // namespace rnnx_ort

@@ -186,11 +186,6 @@ std::vector<Act>& selectedActs()
     return acts;
 }
 
-bool isSelected(Act a)
-{
-    return contains(selectedActs(), a);
-}
-
 //! Parses --dtype's comma-separated list into selectedActs(); false (with a message) for an unknown or empty one.
 bool selectActs(std::string const& list)
 {
@@ -694,6 +689,20 @@ SruConfig randomSruConfig(Act act, int32_t D, int32_t k, bool skip, bool mask)
     return c;
 }
 
+//! The SRUScan plugin for `c`, built then deserialised for all c.L steps (`inDesc` / `outDesc`: their
+//! descriptors); it asks for no workspace.
+std::unique_ptr<plugin::SruScanPlugin> sruPlugin(
+    SruConfig const& c, std::vector<PluginTensorDesc>& inDesc, std::vector<PluginTensorDesc>& outDesc)
+{
+    sruDescs(c, c.L, inDesc, outDesc);
+    Fields fields = sruParserFields(c);
+    size_t workspace = 0;
+    auto plugin =
+        buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(fields, inDesc, outDesc, workspace);
+    CHECK_EQ(workspace, size_t{0});
+    return plugin;
+}
+
 //! One SRU problem in a single enqueue, against the reference; returns h and c_last as bytes.
 std::pair<std::vector<uint8_t>, std::vector<uint8_t>> sruOnePass(SruConfig const& c, SruData in)
 {
@@ -702,12 +711,7 @@ std::pair<std::vector<uint8_t>, std::vector<uint8_t>> sruOnePass(SruConfig const
     sruReference(c, in, hRef, cRef);
 
     std::vector<PluginTensorDesc> inDesc, outDesc;
-    sruDescs(c, c.L, inDesc, outDesc);
-    Fields fields = sruParserFields(c);
-    size_t workspace = 0;
-    auto plugin =
-        buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(fields, inDesc, outDesc, workspace);
-    CHECK_EQ(workspace, size_t{0});
+    auto plugin = sruPlugin(c, inDesc, outDesc);
 
     // Poison the outputs so a missing write shows.
     REQUIRE_CUDA(cudaMemset(dev.h.get(), 0xff, dev.h.bytes()));
@@ -817,11 +821,7 @@ void sruPrefillThenStep(Act act)
         sruReference(c, in, hRef, cRef);
 
         std::vector<PluginTensorDesc> inDesc, outDesc;
-        sruDescs(c, c.L, inDesc, outDesc);
-        Fields fields = sruParserFields(c);
-        size_t workspace = 0;
-        auto plugin = buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
-            fields, inDesc, outDesc, workspace);
+        auto plugin = sruPlugin(c, inDesc, outDesc);
         Stream stream;
 
         // One pass over all steps (out of place).
@@ -1258,89 +1258,54 @@ void attentionPrefillThenStep(Act act, bool givenState)
     }
 }
 
-} // namespace
+//! A case written for the type `a` alone: runs `test` when --dtype selected `a`, else nothing.
+std::function<void()> forType(Act a, void (*test)(Act))
+{
+    return [a, test]
+    {
+        if (contains(selectedActs(), a))
+        {
+            test(a);
+        }
+    };
+}
+
+//! A case written for all types: runs `test` for each type --dtype selected.
+std::function<void()> forSelectedTypes(void (*test)(Act))
+{
+    return [test]
+    {
+        for (Act a : selectedActs())
+        {
+            test(a);
+        }
+    };
+}
 
 // ------------------------------------------------------------------------------------------------------------
-// Test cases.
+// Test cases, in run order (each name also seeds the case's random stream).
 
-TEST_CASE("SRUScan TensorRT node layouts: six inputs for every variant, a NaN dummy x is never read")
-{
-    sruNodeLayouts();
-}
-TEST_CASE("SRUScan fp32 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
-{
-    if (isSelected(Act::kF32))
-    {
-        sruRandomShapes(Act::kF32);
-    }
-}
-TEST_CASE("SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
-{
-    if (isSelected(Act::kF16))
-    {
-        sruRandomShapes(Act::kF16);
-    }
-}
-TEST_CASE("SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad")
-{
-    if (isSelected(Act::kBF16))
-    {
-        sruRandomShapes(Act::kBF16);
-    }
-}
-TEST_CASE("SRUScan prefill-then-step, state ping-pong (out of place), all dtypes")
-{
-    for (Act a : selectedActs())
-    {
-        sruPrefillThenStep(a);
-    }
-}
-TEST_CASE("CausalLinearAttention TensorRT node layouts: five inputs, state given or zeros")
-{
-    attentionNodeLayouts();
-}
-TEST_CASE("CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes")
-{
-    if (isSelected(Act::kF32))
-    {
-        attentionRandomShapes(Act::kF32);
-    }
-}
-TEST_CASE("CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, random shapes")
-{
-    if (isSelected(Act::kF16))
-    {
-        attentionRandomShapes(Act::kF16);
-    }
-}
-TEST_CASE("CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, random shapes")
-{
-    if (isSelected(Act::kBF16))
-    {
-        attentionRandomShapes(Act::kBF16);
-    }
-}
-TEST_CASE("CausalLinearAttention generic head dims and L=1 decode, all dtypes")
-{
-    for (Act a : selectedActs())
-    {
-        attentionGenericDims(a);
-    }
-}
-TEST_CASE("CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes")
-{
-    for (Act a : selectedActs())
-    {
-        attentionPrefillThenStep(a, true);
-    }
-}
-TEST_CASE("CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes")
-{
-    for (Act a : selectedActs())
-    {
-        attentionPrefillThenStep(a, false);
-    }
-}
+test::Registrar const kTestCases[] = {
+    {"SRUScan TensorRT node layouts: six inputs for every variant, a NaN dummy x is never read", sruNodeLayouts},
+    {"SRUScan fp32 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kF32, sruRandomShapes)},
+    {"SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kF16, sruRandomShapes)},
+    {"SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kBF16, sruRandomShapes)},
+    {"SRUScan prefill-then-step, state ping-pong (out of place), all dtypes", forSelectedTypes(sruPrefillThenStep)},
+    {"CausalLinearAttention TensorRT node layouts: five inputs, state given or zeros", attentionNodeLayouts},
+    {"CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes",
+        forType(Act::kF32, attentionRandomShapes)},
+    {"CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, random shapes",
+        forType(Act::kF16, attentionRandomShapes)},
+    {"CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, random shapes",
+        forType(Act::kBF16, attentionRandomShapes)},
+    {"CausalLinearAttention generic head dims and L=1 decode, all dtypes", forSelectedTypes(attentionGenericDims)},
+    {"CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes",
+        forSelectedTypes([](Act a) { attentionPrefillThenStep(a, true); })},
+    {"CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes",
+        forSelectedTypes([](Act a) { attentionPrefillThenStep(a, false); })},
+};
+
+} // namespace
 
 int main(int argc, char** argv)
 {

@@ -32,6 +32,19 @@ void expectRejected(nvinfer1::IPluginCreatorV3One& creator, Fields& fields, Tens
     }
 }
 
+//! SRUScan parameters compared field by field, and printed in field-table order (for CHECK_EQ).
+bool operator==(plugin::SruScanParameters const& a, plugin::SruScanParameters const& b)
+{
+    return a.hiddenSize == b.hiddenSize && a.numDirections == b.numDirections && a.numMatrices == b.numMatrices
+        && a.hasSkipTerm == b.hasSkipTerm && a.useTanh == b.useTanh && a.scaleX == b.scaleX;
+}
+
+std::ostream& operator<<(std::ostream& out, plugin::SruScanParameters const& p)
+{
+    return out << "{" << p.hiddenSize << ", " << p.numDirections << ", " << p.numMatrices << ", " << p.hasSkipTerm
+               << ", " << p.useTanh << ", " << p.scaleX << "}";
+}
+
 } // namespace
 
 TEST_CASE("creators report the ONNX op names, version 1 and namespace rnnx")
@@ -84,12 +97,7 @@ TEST_CASE("SRUScan createPlugin reads kINT32 / kFLOAT32 fields")
     Fields f = sruFields(16, 2, 4, 0, 1, 0.5F);
     auto p = createAs<plugin::SruScanPlugin>(creator, f.get());
     REQUIRE(p != nullptr);
-    CHECK_EQ(p->parameters().hiddenSize, 16);
-    CHECK_EQ(p->parameters().numDirections, 2);
-    CHECK_EQ(p->parameters().numMatrices, 4);
-    CHECK_EQ(p->parameters().hasSkipTerm, 0);
-    CHECK_EQ(p->parameters().useTanh, 1);
-    CHECK_EQ(p->parameters().scaleX, 0.5F);
+    CHECK_EQ(p->parameters(), (plugin::SruScanParameters{16, 2, 4, 0, 1, 0.5F}));
     CHECK_EQ(std::string(p->getPluginName()), "SRUScan");
     CHECK_EQ(takeLoggedErrors(), 0);
 }
@@ -122,11 +130,7 @@ TEST_CASE("build phase fills spec defaults for optional fields")
     f.i32("hidden_size", 4);
     auto p = createAs<plugin::SruScanPlugin>(sru, f.get());
     REQUIRE(p != nullptr);
-    CHECK_EQ(p->parameters().numDirections, 1);
-    CHECK_EQ(p->parameters().numMatrices, 3);
-    CHECK_EQ(p->parameters().hasSkipTerm, 1);
-    CHECK_EQ(p->parameters().useTanh, 0);
-    CHECK_EQ(p->parameters().scaleX, 1.F);
+    CHECK_EQ(p->parameters(), (plugin::SruScanParameters{4, 1, 3, 1, 0, 1.F}));
     plugin::CausalLinearAttentionPluginCreator attention;
     Fields none;
     auto a = createAs<plugin::CausalLinearAttentionPlugin>(attention, none.get());
@@ -258,10 +262,7 @@ TEST_CASE("serialise -> deserialise round trip keeps every field")
         CHECK_EQ(serialized->nbFields, 6);
         auto restored = createAs<plugin::SruScanPlugin>(sruCreator, serialized, TensorRTPhase::kRUNTIME);
         REQUIRE(restored != nullptr);
-        auto const& a = built->parameters();
-        auto const& b = restored->parameters();
-        CHECK(a.hiddenSize == b.hiddenSize && a.numDirections == b.numDirections && a.numMatrices == b.numMatrices
-            && a.hasSkipTerm == b.hasSkipTerm && a.useTanh == b.useTanh && a.scaleX == b.scaleX);
+        CHECK_EQ(restored->parameters(), built->parameters());
     }
     plugin::CausalLinearAttentionPluginCreator attentionCreator;
     auto built = makeAttention(3.5e-4F);

@@ -87,97 +87,114 @@ bool exercise(
     return true;
 }
 
+//! The two creators a fuzz case feeds and its tally of the collections they accepted and rejected.
+struct FuzzRun
+{
+    plugin::SruScanPluginCreator sru;
+    plugin::CausalLinearAttentionPluginCreator attention;
+    int32_t accepted = 0;
+    int32_t rejected = 0;
+
+    //! exercise(), tallied.
+    void tally(nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc,
+        nvinfer1::TensorRTPhase phase)
+    {
+        (exercise(creator, fc, phase) ? accepted : rejected) += 1;
+    }
+};
+
+//! 20000 iterations of `iteration(rng, run)` drawing from `seed`; then prints the tally as "fuzz (<what>)" and
+//! checks that some collections were accepted and some rejected.
+template <typename Iteration> void fuzz(char const* what, std::mt19937::result_type seed, Iteration iteration)
+{
+    std::mt19937 rng(seed);
+    FuzzRun run;
+    for (int32_t i = 0; i < 20000; ++i)
+    {
+        iteration(rng, run);
+    }
+    takeLoggedErrors();
+    std::cout << "  fuzz (" << what << "): " << run.accepted << " accepted, " << run.rejected << " rejected\n";
+    CHECK(run.accepted > 0);
+    CHECK(run.rejected > 0);
+}
+
 } // namespace
 
 TEST_CASE("fuzz: random field collections are rejected or yield valid plugins")
 {
-    std::mt19937 rng(20240611);
-    plugin::SruScanPluginCreator sru;
-    plugin::CausalLinearAttentionPluginCreator attention;
-    int32_t accepted = 0;
-    int32_t rejected = 0;
-    for (int32_t iteration = 0; iteration < 20000; ++iteration)
-    {
-        int32_t const nbFields = static_cast<int32_t>(rng() % 9);
-        std::vector<std::vector<unsigned char>> storage(static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
-        std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
-        for (int32_t i = 0; i < nbFields; ++i)
+    fuzz("random", 20240611,
+        [](std::mt19937& rng, FuzzRun& run)
         {
-            fillRandom(rng, storage[i]);
-            nvinfer1::PluginField& f = fields[i];
-            f.name = rng() % 23 == 0 ? nullptr : kNames[rng() % (sizeof(kNames) / sizeof(kNames[0]))];
-            f.data = rng() % 19 == 0 ? nullptr : storage[i].data();
-            f.type = rng() % 3 == 0 ? static_cast<PluginFieldType>(rng() % 16)
-                                    : (rng() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
-            // Lengths up to 4 elements of at most 8 bytes stay within the 64-byte buffers.
-            f.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
-        }
-        nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
-        if (rng() % 50 == 0)
-        {
-            fc.fields = nullptr;
-        }
-        for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
-        {
-            for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru),
-                     static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
+            int32_t const nbFields = static_cast<int32_t>(rng() % 9);
+            std::vector<std::vector<unsigned char>> storage(
+                static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
+            std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
+            for (int32_t i = 0; i < nbFields; ++i)
             {
-                (exercise(*creator, &fc, phase) ? accepted : rejected) += 1;
+                fillRandom(rng, storage[i]);
+                nvinfer1::PluginField& f = fields[i];
+                f.name = rng() % 23 == 0 ? nullptr : kNames[rng() % (sizeof(kNames) / sizeof(kNames[0]))];
+                f.data = rng() % 19 == 0 ? nullptr : storage[i].data();
+                f.type = rng() % 3 == 0 ? static_cast<PluginFieldType>(rng() % 16)
+                                        : (rng() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
+                // Lengths up to 4 elements of at most 8 bytes stay within the 64-byte buffers.
+                f.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
             }
-        }
-    }
-    takeLoggedErrors();
-    std::cout << "  fuzz (random): " << accepted << " accepted, " << rejected << " rejected\n";
-    CHECK(accepted > 0);
-    CHECK(rejected > 0);
+            nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
+            if (rng() % 50 == 0)
+            {
+                fc.fields = nullptr;
+            }
+            for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
+            {
+                for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&run.sru),
+                         static_cast<nvinfer1::IPluginCreatorV3One*>(&run.attention)})
+                {
+                    run.tally(*creator, &fc, phase);
+                }
+            }
+        });
 }
 
 TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
 {
-    std::mt19937 rng(7);
-    plugin::SruScanPluginCreator sru;
-    plugin::CausalLinearAttentionPluginCreator attention;
-    int32_t accepted = 0;
-    int32_t rejected = 0;
-    for (int32_t iteration = 0; iteration < 20000; ++iteration)
-    {
-        bool const isSru = rng() % 2 == 0;
-        std::unique_ptr<nvinfer1::IPluginV3> source(isSru
-                ? static_cast<nvinfer1::IPluginV3*>(makeSru(
-                      1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2, 3 + rng() % 2, rng() % 2, rng() % 2, 0.5F)
-                          .release())
-                : makeAttention(1e-5F).release());
-        auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
-            source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
-        nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();
-        std::vector<nvinfer1::PluginField> fields(serialized->fields, serialized->fields + serialized->nbFields);
-        std::vector<unsigned char> garbage(64);
-        fillRandom(rng, garbage);
-        int32_t const mutation = static_cast<int32_t>(rng() % 6);
-        size_t const at = rng() % fields.size();
-        switch (mutation)
+    fuzz("mutated", 7,
+        [](std::mt19937& rng, FuzzRun& run)
         {
-        case 0: fields.resize(rng() % (fields.size() + 1)); break;
-        case 1: fields[at].type = static_cast<PluginFieldType>(rng() % 16); break;
-        case 2: fields[at].length = static_cast<int32_t>(rng() % 7) - 2; break;
-        case 3: fields[at].data = garbage.data(); break;
-        case 4: fields.push_back(fields[at]); break;
-        default: std::swap(fields[at], fields[rng() % fields.size()]); break;
-        }
-        nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
-        nvinfer1::IPluginCreatorV3One& creator = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(sru)
-                                                       : static_cast<nvinfer1::IPluginCreatorV3One&>(attention);
-        (exercise(creator, &fc, nvinfer1::TensorRTPhase::kRUNTIME) ? accepted : rejected) += 1;
-        // The other creator must never accept these fields at run time (names do not overlap).
-        nvinfer1::IPluginCreatorV3One& other = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(attention)
-                                                     : static_cast<nvinfer1::IPluginCreatorV3One&>(sru);
-        if (!fields.empty())
-        {
-            CHECK(!exercise(other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
-        }
-    }
-    takeLoggedErrors();
-    std::cout << "  fuzz (mutated): " << accepted << " accepted, " << rejected << " rejected\n";
-    CHECK(accepted > 0);
-    CHECK(rejected > 0);
+            bool const isSru = rng() % 2 == 0;
+            std::unique_ptr<nvinfer1::IPluginV3> source(isSru
+                    ? static_cast<nvinfer1::IPluginV3*>(makeSru(1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2,
+                          3 + rng() % 2, rng() % 2, rng() % 2, 0.5F)
+                              .release())
+                    : makeAttention(1e-5F).release());
+            auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
+                source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
+            nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();
+            std::vector<nvinfer1::PluginField> fields(serialized->fields, serialized->fields + serialized->nbFields);
+            std::vector<unsigned char> garbage(64);
+            fillRandom(rng, garbage);
+            int32_t const mutation = static_cast<int32_t>(rng() % 6);
+            size_t const at = rng() % fields.size();
+            switch (mutation)
+            {
+            case 0: fields.resize(rng() % (fields.size() + 1)); break;
+            case 1: fields[at].type = static_cast<PluginFieldType>(rng() % 16); break;
+            case 2: fields[at].length = static_cast<int32_t>(rng() % 7) - 2; break;
+            case 3: fields[at].data = garbage.data(); break;
+            case 4: fields.push_back(fields[at]); break;
+            default: std::swap(fields[at], fields[rng() % fields.size()]); break;
+            }
+            nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
+            nvinfer1::IPluginCreatorV3One& creator = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(run.sru)
+                                                           : static_cast<nvinfer1::IPluginCreatorV3One&>(run.attention);
+            run.tally(creator, &fc, nvinfer1::TensorRTPhase::kRUNTIME);
+            // The other creator must never accept these fields at run time (names do not overlap).
+            nvinfer1::IPluginCreatorV3One& other = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(run.attention)
+                                                         : static_cast<nvinfer1::IPluginCreatorV3One&>(run.sru);
+            if (!fields.empty())
+            {
+                CHECK(!exercise(other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
+            }
+        });
 }

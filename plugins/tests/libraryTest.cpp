@@ -238,17 +238,29 @@ void checkCreators(Finder* finder)
     }
 }
 
-//! IPluginRegistry::loadLibrary's mechanism: dlopen, setLoggerFinder, getCreators, the loader registers.
-void loadLibraryShape(char const* path)
+//! Prints "<title>: <path>", forgets the registry's state (a fresh process), then dlopens `path`, checking that
+//! it loads (`what`); nullptr, with dlerror() printed, when it does not.
+void* dlopenFresh(char const* title, char const* path, char const* what)
 {
-    std::printf("librnnx_trt_plugins.so through loadLibrary's mechanism: %s\n", path);
+    std::printf("%s: %s\n", title, path);
     gRegistry.reset();
     gGetPluginRegistryCalls = 0;
     void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    check(handle != nullptr, "dlopen of the loadLibrary library");
+    check(handle != nullptr, what);
     if (handle == nullptr)
     {
         std::printf("  dlopen: %s\n", dlerror());
+    }
+    return handle;
+}
+
+//! IPluginRegistry::loadLibrary's mechanism: dlopen, setLoggerFinder, getCreators, the loader registers.
+void loadLibraryShape(char const* path)
+{
+    void* handle = dlopenFresh(
+        "librnnx_trt_plugins.so through loadLibrary's mechanism", path, "dlopen of the loadLibrary library");
+    if (handle == nullptr)
+    {
         return;
     }
     check(gGetPluginRegistryCalls == 0 && gRegistry.calls == 0,
@@ -290,14 +302,10 @@ void loadLibraryShape(char const* path)
 //! trtexec --staticPlugins / polygraphy --plugins: a plain dlopen; the library registers itself.
 void plainDlopenShape(char const* path)
 {
-    std::printf("librnnx_trt_plugins_static.so through a plain dlopen: %s\n", path);
-    gRegistry.reset();
-    gGetPluginRegistryCalls = 0;
-    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    check(handle != nullptr, "dlopen of the self-registering library");
+    void* handle = dlopenFresh(
+        "librnnx_trt_plugins_static.so through a plain dlopen", path, "dlopen of the self-registering library");
     if (handle == nullptr)
     {
-        std::printf("  dlopen: %s\n", dlerror());
         return;
     }
     check(gGetPluginRegistryCalls >= 1, "the initialiser looked up getPluginRegistry");

@@ -125,6 +125,16 @@ TEST_CASE("SRUScan and CausalLinearAttention refuse the old input counts, naming
 {
     std::vector<nvinfer1::PluginTensorDesc> in(8, desc({2, 2, 16}, DataType::kFLOAT));
     std::vector<nvinfer1::PluginTensorDesc> out(3, desc({2, 2, 4}, DataType::kFLOAT));
+    // onShapeChange with `n` inputs fails, logging `expected` and the count given.
+    auto const refusesCount =
+        [&](nvinfer1::IPluginV3OneRuntime& plugin, int32_t n, int32_t nbOutputs, std::string const& expected)
+    {
+        takeLoggedMessages();
+        CHECK(plugin.onShapeChange(in.data(), n, out.data(), nbOutputs) != 0);
+        std::string const logged = takeLoggedMessages();
+        CHECK(logged.find(expected) != std::string::npos);
+        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+    };
     for (int32_t matrices : {3, 4})
     {
         for (int32_t skip : {0, 1})
@@ -133,22 +143,14 @@ TEST_CASE("SRUScan and CausalLinearAttention refuse the old input counts, naming
             // 4 / 5: the count-based layouts (x left out, mask_pad optional); 7: one too many.
             for (int32_t n : {4, 5, 7})
             {
-                takeLoggedMessages();
-                CHECK(plugin->onShapeChange(in.data(), n, out.data(), 2) != 0);
-                std::string const logged = takeLoggedMessages();
-                CHECK(logged.find("SRUScan 'layer': expected exactly 6 inputs") != std::string::npos);
-                CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+                refusesCount(*plugin, n, 2, "SRUScan 'layer': expected exactly 6 inputs");
             }
         }
     }
     auto attention = makeAttention();
     for (int32_t n : {3, 4, 6})
     {
-        takeLoggedMessages();
-        CHECK(attention->onShapeChange(in.data(), n, out.data(), 3) != 0);
-        std::string const logged = takeLoggedMessages();
-        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
-        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+        refusesCount(*attention, n, 3, "CausalLinearAttention 'layer': expected exactly 5 inputs");
     }
     // The static layouts say the same without a plugin instance.
     plugin::SruScanInputs sruLayout;

@@ -60,14 +60,18 @@ struct AbortTestCase
         name, &RNNX_CONCAT(testBody_, __LINE__));                                                                      \
     static void RNNX_CONCAT(testBody_, __LINE__)()
 
-#define CHECK(cond)                                                                                                    \
+//! Records a failure naming `what` when `cond` is false, then runs `onFailure` (a statement, or nothing).
+#define RNNX_CHECK_OR(cond, what, onFailure)                                                                           \
     do                                                                                                                 \
     {                                                                                                                  \
         if (!(cond))                                                                                                   \
         {                                                                                                              \
-            ::rnnx::test::fail(__FILE__, __LINE__, #cond);                                                             \
+            ::rnnx::test::fail(__FILE__, __LINE__, what);                                                              \
+            onFailure;                                                                                                 \
         }                                                                                                              \
     } while (0)
+
+#define CHECK(cond) RNNX_CHECK_OR(cond, #cond, )
 
 #define CHECK_EQ(a, b)                                                                                                 \
     do                                                                                                                 \
@@ -82,12 +86,4 @@ struct AbortTestCase
         }                                                                                                              \
     } while (0)
 
-#define REQUIRE(cond)                                                                                                  \
-    do                                                                                                                 \
-    {                                                                                                                  \
-        if (!(cond))                                                                                                   \
-        {                                                                                                              \
-            ::rnnx::test::fail(__FILE__, __LINE__, #cond);                                                             \
-            throw ::rnnx::test::AbortTestCase{};                                                                       \
-        }                                                                                                              \
-    } while (0)
+#define REQUIRE(cond) RNNX_CHECK_OR(cond, #cond, throw ::rnnx::test::AbortTestCase{})

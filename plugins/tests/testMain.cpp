@@ -5,7 +5,7 @@
  * of outputs, the role of every input and output (probed through supportsFormatCombination), its output types
  * for fp16 activations, and the name and version of its build capability ("PLUGIN_V3ONE_BUILD 1.0":
  * IPluginV3OneBuild, which has no getAliasedInput, so no output ever aliases an input).
- * tests/test_plugins.py compares all of it with the op records of models/ops/spec.py, the single source of the
+ * tests/test_plugins.py compares all of it with the op records of runtime/contract/ops.py, the single source of the
  * op contract.
  */
 #include "testHarness.h"

@@ -3,8 +3,8 @@
  */
 #pragma once
 
-#include "causalLinearAttentionPlugin/causalLinearAttentionPlugin.h"
-#include "sruScanPlugin/sruScanPlugin.h"
+#include "linear_attention/tensorrt/causalLinearAttentionPlugin.h"
+#include "sru/tensorrt/sruScanPlugin.h"
 
 #include <cstring>
 #include <deque>

@@ -13,18 +13,64 @@ Directory kinds: :func:`dir_kind` -> ``"checkpoint"`` | ``"export"``.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from ..artifact import METADATA_FILE
+from ..contract.artifact import METADATA_FILE
 from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
 
-BACKENDS = ("torch", "onnxruntime", "tensorrt")
+
+@dataclass(frozen=True)
+class BackendKind:
+    """One runtime backend, as :func:`create_backend` knows it.
+
+    ``name``: ``load(backend=)``'s value. ``module`` / ``cls``: where its :class:`~.base.Backend` class lives
+    (relative to this package; imported on first use). ``requires``: the importable modules it needs, the
+    first one the Python package named ``label`` in errors.
+    ``runs_checkpoints``: it runs a checkpoint directory (the others run export directories only).
+    ``options``: the keyword options of :func:`create_backend` only it takes. ``cuda_only``: ``auto`` picks it on
+    a CUDA device only.
+    """
+
+    name: str
+    module: str
+    cls: str
+    requires: tuple[str, ...]
+    label: str
+    runs_checkpoints: bool = False
+    options: tuple[str, ...] = ()
+    cuda_only: bool = False
+
+    def missing(self) -> list[str]:
+        """The modules in ``requires`` that cannot be imported here."""
+        return [module for module in self.requires if not _has(module)]
+
+    def load_class(self) -> type:
+        """The backend class (BackendUnavailable naming the import failure)."""
+        try:
+            return getattr(importlib.import_module(self.module, __name__), self.cls)
+        except ImportError as e:
+            raise BackendUnavailable(f"backend {self.name!r} is unavailable: {e}") from None
+
+
+TORCH = BackendKind("torch", ".torch_backend", "TorchBackend", ("torch",), "PyTorch", runs_checkpoints=True)
+ONNXRUNTIME = BackendKind("onnxruntime", ".ort_backend", "OrtBackend", ("onnxruntime",), "ONNX Runtime",
+                          options=("io_binding", "native_ops"))  # fmt: skip
+TENSORRT = BackendKind("tensorrt", "..tensorrt", "TensorRTBackend", ("tensorrt", "rnnx.runtime.tensorrt"),
+                       "TensorRT", cuda_only=True)  # fmt: skip
+#: The backends by name.
+BACKEND_KINDS = {kind.name: kind for kind in (TORCH, ONNXRUNTIME, TENSORRT)}
+#: The backend names.
+BACKENDS = tuple(BACKEND_KINDS)
+#: What ``auto`` picks for an export, in order: the first whose modules are here (and, if CUDA-only, on CUDA).
+AUTO_ORDER = (TENSORRT, ONNXRUNTIME, TORCH)
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError",
-    "StateSpec", "create_backend", "dir_kind",
+    "AUTO_ORDER", "BACKENDS", "BACKEND_KINDS", "Backend", "BackendKind", "BackendState", "BackendUnavailable",
+    "InputError", "RnnxRuntimeError", "StateSpec", "create_backend", "dir_kind",
 ]  # fmt: skip
 
 
@@ -44,20 +90,19 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _auto(kind: str, device: str) -> str:
+def _auto(kind: str, device: str) -> BackendKind:
     if kind == "checkpoint":
-        return "torch"
-    if device.startswith("cuda") and _has("tensorrt") and _has("rnnx.runtime.tensorrt"):
-        return "tensorrt"
-    if _has("onnxruntime"):
-        return "onnxruntime"
-    return "torch"
+        return TORCH
+    for candidate in AUTO_ORDER:
+        if (device.startswith("cuda") or not candidate.cuda_only) and not candidate.missing():
+            return candidate
+    return TORCH
 
 
 def _refuse_quantized(path: Union[str, Path], backend: str) -> None:
     """The torch backend runs an export's fp32 source, never its quantized weights: it refuses a quantized
     export rather than run something else silently."""
-    from ..artifact import read_metadata
+    from ..contract.artifact import read_metadata
 
     record = read_metadata(path, verify_hash=False).get("quantization")
     if record:
@@ -86,37 +131,30 @@ def create_backend(
     included, raises
     :class:`InputError`. Raises :class:`BackendUnavailable` with what is missing."""
     kind = dir_kind(path)
-    name = _auto(kind, device) if backend == "auto" else backend
-    if name not in BACKENDS:
+    chosen = _auto(kind, device) if backend == "auto" else BACKEND_KINDS.get(backend)
+    if chosen is None:
         raise InputError(f"unknown backend {backend!r}; expected one of auto, {', '.join(BACKENDS)}")
+    name = chosen.name
     for option, value in (("io_binding", io_binding), ("native_ops", native_ops)):
-        if value is not None and name != "onnxruntime":
-            chosen = (
-                f"backend 'auto' chose {name!r} for {path}" if backend == "auto" else f"backend {name!r} was requested"
-            )
-            raise InputError(
-                f"{option}: only the onnxruntime backend takes it, but {chosen}; pass backend='onnxruntime'"
-            )
-    if name == "torch":
-        from .torch_backend import TorchBackend
-
+        if value is not None and option not in chosen.options:
+            takers = " / ".join(k.name for k in BACKEND_KINDS.values() if option in k.options)
+            how = f"backend {name!r} was requested"
+            if backend == "auto":
+                how = f"backend 'auto' chose {name!r} for {path}"
+            raise InputError(f"{option}: only the {takers} backend takes it, but {how}; pass backend='{takers}'")
+    if chosen.runs_checkpoints:
         if kind == "export":
             _refuse_quantized(path, backend)
-        return TorchBackend.from_path(path, device=device, precision=precision)
+        return chosen.load_class().from_path(path, device=device, precision=precision)
     if kind != "export":
         raise InputError(
             f"{path}: backend {name!r} needs an export directory (rnnx.json + model.onnx), got a checkpoint"
         )
-    if name == "onnxruntime":
-        from .ort_backend import OrtBackend
-
-        return OrtBackend(path, device=device, precision=precision, io_binding=io_binding, native_ops=native_ops)
-    if not _has("tensorrt"):
+    missing = chosen.missing()
+    if missing:
         raise BackendUnavailable(
-            "backend 'tensorrt' needs the TensorRT Python package (import tensorrt failed: not installed)"
+            f"backend {name!r} needs the {chosen.label} Python package (import {missing[0]} failed: not installed)"
         )
-    try:
-        from ..tensorrt import TensorRTBackend
-    except ImportError as e:
-        raise BackendUnavailable(f"backend 'tensorrt' is unavailable: {e}") from None
-    return TensorRTBackend(path, device=device, precision=precision)
+    options = {option: value for option, value in (("io_binding", io_binding), ("native_ops", native_ops))
+               if option in chosen.options}  # fmt: skip
+    return chosen.load_class()(path, device=device, precision=precision, **options)

@@ -14,7 +14,7 @@ numpy arrays (plain ``InferenceSession.run``) for ONNX Runtime, device buffers f
 :class:`~rnnx.runtime.session.Session` never looks inside a state: it only calls the methods below,
 so a backend is free to keep whatever it likes in :attr:`BackendState.tensors`.
 
-State tensors are described by the contract's :class:`~rnnx.runtime.artifact.StateSpec` (from
+State tensors are described by the contract's :class:`~rnnx.runtime.contract.artifact.StateSpec` (from
 ``rnnx.json`` "state", graph order): flat name (``layers.0.S``), graph input ``past_key_values.<name>``
 and output ``present.<name>``, symbolic shape, dtype name, ``grows`` (a KV cache).
 
@@ -46,7 +46,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..artifact import BATCH, LENGTH, StateSpec, TensorSpec, data_inputs, data_outputs, model_signature
+from ..contract.artifact import BATCH, LENGTH, StateSpec, TensorSpec, data_inputs, data_outputs, model_signature
 
 
 class RnnxRuntimeError(RuntimeError):

@@ -24,7 +24,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..artifact import numpy_dtype, ort_session_config, read_metadata, state_specs
+from ..contract.artifact import numpy_dtype, ort_session_config, read_metadata, state_specs
 from .base import Backend, BackendState, BackendUnavailable, InputError
 
 

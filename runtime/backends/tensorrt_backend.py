@@ -63,7 +63,7 @@ from typing import Any, Optional, TypeVar, Union
 
 import numpy as np
 
-from ..artifact import MetadataError, StateSpec, read_metadata, state_specs
+from ..contract.artifact import MetadataError, StateSpec, read_metadata, state_specs
 from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
 from ..tensorrt.bindings import plan_bindings
 from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library, required_creators

@@ -21,12 +21,11 @@ import torch
 from ...models.checkpoint import load_checkpoint
 from ...models.lm import RecurrentLM
 from ...models.registry import model_type_of
-from ...models.stateful import StatefulLM, StatefulModule, state_specs, torch_dtype
-from ..artifact import CAUSAL_LM, METADATA_FILE, interface_of, lm_io, numpy_dtype, read_metadata
-from ..artifact import state_specs as specs_of_metadata
+from ...models.stateful import StatefulLM, StatefulModule, lm_state_specs, torch_dtype
+from ..contract.artifact import CAUSAL_LM, METADATA_FILE, interface_of, lm_io, numpy_dtype, read_metadata, state_specs
+from ..contract.targets import FP32
+from ..contract.targets import precision as precision_record
 from .base import Backend, BackendState, BackendUnavailable, InputError
-
-_PRECISIONS = {None: torch.float32, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def checkpoint_of(path: Union[str, Path]) -> Path:
@@ -42,7 +41,7 @@ def checkpoint_of(path: Union[str, Path]) -> Path:
 
 def lm_metadata(model: RecurrentLM, precision: str, source: Optional[dict[str, Any]]) -> dict[str, Any]:
     """The ``rnnx.json``-shaped description of a language model the torch backend runs."""
-    specs = state_specs(model)
+    specs = lm_state_specs(model)
     logits_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     inputs, outputs = lm_io(int(model.vocab_size), specs, logits_dtype)
     return {
@@ -68,22 +67,27 @@ class TorchBackend(Backend):
         self, model: Union[RecurrentLM, StatefulModule], device: str = "cpu", precision: Optional[str] = None,
         source: Optional[dict[str, Any]] = None, metadata: Optional[dict[str, Any]] = None,
     ) -> None:  # fmt: skip
-        if precision not in _PRECISIONS:
-            raise InputError(f"unknown precision {precision!r}; expected fp32, fp16 or bf16")
+        try:  # the torch backend casts a checkpoint to any precision torch runs (bf16 too, which no export has)
+            record = FP32 if precision is None else precision_record(precision, exported=False)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        if not record.torch:
+            raise InputError(f"precision {record.name!r} does not run on the torch backend")
+        precision = record.name
         if str(device).startswith("cuda") and not torch.cuda.is_available():
             raise BackendUnavailable(f"device {device!r} requested but torch sees no CUDA device")
         self.device = str(device)
         self._torch_device = torch.device(device)
-        self._float_dtype = _PRECISIONS[precision]
+        self._float_dtype = torch_dtype(record.dtype)
         if isinstance(model, StatefulModule):
-            model = model.in_dtype(_PRECISIONS[precision])
-        model = model.to(device=self._torch_device, dtype=_PRECISIONS[precision]).eval()
+            model = model.in_dtype(self._float_dtype)
+        model = model.to(device=self._torch_device, dtype=self._float_dtype).eval()
         if isinstance(model, RecurrentLM):
             self.graph: StatefulModule = StatefulLM(model).eval()
-            self.metadata = lm_metadata(model, precision or "fp32", source)
+            self.metadata = lm_metadata(model, precision, source)
         elif isinstance(model, StatefulModule) and metadata is not None:
             self.graph = model
-            self.metadata = {**metadata, "precision": precision or "fp32"}
+            self.metadata = {**metadata, "precision": precision}
             if source is not None:
                 self.metadata["source"] = source
         else:
@@ -92,7 +96,7 @@ class TorchBackend(Backend):
                 f"got {type(model).__name__}{'' if metadata is None else ' with metadata'}"
             )
         self.model = self.graph.module
-        self.state_specs = specs_of_metadata(self.metadata)
+        self.state_specs = state_specs(self.metadata)
         self.vocab_size = self.metadata.get("vocab_size")
 
     @classmethod

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .. import artifact
-from ..artifact import BATCH, ITEMSIZE, LENGTH, PAST_LENGTH, MetadataError
+from ..contract import artifact
+from ..contract.artifact import BATCH, ITEMSIZE, LENGTH, PAST_LENGTH, MetadataError
 
 #: The state buffering mode: two buffers per state tensor, read and written alternately. The only mode.
 PING_PONG = "ping-pong"
@@ -34,7 +34,7 @@ class BindingError(ValueError):
 
 
 def resolve_shape(shape: Iterable[Any], dims: dict[str, int]) -> tuple[int, ...]:
-    """:func:`rnnx.runtime.artifact.resolve_shape`, raising :class:`BindingError`."""
+    """:func:`rnnx.runtime.contract.artifact.resolve_shape`, raising :class:`BindingError`."""
     try:
         return artifact.resolve_shape(tuple(shape), dims)
     except MetadataError as e:

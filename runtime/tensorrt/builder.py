@@ -27,7 +27,7 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   set or cleared, profiles, workspace limit, the plugin library's sha256, the ONNX file's sha256 and, for
   an export with external data, the data file's sha256 (:class:`~.cache.KeyParts`).
 * **External data.** An export past 2 GB keeps its weights in ``model.onnx.data`` beside ``model.onnx``
-  (:data:`~rnnx.runtime.artifact.EXTERNAL_DATA_FILE`). ``parse_from_file`` resolves it against the
+  (:data:`~rnnx.runtime.contract.artifact.EXTERNAL_DATA_FILE`). ``parse_from_file`` resolves it against the
   model's path; nothing here reads the model into memory and parses it without its data
   (:func:`read_rnnx_nodes` reads only the graph's nodes, and ``model.onnx`` holds only references then).
 
@@ -49,15 +49,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..artifact import MetadataError, read_metadata, sha256_file
+from ..contract.artifact import MetadataError, read_metadata, sha256_file
+from ..contract.targets import ENGINE_PRECISIONS, PRECISION_RECORDS, Precision, exported_precision, exported_target
+from ..contract.targets import precision as as_precision
 from ._trt import MIN_TENSORRT_VERSION, require_tensorrt
 from .cache import EngineCache, KeyParts, atomic_write_bytes
 from .profiles import Profile, ProfileLimits, build_profiles
 
 #: The precisions an engine is built in: those the exporter writes (a strongly typed engine computes in the
 #: ONNX file's types).
-ENGINE_PRECISIONS = ("fp32", "fp16")
-#: ONNX domain of the rnnx custom nodes (rnnx.models.ops.spec.ONNX_DOMAIN; not imported: it pulls in torch).
+#: ONNX domain of the rnnx custom nodes (rnnx.runtime.contract.ops.ONNX_DOMAIN; not imported: it pulls in torch).
 RNNX_DOMAIN = "rnnx"
 
 Log = Callable[[str], None]
@@ -124,7 +125,7 @@ _LOAD_LOCK = threading.Lock()
 
 def required_creators(metadata: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
     """(name, version, namespace) of the plugin creators an export needs: its ``rnnx.json`` ``ops`` entries,
-    which the exporter writes from rnnx.models.ops.spec (each op's ``onnx_name``, ``PLUGIN_VERSION``,
+    which the exporter writes from rnnx.runtime.contract.ops (each op's ``onnx_name``, ``PLUGIN_VERSION``,
     ``PLUGIN_NAMESPACE``)."""
     return tuple(
         (str(op["name"]), str(op.get("plugin_version", "1")), str(op.get("plugin_namespace", RNNX_DOMAIN)))
@@ -346,18 +347,20 @@ def check_plugin_layers(trt: Any, network: Any, nodes: Sequence[OnnxNode], regis
 # -- precision and cache key ---------------------------------------------------------------------------
 
 
-def builder_flags(precision: str) -> dict[str, bool]:
+def builder_flags(precision: Union[str, Precision]) -> dict[str, bool]:
     """The ``BuilderFlag`` s an engine of ``precision`` sets (True) or clears (False) beyond TensorRT's defaults,
-    by name: ``TF32`` cleared for fp32 (kept in the cache key, so an engine built with it never matches)."""
-    return {"TF32": False} if precision == "fp32" else {}
+    by name: ``TF32`` cleared for the reference precision, fp32 (kept in the cache key, so an engine built with
+    it never matches)."""
+    return {"TF32": False} if as_precision(precision, exported=False).reference else {}
 
 
 def resolve_precision(metadata: dict[str, Any], precision: Optional[str]) -> str:
     """The engine precision: ``precision`` or the export's; ValueError for an unknown one, EngineBuildError
     for one other than the export's (the network is strongly typed: the ONNX types are the engine's)."""
-    exported = metadata.get("precision", "fp32")
+    exported = exported_precision(metadata).name
     chosen = precision or exported
-    if chosen not in ENGINE_PRECISIONS:
+    record = PRECISION_RECORDS.get(chosen)
+    if record is None or not record.engine:
         raise ValueError(f"unsupported engine precision {chosen!r}; supported: {', '.join(ENGINE_PRECISIONS)}")
     if chosen != exported:
         raise EngineBuildError(
@@ -418,7 +421,7 @@ def build_engine(
         meta = read_metadata(model_dir)
     except MetadataError as e:
         raise EngineBuildError(str(e)) from None
-    if meta["target"] != "tensorrt":
+    if not exported_target(meta).builds_engine:
         raise EngineBuildError(f"{model_dir}: exported for target {meta['target']!r}; TensorRT needs --target tensorrt")
     precision = resolve_precision(meta, precision)
     profiles = profiles if profiles is not None else build_profiles(meta, limits)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..artifact import atomic_write_bytes, sha256_file
+from ..contract.artifact import atomic_write_bytes, sha256_file
 from .profiles import Profile
 
 CACHE_ENV = "RNNX_ENGINE_CACHE"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..artifact import BATCH, LENGTH, PAST_LENGTH
+from ..contract.artifact import BATCH, LENGTH, PAST_LENGTH
 
 DECODE, PREFILL = "decode", "prefill"
 

@@ -1,13 +1,5 @@
-"""Triton Inference Server model repositories for rnnx exports.
+"""``rnnx.runtime.triton`` is :mod:`rnnx.runtime.serving.triton` under its earlier name: the same objects, and
+:mod:`.python_model`, which model repositories written before the move import by this name."""
 
-:func:`write_repository` writes one model directory of a variant (``python``, ``onnxruntime``,
-``tensorrt``; see :mod:`.config`), as ``export-model --triton-repo DIR`` does; :mod:`.python_model` is the
-Python-backend model of the ``python`` variant. Torch-free, like the rest of ``rnnx.runtime``.
-"""
-
-from __future__ import annotations
-
-from .config import VARIANTS, TritonConfigError, graph_config, python_config
-from .repository import model_name, write_repository
-
-__all__ = ["VARIANTS", "TritonConfigError", "graph_config", "model_name", "python_config", "write_repository"]
+from ..serving.triton import *  # noqa: F403
+from ..serving.triton import __all__  # noqa: F401

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
 #include "rnnx/kernels.h"
 
@@ -37,6 +39,13 @@ void checkTensor(const at::Tensor& t, const char* name, at::ScalarType dtype)
     TORCH_CHECK(t.scalar_type() == dtype, "rnnx CUDA kernels: ", name, " must be ", dtype, ", got ", t.scalar_type());
 }
 
+//! checkTensor for each of `tensors`, a tensor and its name, all in `dtype`.
+void checkTensors(at::ScalarType dtype, std::initializer_list<std::pair<const at::Tensor&, const char*>> tensors)
+{
+    for (const auto& [tensor, name] : tensors)
+        checkTensor(tensor, name, dtype);
+}
+
 template <typename T> const T* optionalPtr(const c10::optional<at::Tensor>& t, const char* name, at::ScalarType dtype)
 {
     if (!t.has_value())
@@ -57,10 +66,7 @@ void sruScan(const at::Tensor& U, const c10::optional<at::Tensor>& x, const at::
     bool has_skip_term, bool use_tanh, double scale_x, int64_t stream)
 {
     const auto act = U.scalar_type();
-    checkTensor(U, "U", act);
-    checkTensor(weight_c, "weight_c", act);
-    checkTensor(bias, "bias", act);
-    checkTensor(h, "h", act);
+    checkTensors(act, {{U, "U"}, {weight_c, "weight_c"}, {bias, "bias"}, {h, "h"}});
     checkTensor(c_last, "c_last", at::kFloat);
     TORCH_CHECK(U.dim() == 3, "rnnx CUDA kernels: U must be (L, B, D*d*k)");
     const int64_t width = num_directions * hidden_size;
@@ -88,12 +94,8 @@ void causalLinearAttention(const at::Tensor& q, const at::Tensor& k, const at::T
     at::Tensor z_last, double eps, int64_t stream)
 {
     const auto act = q.scalar_type();
-    checkTensor(q, "q", act);
-    checkTensor(k, "k", act);
-    checkTensor(v, "v", act);
-    checkTensor(out, "out", act);
-    checkTensor(S_last, "S_last", at::kFloat);
-    checkTensor(z_last, "z_last", at::kFloat);
+    checkTensors(act, {{q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}});
+    checkTensors(at::kFloat, {{S_last, "S_last"}, {z_last, "z_last"}});
     TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
         "rnnx CUDA kernels: q, k must be (B, H, L, E) and v (B, H, L, M)");
     rnnx::kernels::LinearAttentionParams p{};

@@ -1,6 +1,6 @@
 """Chunked causal linear attention: the fast, device-agnostic pure-torch forward and backward.
 
-Layouts are those of :data:`rnnx.models.ops.spec.CAUSAL_LINEAR_ATTENTION`::
+Layouts are those of :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`::
 
     q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)
 
@@ -36,7 +36,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..spec import state_dtype_for
+from rnnx.models.ops.dtypes import state_dtype
+
 from .naive import DEFAULT_EPS, feature_map
 
 #: Rows per chunk in the chunked path (a tuning knob, not part of the op contract).
@@ -60,7 +61,7 @@ def _state_or_zeros(
 
 def _features(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """phi(q), phi(k) and v in the state dtype."""
-    dtype = state_dtype_for(q.dtype)
+    dtype = state_dtype(q.dtype)
     return feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
 
 

@@ -1,6 +1,6 @@
 """Causal linear attention written the obvious ways: slow references for the tests and benchmarks.
 
-Layouts are those of :data:`rnnx.models.ops.spec.CAUSAL_LINEAR_ATTENTION`::
+Layouts are those of :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`::
 
     q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)
 
@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..spec import CAUSAL_LINEAR_ATTENTION, state_dtype_for
+from rnnx.models.ops.dtypes import state_dtype
+from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
 
 DEFAULT_EPS: float = float(CAUSAL_LINEAR_ATTENTION.attributes["eps"])
 
@@ -37,7 +38,7 @@ def _initial_state(q: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tens
     """``(S0, z0)`` in the state dtype; zeros (B, H, E, M) / (B, H, E) where absent."""
     B, H, _, E = q.shape
     M = v.shape[-1]
-    dtype = state_dtype_for(q.dtype)
+    dtype = state_dtype(q.dtype)
     S = S0.to(dtype) if S0 is not None else q.new_zeros((B, H, E, M), dtype=dtype)
     z = z0.to(dtype) if z0 is not None else q.new_zeros((B, H, E), dtype=dtype)
     return S, z
@@ -58,7 +59,7 @@ def causal_linear_attention_quadratic(
 
     Returns ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``.
     """
-    dtype = state_dtype_for(q.dtype)
+    dtype = state_dtype(q.dtype)
     S, z = _initial_state(q, v, S0, z0)
     qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
     L = q.shape[-2]
@@ -84,7 +85,7 @@ def causal_linear_attention_recurrent(
 
     Returns ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``.
     """
-    dtype = state_dtype_for(q.dtype)
+    dtype = state_dtype(q.dtype)
     S, z = _initial_state(q, v, S0, z0)
     qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
     outs = []

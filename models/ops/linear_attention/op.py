@@ -1,12 +1,12 @@
 """The ``rnnx::causal_linear_attention`` torch.library op and its public Python entry point.
 
-Contract: :data:`rnnx.models.ops.spec.CAUSAL_LINEAR_ATTENTION`. Schema::
+Contract: :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`. Schema::
 
     (Tensor q, Tensor k, Tensor v, Tensor? S0, Tensor? z0, float eps)
         -> (Tensor out, Tensor S_last, Tensor z_last)
 
 q, k (B, H, L, E) and v (B, H, L, M) share one floating dtype (fp16 / bf16 / fp32 / fp64) and device;
-S0 (B, H, E, M) and z0 (B, H, E) are in the state dtype (``spec.state_dtype_for(q.dtype)``: fp32,
+S0 (B, H, E, M) and z0 (B, H, E) are in the state dtype (``state_dtype(q.dtype)``: fp32,
 fp64 for fp64 inputs) and each defaults to zeros. ``out`` has q's dtype, the states the state dtype.
 
 The implementation is the device-agnostic chunked torch code of :mod:`.chunked`, registered for every
@@ -20,14 +20,16 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor
 
+from rnnx.models.ops.dtypes import state_dtype
+from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
+
 from ...state import LinearAttentionState
-from .. import cuda as _cuda_kernels
-from ..spec import CAUSAL_LINEAR_ATTENTION, state_dtype_for
+from . import cuda_kernel
+from .checks import check_inputs
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_backward, chunked_forward
 from .naive import DEFAULT_EPS
 
 _SPEC = CAUSAL_LINEAR_ATTENTION
-_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SCHEMA_TYPES = {float: "float", int: "int", str: "str"}
 
 
@@ -37,47 +39,6 @@ def _schema() -> str:
     args += [f"{_SCHEMA_TYPES[type(default)]} {name}" for name, default in _SPEC.attributes.items()]
     outs = [f"Tensor {name}" for name in _SPEC.outputs]
     return f"({', '.join(args)}) -> ({', '.join(outs)})"
-
-
-def check_inputs(q: Tensor, k: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor]) -> None:
-    """Raises ``ValueError`` / ``TypeError`` naming the offending tensor, with expected vs got."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"causal_linear_attention: {name} must be a Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(
-                f"causal_linear_attention: {name} must be 4-D (B, H, L, {'M' if name == 'v' else 'E'}), "
-                f"got shape {tuple(t.shape)}"
-            )
-    if q.dtype not in _FLOAT_DTYPES:
-        raise TypeError(f"causal_linear_attention: q must be one of {_FLOAT_DTYPES}, got {q.dtype}")
-    B, H, L, E = q.shape
-    M = v.shape[-1]
-    expected = {"k": (k, (B, H, L, E)), "v": (v, (B, H, L, M))}
-    for name, (t, shape) in expected.items():
-        if tuple(t.shape) != shape:
-            raise ValueError(
-                f"causal_linear_attention: {name} must have shape {shape} (B, H, L from q), got {tuple(t.shape)}"
-            )
-        if t.dtype != q.dtype:
-            raise TypeError(f"causal_linear_attention: {name} must have q's dtype {q.dtype}, got {t.dtype}")
-        if t.device != q.device:
-            raise ValueError(f"causal_linear_attention: {name} must be on q's device {q.device}, got {t.device}")
-    state_dtype = state_dtype_for(q.dtype)
-    for name, t, shape in (("S0", S0, (B, H, E, M)), ("z0", z0, (B, H, E))):
-        if t is None:
-            continue
-        if not isinstance(t, Tensor):
-            raise TypeError(f"causal_linear_attention: {name} must be a Tensor or None, got {type(t).__name__}")
-        if tuple(t.shape) != shape:
-            raise ValueError(f"causal_linear_attention: {name} must have shape {shape}, got {tuple(t.shape)}")
-        if t.dtype != state_dtype:
-            raise TypeError(
-                f"causal_linear_attention: {name} must have the state dtype {state_dtype} "
-                f"(for q of dtype {q.dtype}), got {t.dtype}"
-            )
-        if t.device != q.device:
-            raise ValueError(f"causal_linear_attention: {name} must be on q's device {q.device}, got {t.device}")
 
 
 @torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=_schema())
@@ -96,11 +57,11 @@ def _fake(
     check_inputs(q, k, v, S0, z0)
     B, H, L, E = q.shape
     M = v.shape[-1]
-    state_dtype = state_dtype_for(q.dtype)
+    kept = state_dtype(q.dtype)
     return (
         q.new_empty((B, H, L, M)),
-        q.new_empty((B, H, E, M), dtype=state_dtype),
-        q.new_empty((B, H, E), dtype=state_dtype),
+        q.new_empty((B, H, E, M), dtype=kept),
+        q.new_empty((B, H, E), dtype=kept),
     )
 
 
@@ -121,7 +82,7 @@ def _backward(
 causal_linear_attention_op.register_autograd(_backward, setup_context=_setup_context)
 
 # CUDA kernels of plugins/kernels where torch has CUDA and a device is present (else nothing).
-_cuda_kernels.register_causal_linear_attention(causal_linear_attention_op)
+cuda_kernel.register(causal_linear_attention_op)
 
 
 StateLike = Union[LinearAttentionState, tuple[Tensor, Tensor], list, None]

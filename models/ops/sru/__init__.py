@@ -11,7 +11,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..spec import SRU_SCAN, TORCH_NAMESPACE
+from rnnx.runtime.contract.ops import SRU_SCAN, TORCH_NAMESPACE
+
 from .naive import sru_scan_naive
 from .op import cpu_kernel_in_use, sru_scan_reference_path
 
@@ -31,10 +32,10 @@ def sru_scan(
     use_tanh: bool = False,
     scale_x: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
-    """SRU recurrence over a sequence; layouts of :data:`rnnx.models.ops.spec.SRU_SCAN`.
+    """SRU recurrence over a sequence; layouts of :data:`rnnx.runtime.contract.ops.SRU_SCAN`.
 
     U (L, B, D*d*k); x (L, B, D*d), required when k == 3 with the skip term; weight_c and bias
-    (2*D*d,); c0 (B, D*d) in ``spec.state_dtype_for(U.dtype)``; mask_pad (L, B), non-zero = pad.
+    (2*D*d,); c0 (B, D*d) in ``state_dtype(U.dtype)`` (rnnx.models.ops.dtypes); mask_pad (L, B), non-zero = pad.
     Returns h (L, B, D*d) in U's dtype and c_last (B, D*d) in c0's dtype. Differentiable in
     U, x, weight_c, bias and c0. The op raises ValueError / TypeError naming the offending input.
     """

@@ -6,32 +6,25 @@ from typing import Optional
 
 from torch import Tensor
 
-from ..spec import MASK, SRU_SCAN, state_dtype_for
+from rnnx.models.ops.dtypes import state_dtype
+from rnnx.runtime.contract.ops import MASK, SRU_SCAN
+
+from .arguments import ScanAttributes, ScanTensors
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(int(s) for s in t.shape)
 
 
-def check_sru_scan_inputs(
-    U: Tensor,
-    x: Optional[Tensor],
-    weight_c: Tensor,
-    bias: Tensor,
-    c0: Tensor,
-    mask_pad: Optional[Tensor],
-    *,
-    hidden_size: int,
-    num_directions: int,
-    num_matrices: int,
-    has_skip_term: bool,
-) -> None:
+def check_sru_scan_inputs(tensors: ScanTensors, attrs: ScanAttributes) -> None:
     """Raise ``ValueError`` (shapes, attributes, devices) or ``TypeError`` (dtypes) on bad inputs.
 
     Expected: U (L, B, D*d*k) floating; x (L, B, D*d) when k == 3 with the skip term (ignored
-    otherwise); weight_c and bias (2*D*d,); c0 (B, D*d) of dtype ``state_dtype_for(U.dtype)``;
+    otherwise); weight_c and bias (2*D*d,); c0 (B, D*d) of dtype ``state_dtype(U.dtype)``;
     mask_pad (L, B) or None; all on U's device.
     """
+    U, x, weight_c, bias, c0, mask_pad = tensors
+    hidden_size, num_directions, num_matrices, has_skip_term = attrs[:4]
     if not isinstance(hidden_size, int) or isinstance(hidden_size, bool) or hidden_size <= 0:
         raise ValueError(f"sru_scan: hidden_size must be a positive int, got {hidden_size!r}")
     if num_directions not in (1, 2):
@@ -65,11 +58,11 @@ def check_sru_scan_inputs(
             raise ValueError(f"sru_scan: {name} is on {t.device} but U is on {U.device}")
         if SRU_SCAN.input(name).role != MASK and not t.is_floating_point():
             raise TypeError(f"sru_scan: {name} must be a floating tensor, got {t.dtype}")
-    state = state_dtype_for(U.dtype)
+    state = state_dtype(U.dtype)
     if c0.dtype != state:
         raise TypeError(
             f"sru_scan: c0 has dtype {c0.dtype} but the state dtype for U of dtype {U.dtype} "
-            f"is {state} (spec.state_dtype_for)"
+            f"is {state} (rnnx.models.ops.dtypes.state_dtype)"
         )
     if mask_pad is not None and mask_pad.is_complex():
         raise TypeError(f"sru_scan: mask_pad must be bool, integer or floating, not {mask_pad.dtype}")

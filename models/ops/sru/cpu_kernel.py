@@ -12,13 +12,10 @@ the op then runs the torch loop instead, so a missing compiler costs speed, neve
 from __future__ import annotations
 
 import platform
-import threading
-import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import Optional
 
-from ..jit import extension_name
+from ..jit import LazyExtension, build_extension
 
 #: Name of the built extension, before its instruction-set suffix (which keeps builds for different
 #: CPUs apart in a shared cache) and its build hash.
@@ -39,41 +36,19 @@ def _isa_flags() -> tuple[str, list[str]]:
     return "", []
 
 
-_lock = threading.Lock()
-_module: Optional[ModuleType] = None
-_error: Optional[str] = None
+def _build() -> ModuleType:
+    suffix, isa = _isa_flags()
+    cflags = ["-O3", "-fopenmp", "-fno-trapping-math", *isa]
+    return build_extension(EXTENSION_BASE + suffix, [SOURCE], INCLUDE_DIRS, cflags, ldflags=LDFLAGS)
 
 
-def load() -> Optional[ModuleType]:
-    """The compiled kernel module (``forward``, ``backward``), or ``None`` if it cannot be built."""
-    global _module, _error
-    if _module is not None or _error is not None:
-        return _module
-    with _lock:
-        if _module is None and _error is None:
-            try:
-                from torch.utils.cpp_extension import load as build
+#: The kernel's one build per process.
+EXTENSION = LazyExtension(
+    _build,
+    f"rnnx: could not build the SRU scan CPU kernel ({EXTENSION_BASE}); using the slower torch loop instead. "
+    "Build error:\n{error}",
+)
 
-                suffix, isa = _isa_flags()
-                cflags = ["-O3", "-fopenmp", "-fno-trapping-math", *isa]
-                _module = build(
-                    name=extension_name(EXTENSION_BASE + suffix, [SOURCE], INCLUDE_DIRS, [*cflags, *LDFLAGS]),
-                    sources=[str(SOURCE)],
-                    extra_cflags=cflags,
-                    extra_ldflags=LDFLAGS,
-                    verbose=False,
-                )
-            except Exception as exc:  # any build failure falls back; the reason is shown once
-                _error = f"{type(exc).__name__}: {exc}"
-                warnings.warn(
-                    f"rnnx: could not build the SRU scan CPU kernel ({EXTENSION_BASE}); "
-                    f"using the slower torch loop instead. Build error:\n{_error}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-    return _module
-
-
-def build_error() -> Optional[str]:
-    """The build error of the last failed :func:`load`, or ``None``."""
-    return _error
+#: The compiled kernel module (``forward``, ``backward``), or ``None`` if it cannot be built (why:
+#: ``EXTENSION.error``).
+load = EXTENSION.load

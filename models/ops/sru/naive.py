@@ -1,6 +1,6 @@
 """The SRU elementwise recurrence as a plain time loop: slow, obviously correct, used by the tests.
 
-Layouts are those of :data:`rnnx.models.ops.spec.SRU_SCAN`. Per direction ``dr`` and step ``t``
+Layouts are those of :data:`rnnx.runtime.contract.ops.SRU_SCAN`. Per direction ``dr`` and step ``t``
 (the backward direction walks t from L-1 down to 0)::
 
     f_t = sigmoid(U_f,t + v_f * c_{t-1} + b_f)
@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..spec import state_dtype_for
+from rnnx.models.ops.dtypes import state_dtype
 
 
 def sru_scan_naive(
@@ -42,7 +42,7 @@ def sru_scan_naive(
     """
     L, B = U.shape[0], U.shape[1]
     D, d, k = num_directions, hidden_size, num_matrices
-    acc = state_dtype_for(U.dtype)
+    acc = state_dtype(U.dtype)
     u = U.to(acc).reshape(L, B, D, d, k)
     v_f, v_r = weight_c.to(acc).reshape(2, D, d)
     b_f, b_r = bias.to(acc).reshape(2, D, d)

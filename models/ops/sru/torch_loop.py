@@ -6,8 +6,8 @@ time; each step is a handful of elementwise torch ops over all (batch, direction
 at once. Both directions advance together: direction 1 is stored reversed in time ("scan order"),
 so step ``s`` holds ``t = s`` for direction 0 and ``t = L-1-s`` for direction 1.
 
-Layouts are those of :data:`rnnx.models.ops.spec.SRU_SCAN`; the maths is in ``naive.py``.
-Arithmetic and state are in ``spec.state_dtype_for(U.dtype)``.
+Layouts are those of :data:`rnnx.runtime.contract.ops.SRU_SCAN`; the maths is in ``naive.py``.
+Arithmetic and state are in ``state_dtype(U.dtype)`` (rnnx.models.ops.dtypes).
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..spec import state_dtype_for
+from rnnx.models.ops.dtypes import state_dtype
+
+from .arguments import ScanAttributes, ScanTensors
 
 
 def _scan_order(a: Tensor, D: int) -> Tensor:
@@ -43,7 +45,7 @@ class _Prepared:
 
 
 def _prepare(U, x, weight_c, bias, mask_pad, d, D, k, has_skip_term, scale_x) -> _Prepared:
-    acc = state_dtype_for(U.dtype)
+    acc = state_dtype(U.dtype)
     L, B = U.shape[0], U.shape[1]
     u = _scan_order(U.to(acc).reshape(L, B, D, d, k), D)
     v_f, v_r = weight_c.to(acc).reshape(2, D, d)
@@ -68,22 +70,10 @@ def _gates(p: _Prepared, s: int, c: Tensor, use_tanh: bool):
     return f, r, cn, g
 
 
-def forward(
-    U: Tensor,
-    x: Optional[Tensor],
-    weight_c: Tensor,
-    bias: Tensor,
-    c0: Tensor,
-    mask_pad: Optional[Tensor],
-    hidden_size: int,
-    num_directions: int,
-    num_matrices: int,
-    has_skip_term: bool,
-    use_tanh: bool,
-    scale_x: float,
-) -> tuple[Tensor, Tensor]:
+def forward(tensors: ScanTensors, attrs: ScanAttributes) -> tuple[Tensor, Tensor]:
     """h (L, B, D*d) in U's dtype and c_last (B, D*d) in c0's dtype."""
-    d, D, k = hidden_size, num_directions, num_matrices
+    U, x, weight_c, bias, c0, mask_pad = tensors
+    d, D, k, has_skip_term, use_tanh, scale_x = attrs
     L, B = U.shape[0], U.shape[1]
     p = _prepare(U, x, weight_c, bias, mask_pad, d, D, k, has_skip_term, scale_x)
     c = c0.to(p.u.dtype, copy=True).reshape(B, D, d)
@@ -101,20 +91,7 @@ def forward(
 
 
 def backward(
-    grad_h: Tensor,
-    grad_c: Tensor,
-    U: Tensor,
-    x: Optional[Tensor],
-    weight_c: Tensor,
-    bias: Tensor,
-    c0: Tensor,
-    mask_pad: Optional[Tensor],
-    hidden_size: int,
-    num_directions: int,
-    num_matrices: int,
-    has_skip_term: bool,
-    use_tanh: bool,
-    scale_x: float,
+    grad_h: Tensor, grad_c: Tensor, tensors: ScanTensors, attrs: ScanAttributes
 ) -> tuple[Tensor, Optional[Tensor], Tensor, Tensor, Tensor]:
     """Gradients (dU (L, B, D*d*k), dx (L, B, D*d) or None, dweight_c (2*D*d,), dbias (2*D*d,),
     dc0 (B, D*d)) in the state dtype; dx is None unless k == 3 with the skip term.
@@ -122,7 +99,8 @@ def backward(
     ``grad_h`` (L, B, D*d) and ``grad_c`` (B, D*d) are the gradients of h and c_last. The states
     c_{t-1} are recomputed by a forward pass, then time is walked in reverse.
     """
-    d, D, k = hidden_size, num_directions, num_matrices
+    U, x, weight_c, bias, c0, mask_pad = tensors
+    d, D, k, has_skip_term, use_tanh, scale_x = attrs
     L, B = U.shape[0], U.shape[1]
     p = _prepare(U, x, weight_c, bias, mask_pad, d, D, k, has_skip_term, scale_x)
     acc = p.u.dtype

@@ -1,8 +1,11 @@
 #include "artifact.h"
 
+#include <algorithm>
+
 #include "error.h"
 #include "sha256.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -127,10 +130,14 @@ Artifact read_artifact(const std::string& directory)
         art.directory = directory;
         art.model_type = string_field(meta, "model_type", where);
         art.target = string_field(meta, "target", where);
-        if (art.target != "onnxruntime" && art.target != "tensorrt")
+        const auto target = std::find_if(std::begin(kTargets), std::end(kTargets),
+            [&](const TargetRecord& record) { return record.name == art.target; });
+        if (target == std::end(kTargets))
             throw Error(RNNX_ERROR_METADATA, where + ": unknown target '" + art.target + "'");
+        art.target_record = *target;
         art.precision = string_field(meta, "precision", where);
-        if (art.precision != "fp32" && art.precision != "fp16")
+        if (std::none_of(std::begin(kPrecisions), std::end(kPrecisions),
+                [&](const PrecisionRecord& record) { return record.name == art.precision; }))
             throw Error(RNNX_ERROR_METADATA, where + ": unsupported precision '" + art.precision + "'");
         art.vocab_size = field(meta, "vocab_size", Json::Kind::Number, where).as_int();
         const Json* signature = meta.find("signature");

@@ -1,4 +1,4 @@
-// The export directory as rnnx.json describes it (the artifact contract, rnnx/runtime/artifact.py): what the
+// The export directory as rnnx.json describes it (the artifact contract, rnnx/runtime/contract/artifact.py): what the
 // runtime needs to call the graph, read with the same checks as Python's read_metadata.
 #pragma once
 
@@ -7,10 +7,28 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rnnx
 {
+
+// The export targets and precisions the native runtime reads: rows of rnnx/runtime/contract/targets.py's records
+// (tests/test_native_runtime.py holds the two to the same names and fields).
+struct TargetRecord
+{
+    std::string_view name;
+    bool builds_engine; // TensorRT engines are built from exports of this target
+};
+inline constexpr TargetRecord kTargets[] = {{"tensorrt", true}, {"onnxruntime", false}};
+
+struct PrecisionRecord
+{
+    std::string_view name;
+    std::string_view dtype; // of the weights and activations (state is float32 in every precision)
+};
+// The precisions an export comes in.
+inline constexpr PrecisionRecord kPrecisions[] = {{"fp32", "float32"}, {"fp16", "float16"}};
 
 // One state tensor: its flat name, graph input / output names, shape (ints; -1 at the batch axis and at a
 // KV cache's past_length axis), dtype and those axes.
@@ -35,6 +53,7 @@ struct Artifact
     std::string model_type;
     std::string target;
     std::string precision;
+    TargetRecord target_record{};
     std::string logits_dtype;
     std::string signature;
     int64_t vocab_size = 0;

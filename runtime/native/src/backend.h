@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rnnx
@@ -52,6 +53,18 @@ struct BackendOptions
 std::unique_ptr<Backend> make_onnxruntime_backend(const Artifact& artifact, const BackendOptions& options);
 // Throws Error(UNAVAILABLE) when libnvinfer / libcudart cannot be loaded, or in a build without TensorRT headers.
 std::unique_ptr<Backend> make_tensorrt_backend(const Artifact& artifact, const BackendOptions& options);
+
+// The backends rnnx_model_open knows: its `backend` option's value, the device when none is given, the factory.
+struct BackendKind
+{
+    std::string_view name;
+    const char* default_device;
+    std::unique_ptr<Backend> (*make)(const Artifact&, const BackendOptions&);
+};
+inline constexpr BackendKind kBackends[] = {
+    {"onnxruntime", "cpu", make_onnxruntime_backend},
+    {"tensorrt", "cuda", make_tensorrt_backend},
+};
 
 // float16 / bfloat16 bits -> float.
 float half_to_float(uint16_t bits);

@@ -147,6 +147,22 @@ void dump_string(const std::string& s, std::string& out)
     out += '"';
 }
 
+// `items` between `open` and `close`, separated by commas, each written by `dump_item`.
+template <typename Items, typename DumpItem>
+void dump_items(char open, const Items& items, char close, std::string& out, DumpItem dump_item)
+{
+    out += open;
+    bool first = true;
+    for (const auto& item : items)
+    {
+        if (!first)
+            out += ',';
+        first = false;
+        dump_item(item);
+    }
+    out += close;
+}
+
 void dump_value(const Json& value, std::string& out)
 {
     switch (value.kind())
@@ -170,35 +186,17 @@ void dump_value(const Json& value, std::string& out)
     }
     case Json::Kind::String: dump_string(value.as_string(), out); break;
     case Json::Kind::Array:
-    {
-        out += '[';
-        bool first = true;
-        for (const Json& item : value.items())
-        {
-            if (!first)
-                out += ',';
-            first = false;
-            dump_value(item, out);
-        }
-        out += ']';
+        dump_items('[', value.items(), ']', out, [&](const Json& item) { dump_value(item, out); });
         break;
-    }
     case Json::Kind::Object:
-    {
-        out += '{';
-        bool first = true;
-        for (const auto& member : value.members())
-        {
-            if (!first)
-                out += ',';
-            first = false;
-            dump_string(member.first, out);
-            out += ':';
-            dump_value(member.second, out);
-        }
-        out += '}';
+        dump_items('{', value.members(), '}', out,
+            [&](const std::pair<std::string, Json>& member)
+            {
+                dump_string(member.first, out);
+                out += ':';
+                dump_value(member.second, out);
+            });
         break;
-    }
     }
 }
 
@@ -284,48 +282,46 @@ private:
     Json parse_object(int depth)
     {
         Json object = Json::object();
-        ++pos_;
-        if (peek() == '}')
-        {
-            ++pos_;
-            return object;
-        }
-        while (true)
-        {
-            if (peek() != '"')
-                fail("expected a key");
-            std::string key = parse_string();
-            if (peek() != ':')
-                fail("expected ':'");
-            ++pos_;
-            object.set(key, parse_value(depth + 1));
-            const char c = peek();
-            ++pos_;
-            if (c == '}')
-                return object;
-            if (c != ',')
-                fail("expected ',' or '}'");
-        }
+        parse_items('}',
+            [&]
+            {
+                if (peek() != '"')
+                    fail("expected a key");
+                std::string key = parse_string();
+                if (peek() != ':')
+                    fail("expected ':'");
+                ++pos_;
+                object.set(key, parse_value(depth + 1));
+            });
+        return object;
     }
 
     Json parse_array(int depth)
     {
         Json array = Json::array();
+        parse_items(']', [&] { array.push(parse_value(depth + 1)); });
+        return array;
+    }
+
+    // The items of an object or array after its opening bracket, up to `close`: none, or `parse_item` each,
+    // separated by commas.
+    template <typename ParseItem> void parse_items(char close, ParseItem parse_item)
+    {
         ++pos_;
-        if (peek() == ']')
+        if (peek() == close)
         {
             ++pos_;
-            return array;
+            return;
         }
         while (true)
         {
-            array.push(parse_value(depth + 1));
+            parse_item();
             const char c = peek();
             ++pos_;
-            if (c == ']')
-                return array;
+            if (c == close)
+                return;
             if (c != ',')
-                fail("expected ',' or ']'");
+                fail(std::string("expected ',' or '") + close + "'");
         }
     }
 

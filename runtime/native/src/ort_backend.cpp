@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstring>
+#include <utility>
 
 namespace rnnx
 {
@@ -46,24 +47,20 @@ namespace
 
 ONNXTensorElementDataType element_type(const std::string& dtype)
 {
-    if (dtype == "float32")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-    if (dtype == "float16")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
-    if (dtype == "bfloat16")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
-    if (dtype == "float64")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
-    if (dtype == "int64")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
-    if (dtype == "int32")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-    if (dtype == "int8")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-    if (dtype == "uint8")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
-    if (dtype == "bool")
-        return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+    static const std::pair<const char*, ONNXTensorElementDataType> types[] = {
+        {"float32", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+        {"float16", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16},
+        {"bfloat16", ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16},
+        {"float64", ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE},
+        {"int64", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64},
+        {"int32", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+        {"int8", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8},
+        {"uint8", ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8},
+        {"bool", ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL},
+    };
+    for (const auto& [name, type] : types)
+        if (dtype == name)
+            return type;
     throw Error(RNNX_ERROR_METADATA, "state dtype '" + dtype + "' is not supported by the ONNX Runtime backend");
 }
 
@@ -85,7 +82,7 @@ public:
         if (options.intra_op_threads > 0)
             session_options.SetIntraOpNumThreads(options.intra_op_threads);
         // The session config entries the export asks for (rnnx.json "onnxruntime": {"session_config": ...},
-        // rnnx.runtime.artifact.ORT_SESSION_CONFIG); absent in older exports.
+        // rnnx.runtime.contract.artifact.ORT_SESSION_CONFIG); absent in older exports.
         if (const Json* section = artifact.metadata.find("onnxruntime"); section != nullptr && section->is_object())
             if (const Json* config = section->find("session_config"); config != nullptr && config->is_object())
                 for (const auto& [key, value] : config->members())

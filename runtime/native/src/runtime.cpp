@@ -8,6 +8,7 @@
 
 #include "rnnx/rnnx.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -247,19 +248,18 @@ extern "C"
                 rnnx::BackendOptions backend_options;
                 const rnnx_open_options defaults{};
                 const rnnx_open_options& o = options != nullptr ? *options : defaults;
-                const std::string backend = opt(o.backend, "onnxruntime");
-                backend_options.device = opt(o.device, backend == "tensorrt" ? "cuda" : "cpu");
+                const std::string backend = opt(o.backend, rnnx::kBackends[0].name.data());
+                const auto kind = std::find_if(std::begin(rnnx::kBackends), std::end(rnnx::kBackends),
+                    [&](const rnnx::BackendKind& k) { return k.name == backend; });
+                if (kind == std::end(rnnx::kBackends))
+                    throw Error(RNNX_ERROR_INVALID_ARGUMENT,
+                        "backend must be 'onnxruntime' or 'tensorrt', got '" + backend + "'");
+                backend_options.device = opt(o.device, kind->default_device);
                 backend_options.ort_ops_library = ort_ops_library(o.ort_ops_library);
                 backend_options.trt_plugin_library = opt(o.trt_plugin_library, "");
                 backend_options.trt_engine = opt(o.trt_engine, "");
                 backend_options.intra_op_threads = o.intra_op_threads;
-                if (backend == "onnxruntime")
-                    model->backend = rnnx::make_onnxruntime_backend(model->artifact, backend_options);
-                else if (backend == "tensorrt")
-                    model->backend = rnnx::make_tensorrt_backend(model->artifact, backend_options);
-                else
-                    throw Error(RNNX_ERROR_INVALID_ARGUMENT,
-                        "backend must be 'onnxruntime' or 'tensorrt', got '" + backend + "'");
+                model->backend = kind->make(model->artifact, backend_options);
                 const auto& a = model->artifact;
                 model->description = model->backend->describe() + " (" + a.precision + ", " + a.model_type + ", vocab "
                     + std::to_string(a.vocab_size) + ")";

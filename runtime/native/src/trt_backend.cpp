@@ -488,7 +488,7 @@ public:
     TrtBackend(const Artifact& artifact, const BackendOptions& options)
         : artifact_(artifact)
     {
-        if (artifact_.target != "tensorrt")
+        if (!artifact_.target_record.builds_engine)
             throw Error(RNNX_ERROR_INVALID_ARGUMENT,
                 artifact_.directory + ": target " + artifact_.target
                     + "; the tensorrt backend needs a tensorrt export");

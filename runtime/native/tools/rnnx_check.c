@@ -46,49 +46,42 @@ static rnnx_model* open_model(const char* dir, const char* ops)
 #define THREADS 4
 #define MAX_STEPS 64
 
+/* What the token callback saw: the first MAX_STEPS tokens and the number of calls; it asks to stop at call stop_at. */
+typedef struct
+{
+    int64_t tokens[MAX_STEPS];
+    int64_t count;
+    int64_t calls;
+    int64_t stop_at;
+} Tokens;
+
+static int record(void* user, int64_t row, int64_t step, int64_t token)
+{
+    Tokens* seen = (Tokens*)user;
+    (void)row;
+    (void)step;
+    if (seen->count < MAX_STEPS)
+        seen->tokens[seen->count++] = token;
+    return ++seen->calls >= seen->stop_at;
+}
+
 typedef struct
 {
     rnnx_model* model;
     int64_t prompt[3];
     int64_t steps;
-    int64_t tokens[MAX_STEPS];
-    int64_t count;
+    Tokens out;
     rnnx_status status;
 } Job;
-
-static int collect(void* user, int64_t row, int64_t step, int64_t token)
-{
-    Job* job = (Job*)user;
-    (void)row;
-    (void)step;
-    if (job->count < MAX_STEPS)
-        job->tokens[job->count++] = token;
-    return 0;
-}
-
-typedef struct
-{
-    int64_t calls;
-    int64_t stop_at;
-} Stopper;
-
-static int stop_on_call(void* user, int64_t row, int64_t step, int64_t token)
-{
-    Stopper* stopper = (Stopper*)user;
-    (void)row;
-    (void)step;
-    (void)token;
-    return ++stopper->calls >= stopper->stop_at;
-}
 
 static void* run_job(void* arg)
 {
     Job* job = (Job*)arg;
     const int64_t length = 3;
     rnnx_sampling greedy = {0.0f, 0, 1.0f, 0};
-    job->count = 0;
+    job->out.count = 0;
     job->status =
-        rnnx_generate(job->model, job->prompt, &length, 1, 3, job->steps, &greedy, NULL, 0, collect, job, NULL);
+        rnnx_generate(job->model, job->prompt, &length, 1, 3, job->steps, &greedy, NULL, 0, record, &job->out, NULL);
     return NULL;
 }
 
@@ -157,7 +150,7 @@ int main(int argc, char** argv)
         pthread_t threads[THREADS];
         for (int i = 0; i < THREADS; ++i)
         {
-            Job job = {model, {1 + i, 2 + i, 10}, atoi(argv[4]), {0}, 0, RNNX_OK};
+            Job job = {model, {1 + i, 2 + i, 10}, atoi(argv[4]), {{0}, 0, 0, INT64_MAX}, RNNX_OK};
             if (job.steps > MAX_STEPS)
                 job.steps = MAX_STEPS;
             alone[i] = job;
@@ -170,9 +163,12 @@ int main(int argc, char** argv)
             pthread_join(threads[i], NULL);
         int same = 1;
         for (int i = 0; i < THREADS; ++i)
-            same = same && alone[i].status == RNNX_OK && together[i].status == RNNX_OK
-                && alone[i].count == together[i].count && alone[i].count == alone[i].steps
-                && memcmp(alone[i].tokens, together[i].tokens, (size_t)alone[i].count * sizeof(int64_t)) == 0;
+        {
+            const Tokens* a = &alone[i].out;
+            const Tokens* b = &together[i].out;
+            same = same && alone[i].status == RNNX_OK && together[i].status == RNNX_OK && a->count == b->count
+                && a->count == alone[i].steps && memcmp(a->tokens, b->tokens, (size_t)a->count * sizeof(int64_t)) == 0;
+        }
         printf("threads: %s\n", same ? "same" : "differ");
     }
     else if (strcmp(what, "fork") == 0)
@@ -209,9 +205,9 @@ int main(int argc, char** argv)
     {
         int64_t tokens[9] = {1, 2, 10, 3, 4, 10, 5, 6, 10};
         int64_t lengths[3] = {3, 3, 3};
-        Stopper stopper = {0, atoi(argv[4])};
+        Tokens stopper = {{0}, 0, 0, atoi(argv[4])};
         const rnnx_status status =
-            rnnx_generate(model, tokens, lengths, 3, 3, 16, NULL, NULL, 0, stop_on_call, &stopper, &state);
+            rnnx_generate(model, tokens, lengths, 3, 3, 16, NULL, NULL, 0, record, &stopper, &state);
         printf("calls: %lld, status %d, past_length %lld\n", (long long)stopper.calls, (int)status,
             (long long)rnnx_state_past_length(state));
     }

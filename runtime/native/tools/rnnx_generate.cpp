@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace
@@ -37,6 +38,24 @@ struct Args
 {
     std::fprintf(stderr, "rnnx-generate: %s\nusage: rnnx-generate EXPORT_DIR --prompt \"1 2 3\" [options]\n", message);
     std::exit(2);
+}
+
+// The Args member an option that takes a text value sets, nullptr for another option.
+std::string Args::* text_option(const std::string& arg)
+{
+    static const std::pair<const char*, std::string Args::*> options[] = {
+        {"--ort-ops", &Args::ort_ops},
+        {"--backend", &Args::backend},
+        {"--device", &Args::device},
+        {"--engine", &Args::engine},
+        {"--plugins", &Args::plugins},
+        {"--save-state", &Args::save_state},
+        {"--load-state", &Args::load_state},
+    };
+    for (const auto& [name, member] : options)
+        if (arg == name)
+            return member;
+    return nullptr;
 }
 
 Args parse(int argc, char** argv)
@@ -71,20 +90,8 @@ Args parse(int argc, char** argv)
             a.sampling.seed = std::stoull(value());
         else if (arg == "--stop")
             a.stops.push_back(std::stoll(value()));
-        else if (arg == "--ort-ops")
-            a.ort_ops = value();
-        else if (arg == "--backend")
-            a.backend = value();
-        else if (arg == "--device")
-            a.device = value();
-        else if (arg == "--engine")
-            a.engine = value();
-        else if (arg == "--plugins")
-            a.plugins = value();
-        else if (arg == "--save-state")
-            a.save_state = value();
-        else if (arg == "--load-state")
-            a.load_state = value();
+        else if (std::string Args::* text = text_option(arg))
+            a.*text = value();
         else if (arg == "--time")
             a.time = true;
         else if (!arg.empty() && arg[0] == '-')

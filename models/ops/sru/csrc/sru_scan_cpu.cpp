@@ -1,6 +1,6 @@
 // CPU kernel of the SRU elementwise recurrence (rnnx::sru_scan), forward and backward.
 //
-// Layouts (see rnnx/models/ops/spec.py, SRU_SCAN), with N = B*D*d columns:
+// Layouts (see rnnx/runtime/contract/ops.py, SRU_SCAN), with N = B*D*d columns:
 //   U        (L, B, D, d, k)  scalar_t, contiguous; per column the k values x~, f, r[, x'] interleave
 //   x        (L, B, D, d)     acc_t, only read when k == 3 and has_skip
 //   weight_c (2, D, d)        acc_t: [v_f; v_r]

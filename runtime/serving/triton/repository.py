@@ -24,29 +24,31 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
-from ..artifact import EXPORT_FILES, METADATA_FILE, MODEL_FILE, external_data_file, read_metadata
+from ...contract.artifact import EXPORT_FILES, METADATA_FILE, external_data_file, read_metadata
 from .config import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_BATCH_SIZE,
-    PLAN_FILE,
-    VARIANTS,
     TritonConfigError,
+    Variant,
     check_servable,
     graph_config,
     python_config,
 )  # fmt: skip
+from .config import (
+    variant as as_variant,
+)
 
 #: The Python variant's ``<version>/model.py``: Triton's stub imports the class from rnnx.
-PYTHON_MODEL_PY = "from rnnx.runtime.triton.python_model import TritonPythonModel  # noqa: F401\n"
+PYTHON_MODEL_PY = "from rnnx.runtime.serving.triton.python_model import TritonPythonModel  # noqa: F401\n"
 #: Where the tensorrt variant keeps its plugin library, relative to the model directory.
 PLUGIN_DIR = "plugins"
 VERSION = "1"
 
 
-def model_name(export_dir: Union[str, os.PathLike], variant: str) -> str:
+def model_name(export_dir: Union[str, os.PathLike], variant: Union[str, Variant]) -> str:
     """``<export dir name>_<variant>``, with characters other than letters, digits, ``-``, ``_`` replaced."""
     base = re.sub(r"[^A-Za-z0-9_-]", "_", Path(export_dir).resolve().name) or "model"
-    return f"{base}_{variant}"
+    return f"{base}_{as_variant(variant).name}"
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -59,7 +61,7 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 def write_repository(
     export_dir: Union[str, os.PathLike],
     repo_dir: Union[str, os.PathLike],
-    variant: str = "python",
+    variant: Union[str, Variant] = "python",
     name: Optional[str] = None,
     *,
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
@@ -77,25 +79,23 @@ def write_repository(
     state, ``max_batch_size``) or ``tensorrt`` (Triton's TensorRT backend: ``plan`` is the engine file
     built for the serving GPU, e.g. by ``export-model --engine``, and ``plugin_library`` the
     self-registering rnnx plugin library, default the built one). Raises
-    :class:`~rnnx.runtime.triton.config.TritonConfigError` (one line) for what cannot be served.
+    :class:`~rnnx.runtime.serving.triton.config.TritonConfigError` (one line) for what cannot be served.
     """
-    if variant not in VARIANTS:
-        raise TritonConfigError(f"variant {variant!r}: expected one of {', '.join(VARIANTS)}")
+    record = as_variant(variant)
     export_dir = Path(export_dir)
     metadata = read_metadata(export_dir)
-    if metadata.get("vocab_size") is None and variant == "python":
-        raise TritonConfigError(f"{export_dir}: the python variant serves language models (generation)")
+    why = record.refusal(metadata)
+    if why is not None:
+        raise TritonConfigError(f"{export_dir}: {why}")
     check_servable(metadata, str(export_dir))
-    if variant == "tensorrt" and metadata.get("target") != "tensorrt":
-        raise TritonConfigError(f"{export_dir}: the tensorrt variant needs a target 'tensorrt' export")
-    name = name or model_name(export_dir, variant)
+    name = name or model_name(export_dir, record)
     if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
         raise TritonConfigError(f"model name {name!r}: use letters, digits, '-' and '_'")
     for what, value in (("max_batch_size", max_batch_size), ("max_streams", max_streams), ("instances", instances)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if what == "max_batch_size" else 1):
             raise TritonConfigError(f"{what}: expected a positive integer, got {value!r}")
     sources: dict[str, Path] = {}
-    if variant == "tensorrt":
+    if record.needs_engine:
         if plan is None or not Path(plan).is_file():
             raise TritonConfigError(
                 f"the tensorrt variant needs the engine built for the serving GPU (plan=, or export-model --engine); "
@@ -106,16 +106,16 @@ def write_repository(
             raise TritonConfigError(
                 f"rnnx TensorRT plugin library not found ({library}); build it: python -m rnnx.plugins"
             )
-        sources = {f"{VERSION}/{PLAN_FILE}": Path(plan), f"{PLUGIN_DIR}/{library.name}": library}
-        config = graph_config(metadata, name, "tensorrt", max_batch_size, instances, idle_timeout_s)
+        sources = {f"{VERSION}/{record.model_file}": Path(plan), f"{PLUGIN_DIR}/{library.name}": library}
+        config = graph_config(metadata, name, record, max_batch_size, instances, idle_timeout_s)
         config = (
             f"# Start tritonserver with --backend-config=tensorrt,plugins=<this dir>/{PLUGIN_DIR}/{library.name}\n"
             + config
         )
-    elif variant == "onnxruntime":
-        files = [MODEL_FILE] + ([external_data_file(metadata)] if external_data_file(metadata) else [])
+    elif record.platform is not None:
+        files = [record.model_file] + ([external_data_file(metadata)] if external_data_file(metadata) else [])
         sources = {f"{VERSION}/{f}": export_dir / f for f in files}
-        config = graph_config(metadata, name, "onnxruntime", max_batch_size, instances, idle_timeout_s)
+        config = graph_config(metadata, name, record, max_batch_size, instances, idle_timeout_s)
     else:
         files = [f for f in (*EXPORT_FILES, METADATA_FILE) if (export_dir / f).is_file()]
         sources = {f"{VERSION}/export/{f}": export_dir / f for f in files}
@@ -131,8 +131,8 @@ def write_repository(
         for rel, src in sources.items():
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             _link_or_copy(src, staging / rel)
-        if variant == "python":
-            (staging / VERSION / "model.py").write_text(PYTHON_MODEL_PY)
+        if record.platform is None:
+            (staging / VERSION / record.model_file).write_text(PYTHON_MODEL_PY)
         (staging / "config.pbtxt").write_text(config)
         staging.chmod(0o755)
         target = repo_dir / name

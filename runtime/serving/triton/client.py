@@ -4,10 +4,10 @@ Needs ``tritonclient[grpc]`` (not an rnnx dependency; the Triton venv of ``scrip
 A stream is one Triton sequence: a START request with the prompt in ``input_ids`` (and the sampling
 options), then one request per new token feeding the previous ``next_token``, the last with END.
 
-    python -m rnnx.runtime.triton.client parse   < {"configs": [path, ...]}
-    python -m rnnx.runtime.triton.client streams < {"url", "model", "streams": [{"id", "prompt", "steps",
+    python -m rnnx.runtime.serving.triton.client parse   < {"configs": [path, ...]}
+    python -m rnnx.runtime.serving.triton.client streams < {"url", "model", "streams": [{"id", "prompt", "steps",
                                                     options..., "bad_at": step or null}], "max_pause_s"}
-    python -m rnnx.runtime.triton.client probe   < {"url", "model", "id", "tokens", "start", "end"}
+    python -m rnnx.runtime.serving.triton.client probe   < {"url", "model", "id", "tokens", "start", "end"}
 
 ``parse`` parses each config.pbtxt into Triton's own ``ModelConfig`` protobuf and prints what it holds.
 ``streams`` drives every stream from its own thread with interleaved requests (random pauses up to
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifact import INPUT_IDS
+from ...contract.artifact import INPUT_IDS
 from .config import PYTHON_INPUTS, PYTHON_OUTPUTS
 
 #: Triton type (without ``TYPE_``) -> numpy dtype, for the option inputs.

@@ -12,8 +12,8 @@ correlation id, uint64), and an idle timeout after which the server forgets a si
   state tensor has its batch on axis 0, ``max_batch_size`` > 0 and the dims leave the batch out (Triton
   adds it); otherwise (a stacked SRU state ``(layers, batch, d)``) ``max_batch_size`` is 0 and each
   request is one sequence with batch 1 written out.
-* ``python``: a Python-backend model (:mod:`rnnx.runtime.triton.python_model`) that embeds rnnx's
-  :class:`~rnnx.runtime.slots.StatePool`: per-stream state keyed by CORRID, batched across streams,
+* ``python``: a Python-backend model (:mod:`rnnx.runtime.serving.triton.python_model`) that embeds rnnx's
+  :class:`~rnnx.runtime.serving.slots.StatePool`: per-stream state keyed by CORRID, batched across streams,
   sampling on the server. A request sends the tokens to feed (the prompt at START, then usually the
   previous ``next_token``) and optional sampling options (read at START), and gets ``next_token`` and
   ``held_streams`` (streams holding state on that instance after the request).
@@ -23,12 +23,12 @@ All names below are defined once here and used by the repository writer, the Pyt
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
-from ..artifact import BATCH, INPUT_IDS, MODEL_FILE, data_inputs, data_outputs, state_specs
-
-#: The repository variants.
-VARIANTS = ("onnxruntime", "tensorrt", "python")
+from ...contract.artifact import BATCH, INPUT_IDS, MODEL_FILE, data_inputs, data_outputs, state_specs
+from ...contract.targets import exported_target
 
 #: Control inputs of the sequence batcher: name -> control kind.
 CONTROL_INPUTS = {
@@ -56,6 +56,60 @@ PARAM_EXPORT_DIR, PARAM_BACKEND, PARAM_MAX_STREAMS = "rnnx_export_dir", "rnnx_ba
 #: The tensorrt variant's model file (a serialized engine) in the version directory.
 PLAN_FILE = "model.plan"
 
+
+class TritonConfigError(ValueError):
+    """An export Triton cannot serve in the asked variant; the message says why."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One repository variant.
+
+    ``platform``: the Triton platform that runs the graph itself with implicit state (None: rnnx's Python
+    model serves it). ``model_file``: the file in the version directory. ``instance_kind``: where Triton
+    places an instance. ``profiles``: the TensorRT optimization profiles each instance's contexts use.
+    ``needs_engine``: the model file is an engine built for the serving GPU (``export-model --engine``), from
+    an export of a target that builds engines. ``generation``: it serves language models only (sampling on
+    the server).
+    """
+
+    name: str
+    platform: Optional[str]
+    model_file: str
+    instance_kind: str
+    profiles: tuple[str, ...] = ()
+    needs_engine: bool = False
+    generation: bool = False
+
+    def refusal(self, metadata: Mapping[str, Any]) -> Optional[str]:
+        """Why this variant cannot serve the export ``metadata`` describes (None: it can)."""
+        if self.generation and metadata.get("vocab_size") is None:
+            return f"the {self.name} variant serves language models (generation)"
+        if self.needs_engine and not exported_target(metadata).builds_engine:
+            return f"the {self.name} variant needs a target 'tensorrt' export"
+        return None
+
+
+ONNXRUNTIME_VARIANT = Variant("onnxruntime", "onnxruntime_onnx", MODEL_FILE, "KIND_CPU")
+# an rnnx engine has a decode profile (0) and a prefill profile (1): a context for each
+TENSORRT_VARIANT = Variant("tensorrt", "tensorrt_plan", PLAN_FILE, "KIND_GPU", ("0", "1"), needs_engine=True)
+PYTHON_VARIANT = Variant("python", None, "model.py", "KIND_CPU", generation=True)
+#: The variants by name.
+VARIANT_RECORDS = {v.name: v for v in (ONNXRUNTIME_VARIANT, TENSORRT_VARIANT, PYTHON_VARIANT)}
+#: The repository variants.
+VARIANTS = tuple(VARIANT_RECORDS)
+#: What ``export-model --triton-repo`` writes when no variant is named, in this order (each where it applies).
+DEFAULT_VARIANTS = (PYTHON_VARIANT, ONNXRUNTIME_VARIANT, TENSORRT_VARIANT)
+
+
+def variant(name: Union[str, Variant]) -> Variant:
+    """The :class:`Variant` named ``name`` (a Variant is returned as it is); TritonConfigError naming the choices."""
+    found = name if isinstance(name, Variant) else VARIANT_RECORDS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise TritonConfigError(f"variant {name!r}: expected one of {', '.join(VARIANTS)}")
+    return found
+
+
 #: Defaults of the writer's options.
 DEFAULT_MAX_BATCH_SIZE = 8
 DEFAULT_IDLE_TIMEOUT_S = 60.0
@@ -66,10 +120,6 @@ TRITON_TYPES = {
     "float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
     "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int8": "TYPE_INT8", "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL",
 }  # fmt: skip
-
-
-class TritonConfigError(ValueError):
-    """An export Triton cannot serve in the asked variant; the message says why."""
 
 
 def triton_type(dtype: str, what: str) -> str:
@@ -157,7 +207,7 @@ def check_servable(metadata: dict[str, Any], where: str) -> None:
 def graph_config(
     metadata: dict[str, Any],
     name: str,
-    variant: str,
+    variant: Union[str, Variant],
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     instances: int = 1,
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
@@ -167,8 +217,10 @@ def graph_config(
     inputs / outputs, one implicit ``state`` entry per state tensor (zeros at START), the sequence
     batcher's controls, ``max_batch_size`` (0 when a tensor is not batch-first) and instance groups
     (CPU for onnxruntime, GPU for tensorrt)."""
-    if variant not in ("onnxruntime", "tensorrt"):
-        raise TritonConfigError(f"variant {variant!r}: graph configs are for onnxruntime / tensorrt")
+    record = variant if isinstance(variant, Variant) else VARIANT_RECORDS.get(variant)
+    if record is None or record.platform is None:
+        graphs = " / ".join(v.name for v in VARIANT_RECORDS.values() if v.platform is not None)
+        raise TritonConfigError(f"variant {variant!r}: graph configs are for {graphs}")
     check_servable(metadata, name)
     batched = batch_first(metadata) and max_batch_size > 0
     inputs = [_tensor(t.name, triton_type(t.dtype, t.name), _dims(t.shape, batched)) for t in data_inputs(metadata)]
@@ -182,20 +234,16 @@ def graph_config(
             f"dims: [ {', '.join(map(str, dims))} ] initial_state: [ {{ data_type: {ttype} "
             f'dims: [ {", ".join(map(str, initial))} ] zero_data: true name: "zeros" }} ] }}'
         )
-    platform = {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}[variant]
-    model_file = {"onnxruntime": MODEL_FILE, "tensorrt": PLAN_FILE}[variant]
-    kind = "KIND_CPU" if variant == "onnxruntime" else "KIND_GPU"
     batch = max_batch_size if batched else 0
     parts = [
         f'name: "{name}"',
-        f'platform: "{platform}"',
-        f'default_model_filename: "{model_file}"',
+        f'platform: "{record.platform}"',
+        f'default_model_filename: "{record.model_file}"',
         f"max_batch_size: {batch}",
         "input [\n" + ",\n".join(inputs) + "\n]",
         "output [\n" + ",\n".join(outputs) + "\n]",
         _sequence_batching(state, idle_timeout_s, max(batch, 1) * max(instances, 1), batch, queue_delay_us, False),
-        # TensorRT: an rnnx engine has a decode profile (0) and a prefill profile (1); a context for each
-        _instances(instances, kind, ("0", "1") if variant == "tensorrt" else ()),
+        _instances(instances, record.instance_kind, record.profiles),
     ]
     return "\n".join(parts) + "\n"
 
@@ -224,7 +272,7 @@ def python_config(
         "input [\n" + ",\n".join(inputs) + "\n]",
         "output [\n" + ",\n".join(outputs) + "\n]",
         _sequence_batching([], idle_timeout_s, max_streams, max_streams, queue_delay_us, True),
-        _instances(instances, "KIND_CPU"),
+        _instances(instances, PYTHON_VARIANT.instance_kind),
         "parameters [\n" + ",\n".join(parameters) + "\n]",
     ]
     return "\n".join(parts) + "\n"
@@ -232,5 +280,6 @@ def python_config(
 
 __all__ = [
     "CONTROL_INPUTS", "CORRID", "END", "PYTHON_INPUTS", "PYTHON_OUTPUTS", "READY", "START", "TRITON_TYPES",
-    "TritonConfigError", "VARIANTS", "batch_first", "graph_config", "python_config",
+    "DEFAULT_VARIANTS", "ONNXRUNTIME_VARIANT", "PYTHON_VARIANT", "TENSORRT_VARIANT", "TritonConfigError", "VARIANTS",
+    "VARIANT_RECORDS", "Variant", "batch_first", "graph_config", "python_config", "variant",
 ]  # fmt: skip

@@ -22,7 +22,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
-VENV = Path(os.environ.get("RNNX_TRITON_VENV") or Path(__file__).resolve().parents[2] / ".cache" / "triton" / "venv")
+#: The checkout (or the installed package's folder): runtime/serving/triton/ is three levels below it.
+_ROOT = Path(__file__).resolve().parents[3]
+VENV = Path(os.environ.get("RNNX_TRITON_VENV") or _ROOT / ".cache" / "triton" / "venv")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 
@@ -110,12 +112,14 @@ class TritonServer:
 
 
 def run_client(command: str, payload: dict[str, Any], timeout: float = 300.0) -> Any:
-    """Runs ``python -m rnnx.runtime.triton.client COMMAND`` in the Triton venv with ``payload`` as JSON on
+    """Runs ``python -m rnnx.runtime.serving.triton.client COMMAND`` in the Triton venv with ``payload`` as JSON on
     stdin; returns its JSON stdout."""
     out = subprocess.run(
-        [str(venv_python()), "-m", "rnnx.runtime.triton.client", command], input=json.dumps(payload),
+        [str(venv_python()), "-m", "rnnx.runtime.serving.triton.client", command], input=json.dumps(payload),
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     if out.returncode != 0:
-        raise RuntimeError(f"rnnx.runtime.triton.client {command} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+        raise RuntimeError(
+            f"rnnx.runtime.serving.triton.client {command} failed ({out.returncode}):\n{out.stderr[-3000:]}"
+        )
     return json.loads(out.stdout)

@@ -161,10 +161,7 @@ __global__ void __launch_bounds__(kThreads)
         {
             constexpr int kRowStep = kThreads / C;
             const int s = tid % C;
-            float acc[C / kRowStep];
-#pragma unroll
-            for (int j = 0; j < C / kRowStep; ++j)
-                acc[j] = 0.f;
+            float acc[C / kRowStep] = {};
             for (int e = 0; e < E; ++e)
             {
                 const float ks = toFloat(Ks[s * Cfg::kLdQK + e]);
@@ -231,10 +228,7 @@ __global__ void __launch_bounds__(kThreads)
             constexpr int kRowStep = kThreads / TM;
             constexpr int kRows = C / kRowStep;
             const int m = tid % TM, r0 = tid / TM;
-            float acc[kRows];
-#pragma unroll
-            for (int j = 0; j < kRows; ++j)
-                acc[j] = 0.f;
+            float acc[kRows] = {};
             if constexpr (!Cfg::kTensorCores)
             {
                 for (int s = 0; s < C; ++s)
@@ -297,10 +291,7 @@ __global__ void __launch_bounds__(kThreads)
             constexpr int kRowStep = kThreads / TM;
             constexpr int kRows = E / kRowStep;
             const int m = tid % TM, r0 = tid / TM;
-            float acc[kRows];
-#pragma unroll
-            for (int j = 0; j < kRows; ++j)
-                acc[j] = 0.f;
+            float acc[kRows] = {};
             for (int s = 0; s < C; ++s)
             {
                 const float vs = Vs[s * Cfg::kLdV + m];

@@ -1,0 +1,79 @@
+/*
+ * CausalLinearAttention: causal linear attention with phi(x) = elu(x) + 1 as a TensorRT IPluginV3 plugin.
+ *
+ * Inputs: always exactly five, at fixed positions (the TensorRT node layout of docs/ops.md; the exporter emits
+ * no empty-name slots for this target): 0 q, 1 k (B, H, L, E), 2 v (B, H, L, M) in fp32 / fp16 / bf16,
+ * 3 S0 (B, H, E, M) and 4 z0 (B, H, E) in fp32 (zeros when the model gave no state).
+ * Outputs: out (B, H, L, M) in q's type, S_last (B, H, E, M) and z_last (B, H, E) fp32.
+ * Outputs never alias inputs: the plugin declares no in-place I/O (no getAliasedInput), so S_last and z_last get
+ * their own buffers; the runtime double-buffers state instead. Any input count but five is refused.
+ */
+#pragma once
+
+#include "common/pluginBase.h"
+
+#include <NvInferRuntime.h>
+
+#include <vector>
+
+namespace rnnx
+{
+namespace plugin
+{
+
+struct CausalLinearAttentionParameters
+{
+    float eps{1e-6F};
+};
+
+//! Positions of the inputs: fixed, every one always present.
+struct CausalLinearAttentionInputs
+{
+    int32_t q{0};
+    int32_t k{1};
+    int32_t v{2};
+    int32_t S0{3};
+    int32_t z0{4};
+};
+
+class CausalLinearAttentionPlugin
+    : public PluginBase<CausalLinearAttentionPlugin, CausalLinearAttentionParameters, CausalLinearAttentionInputs>
+{
+public:
+    static constexpr char const* kPLUGIN_NAME{"CausalLinearAttention"};
+    static constexpr int32_t kNB_OUTPUTS{3};
+    //! The TensorRT node always lists all five inputs (q, k, v, S0, z0).
+    static constexpr int32_t kNB_INPUTS{5};
+    static constexpr char const* kINPUT_NAMES{"q, k, v, S0, z0; S0 / z0 zeros when there is no state"};
+    //! The fixed input positions. False when `nbInputs` is not exactly kNB_INPUTS; then an error naming the
+    //! plugin (and `layer` when given), the expected and the given count is logged.
+    static bool inputLayout(
+        int32_t nbInputs, CausalLinearAttentionInputs& inputs, char const* layer = nullptr) noexcept;
+    //! The same; the layout does not depend on the parameters.
+    static bool inputLayout(CausalLinearAttentionParameters const& params, int32_t nbInputs,
+        CausalLinearAttentionInputs& inputs, char const* layer) noexcept;
+
+    using PluginBase::PluginBase;
+
+    //! The kernels' workspace for the max profile shapes (PluginBase asks for none).
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+
+private:
+    friend class PluginBase<CausalLinearAttentionPlugin, CausalLinearAttentionParameters, CausalLinearAttentionInputs>;
+
+    //! The field table: the single place CausalLinearAttention's fields are listed.
+    static std::vector<Field<CausalLinearAttentionParameters>> const& fields();
+    static bool checkParameters(CausalLinearAttentionParameters const& params) noexcept;
+    static TensorRole tensorRole(CausalLinearAttentionInputs const& layout, int32_t pos) noexcept;
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, CausalLinearAttentionInputs const& layout,
+        nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept;
+    bool checkShapes(nvinfer1::PluginTensorDesc const* in, CausalLinearAttentionInputs const& layout) const noexcept;
+    int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
+        void* workspace, cudaStream_t stream) noexcept;
+};
+
+using CausalLinearAttentionPluginCreator = PluginCreator<CausalLinearAttentionPlugin>;
+
+} // namespace plugin
+} // namespace rnnx

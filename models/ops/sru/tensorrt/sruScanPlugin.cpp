@@ -1,0 +1,157 @@
+#include "sruScanPlugin.h"
+
+#include "rnnx/kernels.h"
+
+namespace rnnx
+{
+namespace plugin
+{
+namespace
+{
+
+bool needsX(SruScanParameters const& p) noexcept
+{
+    return p.numMatrices == 3 && p.hasSkipTerm != 0;
+}
+
+} // namespace
+
+std::vector<Field<SruScanParameters>> const& SruScanPlugin::fields()
+{
+    static std::vector<Field<SruScanParameters>> const table{
+        {"hidden_size", &SruScanParameters::hiddenSize, 0.0, true},
+        {"num_directions", &SruScanParameters::numDirections, 1.0},
+        {"num_matrices", &SruScanParameters::numMatrices, 3.0},
+        {"has_skip_term", &SruScanParameters::hasSkipTerm, 1.0},
+        {"use_tanh", &SruScanParameters::useTanh, 0.0},
+        {"scale_x", &SruScanParameters::scaleX, 1.0},
+    };
+    return table;
+}
+
+bool SruScanPlugin::checkParameters(SruScanParameters const& p) noexcept
+{
+    if (p.hiddenSize <= 0)
+    {
+        logPluginError("hidden_size must be positive, got " + std::to_string(p.hiddenSize));
+        return false;
+    }
+    if (p.numDirections != 1 && p.numDirections != 2)
+    {
+        logPluginError("num_directions must be 1 or 2, got " + std::to_string(p.numDirections));
+        return false;
+    }
+    if (p.numMatrices != 3 && p.numMatrices != 4)
+    {
+        logPluginError("num_matrices must be 3 or 4, got " + std::to_string(p.numMatrices));
+        return false;
+    }
+    if ((p.hasSkipTerm != 0 && p.hasSkipTerm != 1) || (p.useTanh != 0 && p.useTanh != 1))
+    {
+        logPluginError("has_skip_term and use_tanh must be 0 or 1");
+        return false;
+    }
+    if (static_cast<int64_t>(p.hiddenSize) * p.numDirections * p.numMatrices > INT32_MAX)
+    {
+        logPluginError("hidden_size * num_directions * num_matrices overflows int32");
+        return false;
+    }
+    return true;
+}
+
+bool SruScanPlugin::inputLayout(
+    SruScanParameters const& params, int32_t nbInputs, SruScanInputs& inputs, char const* layer) noexcept
+{
+    if (!hasInputCount(nbInputs, layer))
+    {
+        return false;
+    }
+    SruScanInputs in;
+    in.readsX = needsX(params);
+    inputs = in;
+    return true;
+}
+
+TensorRole SruScanPlugin::tensorRole(SruScanInputs const& layout, int32_t pos) noexcept
+{
+    // U, x (read or dummy, any shape), weight_c, bias and h are activations; c0 and c_last state.
+    if (pos == layout.c0 || pos == kNB_INPUTS + 1)
+    {
+        return TensorRole::kSTATE;
+    }
+    return pos == layout.maskPad ? TensorRole::kMASK : TensorRole::kACTIVATION;
+}
+
+int32_t SruScanPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, SruScanInputs const& layout,
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
+{
+    // x (position 1) is not looked at: a dummy of any shape unless needsX, checked at onShapeChange otherwise.
+    if (inputs[layout.U].nbDims != 3 || inputs[layout.c0].nbDims != 2)
+    {
+        logLayerError("U must be (L, B, D*d*k) and c0 (B, D*d)");
+        return -1;
+    }
+    auto const* width = exprBuilder.constant(static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize);
+    outputs[0].nbDims = 3;
+    outputs[0].d[0] = inputs[layout.U].d[0];
+    outputs[0].d[1] = inputs[layout.U].d[1];
+    outputs[0].d[2] = width;
+    outputs[1] = inputs[layout.c0];
+    return 0;
+}
+
+bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, SruScanInputs const& layout) const noexcept
+{
+    nvinfer1::Dims const& U = in[layout.U].dims;
+    int64_t const width = static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize;
+    bool ok = U.nbDims == 3 && U.d[2] == width * mParams.numMatrices;
+    ok = ok && in[layout.c0].dims.nbDims == 2 && in[layout.c0].dims.d[0] == U.d[1] && in[layout.c0].dims.d[1] == width;
+    ok = ok && volume(in[layout.weightC].dims) == 2 * width && volume(in[layout.bias].dims) == 2 * width;
+    if (ok && layout.readsX)
+    {
+        nvinfer1::Dims const& x = in[layout.x].dims;
+        ok = x.nbDims == 3 && x.d[0] == U.d[0] && x.d[1] == U.d[1] && x.d[2] == width;
+    }
+    // Otherwise x is a dummy of any shape: not checked, never read.
+    ok = ok && volume(in[layout.maskPad].dims) == U.d[0] * U.d[1];
+    if (!ok)
+    {
+        logLayerError("input shapes do not match hidden_size " + std::to_string(mParams.hiddenSize)
+            + ", num_directions " + std::to_string(mParams.numDirections) + ", num_matrices "
+            + std::to_string(mParams.numMatrices) + " (U " + toString(U) + ", c0 " + toString(in[layout.c0].dims)
+            + ")");
+    }
+    return ok;
+}
+
+int32_t SruScanPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
+    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+{
+    if (!checkShapes(inputDesc, mLayout))
+    {
+        return notConfigured();
+    }
+    kernels::DataType type{};
+    if (!toKernelType(inputDesc[mLayout.U].type, type))
+    {
+        logLayerError("unsupported activation type");
+        return -1;
+    }
+    kernels::SruScanParams params{};
+    params.length = static_cast<int>(inputDesc[mLayout.U].dims.d[0]);
+    params.batch = static_cast<int>(inputDesc[mLayout.U].dims.d[1]);
+    params.hidden_size = mParams.hiddenSize;
+    params.num_directions = mParams.numDirections;
+    params.num_matrices = mParams.numMatrices;
+    params.has_skip_term = mParams.hasSkipTerm != 0;
+    params.use_tanh = mParams.useTanh != 0;
+    params.scale_x = mParams.scaleX;
+    // x only when the attributes read it (else its binding is a dummy); the mask always.
+    return launched(
+        kernels::sruScanForward(params, type, inputs[mLayout.U], mLayout.readsX ? inputs[mLayout.x] : nullptr,
+            inputs[mLayout.weightC], inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.c0]),
+            static_cast<uint8_t const*>(inputs[mLayout.maskPad]), outputs[0], static_cast<float*>(outputs[1]), stream));
+}
+
+} // namespace plugin
+} // namespace rnnx

@@ -1,0 +1,14 @@
+"""The contracts every room of rnnx imports, in one torch-free place (numpy and the standard library only).
+
+* :mod:`.artifact`: an export on disk (``rnnx.json``, the file names, the graph's tensor and axis names,
+  state specs, metadata read / write / validation, the model signature) between the exporter and every
+  runtime (Python here, C++ in runtime/native reading the same ``rnnx.json``).
+* :mod:`.ops`: the op records (one :class:`~.ops.OpSpec` per recurrent op: names, tensors, roles,
+  attributes, the ONNX domain and TensorRT plugin namespace) read by the torch ops, the ONNX export, the
+  plugins' tests and the runtime.
+* :mod:`.targets`: the export targets and precisions as records (:class:`~.targets.Target`,
+  :class:`~.targets.Precision`): what each target's graph looks like and what each precision is; code asks
+  a record instead of comparing names.
+
+Nothing here imports the rest of rnnx; docs/architecture.md draws who imports whom.
+"""

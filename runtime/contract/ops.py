@@ -1,0 +1,262 @@
+"""The op contract: one record per recurrent op, defined once.
+
+Each op is an :class:`OpSpec`: its PyTorch and ONNX names, one :class:`OpTensor` per input and output
+(name, role, symbolic shape, optional, which state input a state output continues) and one
+:class:`OpAttribute` per attribute (name, default, required). Everything that needs a fact about an op
+reads it from here: the ``torch.library`` registration, the ONNX schemas, nodes and local functions
+(``rnnx.export.onnx_ops``), the TensorRT plugins' tests (tests/test_plugins.py compares the plugins'
+fields, outputs, roles and output types with these records) and the runtime. See docs/ops.md
+for the maths and layouts, and CONTRIBUTING.md for adding an op.
+
+Roles decide dtypes: an ``activation`` or ``parameter`` tensor has the op's activation dtype (that
+of its first input: fp32 / fp16 / bf16 / fp64), a ``state`` tensor has the state dtype of it
+(fp32, fp64 for fp64: :func:`rnnx.models.ops.dtypes.state_dtype`), a ``mask`` tensor is bool / integer /
+floating with non-zero meaning "pad".
+A state output that ``updates`` a state input has its shape; it never aliases it (the runtime double-buffers
+state, so no call writes the buffer it reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, TypeVar
+
+#: ``torch.library`` namespace of the PyTorch ops (``torch.ops.rnnx.*``).
+TORCH_NAMESPACE = "rnnx"
+#: ONNX domain of the custom nodes and of their local functions.
+ONNX_DOMAIN = "rnnx"
+#: Version of that ONNX domain (``opset_import`` entry for ``ONNX_DOMAIN``).
+ONNX_DOMAIN_VERSION = 1
+#: TensorRT plugin namespace and version, carried by every custom node as attributes.
+PLUGIN_NAMESPACE = "rnnx"
+PLUGIN_VERSION = "1"
+PLUGIN_NAMESPACE_ATTR = "plugin_namespace"
+PLUGIN_VERSION_ATTR = "plugin_version"
+
+#: Per-step values (inputs and outputs); the op's activation dtype.
+ACTIVATION = "activation"
+#: Weights that are inputs of the op (no sequence axis); the activation dtype.
+PARAMETER = "parameter"
+#: Recurrent state carried between calls; the state dtype of the activation dtype (fp32; fp64 for fp64).
+STATE = "state"
+#: Pad mask: bool / integer / floating, non-zero marks a pad step.
+MASK = "mask"
+ROLES = (ACTIVATION, PARAMETER, STATE, MASK)
+#: Role -> dtype rule: ``activation`` (the activation dtype), ``state`` or ``mask``.
+DTYPE_RULES = {ACTIVATION: ACTIVATION, PARAMETER: ACTIVATION, STATE: STATE, MASK: MASK}
+
+
+@dataclass(frozen=True)
+class OpTensor:
+    """One input or output of an op.
+
+    ``dims`` is the symbolic shape, e.g. ``("L", "B", "D*d*k")`` (its length is the rank); ``updates``,
+    on a state output only, names the state input whose updated value it is (same shape and dtype; the
+    next call takes it as that input).
+    """
+
+    name: str
+    role: str
+    dims: tuple[str, ...]
+    optional: bool = False
+    updates: Optional[str] = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"tensor {self.name!r}: role {self.role!r} is not one of {ROLES}")
+        if self.updates is not None and self.role != STATE:
+            raise ValueError(f"tensor {self.name!r}: only a state tensor can update a state input")
+
+    @property
+    def rank(self) -> int:
+        """Number of dimensions."""
+        return len(self.dims)
+
+    @property
+    def shape(self) -> str:
+        """The symbolic shape as docs spell it: ``(L, B, D*d)``, ``(2*D*d,)``."""
+        return f"({', '.join(self.dims)}{',' if self.rank == 1 else ''})"
+
+    @property
+    def dtype_rule(self) -> str:
+        """``activation`` (the op's activation dtype), ``state`` (the state dtype of it) or ``mask``."""
+        return DTYPE_RULES[self.role]
+
+
+@dataclass(frozen=True)
+class OpAttribute:
+    """One attribute of an op (an ONNX node attribute, a TensorRT plugin field).
+
+    The type of ``default`` is the attribute's type (bool is stored as int in ONNX and TensorRT). A
+    ``required`` attribute has no usable default: ``default`` is only a placeholder of the right type.
+    """
+
+    name: str
+    default: bool | int | float | str
+    required: bool = False
+    doc: str = ""
+
+    @property
+    def kind(self) -> str:
+        """``int`` (bool and int), ``float`` or ``str``: the ONNX attribute / plugin field kind."""
+        if isinstance(self.default, (bool, int)):
+            return "int"
+        return "float" if isinstance(self.default, float) else "str"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One recurrent op: its PyTorch and ONNX names and its input, output and attribute records.
+
+    The order of ``input_records`` / ``output_records`` / ``attribute_records`` is the order of the
+    torch schema, the ONNX node / function and the plugin field table.
+    """
+
+    torch_name: str
+    onnx_name: str
+    input_records: tuple[OpTensor, ...]
+    output_records: tuple[OpTensor, ...]
+    attribute_records: tuple[OpAttribute, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in (*self.input_records, *self.output_records)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.onnx_name}: tensor names are not unique: {names}")
+        if not self.input_records or self.input_records[0].role != ACTIVATION:
+            raise ValueError(f"{self.onnx_name}: the first input must be an activation (it sets the dtype)")
+        for out in self.output_records:
+            if out.updates is None:
+                continue
+            source = self.input(out.updates)
+            if source.role != STATE or source.dims != out.dims:
+                raise ValueError(
+                    f"{self.onnx_name}: {out.name} updates {source.name}, which is not a state of its shape"
+                )
+
+    @property
+    def qualname(self) -> str:
+        """``rnnx::name`` as ``torch.library`` spells it."""
+        return f"{TORCH_NAMESPACE}::{self.torch_name}"
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Input names, in schema / node order."""
+        return tuple(t.name for t in self.input_records)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Output names, in schema / node order."""
+        return tuple(t.name for t in self.output_records)
+
+    @property
+    def optional_inputs(self) -> frozenset[str]:
+        """Names of the inputs that may be absent (``Tensor?``, an empty ONNX input name)."""
+        return frozenset(t.name for t in self.input_records if t.optional)
+
+    @property
+    def attributes(self) -> dict[str, bool | int | float | str]:
+        """Attribute name -> default, in field-table order (the type of the default is the attribute's)."""
+        return {a.name: a.default for a in self.attribute_records}
+
+    @property
+    def required_attributes(self) -> frozenset[str]:
+        """Names of the attributes a node / plugin must be given (their default is a placeholder)."""
+        return frozenset(a.name for a in self.attribute_records if a.required)
+
+    @property
+    def state_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``(state input, state output)`` pairs, e.g. ``(("c0", "c_last"),)``: the output continues the input."""
+        return tuple((t.updates, t.name) for t in self.output_records if t.updates is not None)
+
+    @property
+    def dtype_input(self) -> str:
+        """The input whose dtype is the op's activation dtype (the first input)."""
+        return self.input_records[0].name
+
+    @property
+    def mask_input(self) -> Optional[str]:
+        """The pad-mask input, or None when the op has none."""
+        masks = self.inputs_with_role(MASK)
+        return masks[0] if masks else None
+
+    def inputs_with_role(self, role: str) -> tuple[str, ...]:
+        """Names of the inputs of ``role`` (one of ``ROLES``), in order."""
+        return tuple(t.name for t in self.input_records if t.role == role)
+
+    def input(self, name: str) -> OpTensor:
+        """The input record ``name``; ``KeyError`` for another name."""
+        return _by_name(self.input_records, name, f"{self.onnx_name} input")
+
+    def output(self, name: str) -> OpTensor:
+        """The output record ``name``; ``KeyError`` for another name."""
+        return _by_name(self.output_records, name, f"{self.onnx_name} output")
+
+    def attribute(self, name: str) -> OpAttribute:
+        """The attribute record ``name``; ``KeyError`` for another name."""
+        return _by_name(self.attribute_records, name, f"{self.onnx_name} attribute")
+
+
+_Record = TypeVar("_Record", OpTensor, OpAttribute)
+
+
+def _by_name(records: tuple[_Record, ...], name: str, what: str) -> _Record:
+    for record in records:
+        if record.name == name:
+            return record
+    raise KeyError(f"no {what} {name!r}")
+
+
+#: SRU elementwise recurrence (docs/ops.md, "SRU").
+SRU_SCAN = OpSpec(
+    torch_name="sru_scan",
+    onnx_name="SRUScan",
+    input_records=(
+        OpTensor(
+            "U",
+            ACTIVATION,
+            ("L", "B", "D*d*k"),
+            doc="projections, laid out (L, B, D, d, k): per (direction, unit) the k columns x~, f, r[, x'] interleave",
+        ),
+        OpTensor(
+            "x", ACTIVATION, ("L", "B", "D*d"), optional=True, doc="skip input x' before scaling (k = 3 with skip)"
+        ),
+        OpTensor("weight_c", PARAMETER, ("2*D*d",), doc="[v_f (D, d); v_r (D, d)]"),
+        OpTensor("bias", PARAMETER, ("2*D*d",), doc="[b_f (D, d); b_r (D, d)]"),
+        OpTensor("c0", STATE, ("B", "D*d"), doc="initial cell state"),
+        OpTensor("mask_pad", MASK, ("L", "B"), optional=True, doc="non-zero marks a pad step: c is carried, h is 0"),
+    ),
+    output_records=(
+        OpTensor("h", ACTIVATION, ("L", "B", "D*d"), doc="hidden states"),
+        OpTensor("c_last", STATE, ("B", "D*d"), updates="c0", doc="last cell state"),
+    ),
+    attribute_records=(
+        OpAttribute("hidden_size", 0, required=True, doc="d, per direction (0 is a placeholder)"),
+        OpAttribute("num_directions", 1, doc="D: 1, or 2 for bidirectional"),
+        OpAttribute("num_matrices", 3, doc="k: 3 (x~, f, r) or 4 (+ highway projection x')"),
+        OpAttribute("has_skip_term", 1, doc="whether h gets the highway term (1 - r) * x'"),
+        OpAttribute("use_tanh", 0, doc="g = tanh if 1 else identity"),
+        OpAttribute("scale_x", 1.0, doc="x' = scale_x * x when k = 3"),
+    ),
+)
+
+#: Causal linear attention with phi(x) = elu(x) + 1 (docs/ops.md, "Causal linear attention").
+CAUSAL_LINEAR_ATTENTION = OpSpec(
+    torch_name="causal_linear_attention",
+    onnx_name="CausalLinearAttention",
+    input_records=(
+        OpTensor("q", ACTIVATION, ("B", "H", "L", "E"), doc="queries"),
+        OpTensor("k", ACTIVATION, ("B", "H", "L", "E"), doc="keys"),
+        OpTensor("v", ACTIVATION, ("B", "H", "L", "M"), doc="values"),
+        OpTensor("S0", STATE, ("B", "H", "E", "M"), optional=True, doc="initial state (zeros when absent)"),
+        OpTensor("z0", STATE, ("B", "H", "E"), optional=True, doc="initial normaliser (zeros when absent)"),
+    ),
+    output_records=(
+        OpTensor("out", ACTIVATION, ("B", "H", "L", "M"), doc="attention output"),
+        OpTensor("S_last", STATE, ("B", "H", "E", "M"), updates="S0", doc="last state"),
+        OpTensor("z_last", STATE, ("B", "H", "E"), updates="z0", doc="last normaliser"),
+    ),
+    attribute_records=(OpAttribute("eps", 1e-6, doc="added to the denominator phi(q)^T z"),),
+)
+
+ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)

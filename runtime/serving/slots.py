@@ -1,0 +1,122 @@
+"""A pool of per-stream recurrent states as the rows of one device-resident batch, keyed by stream.
+
+:class:`StatePool` is the batching core that :class:`~rnnx.runtime.serving.scheduler.Scheduler` (in-process
+continuous batching) and the Triton Python-backend model (streams keyed by correlation id) share:
+
+* :meth:`StatePool.admit` prefills new streams' prompts in one batched call from a fresh state and
+  appends their rows (one device concatenation; the other rows are copied unchanged);
+* :meth:`StatePool.feed` advances any subset of the streams by any number of tokens each in one
+  batched call over the pool: rows not fed, and positions past a row's own tokens, are pads
+  (``attention_mask = 0``), which never change a row's state;
+* :meth:`StatePool.release` drops streams' rows (one device row selection); the pool stays dense, so a
+  call costs the streams held and freed rows are reused by the next admission.
+
+Each call returns, per stream, the logits after its last real token (``(k, V)`` float32, the order
+of the keys given). Only O(1) recurrent states can share a batch: an export whose state grows with
+the context (a softmax KV cache) is refused with :class:`InputError`. Not thread-safe: one owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Optional
+
+import numpy as np
+
+from ..backends.base import Backend, BackendState, InputError
+from ..contract.artifact import ATTENTION_MASK, INPUT_IDS, LOGITS
+from ..session import Session
+
+
+class StatePool:
+    """Streams' states as rows of one batch on ``backend``'s device; see the module doc."""
+
+    def __init__(self, backend: Backend) -> None:
+        if backend.vocab_size is None:
+            raise InputError(f"{backend.describe()}: a state pool serves language models (generation)")
+        grow = [s.name for s in backend.state_specs if s.grows]
+        if grow:
+            raise InputError(
+                f"{backend.describe()}: state tensors {grow} grow with the context (a softmax KV cache); only "
+                f"O(1) recurrent states can share a batch"
+            )
+        self.backend = backend
+        self._prefill = Session(backend)
+        self._keys: list[Hashable] = []  # row i holds self._keys[i]
+        self._rows: dict[Hashable, int] = {}
+        self._state: Optional[BackendState] = None
+
+    @property
+    def keys(self) -> list[Hashable]:
+        """The streams held, in row order."""
+        return list(self._keys)
+
+    @property
+    def held_rows(self) -> int:
+        """Rows of state on the device (= streams held)."""
+        return 0 if self._state is None else self._state.batch
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._rows
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def admit(self, keys: Sequence[Hashable], prompts: Sequence[Sequence[int]]) -> np.ndarray:
+        """Prefills ``prompts`` (one per new key, any lengths) in one call and appends their rows; returns
+        the logits after each prompt's last token, (k, V). Nothing changes when it raises."""
+        if len(keys) != len(prompts) or not keys:
+            raise InputError(f"admit: expected one prompt per key, got {len(keys)} keys and {len(prompts)} prompts")
+        taken = [k for k in keys if k in self._rows]
+        if taken or len(set(keys)) != len(keys):
+            raise InputError(f"admit: streams {taken or list(keys)} already hold a row (or are repeated)")
+        state = self._prefill.prefill([list(p) for p in prompts])
+        self._prefill.state = None  # the rows live in the pool from here; the session keeps no reference
+        joined = state.inner if self._state is None else self.backend.concat_rows([self._state, state.inner])
+        self._state = joined
+        for key in keys:
+            self._rows[key] = len(self._keys)
+            self._keys.append(key)
+        return state.last_logits
+
+    def feed(self, keys: Sequence[Hashable], tokens: Sequence[Sequence[int]]) -> np.ndarray:
+        """Advances the streams ``keys`` by their ``tokens`` (one list each, non-empty) in one call over the
+        pool; returns the logits after each stream's last token, (k, V). Nothing changes when it raises."""
+        if len(keys) != len(tokens) or not keys:
+            raise InputError(f"feed: expected one token list per key, got {len(keys)} keys and {len(tokens)} lists")
+        missing = [k for k in keys if k not in self._rows]
+        if missing:
+            raise InputError(f"feed: streams {missing} hold no row (not admitted, or released)")
+        rows = [self._rows[k] for k in keys]
+        if len(set(rows)) != len(rows):
+            raise InputError("feed: a stream is given twice")
+        lengths = [len(t) for t in tokens]
+        if min(lengths) < 1:
+            raise InputError("feed: every stream needs at least one token")
+        width = max(lengths)
+        ids = np.zeros((len(self._keys), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, toks in zip(rows, tokens):
+            ids[row, : len(toks)] = np.asarray(toks, dtype=np.int64)
+            mask[row, : len(toks)] = 1
+        vocab = int(self.backend.vocab_size)
+        bad = ids[(mask == 1) & ((ids < 0) | (ids >= vocab))]
+        if bad.size:
+            raise InputError(f"tokens: token {int(bad[0])} out of vocabulary; expected 0 <= token < {vocab}")
+        outputs, state = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, self._state, donate=True)
+        self._state = state
+        return outputs[LOGITS][rows, np.asarray(lengths) - 1]
+
+    def release(self, keys: Sequence[Hashable]) -> None:
+        """Drops the rows of ``keys`` (unknown keys are ignored); the others keep their state."""
+        drop = {k for k in keys if k in self._rows}
+        if not drop:
+            return
+        keep = [i for i, k in enumerate(self._keys) if k not in drop]
+        self._state = None if not keep else self.backend.select_rows(self._state, keep)
+        self._keys = [self._keys[i] for i in keep]
+        self._rows = {k: i for i, k in enumerate(self._keys)}
+
+    def clear(self) -> None:
+        """Drops every row."""
+        self._keys, self._rows, self._state = [], {}, None
