@@ -5,8 +5,9 @@ tables for docs/benchmarks.md:
 
 * SRU scan: achieved bandwidth (bytes of U, x, h read/written once) against the measured
   device-to-device copy bandwidth of the same device;
-* causal linear attention prefill (B=8, H=16, L=4096, E=M=64): the CUDA kernel against the chunked
-  PyTorch path and, when ``fla`` is importable, flash-linear-attention's ``chunk_linear_attn``;
+* causal linear attention prefill (B=8, H=16, L=4096, E=M=64, the op's layout: heads packed, q (B, L, H*E)): the
+  CUDA kernel against the chunked PyTorch path and, when ``fla`` is importable, flash-linear-attention's
+  ``chunk_linear_attn``;
 * the decode step (L = 1) latency of the kernel against the PyTorch step.
 
 Times are CUDA-event medians after warm-up.
@@ -73,14 +74,18 @@ def bench_sru(ext, dtype: torch.dtype, copy_bw: float) -> list[str]:
 
 def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=64) -> list[str]:
     stream = torch.cuda.current_stream().cuda_stream
-    q = torch.randn(B, H, L, E, device="cuda", dtype=dtype) * 0.5
-    k = torch.randn(B, H, L, E, device="cuda", dtype=dtype) * 0.5
-    v = torch.randn(B, H, L, M, device="cuda", dtype=dtype)
+    q = torch.randn(B, L, H * E, device="cuda", dtype=dtype) * 0.5
+    k = torch.randn(B, L, H * E, device="cuda", dtype=dtype) * 0.5
+    v = torch.randn(B, L, H * M, device="cuda", dtype=dtype)
     out = torch.empty_like(v)
     S = torch.zeros(B, H, E, M, device="cuda")
     z = torch.zeros(B, H, E, device="cuda")
-    t_kernel = cuda_time(lambda: ext.causal_linear_attention(q, k, v, None, None, out, S, z, 1e-6, stream))
-    t_torch = cuda_time(lambda: chunked_forward(q, k, v, None, None, 1e-6, DEFAULT_CHUNK_SIZE), repeat=5)
+    t_kernel = cuda_time(
+        lambda: ext.causal_linear_attention(q, k, v, None, None, None, out, S, z, 1e-6, H, False, stream)
+    )
+    t_torch = cuda_time(
+        lambda: chunked_forward(q, k, v, None, None, None, 1e-6, H, False, DEFAULT_CHUNK_SIZE), repeat=5
+    )
     name = str(dtype).split(".")[-1]
     rows = [
         f"| {name} | rnnx CUDA kernel | {t_kernel * 1e3:.3f} | 1.00 |",
@@ -91,10 +96,11 @@ def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=6
     except Exception as exc:  # not installed, or no Triton for this device
         rows.append(f"| {name} | fla chunk_linear_attn | skipped ({type(exc).__name__}) | |")
     else:
-        # fla gets (B, T, H, K) (head_first=False where the argument exists) and phi(q), phi(k).
-        qf = (torch.nn.functional.elu(q) + 1).transpose(1, 2).contiguous()
-        kf = (torch.nn.functional.elu(k) + 1).transpose(1, 2).contiguous()
-        vf = v.transpose(1, 2).contiguous()
+        # fla gets (B, T, H, K) (head_first=False where the argument exists), the packed layout's view, and
+        # phi(q), phi(k).
+        qf = (torch.nn.functional.elu(q) + 1).view(B, L, H, E)
+        kf = (torch.nn.functional.elu(k) + 1).view(B, L, H, E)
+        vf = v.view(B, L, H, M)
         import inspect
 
         layout = {"head_first": False} if "head_first" in inspect.signature(chunk_linear_attn).parameters else {}
@@ -111,13 +117,15 @@ def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=6
 
 def bench_decode(ext, dtype: torch.dtype, B=8, H=16, E=64, M=64) -> list[str]:
     stream = torch.cuda.current_stream().cuda_stream
-    q, k = (torch.randn(B, H, 1, E, device="cuda", dtype=dtype) for _ in range(2))
-    v = torch.randn(B, H, 1, M, device="cuda", dtype=dtype)
+    q, k = (torch.randn(B, 1, H * E, device="cuda", dtype=dtype) for _ in range(2))
+    v = torch.randn(B, 1, H * M, device="cuda", dtype=dtype)
     S = torch.randn(B, H, E, M, device="cuda")
     z = torch.rand(B, H, E, device="cuda")
     out = torch.empty_like(v)
-    t_kernel = cuda_time(lambda: ext.causal_linear_attention(q, k, v, S, z, out, S, z, 1e-6, stream), repeat=200)
-    t_torch = cuda_time(lambda: chunked_forward(q, k, v, S, z, 1e-6, DEFAULT_CHUNK_SIZE), repeat=200)
+    t_kernel = cuda_time(
+        lambda: ext.causal_linear_attention(q, k, v, S, z, None, out, S, z, 1e-6, H, False, stream), repeat=200
+    )
+    t_torch = cuda_time(lambda: chunked_forward(q, k, v, S, z, None, 1e-6, H, False, DEFAULT_CHUNK_SIZE), repeat=200)
     name = str(dtype).split(".")[-1]
     return [f"| {name} | {t_kernel * 1e6:.1f} | {t_torch * 1e6:.1f} | {t_torch / t_kernel:.2f} |"]
 

@@ -140,27 +140,62 @@ def _is_float_matrix(tensor: onnx.TensorProto) -> bool:
     return len(tensor.dims) == 2 and tensor.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)
 
 
-def _fold_transposed_weights(graph: onnx.GraphProto) -> None:
-    """``MatMul(x, Transpose(W))`` with W a 2-D initializer (a tied head) -> ``MatMul(x, W_T)``, W_T an
-    initializer of its own; the Transpose goes when nothing else reads it."""
+def _constant_matrix(name: str, inits: dict, producers: dict) -> Optional[np.ndarray]:
+    """The value of ``name`` when it is a 2-D floating initializer, or a ``Transpose`` (perm [1, 0]) / ``Concat`` of
+    such values (an export's merged projections: ``Concat`` of q, k, v weights); else None."""
+    if name in inits:
+        return numpy_helper.to_array(inits[name]) if _is_float_matrix(inits[name]) else None
+    node = producers.get(name)
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Transpose":
+        perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [1, 0])
+        value = _constant_matrix(node.input[0], inits, producers)
+        return None if value is None or perm != [1, 0] else np.ascontiguousarray(value.T)
+    if node.op_type == "Concat":
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        parts = [_constant_matrix(i, inits, producers) for i in node.input]
+        if any(part is None for part in parts) or len({part.dtype for part in parts}) != 1:
+            return None
+        return np.concatenate(parts, axis=axis)
+    return None
+
+
+def _fold_transposed_weights(graph: onnx.GraphProto, merged_only: bool = False) -> None:
+    """``MatMul(x, W')`` with W' a ``Transpose`` / ``Concat`` of 2-D initializers (a tied head, merged projections)
+    -> ``MatMul(x, W)``, W an initializer of its own; the nodes that computed W' go when nothing else reads them.
+    ``merged_only``: only chains with a ``Concat`` (merged projections; a tied head stays shared)."""
     inits = {t.name: t for t in graph.initializer}
     producers = {out: node for node in graph.node for out in node.output}
-    consumers = _consumers(graph)
+    folded: list[onnx.NodeProto] = []
     for node in list(graph.node):
         if node.op_type != "MatMul" or node.input[1] in inits:
             continue
-        transpose = producers.get(node.input[1])
-        if transpose is None or transpose.op_type != "Transpose" or transpose.input[0] not in inits:
+        value = _constant_matrix(node.input[1], inits, producers)
+        if value is None or merged_only and not _has_concat(node.input[1], producers):
             continue
-        perm = next((list(a.ints) for a in transpose.attribute if a.name == "perm"), [1, 0])
-        source = inits[transpose.input[0]]
-        if not _is_float_matrix(source) or perm != [1, 0]:
-            continue
-        name = f"{source.name}.transposed_for.{node.name}"
-        graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(source).T), name))
+        folded.append(producers[node.input[1]])
+        name = f"{node.input[1]}.folded_for.{node.name}"
+        graph.initializer.append(numpy_helper.from_array(value, name))
         node.input[1] = name
-        if all(c is node for c in consumers.get(transpose.output[0], [])):
-            graph.node.remove(transpose)
+    _drop_unread(graph, folded)
+
+
+def _has_concat(name: str, producers: dict) -> bool:
+    node = producers.get(name)
+    return node is not None and (node.op_type == "Concat" or any(_has_concat(i, producers) for i in node.input))
+
+
+def _drop_unread(graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> None:
+    """Removes ``nodes`` (the Transpose / Concat chains a fold replaced) and their producers along the chain
+    when nothing else reads their outputs."""
+    producers = {out: node for node in graph.node for out in node.output}
+    while nodes:
+        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        node = nodes.pop()
+        if node in graph.node and not any(o in read for o in node.output):
+            graph.node.remove(node)
+            nodes.extend(producers[i] for i in node.input if i in producers)
 
 
 def _reaches_output(node: onnx.NodeProto, consumers: dict[str, list[onnx.NodeProto]], outputs: set[str]) -> bool:
@@ -372,9 +407,9 @@ def quantize_model(
     quantized."""
     fmt = targets.target(target).quantization_format
     graph = model.graph
-    if options.head != "fp":  # a tied head gets its own (quantized) copy only when it is quantized
-        _fold_transposed_weights(graph)
-        _drop_unused_initializers(graph)
+    # merged projections always become one weight; a tied head gets its own (quantized) copy only when it is quantized
+    _fold_transposed_weights(graph, merged_only=options.head == "fp")
+    _drop_unused_initializers(graph)
     weights = find_weights(graph)
     chosen, excluded = [], []
     for w in weights:

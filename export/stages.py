@@ -142,6 +142,8 @@ def trace(plan: ExportPlan, target: Target, opset: int, path: Path) -> onnx.Mode
         skeleton = onnx_files.save_traced(program.model, path, EXTERNAL_DATA_FILE, EXTERNAL_DATA_MIN_TENSOR_BYTES)
         del program
         model = onnx_ops.finalize(skeleton, target, inplace=True)
+        if target.contrib_ops:
+            onnx_ops.fuse_skip_layer_norm(model)
     _name_dims(model, [*(t.shape for t in plan.inputs), *(s.shape for s in plan.states)])
     onnx_files.save_skeleton(model, path)
     return model

@@ -32,9 +32,9 @@ state of a layer is the list ``[Si (B, H, E, M), Zi (B, H, E)]``: the same layou
 comes back in the form given; unlike fast-transformers, which adds into the given ``Si`` / ``Zi``, the
 state passed in is never modified.
 
-Padding: fast-transformers' ``LengthMask`` multiplies phi(k) of pad positions by 0; here a pad key
-is set to ``PAD_KEY`` and its value to 0 (:func:`~rnnx.models.ops.linear_attention.mask_pad_positions`),
-for which phi is exactly 0, so pads add nothing to S or z and every output equals the original's.
+Padding: fast-transformers' ``LengthMask`` multiplies phi(k) of pad positions by 0; here the pad mask is
+the op's ``mask_pad``, which carries S and z over a pad step, so pads add nothing to S or z and every output
+equals the original's. q, k, v go to the op packed, (B, L, H*E), as the projections give them.
 
 Conversion (:data:`CONVERTERS`, used by :func:`rnnx.models.convert`): fast-transformers 0.4.0
 ``TransformerEncoder`` / ``RecurrentTransformerEncoder`` and their bare encoder layers, with causal
@@ -58,7 +58,7 @@ from torch import Tensor, nn
 
 from .convert import ROOT_PATH, Converter, carry_over, conversion_error, package_version, qualified_name
 from .ops.dtypes import state_dtype
-from .ops.linear_attention import causal_linear_attention, mask_pad_positions
+from .ops.linear_attention import causal_linear_attention
 from .state import LinearAttentionState
 
 __all__ = [
@@ -130,15 +130,16 @@ class CausalLinearAttentionLayer(nn.Module):
         self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor] = None
     ) -> tuple[Tensor, LinearAttentionState]:
         """x (B, L, d_model), state, pad_mask (B, L) bool True = pad -> (B, L, d_model), new state."""
-        B, L, _ = x.shape
-        H = self.n_heads
-        q = self.query_projection(x).view(B, L, H, self.d_keys).transpose(1, 2)
-        k = self.key_projection(x).view(B, L, H, self.d_keys).transpose(1, 2)
-        v = self.value_projection(x).view(B, L, H, self.d_values).transpose(1, 2)
-        if pad_mask is not None:
-            k, v = mask_pad_positions(k, v, pad_mask[:, None, :, None])
-        out, (S, z) = causal_linear_attention(q, k, v, state=(state.S, state.z), eps=self.eps)
-        out = out.transpose(1, 2).reshape(B, L, H * self.d_values)
+        if torch.compiler.is_exporting():  # one projection node for q, k and v (the weights concatenate once)
+            projections = (self.query_projection, self.key_projection, self.value_projection)
+            weight = torch.cat([p.weight for p in projections])
+            bias = torch.cat([p.bias for p in projections])
+            q, k, v = F.linear(x, weight, bias).split([p.out_features for p in projections], dim=-1)
+        else:
+            q, k, v = self.query_projection(x), self.key_projection(x), self.value_projection(x)
+        out, (S, z) = causal_linear_attention(
+            q, k, v, state=(state.S, state.z), eps=self.eps, num_heads=self.n_heads, pad_mask=pad_mask
+        )
         return self.out_projection(out), LinearAttentionState(S, z)
 
 

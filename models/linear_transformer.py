@@ -29,20 +29,20 @@ from torch import Tensor, nn
 
 from .lm import RecurrentLM, check_tokens
 from .ops.dtypes import state_dtype
-from .ops.linear_attention import causal_linear_attention, mask_pad_positions
+from .ops.linear_attention import causal_linear_attention
 from .state import LinearAttentionState, LinearTransformerState
 
 
 def sinusoidal_encoding(position: Tensor, dim: int) -> Tensor:
     """Sinusoidal encoding of positions ``(...)`` (any float/int tensor) -> ``(..., dim)`` fp32.
 
-    Channel 2i is sin(p / 10000^(2i/dim)) and channel 2i+1 is cos of the same angle.
+    Channel 2i is sin(p w_i) and channel 2i+1 is cos(p w_i), written sin(p w_i + pi/2), with
+    w_i = 10000^(-2i/dim): one product, one sum and one sine per channel (three graph nodes in an export).
     """
-    half = torch.arange(0, dim, 2, device=position.device, dtype=torch.float32)
-    freq = torch.exp(half * (-math.log(10000.0) / dim))
-    angle = position.to(torch.float32).unsqueeze(-1) * freq
-    enc = torch.stack((angle.sin(), angle.cos()), dim=-1).flatten(-2)
-    return enc[..., :dim]
+    channel = torch.arange(dim, device=position.device)
+    odd = (channel % 2).to(torch.float32)
+    freq = torch.exp((channel.to(torch.float32) - odd) * (-math.log(10000.0) / dim))
+    return torch.sin(position.to(torch.float32).unsqueeze(-1) * freq + odd * (math.pi / 2))
 
 
 class LinearSelfAttention(nn.Module):
@@ -58,16 +58,16 @@ class LinearSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, S: Tensor, z: Tensor, pad_mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, L, d_model) from the layer state S (B, H, E, E), z (B, H, E); pad_mask (B, L) bool or None
-        -> (B, L, d_model) and the new S, z. Under TorchScript the attention is the op itself."""
-        B, L, D = x.shape[0], x.shape[1], x.shape[2]
-        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        if pad_mask is not None:
-            k, v = mask_pad_positions(k, v, pad_mask[:, None, :, None])
+        -> (B, L, d_model) and the new S, z. q, k, v stay packed (B, L, H*E), the op's layout, and pads are the
+        op's mask. Under TorchScript the attention is the op itself."""
+        q, k, v = self.qkv(x).split(self.num_heads * self.head_dim, dim=-1)
         if torch.jit.is_scripting():
-            out, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S, z, self.eps)
+            out, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S, z, pad_mask, self.eps, self.num_heads, 0)
         else:
-            out, (S, z) = causal_linear_attention(q, k, v, state=(S, z), eps=self.eps)
-        return self.out(out.transpose(1, 2).reshape(B, L, D)), S, z
+            out, (S, z) = causal_linear_attention(
+                q, k, v, state=(S, z), eps=self.eps, num_heads=self.num_heads, pad_mask=pad_mask
+            )
+        return self.out(out), S, z
 
 
 class Block(nn.Module):
@@ -167,9 +167,10 @@ class LinearTransformerLM(RecurrentLM):
         if self.positions == "sinusoidal":
             position = state[n - 1]
             keep = torch.ones_like(tokens, dtype=position.dtype) if pad is None else (~pad).to(position.dtype)
-            index = position[:, None] + keep.cumsum(1) - keep  # pads repeat the next real index
-            x = x + sinusoidal_encoding(index, self.d_model).to(x.dtype)
-            position = position + keep.sum(1)
+            # the index of each step, then the next one: pads repeat the next real index
+            running = torch.cat((position[:, None], keep), 1).cumsum(1)  # (B, L + 1)
+            x = x + sinusoidal_encoding(running[:, :-1], self.d_model).to(x.dtype)
+            position = running[:, -1]
         else:
             position = None
         x = self.drop(x)

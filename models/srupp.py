@@ -26,7 +26,6 @@ from torch.jit import Final
 
 from .ops import linear_attention as _linear_attention
 from .ops.dtypes import state_dtype
-from .ops.linear_attention.padding import mask_pad_positions
 from .sru import SRUCell, dims_text, shape_text
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState, flatten_state
 
@@ -182,8 +181,11 @@ class _AttentionBase(nn.Module):
     def _output(self, attn: Tensor, residual: Tensor) -> Tensor:
         """attn (B, H, L, head_dim), residual (L, B, proj) -> U (L, B, out)."""
         length, batch = residual.shape[0], residual.shape[1]
-        out = attn.permute(2, 0, 1, 3).reshape(length, batch, self.proj_features)
-        out = out * self.alpha + residual
+        return self._output_packed(attn.permute(2, 0, 1, 3).reshape(length, batch, self.proj_features), residual)
+
+    def _output_packed(self, attn: Tensor, residual: Tensor) -> Tensor:
+        """attn (L, B, proj), heads packed, residual (L, B, proj) -> U (L, B, out)."""
+        out = attn * self.alpha + residual
         if self.layer_norm is not None and self.normalize_after:
             out = self.layer_norm(out)
         return self.linear3(self.dropout(out))
@@ -310,8 +312,8 @@ class SRUppLinearAttention(_AttentionBase):
 
     q is NOT scaled by 1/sqrt(head_dim) (the normalisation by ``phi(q)^T z`` takes its place).
     Causal by construction; the state per layer is ``(S (B, H, E, E), z (B, H, E))`` fp32 with
-    E = head_dim, whatever the sequence length. Pad positions get the key
-    :data:`rnnx.models.ops.linear_attention.PAD_KEY` (-1e4, so phi(k) == 0 exactly): they never change ``(S, z)``.
+    E = head_dim, whatever the sequence length. q, k, v stay time-major and packed, (L, B, proj), the op's
+    ``time_major`` layout, and pad steps are the op's mask: they never change ``(S, z)``.
     ``attn_dropout`` has no attention map to act on and is not used.
     """
 
@@ -379,16 +381,19 @@ class SRUppLinearAttention(_AttentionBase):
         TorchScript the attention is the op ``torch.ops.rnnx.causal_linear_attention`` itself."""
         length, batch = input.shape[0], input.shape[1]
         _check_mask_pad(mask_pad, length, batch)
-        q, k, v, residual = self._project(input)
-        if mask_pad is not None:
-            pad = _pad_bool(mask_pad, length, batch, input.device).t()[:, None, :, None]  # (B, 1, L, 1)
-            k, v = mask_pad_positions(k, v, pad)
+        q = residual = self.linear1(input)
+        if self.layer_norm is not None and not self.normalize_after:
+            q = self.layer_norm(q)
+        k, v = self.linear2(q).chunk(2, dim=-1)
+        pad = mask_pad if mask_pad is None or mask_pad.dtype == torch.bool else mask_pad != 0  # (L, B)
         if torch.jit.is_scripting():
-            attn, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S0, z0, self.eps)
+            attn, S, z = torch.ops.rnnx.causal_linear_attention(q, k, v, S0, z0, pad, self.eps, self.num_heads, 1)
         else:
             prev = None if S0 is None or z0 is None else (S0, z0)
-            attn, (S, z) = _linear_attention.causal_linear_attention(q, k, v, prev, eps=self.eps)
-        return self._output(attn, residual), S, z
+            attn, (S, z) = _linear_attention.causal_linear_attention(
+                q, k, v, prev, eps=self.eps, num_heads=self.num_heads, pad_mask=pad, time_major=True
+            )
+        return self._output_packed(attn, residual), S, z
 
 
 TransformModule = Union[SRUppAttention, SRUppLinearAttention, SRUppProjectedLinear]

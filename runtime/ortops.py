@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .build_dirs import CHECKOUT, build_main, native_library_path, user_cache
-from .contract.ops import ALL_OPS, ONNX_DOMAIN
+from .contract.ops import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION
 
 #: The ONNX Runtime C API version of the headers the library is built with; ORT 1.N serves API version N.
 ORT_API_VERSION = 29
@@ -203,6 +203,32 @@ def note_missing() -> None:
             "rnnx: the native rnnx ops need onnxruntime >= %d.%d; this one runs the ops' function bodies",
             *MIN_ONNXRUNTIME,
         )
+
+
+def ops_written_before(metadata: dict[str, Any]) -> list[str]:
+    """The export's rnnx ops (``rnnx.json`` "ops") written for an older rnnx domain version than the library's
+    kernels read, whose layout changed since (the attention of version 1: heads apart); empty when none."""
+    return [
+        str(op.get("name"))
+        for op in metadata.get("ops", [])
+        if int(op.get("version", 1)) < ONNX_DOMAIN_VERSION and op.get("name") in _LAYOUT_CHANGED_SINCE_1
+    ]
+
+
+#: Ops whose native kernel reads a layout of rnnx domain version 2 that version 1 did not have.
+_LAYOUT_CHANGED_SINCE_1 = frozenset({CAUSAL_LINEAR_ATTENTION.onnx_name})
+
+
+def note_older_ops(where: str, names: list[str]) -> None:
+    """Logs (logger ``rnnx.runtime``, warning) that an export's ``names`` run on their function bodies: the
+    library's kernels read a newer layout (ONNX Runtime picks the body for the older node by itself)."""
+    _logger.warning(
+        "rnnx: %s was exported with rnnx ops version 1; its %s runs on the function body, not the native kernel "
+        "(version %d); re-export it with this rnnx for the native kernel",
+        where,
+        ", ".join(names),
+        ONNX_DOMAIN_VERSION,
+    )
 
 
 def register(session_options: Any, path: Optional[Path] = None) -> Path:

@@ -27,6 +27,7 @@ One session is meant for one thread at a time: concurrent use raises instead of 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -43,11 +44,21 @@ from .state import State, check_host_state, load_state_file
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _as_int_array(tokens: Any, name: str) -> np.ndarray:
     """Numpy / torch / nested lists -> int64 array; floats and bools are rejected by name."""
-    if hasattr(tokens, "detach"):
+    if type(tokens) is np.ndarray and tokens.dtype == _INT64:
+        return tokens
+    if type(tokens) is not list and hasattr(tokens, "detach"):
         tokens = tokens.detach().cpu().numpy()
     arr = np.asarray(tokens)
+    if arr.dtype == _INT64:
+        return arr
+    kind = arr.dtype.kind
+    if kind == "i" or kind == "u":
+        return arr.astype(np.int64)
     if arr.dtype == object:
         raise InputError(f"{name}: ragged or non-numeric input; expected integers")
     if arr.size and not np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
@@ -78,12 +89,16 @@ class StatefulSession:
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
-        if not self._guard.acquire(blocking=False):
-            raise RnnxRuntimeError("session is in use by another thread; use one session per thread")
+        self._acquire()
         try:
             yield
         finally:
             self._guard.release()
+
+    def _acquire(self) -> None:
+        """Takes the session's guard (released by the caller), or raises when another thread holds it."""
+        if not self._guard.acquire(blocking=False):
+            raise RnnxRuntimeError("session is in use by another thread; use one session per thread")
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -153,8 +168,8 @@ class StatefulSession:
                 )
             given = {**dict(zip((t.name for t in specs), values)), **named}
         missing = [t.name for t in specs if t.name not in given]
-        unknown = sorted(set(given) - {t.name for t in specs})
-        if missing or unknown:
+        if missing or len(given) != len(specs):
+            unknown = sorted(set(given) - {t.name for t in specs})
             raise InputError(f"inputs: missing {missing}, unknown {unknown}; the model takes {[t.name for t in specs]}")
         feeds, sizes = {}, {}
         for spec in specs:
@@ -192,24 +207,38 @@ class StatefulSession:
         feeds = self._feeds(inputs, named)
         batch = self.backend.batch_of(feeds)
         state = state if state is not None else self.state
-        with self._exclusive():
+        self._acquire()
+        try:
             if state is None:
                 state, donate = State(self.backend, self.backend.init_state(batch)), True
             else:
                 self._check_state(state, batch if self.backend.state_specs else None)
             outputs, state.inner = self.backend.run(feeds, state.inner, donate=bool(donate))
             self.state = state
+        finally:
+            self._guard.release()
         return outputs
 
 
+_KINDS = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
+
+
+@functools.cache
+def _numpy_dtype(name: str) -> np.dtype:
+    """:func:`numpy_dtype`, once per dtype name."""
+    return numpy_dtype(name)
+
+
 def _as_array(value: Any, spec: TensorSpec) -> np.ndarray:
-    """One data input as a C-contiguous host array of ``spec``'s dtype; InputError for another kind."""
+    """One data input as a C-contiguous host array of ``spec``'s dtype; InputError for another kind. An array
+    that already is one is returned as it is."""
+    want = _numpy_dtype(spec.dtype)
+    if type(value) is np.ndarray and value.dtype == want and value.ndim and value.flags.c_contiguous:
+        return value
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     arr = np.asarray(value)
-    want = numpy_dtype(spec.dtype)
-    kinds = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
-    if arr.dtype == object or kinds.get(arr.dtype.kind) != kinds.get(want.kind):
+    if arr.dtype == object or _KINDS.get(arr.dtype.kind) != _KINDS.get(want.kind):
         raise InputError(f"{spec.name}: expected {spec.dtype} values, got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=want)
 
@@ -225,12 +254,32 @@ class Session(StatefulSession):
                 f"{backend.metadata.get('interface')!r}); use StatefulSession / rnnx.runtime.load"
             )
         super().__init__(backend)
+        self._masks: dict[int, np.ndarray] = {}
 
     @property
     def vocab_size(self) -> int:
         return int(self.backend.vocab_size)
 
+    def _step_mask(self, batch: int) -> np.ndarray:
+        """A (batch, 1) int64 attention mask of ones, made once per batch size (the last 16 kept) and passed to
+        every step of that size: backends only read their inputs."""
+        mask = self._masks.get(batch)
+        if mask is None:
+            if len(self._masks) >= 16:
+                self._masks.clear()
+            mask = self._masks[batch] = np.ones((batch, 1), np.int64)
+        return mask
+
     def _check_vocab(self, tokens: np.ndarray, mask: np.ndarray, name: str) -> None:
+        """InputError for a real token (``mask`` != 0) outside ``[0, V)``. When every token is in range (the
+        common case: one min / max, of Python ints for a small array) the mask is never looked at."""
+        vocab = self.backend.vocab_size
+        if tokens.size <= 64:
+            flat = tokens.ravel().tolist()
+            if not flat or (0 <= min(flat) and max(flat) < vocab):
+                return
+        elif 0 <= tokens.min() and tokens.max() < vocab:
+            return
         real = tokens[mask.astype(bool)]
         bad = real[(real < 0) | (real >= self.vocab_size)]
         if bad.size:
@@ -330,11 +379,15 @@ class Session(StatefulSession):
             raise InputError("state: no current state; call prefill() first or pass a state")
         self._check_state(state)
         ids = self._step_tokens(tokens, state.batch)
-        mask = np.ones_like(ids) if active is None else np.asarray(active, dtype=bool).reshape(-1, 1).astype(np.int64)
-        if mask.shape != ids.shape:
-            raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
+        if active is None:
+            mask = self._step_mask(ids.shape[0])
+        else:
+            mask = np.asarray(active, dtype=bool).reshape(-1, 1).astype(np.int64)
+            if mask.shape != ids.shape:
+                raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
         self._check_vocab(ids, mask, "tokens")
-        with self._exclusive():
+        self._acquire()
+        try:
             outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
             state.inner = inner
             out = outputs[LOGITS][:, 0]
@@ -342,6 +395,8 @@ class Session(StatefulSession):
                 state.last_logits = out.copy()
             else:
                 state.last_logits = np.where(mask.astype(bool), out, state.last_logits)
+        finally:
+            self._guard.release()
         return out
 
     def generate(

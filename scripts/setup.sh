@@ -6,6 +6,39 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 pipi() { "$PY" -m pip install --disable-pip-version-check --no-input "$@"; }
 
+# The long steps mostly keep one core busy, so after the quick ones they run side by side (CI has 2 cores):
+# the peer packages (fast-transformers' source build, the Triton venv) and the torch-linked kernels each in a
+# background lane, the CMake builds in the foreground. A lane's output goes to .cache/setup/<lane>.log and is
+# printed when it ends; setup fails if any lane failed.
+lane_names=()
+lane_pids=()
+lane() {
+  local name=$1
+  shift
+  mkdir -p .cache/setup
+  echo "setup: lane $name started (log: .cache/setup/$name.log)"
+  (
+    start=$SECONDS
+    "$@"
+    echo "setup: lane $name took $((SECONDS - start)) s"
+  ) >".cache/setup/$name.log" 2>&1 &
+  lane_names+=("$name")
+  lane_pids+=("$!")
+}
+wait_lanes() {
+  local i failed=0
+  for i in "${!lane_pids[@]}"; do
+    if wait "${lane_pids[$i]}"; then
+      echo "setup: lane ${lane_names[$i]} done:"
+    else
+      echo "setup: lane ${lane_names[$i]} FAILED:"
+      failed=1
+    fi
+    sed 's/^/  /' ".cache/setup/${lane_names[$i]}.log"
+  done
+  return "$failed"
+}
+
 # A machine that already has torch (a CUDA build on a GPU box, say) keeps it; otherwise take the
 # CPU build, so that the loose `torch` requirement never pulls a multi-GB CUDA build.
 if "$PY" -c "import torch" 2>/dev/null; then
@@ -30,15 +63,42 @@ done
 # pytorch-fast-transformers 0.4.0 (what rnnx.models.fast_transformers converts) ships only an sdist. Its
 # setup.py adds CUDA extensions whenever `nvcc` runs, and those no longer compile, so it is built
 # against the installed torch (no build isolation) with every PATH entry holding an nvcc left out.
-if "$PY" -c "import fast_transformers" 2>/dev/null; then
-  echo "setup: keeping pytorch-fast-transformers $("$PY" -c 'import fast_transformers; print(fast_transformers.__version__)')"
-else
-  echo "setup: building pytorch-fast-transformers==0.4.0 from source, CPU kernels only (about 5 minutes)"
-  py_exe=$("$PY" -c "import sys; print(sys.executable)")
-  path_without_nvcc=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [ -x "$dir/nvcc" ] || echo "$dir"; done | paste -sd: -)
-  PATH="$path_without_nvcc" CUDA_HOME="" "$py_exe" -m pip install --disable-pip-version-check --no-input \
-    --no-build-isolation pytorch-fast-transformers==0.4.0
-fi
+fast_transformers() {
+  if "$PY" -c "import fast_transformers" 2>/dev/null; then
+    echo "setup: keeping pytorch-fast-transformers $("$PY" -c 'import fast_transformers; print(fast_transformers.__version__)')"
+  else
+    echo "setup: building pytorch-fast-transformers==0.4.0 from source, CPU kernels only (about 5 minutes)"
+    py_exe=$("$PY" -c "import sys; print(sys.executable)")
+    path_without_nvcc=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [ -x "$dir/nvcc" ] || echo "$dir"; done | paste -sd: -)
+    PATH="$path_without_nvcc" CUDA_HOME="" "$py_exe" -m pip install --disable-pip-version-check --no-input \
+      --no-build-isolation pytorch-fast-transformers==0.4.0
+  fi
+}
+
+# Triton Inference Server for the serving tests: the tritonserver binary (Python backend only, no GPU
+# needed) ships in the nvidia-pytriton wheel. It goes into its own venv (it pins numpy < 2), with
+# tritonclient, ONNX Runtime and rnnx itself (editable, no torch): the Python backend's stub runs the
+# model with that venv's python. The stub is copied where the server looks for it.
+triton_venv() {
+  local venv=".cache/triton/venv"
+  if [ -f "$venv/.rnnx-ready" ]; then
+    return
+  fi
+  echo "setup: creating $venv (nvidia-pytriton 0.7.0 = Triton 2.51, tritonclient, onnxruntime, rnnx)"
+  rm -rf "$venv"
+  "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    nvidia-pytriton==0.7.0 "tritonclient[grpc]==2.73.0" "onnxruntime>=1.31" "click>=8" "safetensors>=0.4"
+  "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps -e .
+  "$venv/bin/python" - <<'PYEOF'
+import pathlib, shutil, sys
+import pytriton
+server = pathlib.Path(pytriton.__file__).parent / "tritonserver"
+stub = server / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / "triton_python_backend_stub"
+shutil.copy2(stub, server / "backends" / "python" / stub.name)
+PYEOF
+  touch "$venv/.rnnx-ready"
+}
 
 # TensorRT headers for building the plugins: TENSORRT_ROOT or a system install wins; otherwise the
 # public TensorRT 10.14 headers shipped in the PyPI wheel kernel-lens==2.0.1 (headers only).
@@ -65,32 +125,23 @@ PYEOF
   rm -rf "$tmp"
 fi
 
-# Triton Inference Server for the serving tests: the tritonserver binary (Python backend only, no GPU
-# needed) ships in the nvidia-pytriton wheel. It goes into its own venv (it pins numpy < 2), with
-# tritonclient, ONNX Runtime and rnnx itself (editable, no torch): the Python backend's stub runs the
-# model with that venv's python. The stub is copied where the server looks for it.
-triton_venv=".cache/triton/venv"
-if [ ! -f "$triton_venv/.rnnx-ready" ]; then
-  echo "setup: creating $triton_venv (nvidia-pytriton 0.7.0 = Triton 2.51, tritonclient, onnxruntime, rnnx)"
-  rm -rf "$triton_venv"
-  "$PY" -m venv "$triton_venv"
-  "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
-    nvidia-pytriton==0.7.0 "tritonclient[grpc]==2.73.0" "onnxruntime>=1.31" "click>=8" "safetensors>=0.4"
-  "$triton_venv/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps -e .
-  "$triton_venv/bin/python" - <<'PYEOF'
-import pathlib, shutil, sys
-import pytriton
-server = pathlib.Path(pytriton.__file__).parent / "tritonserver"
-stub = server / "python_backend_stubs" / f"{sys.version_info.major}.{sys.version_info.minor}" / "triton_python_backend_stub"
-shutil.copy2(stub, server / "backends" / "python" / stub.name)
-PYEOF
-  touch "$triton_venv/.rnnx-ready"
-fi
-
 # Every native library through the one build entry (each is incremental; one whose tools are missing is
 # skipped with the reason): the SRU scan CPU kernel, librnnx_torch_ops (libtorch programs), the TensorRT plugin
 # library (nvcc + cmake, no GPU or TensorRT needed) with its C++ tests, rnnx's ONNX Runtime ops (headers from an
-# npm package, fetched once and integrity checked) and the native runtime (C API) with its sanitizer build.
-echo "setup: building the native libraries (python3 -m rnnx.plugins.build)"
-"$PY" -m rnnx.plugins.build
+# npm package, fetched once and integrity checked) and the native runtime (C API) with its sanitizer build. The two
+# torch-linked libraries (one g++ each) build in a lane beside the CMake ones (which use every core).
+peers() {
+  fast_transformers
+  triton_venv
+}
+lane peers peers
+lane kernels "$PY" -m rnnx.plugins.build --only cpu-kernel,libtorch-ops
+echo "setup: building the other native libraries (python3 -m rnnx.plugins.build)"
+status=0
+"$PY" -m rnnx.plugins.build --skip cpu-kernel,libtorch-ops || status=$?
+wait_lanes || status=1
+if [ "$status" -ne 0 ]; then
+  echo "setup: FAILED (see above)"
+  exit "$status"
+fi
 echo "setup: done"

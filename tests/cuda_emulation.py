@@ -54,24 +54,9 @@ class EmulatedKernels:
         lib.rnnx_emu_sru_scan_forward.restype = i
         lib.rnnx_emu_causal_linear_attention_workspace_size.argtypes = [i, i, i, i, i, i]
         lib.rnnx_emu_causal_linear_attention_workspace_size.restype = ctypes.c_size_t
-        lib.rnnx_emu_causal_linear_attention_forward.argtypes = [
-            i,
-            i,
-            i,
-            i,
-            i,
-            f,
-            i,
-            vp,
-            vp,
-            vp,
-            fp,
-            fp,
-            vp,
-            fp,
-            fp,
-            vp,
-        ]
+        # batch, heads, length, dim_k, dim_v, eps, time_major, dtype, q, k, v, S0, z0, mask_pad, out, S_last,
+        # z_last, workspace
+        lib.rnnx_emu_causal_linear_attention_forward.argtypes = [i, i, i, i, i, f, i, i, *[vp] * 10]
         lib.rnnx_emu_causal_linear_attention_forward.restype = i
         lib.rnnx_emu_set_schedule.argtypes = [i, ctypes.c_uint64]
         lib.rnnx_emu_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
@@ -149,16 +134,22 @@ class EmulatedKernels:
         v: torch.Tensor,
         S0: Optional[torch.Tensor],
         z0: Optional[torch.Tensor],
+        mask_pad: Optional[torch.Tensor],
         out: torch.Tensor,
         S_last: torch.Tensor,
         z_last: torch.Tensor,
         eps: float,
+        num_heads: int,
+        time_major: bool = False,
     ) -> None:
-        """causalLinearAttentionForward: q, k (B, H, L, E), v (B, H, L, M), S0 (B, H, E, M) / z0 (B, H, E)
-        fp32 | None; writes out (B, H, L, M) and S_last / z_last (may be S0 / z0)."""
-        B, H, L, E = q.shape
-        M = v.shape[-1]
+        """causalLinearAttentionForward, heads packed: q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) bool |
+        None, all (L, B, ...) when ``time_major``; S0 (B, H, E, M) / z0 (B, H, E) fp32 | None; writes out (q's
+        leading axes, H*M) and S_last / z_last (may be S0 / z0)."""
+        B, L = (q.shape[1], q.shape[0]) if time_major else (q.shape[0], q.shape[1])
+        H = num_heads
+        E, M = q.shape[-1] // H, v.shape[-1] // H
         code = DTYPE_CODES[q.dtype]
+        mask = None if mask_pad is None else (mask_pad != 0).to(torch.uint8).contiguous()
         workspace_bytes = self._lib.rnnx_emu_causal_linear_attention_workspace_size(B, H, L, E, M, code)
         workspace = torch.empty(max(1, workspace_bytes), dtype=torch.uint8)
         status = self._lib.rnnx_emu_causal_linear_attention_forward(
@@ -168,12 +159,14 @@ class EmulatedKernels:
             E,
             M,
             eps,
+            int(time_major),
             code,
             _ptr(q),
             _ptr(k),
             _ptr(v),
             _ptr(S0),
             _ptr(z0),
+            _ptr(mask),
             _ptr(out),
             _ptr(S_last),
             _ptr(z_last),

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from rnnx.models.ops.linear_attention.naive import causal_linear_attention_quadratic
+from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
 from rnnx.models.ops.sru import sru_scan_naive
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -32,7 +32,8 @@ SRU_CONFIGS = [
     (2, 3, False, False, False),
 ]
 SRU_SHAPES = [(1, 1, 5), (13, 3, 37), (70, 4, 130)]  # (L, B, d)
-LA_PREFILL_SHAPES = [(1, 1, 2, False), (2, 3, 64, True), (2, 2, 157, True)]  # (B, H, L, with state)
+#: (B, H, L, with state, time_major, with mask): one chunk, exactly one, and three chunks with a partial one
+LA_PREFILL_SHAPES = [(1, 1, 2, False, False, False), (2, 3, 64, True, True, True), (3, 2, 157, True, False, True)]
 
 
 def sru_config_id(config: tuple) -> str:
@@ -74,6 +75,25 @@ def sru_reference(U, x, weight_c, bias, c0, mask_pad, **attrs):
     )
 
 
+def la_mask(B: int, L: int, seed: int, time_major: bool = False, device: str = "cpu") -> torch.Tensor:
+    """mask_pad (B, L) bool, non-zero = pad ((L, B) when ``time_major``). Rows take turns: b % 4 == 0 pads
+    at both ends and in the middle (a pad at every L = 1 step), 1 random pads (about one in three), 2 none,
+    3 nothing but pads."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(B, L, dtype=torch.bool)
+    for b in range(B):
+        kind = b % 4
+        if kind == 0:
+            mask[b, : min(L, 3)] = True
+            mask[b, max(0, L - 2) :] = True
+            mask[b, L // 2 : L // 2 + 4] = True
+        elif kind == 1:
+            mask[b] = torch.rand(L, generator=g) < 0.33
+        elif kind == 3:
+            mask[b] = True
+    return (mask.t().contiguous() if time_major else mask).to(device)
+
+
 def la_inputs(
     B: int,
     H: int,
@@ -86,30 +106,49 @@ def la_inputs(
     state: bool = True,
     qk_scale: float = 0.5,
     qk_shift: float = 0.0,
+    time_major: bool = False,
+    mask: bool = False,
 ):
-    """(q, k, v, S0, z0) on ``device``; q, k ~ shift + scale * N(0, 1), v ~ N(0, 1); S0, z0 fp32 or None."""
+    """(q, k, v, S0, z0, mask_pad) on ``device`` in the op's layout: heads packed, q, k (B, L, H*E), v (B, L, H*M),
+    mask_pad (B, L) bool or None -- (L, B, ...) when ``time_major``; q, k ~ shift + scale * N(0, 1),
+    v ~ N(0, 1); S0 (B, H, E, M), z0 (B, H, E) fp32 or None. mask_pad: :func:`la_mask`."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape, scale=0.5, shift=0.0, dt=dtype):
         return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale + shift).to(dt).to(device)
 
-    q = rnd(B, H, L, E, scale=qk_scale, shift=qk_shift)
-    k = rnd(B, H, L, E, scale=qk_scale, shift=qk_shift)
-    v = rnd(B, H, L, M, scale=1.0)
+    lead = (L, B) if time_major else (B, L)
+    q = rnd(*lead, H * E, scale=qk_scale, shift=qk_shift)
+    k = rnd(*lead, H * E, scale=qk_scale, shift=qk_shift)
+    v = rnd(*lead, H * M, scale=1.0)
     S0 = rnd(B, H, E, M, dt=torch.float32) if state else None
     z0 = (torch.rand(B, H, E, generator=g, dtype=torch.float64) * 4).float().to(device) if state else None
-    return q, k, v, S0, z0
+    mask_pad = la_mask(B, L, seed, time_major, device) if mask else None
+    return q, k, v, S0, z0, mask_pad
 
 
-def la_reference(q, k, v, S0: Optional[torch.Tensor], z0: Optional[torch.Tensor], eps: float = 1e-6):
-    """(out, S, z) in fp64 on the inputs' device."""
-    return causal_linear_attention_quadratic(
+def la_reference(
+    q,
+    k,
+    v,
+    S0: Optional[torch.Tensor],
+    z0: Optional[torch.Tensor],
+    mask_pad: Optional[torch.Tensor],
+    num_heads: int,
+    time_major: bool = False,
+    eps: float = 1e-6,
+):
+    """(out, S, z) in fp64 on the inputs' device, from the naive twin on the op's layout (out like v)."""
+    return causal_linear_attention_packed(
         q.double(),
         k.double(),
         v.double(),
+        num_heads,
         None if S0 is None else S0.double(),
         None if z0 is None else z0.double(),
+        mask_pad,
         eps,
+        time_major,
     )
 
 

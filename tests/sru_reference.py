@@ -1,9 +1,13 @@
 """Run a published ``sru`` package (asappresearch) in a subprocess and hand its results to the tests.
 
-Why a subprocess: ``import sru`` JIT-compiles a C++ extension (about 25 s the first time, cached
+Why a subprocess: ``import sru`` JIT-compiles C++ extensions (about 25 s each the first time, cached
 afterwards), and sru 2.6.0 and 3.0.0.dev6 are both the package ``sru``, so they cannot share a
 process — nor should they share one with rnnx. Batch every configuration of a test module into one
 :func:`run_reference` call (a session-scoped fixture) so the import is paid once.
+
+Every child imports sru through :func:`import_sru`, which builds sru's extensions by their sources'
+content (the two versions ship the same ``sru_cpu_impl.cpp``: one build serves both, in every checkout),
+and keeps the parent's extension cache, so rnnx's own kernel, built by ``scripts/setup.sh``, is reused.
 
 A *case* is a dict (only ``name`` is required)::
 
@@ -30,14 +34,17 @@ puts them there); ``RNNX_SRU26_PATH`` / ``RNNX_SRU30_PATH`` point elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Optional
 
 import torch
@@ -91,20 +98,72 @@ def require_reference(version: str) -> Path:
 def _child_env(ref_dir: Path, allow_cuda: bool) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ref_dir)] + [p for p in [env.get("PYTHONPATH")] if p])
-    # ninja from this interpreter's environment, for torch's JIT build
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    # one extension cache per reference copy: 2.6 and 3.0 both build "sru_cpu" from different paths
-    base = Path(env.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
-    suffix = "" if allow_cuda else "-cpu"
-    env["TORCH_EXTENSIONS_DIR"] = str(base / f"rnnx-reference-{ref_dir.name}{suffix}")
+    if shutil.which("ninja") is None:
+        # ninja from this interpreter's environment, for torch's JIT build (only when PATH has none: rnnx's
+        # extension names hash the ninja found, and the child should find the parent's build of its kernel)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if not allow_cuda:
         # sru tries to build its CUDA kernels on import; point it at no CUDA so it falls back to
         # its dummy CPU stub at once instead of compiling .cu files we never run
-        env["CUDA_HOME"] = str(Path(env["TORCH_EXTENSIONS_DIR"]) / "no-cuda")
+        env["CUDA_HOME"] = str(ref_dir / "no-cuda")
         env.pop("CUDA_PATH", None)
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+#: Folder (in torch's extension cache) holding copies of sru's extension sources, one subfolder per content hash.
+SOURCES_BY_CONTENT = "rnnx-reference-sources"
+
+
+def _load_by_content(load: Any) -> Any:
+    """torch's ``cpp_extension.load`` taking its sources from a folder named by their content.
+
+    sru builds ``sru_cpu`` / ``sru_cuda`` from the files in its own folder. torch rebuilds an extension whose
+    recorded build command changed, and the source paths are in it, so two copies of sru sharing one cache
+    rebuild each other's extensions on every import. Copies of the sources under a hash of their bytes, and the
+    name suffixed with that hash, make one build per distinct source, shared by the copies (2.6.0 and 3.0.0.dev6
+    ship the same ``sru_cpu_impl.cpp``) and by every checkout; what gets compiled, and how, is unchanged.
+    """
+    from torch.utils.cpp_extension import get_default_build_root
+
+    def load_by_content(name: str, sources: Any, *args: Any, **kwargs: Any) -> Any:
+        paths = [Path(s) for s in ([sources] if isinstance(sources, (str, Path)) else sources)]
+        digest = hashlib.sha256()
+        for path in paths:
+            for part in (path.name.encode(), path.read_bytes()):
+                digest.update(len(part).to_bytes(8, "little") + part)
+        key = digest.hexdigest()[:12]
+        root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+        folder = root / SOURCES_BY_CONTENT / key
+        folder.mkdir(parents=True, exist_ok=True)
+        copies = []
+        for path in paths:
+            copy = folder / path.name
+            if not copy.is_file():  # kept as it is once there: its mtime must not make ninja rebuild
+                partial = folder / f".{path.name}.{os.getpid()}"
+                shutil.copyfile(path, partial)
+                os.replace(partial, copy)
+            copies.append(str(copy))
+        return load(f"{name}_{key}", copies, *args, **kwargs)
+
+    return load_by_content
+
+
+def import_sru() -> ModuleType:
+    """``import sru`` in a child (the reference folder on ``PYTHONPATH``), its extensions built by content."""
+    import warnings
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    load = cpp_extension.load
+    cpp_extension.load = _load_by_content(load)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module("sru")
+    finally:
+        cpp_extension.load = load
 
 
 def run_reference(
@@ -194,11 +253,7 @@ def _main(spec_path: str, out_path: str) -> int:
     spec = torch.load(spec_path, weights_only=False)
     ref_dir = Path(spec["ref_dir"]).resolve()
     try:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sru = importlib.import_module("sru")
+        sru = import_sru()
     except Exception:
         traceback.print_exc()
         return _IMPORT_FAILED

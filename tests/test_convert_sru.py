@@ -369,7 +369,7 @@ def _child(version: str, out_path: str) -> int:
     """Child entry point: imports sru (from the reference folder on PYTHONPATH), runs the cases."""
     ref_dir = sru_reference.reference_dir(version)
     try:
-        import sru
+        sru = sru_reference.import_sru()
     except Exception:
         traceback.print_exc()
         return _IMPORT_FAILED

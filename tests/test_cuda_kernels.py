@@ -18,6 +18,7 @@ from kernel_cases import (
     SRU_SHAPES,
     assert_la_close,
     la_inputs,
+    la_mask,
     la_reference,
     sru_config_id,
     sru_inputs,
@@ -86,7 +87,21 @@ def test_sru_scan_prefill_then_step_and_in_place(dtype):
 
 
 # ---------------------------------------------------------------------------------------------
-# Causal linear attention
+# Causal linear attention: the op's layout, heads packed, q (B, L, H*E) or time-major (L, B, H*E)
+
+
+def _op(q, k, v, S0, z0, mask_pad, H, time_major=False):
+    """rnnx::causal_linear_attention on CUDA tensors: the registered CUDA kernel."""
+    return causal_linear_attention_op(q, k, v, S0, z0, mask_pad, 1e-6, H, int(time_major))
+
+
+def _time_slice(x, t0, t1, time_major):
+    """Steps [t0, t1) of a (B, L, ...) tensor, or of an (L, B, ...) one when ``time_major``; contiguous."""
+    return (x[t0:t1] if time_major else x[:, t0:t1]).contiguous()
+
+
+def _mask_u8(mask_pad):
+    return None if mask_pad is None else mask_pad.to(torch.uint8).contiguous()
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -94,68 +109,92 @@ def test_sru_scan_prefill_then_step_and_in_place(dtype):
 @pytest.mark.parametrize("M", DIMS)
 def test_linear_attention_prefill_matches_reference(dtype, E, M):
     _ext()
-    for seed, (B, H, L, state) in enumerate(LA_PREFILL_SHAPES):
-        q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, seed, "cuda", state)
-        got = causal_linear_attention_op(q, k, v, S0, z0, 1e-6)
-        assert got[0].dtype == dtype and got[1].dtype == torch.float32
-        assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+    for seed, (B, H, L, state, time_major, mask) in enumerate(LA_PREFILL_SHAPES):
+        q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cuda", state, time_major=time_major, mask=mask)
+        got = _op(q, k, v, S0, z0, m, H, time_major)
+        assert got[0].dtype == dtype and got[1].dtype == torch.float32 and got[0].shape == v.shape
+        assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
+@pytest.mark.parametrize("E,M,H", [(64, 32, 3), (32, 128, 2), (128, 64, 2), (48, 80, 2), (8, 24, 4)])
+def test_linear_attention_mask_and_layouts(dtype, time_major, E, M, H):
+    """Pads at both ends, in the middle, rows of nothing but pads and rows without any, both layouts, several heads
+    with E != M: the chunked kernel (L = 150, three chunks), the per-token path (48 / 80, 8 / 24) and an L = 1
+    decode step. A pad step carries the state and still has its output."""
+    _ext()
+    B = 4
+    for seed, L in enumerate((150, 9, 1)):
+        for state in (True, False):
+            q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cuda", state, time_major=time_major, mask=True)
+            got = _op(q, k, v, S0, z0, m, H, time_major)
+            assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+            _, S, z = got  # row b = 3 is nothing but pads: its state is carried exactly
+            assert torch.equal(S[3], S0[3] if state else torch.zeros_like(S[3]))
+            assert torch.equal(z[3], z0[3] if state else torch.zeros_like(z[3]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_linear_attention_pads_equal_the_sequence_without_them(dtype):
+    """The answer at the real steps of a padded row equals the answer for the row with its pads removed."""
+    _ext()
+    H, E, M, L = 2, 64, 32, 140
+    q, k, v, S0, z0, _ = la_inputs(1, H, L, E, M, dtype, 17, "cuda")
+    m = la_mask(1, L, 17, device="cuda")
+    out, S, z = _op(q, k, v, S0, z0, m, H)
+    keep = ~m[0]
+    out_c, S_c, z_c = _op(q[:, keep], k[:, keep], v[:, keep], S0, z0, None, H)
+    assert_la_close((out[:, keep], S, z), (out_c.double(), S_c.double(), z_c.double()), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(dtype, E, M):
     _ext()
+    H = 2
     for L in (1, 9):  # L = 1: decode kernel; 48 / 80: one step per token for every L
-        q, k, v, S0, z0 = la_inputs(3, 2, L, E, M, dtype, L, "cuda")
-        assert_la_close(causal_linear_attention_op(q, k, v, S0, z0, 1e-6), la_reference(q, k, v, S0, z0), dtype)
+        for mask in (False, True):
+            q, k, v, S0, z0, m = la_inputs(3, H, L, E, M, dtype, L, "cuda", mask=mask)
+            assert_la_close(_op(q, k, v, S0, z0, m, H), la_reference(q, k, v, S0, z0, m, H), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(32, 32), (64, 64), (128, 128)])
-def test_linear_attention_prefill_then_step_in_place(dtype, E, M):
-    """Prefill n tokens then single steps, the state updated in place (S_last / z_last alias S0 / z0),
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
+def test_linear_attention_prefill_then_step_in_place(dtype, E, M, time_major):
+    """Prefill n tokens then single steps, the state updated in place (S_last / z_last alias S0 / z0), with pads,
     equals one pass over all tokens; (128, 128) splits M into several tiles (z0 via the workspace)."""
     ext = _ext()
     B, H, L, n = 2, 3, 100, 70
-    q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, 11, "cuda")
-    out_all, S_all, z_all = causal_linear_attention_op(q, k, v, S0, z0, 1e-6)
+    q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, 11, "cuda", time_major=time_major, mask=True)
+    out_all, S_all, z_all = _op(q, k, v, S0, z0, m, H, time_major)
     S, z = S0.clone(), z0.clone()
-    outs = [q.new_empty((B, H, n, M))]
-    ext.causal_linear_attention(
-        q[:, :, :n].contiguous(),
-        k[:, :, :n].contiguous(),
-        v[:, :, :n].contiguous(),
-        S,
-        z,
-        outs[0],
-        S,
-        z,
-        1e-6,
-        _stream(),
-    )
-    for t in range(n, L):
-        o = q.new_empty((B, H, 1, M))
-        sl = slice(t, t + 1)
-        ext.causal_linear_attention(
-            q[:, :, sl].contiguous(), k[:, :, sl].contiguous(), v[:, :, sl].contiguous(), S, z, o, S, z, 1e-6, _stream()
-        )
+    m8 = _mask_u8(m)
+    outs = []
+    for t0, t1 in [(0, n)] + [(t, t + 1) for t in range(n, L)]:
+        qs, ks, vs, ms = (_time_slice(x, t0, t1, time_major) for x in (q, k, v, m8))
+        o = torch.empty_like(vs)
+        ext.causal_linear_attention(qs, ks, vs, S, z, ms, o, S, z, 1e-6, H, time_major, _stream())
         outs.append(o)
     torch.cuda.synchronize()
-    assert_la_close((torch.cat(outs, dim=2), S, z), (out_all.double(), S_all.double(), z_all.double()), dtype)
-    assert_la_close((torch.cat(outs, dim=2), S, z), la_reference(q, k, v, S0, z0), dtype)
+    got = (torch.cat(outs, dim=0 if time_major else 1), S, z)
+    assert_la_close(got, (out_all.double(), S_all.double(), z_all.double()), dtype)
+    assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_linear_attention_in_place_prefill_equals_out_of_place(dtype):
     ext = _ext()
     B, H, L, E, M = 2, 4, 130, 128, 128
-    q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, 5, "cuda")
-    out_ref = q.new_empty((B, H, L, M))
+    q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, 5, "cuda", mask=True)
+    m8 = _mask_u8(m)
+    out_ref = torch.empty_like(v)
     S_ref, z_ref = torch.empty_like(S0), torch.empty_like(z0)
-    ext.causal_linear_attention(q, k, v, S0, z0, out_ref, S_ref, z_ref, 1e-6, _stream())
+    ext.causal_linear_attention(q, k, v, S0, z0, m8, out_ref, S_ref, z_ref, 1e-6, H, False, _stream())
     S, z = S0.clone(), z0.clone()
-    out = q.new_empty((B, H, L, M))
-    ext.causal_linear_attention(q, k, v, S, z, out, S, z, 1e-6, _stream())
+    out = torch.empty_like(v)
+    ext.causal_linear_attention(q, k, v, S, z, m8, out, S, z, 1e-6, H, False, _stream())
     torch.cuda.synchronize()
     torch.testing.assert_close(out, out_ref, atol=0, rtol=0)
     torch.testing.assert_close(S, S_ref, atol=0, rtol=0)
@@ -165,14 +204,15 @@ def test_linear_attention_in_place_prefill_equals_out_of_place(dtype):
 def test_cuda_ops_keep_autograd_and_fp64():
     """Backward on CUDA runs the ops' torch code; fp64 inputs run the torch forward."""
     _ext()
-    q, k, v, S0, z0 = la_inputs(1, 2, 33, 32, 32, torch.float32, 3, "cuda")
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(1, H, 33, 32, 32, torch.float32, 3, "cuda", mask=True)
     q.requires_grad_(True)
-    out, S, z = causal_linear_attention_op(q, k, v, S0, z0, 1e-6)
+    out, S, z = _op(q, k, v, S0, z0, m, H)
     (out.sum() + S.sum()).backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
     q64, k64, v64 = q.detach().double(), k.double(), v.double()
-    got = causal_linear_attention_op(q64, k64, v64, S0.double(), z0.double(), 1e-6)
-    ref = la_reference(q64, k64, v64, S0, z0)
+    got = _op(q64, k64, v64, S0.double(), z0.double(), m, H)
+    ref = la_reference(q64, k64, v64, S0, z0, m, H)
     torch.testing.assert_close(got[0], ref[0], atol=1e-10, rtol=1e-10)
 
 
@@ -181,5 +221,6 @@ def test_linear_attention_scores_beyond_half_range(dtype):
     """phi(q) . phi(k) near 8.7e4 (over fp16's 65504) inside a chunk: the scores stay fp32 and the
     tensor cores get A / den in [0, 1]."""
     _ext()
-    q, k, v, S0, z0 = la_inputs(1, 2, 100, 128, 64, dtype, 21, "cuda", state=False, qk_shift=25.0)
-    assert_la_close(causal_linear_attention_op(q, k, v, S0, z0, 1e-6), la_reference(q, k, v, S0, z0), dtype)
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(1, H, 100, 128, 64, dtype, 21, "cuda", state=False, qk_shift=25.0)
+    assert_la_close(_op(q, k, v, S0, z0, m, H), la_reference(q, k, v, S0, z0, m, H), dtype)

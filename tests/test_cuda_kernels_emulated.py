@@ -27,6 +27,7 @@ from kernel_cases import (
     SRU_SHAPES,
     assert_la_close,
     la_inputs,
+    la_mask,
     la_reference,
     sru_config_id,
     sru_inputs,
@@ -69,14 +70,21 @@ def _run_sru(emu, U, x, w, b, c0, m, attrs, c_last=None):
     return h, c_last
 
 
-def _run_la(emu, q, k, v, S0, z0, out=None, S=None, z=None):
-    B, H, L, E = q.shape
-    M = v.shape[-1]
-    out = torch.full((B, H, L, M), float("nan"), dtype=q.dtype) if out is None else out
+def _run_la(emu, q, k, v, S0, z0, mask_pad, H, time_major=False, out=None, S=None, z=None):
+    """The kernel on the op's layout (heads packed, q (B, L, H*E) or (L, B, H*E)); every output starts NaN, so each
+    element must be written. Returns (out like v, S_last (B, H, E, M), z_last (B, H, E))."""
+    B = q.shape[1] if time_major else q.shape[0]
+    E, M = q.shape[-1] // H, v.shape[-1] // H
+    out = torch.full(v.shape, float("nan"), dtype=q.dtype) if out is None else out
     S = torch.full((B, H, E, M), float("nan")) if S is None else S
     z = torch.full((B, H, E), float("nan")) if z is None else z
-    emu.causal_linear_attention(q, k, v, S0, z0, out, S, z, EPS)
+    emu.causal_linear_attention(q, k, v, S0, z0, mask_pad, out, S, z, EPS, H, time_major)
     return out, S, z
+
+
+def _time_slice(x, t0, t1, time_major):
+    """Steps [t0, t1) of a (B, L, ...) tensor, or of an (L, B, ...) one when ``time_major``; contiguous."""
+    return (x[t0:t1] if time_major else x[:, t0:t1]).contiguous()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,43 +140,79 @@ def test_sru_scan_rejects_bad_attributes(emu):
 @pytest.mark.parametrize("E", DIMS)
 @pytest.mark.parametrize("M", DIMS)
 def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
-    for seed, (B, H, L, state) in enumerate(LA_PREFILL_SHAPES):
-        q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state)
+    for seed, (B, H, L, state, time_major, mask) in enumerate(LA_PREFILL_SHAPES):
+        q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=mask)
         emu.reset_stats()
-        got = _run_la(emu, q, k, v, S0, z0)
+        got = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
         stats = emu.stats()
-        assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+        assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
         # One chunked launch; tensor cores exactly where the dtype allows them.
         assert stats.launches == 1
         assert (stats.mma > 0) == (dtype != torch.float32), stats
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
+@pytest.mark.parametrize("E,M,H", [(64, 32, 3), (32, 128, 2), (48, 80, 2), (8, 24, 4)])
+def test_linear_attention_mask_and_layouts(emu, dtype, time_major, E, M, H):
+    """Pads at both ends, in the middle, rows of nothing but pads and rows without any, both layouts, several heads
+    with E != M: the chunked kernel (chunk-crossing L = 150), the per-token path (48 / 80, 8 / 24) and an L = 1
+    decode step. A pad step carries the state and still writes its output."""
+    B = 4
+    for seed, L in enumerate((150, 9, 1)):
+        for state in (True, False):
+            q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=True)
+            assert m.any() and not m.all()
+            got = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
+            assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+            # A row of nothing but pads (b = 3) keeps its state exactly.
+            _, S, z = got
+            assert torch.equal(S[3], S0[3] if state else torch.zeros_like(S[3]))
+            assert torch.equal(z[3], z0[3] if state else torch.zeros_like(z[3]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_linear_attention_pads_equal_the_sequence_without_them(emu, dtype):
+    """The kernels' answer at the real steps of a padded row equals their answer for the same row with its pads
+    removed, and both rows end in the same state: pads in the middle and at the ends change nothing else."""
+    H, E, M, L = 2, 64, 32, 140
+    q, k, v, S0, z0, _ = la_inputs(1, H, L, E, M, dtype, 17, "cpu")
+    m = la_mask(1, L, 17)  # row 0: pads at both ends and in the middle
+    out, S, z = _run_la(emu, q, k, v, S0, z0, m, H)
+    keep = ~m[0]
+    compact = [x[:, keep].contiguous() for x in (q, k, v)]
+    out_c, S_c, z_c = _run_la(emu, *compact, S0, z0, None, H)
+    assert_la_close((out[:, keep], S, z), (out_c.double(), S_c.double(), z_c.double()), dtype)
 
 
 def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context(emu):
     """The prefill kernel's dynamic shared memory attribute is set on its first launch only (it is per device
     and function), and set again when a launch finds it forgotten (a new CUDA context); the outputs stay
     right either way."""
-    q, k, v, S0, z0 = la_inputs(1, 2, 40, 64, 64, torch.float16, 3, "cpu", True)
-    want = la_reference(q, k, v, S0, z0)
-    _run_la(emu, q, k, v, S0, z0)  # whatever earlier tests did: this kernel's attribute is set now
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(1, H, 40, 64, 64, torch.float16, 3, "cpu", True)
+    want = la_reference(q, k, v, S0, z0, m, H)
+    _run_la(emu, q, k, v, S0, z0, m, H)  # whatever earlier tests did: this kernel's attribute is set now
     emu.reset_stats()
     for _ in range(3):
-        assert_la_close(_run_la(emu, q, k, v, S0, z0), want, torch.float16)
+        assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
     assert emu.stats().attribute_calls == 0 and emu.stats().launches == 3
     emu.forget_function_attributes()
     emu.reset_stats()
-    assert_la_close(_run_la(emu, q, k, v, S0, z0), want, torch.float16)
+    assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
     assert emu.stats().attribute_calls == 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):
+    H = 2
     for L in (1, 9):  # L = 1: the decode kernel; 48 / 80: one decode launch per token for every L
-        q, k, v, S0, z0 = la_inputs(3, 2, L, E, M, dtype, L, "cpu")
+        q, k, v, S0, z0, m = la_inputs(3, H, L, E, M, dtype, L, "cpu")
         emu.reset_stats()
-        got = _run_la(emu, q, k, v, S0, z0)
+        got = _run_la(emu, q, k, v, S0, z0, m, H)
         stats = emu.stats()
-        assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+        assert_la_close(got, la_reference(q, k, v, S0, z0, m, H), dtype)
         chunked = L > 1 and E in DIMS and M in DIMS
         assert stats.launches == (1 if chunked else L), stats
         assert stats.mma == 0 or chunked
@@ -176,28 +220,33 @@ def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(32, 32), (64, 64), (128, 128)])
-def test_linear_attention_prefill_then_step_in_place(emu, dtype, E, M):
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
+def test_linear_attention_prefill_then_step_in_place(emu, dtype, E, M, time_major):
     """Prefill n tokens then single steps with S_last / z_last aliasing S0 / z0, equal to one pass over all
-    tokens; (128, 128) splits M into several column tiles, so z0 goes through the workspace."""
+    tokens, with pads in both; (128, 128) splits M into several column tiles, so z0 goes through the workspace."""
     B, H, L, n = 2, 3, 100, 70
-    q, k, v, S0, z0 = la_inputs(B, H, L, E, M, dtype, 11, "cpu")
-    out_all, S_all, z_all = _run_la(emu, q, k, v, S0, z0)
+    q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, 11, "cpu", time_major=time_major, mask=True)
+    out_all, S_all, z_all = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
     S, z = S0.clone(), z0.clone()
-    sl = lambda t0, t1: [t[:, :, t0:t1].contiguous() for t in (q, k, v)]  # noqa: E731
-    outs = [_run_la(emu, *sl(0, n), S, z, S=S, z=z)[0]]
+
+    def part(t0, t1):
+        return [_time_slice(x, t0, t1, time_major) for x in (q, k, v)] + [S, z, _time_slice(m, t0, t1, time_major)]
+
+    outs = [_run_la(emu, *part(0, n), H, time_major, S=S, z=z)[0]]
     for t in range(n, L):
-        outs.append(_run_la(emu, *sl(t, t + 1), S, z, S=S, z=z)[0])
-    got = (torch.cat(outs, dim=2), S, z)
+        outs.append(_run_la(emu, *part(t, t + 1), H, time_major, S=S, z=z)[0])
+    got = (torch.cat(outs, dim=0 if time_major else 1), S, z)
     assert_la_close(got, (out_all.double(), S_all.double(), z_all.double()), dtype)
-    assert_la_close(got, la_reference(q, k, v, S0, z0), dtype)
+    assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_linear_attention_in_place_prefill_equals_out_of_place(emu, dtype):
-    q, k, v, S0, z0 = la_inputs(2, 2, 130, 128, 128, dtype, 5, "cpu")
-    ref = _run_la(emu, q, k, v, S0, z0)
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(2, H, 130, 128, 128, dtype, 5, "cpu", mask=True)
+    ref = _run_la(emu, q, k, v, S0, z0, m, H)
     S, z = S0.clone(), z0.clone()
-    got = _run_la(emu, q, k, v, S, z, S=S, z=z)
+    got = _run_la(emu, q, k, v, S, z, m, H, S=S, z=z)
     for a, b in zip(got, ref):
         assert torch.equal(a, b)
 
@@ -206,23 +255,27 @@ def test_linear_attention_in_place_prefill_equals_out_of_place(emu, dtype):
 def test_linear_attention_scores_beyond_half_range(emu, dtype):
     """phi(q) . phi(k) near 8.7e4 (over fp16's 65504) inside a chunk: the scores stay fp32 and the
     tensor cores get A / den in [0, 1]."""
-    q, k, v, S0, z0 = la_inputs(1, 2, 100, 128, 64, dtype, 21, "cpu", state=False, qk_shift=25.0)
-    assert_la_close(_run_la(emu, q, k, v, S0, z0), la_reference(q, k, v, S0, z0), dtype)
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(1, H, 100, 128, 64, dtype, 21, "cpu", state=False, qk_shift=25.0)
+    assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), la_reference(q, k, v, S0, z0, m, H), dtype)
 
 
 def test_linear_attention_empty_and_invalid(emu):
     # L = 0 copies the state through (or zeros it); zero batch launches nothing.
-    q, k, v, S0, z0 = la_inputs(2, 2, 0, 32, 32, torch.float32, 3, "cpu")
-    _, S, z = _run_la(emu, q, k, v, S0, z0)
+    H = 2
+    q, k, v, S0, z0, m = la_inputs(2, H, 0, 32, 32, torch.float32, 3, "cpu", mask=True)
+    _, S, z = _run_la(emu, q, k, v, S0, z0, m, H)
     assert torch.equal(S, S0) and torch.equal(z, z0)
-    _, S, z = _run_la(emu, q, k, v, None, None)
+    _, S, z = _run_la(emu, q, k, v, None, None, m, H)
     assert not S.any() and not z.any()
     emu.reset_stats()
-    _run_la(emu, *la_inputs(0, 2, 5, 32, 32, torch.float32, 3, "cpu"))
+    q, k, v, S0, z0, m = la_inputs(0, H, 5, 32, 32, torch.float32, 3, "cpu", mask=True)
+    _run_la(emu, q, k, v, S0, z0, m, H)
     assert emu.stats().launches == 0
-    q, k, v, S0, z0 = la_inputs(1, 1, 4, 32, 32, torch.float32, 3, "cpu")
-    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):
-        emu.causal_linear_attention(q, k, v[..., :0], S0, z0, q.new_empty(1, 1, 4, 0), S0.clone(), z0.clone(), EPS)
+    q, k, v, S0, z0, _ = la_inputs(1, 1, 4, 32, 32, torch.float32, 3, "cpu")
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # M = 0
+        empty = q.new_empty(1, 4, 0)
+        emu.causal_linear_attention(q, k, v[..., :0], S0, z0, None, empty, S0.clone(), z0.clone(), EPS, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,13 +286,24 @@ SCHEDULES = [("reversed", 0), ("random", 1), ("random", 2)]
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_results_do_not_depend_on_the_schedule(emu, dtype):
-    la_cases = [(2, 2, 97, 64, 64), (1, 2, 70, 128, 128), (1, 1, 40, 32, 128), (2, 3, 1, 64, 64), (1, 2, 5, 48, 80)]
-    la_inputs_ = [la_inputs(*shape, dtype, i, "cpu") for i, shape in enumerate(la_cases)]
+    # (B, H, L, E, M, time_major, mask)
+    la_cases = [
+        (2, 2, 97, 64, 64, False, True),
+        (1, 2, 70, 128, 128, True, False),
+        (1, 1, 40, 32, 128, False, False),
+        (2, 3, 1, 64, 64, True, True),
+        (1, 2, 5, 48, 80, False, True),
+    ]
+    la_runs = [
+        (la_inputs(B, H, L, E, M, dtype, i, "cpu", time_major=tm, mask=mask), H, tm)
+        for i, (B, H, L, E, M, tm, mask) in enumerate(la_cases)
+    ]
     U, x, w, b, c0, m = sru_inputs(13, 3, 37, 2, 4, dtype, True, 4, "cpu")
     sru_attrs = _sru_attrs(37, 2, 4, True, True)
 
     def run_all():
-        return [_run_la(emu, *inputs) for inputs in la_inputs_] + [_run_sru(emu, U, x, w, b, c0, m, sru_attrs)]
+        la = [_run_la(emu, *inputs, H, tm) for inputs, H, tm in la_runs]
+        return la + [_run_sru(emu, U, x, w, b, c0, m, sru_attrs)]
 
     try:
         emu.set_schedule("in_order")

@@ -52,11 +52,12 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def lm_exports(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, exporter.ExportResult]:
-    """The same LM exported with external data (with the parity check) and as one file (without)."""
+    """The same LM exported with external data (with the parity check) and as one file (without): the default
+    (``external_data=None``), which the size of its tensors decides."""
     root = tmp_path_factory.mktemp("external")
     model = tiny_lm()
     external = export_model(model, root / "external", external_data=True, decode_steps=16)
-    single = export_model(model, root / "single", external_data=False, check=False)
+    single = export_model(model, root / "single", check=False)
     return external.out_dir, single.out_dir, external
 
 
@@ -136,10 +137,10 @@ def test_reexport_without_external_data_removes_the_stale_data_file(lm_exports, 
     assert read_metadata(out)["external_data"]["file"] == DATA and (out / DATA).is_file()
 
 
-def test_auto_threshold_decides(tmp_path: Path, monkeypatch) -> None:
+def test_auto_threshold_decides(lm_exports, tmp_path: Path, monkeypatch) -> None:
     model = tiny_lm()
-    export_model(model, tmp_path / "small", check=False)  # default None, tiny weights: one file
-    assert not (tmp_path / "small" / DATA).exists() and read_metadata(tmp_path / "small")["external_data"] is None
+    small = lm_exports[1]  # default None, tiny weights: one file
+    assert not (small / DATA).exists() and read_metadata(small)["external_data"] is None
     monkeypatch.setattr(stages, "EXTERNAL_DATA_THRESHOLD", 16 << 10)  # the tiny LM has ~100 KiB of tensors
     lines: list[str] = []
     export_model(model, tmp_path / "big", check=False, log=lines.append)

@@ -165,8 +165,8 @@ def test_metadata_content(exported):
     assert meta["outputs"][0] == {"name": "logits", "shape": ["batch", "length", 19], "dtype": "float32"}
     ops = {op["name"]: op for op in meta["ops"]}
     if family != "linear_transformer":
-        assert ops["SRUScan"] == {"name": "SRUScan", "domain": "rnnx", "version": 1,
-                                  "plugin_version": "1", "plugin_namespace": "rnnx"}  # fmt: skip
+        assert ops["SRUScan"] == {"name": "SRUScan", "domain": "rnnx", "version": 2,
+                                  "plugin_version": "2", "plugin_namespace": "rnnx"}  # fmt: skip
     if target == "tensorrt" and family in ("linear_transformer", "srupp_linear"):
         assert "CausalLinearAttention" in ops
     if family == "srupp_softmax":

@@ -3,7 +3,7 @@
 Each example runs in its own subprocess (``main(out_dir)`` through :func:`runpy.run_path`), which
 prints the dict of numbers it returns as JSON; the tests assert on those numbers. The sru tagger's
 subprocess has the published sru 2.6.0 on ``PYTHONPATH`` with the environment
-``tests/sru_reference.py`` gives its own children (one compiled-extension cache per reference copy).
+``tests/sru_reference.py`` gives its own children, and imports sru as they do (its extensions built by content).
 """
 
 from __future__ import annotations
@@ -29,14 +29,24 @@ import json, runpy, sys
 numbers = runpy.run_path(sys.argv[1])["main"](sys.argv[2])
 print({MARK!r} + json.dumps(numbers))
 """
+#: prepended to the driver of an example that uses the published sru: imports it as tests/sru_reference.py's
+#: children do, before the example's own ``import sru``
+SRU_PRELUDE = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import sru_reference
+sru_reference.import_sru()
+sys.path.pop(0)
+"""
 
 
-def run_example(name: str, out_dir: Path, env: Optional[dict[str, str]] = None) -> dict[str, Any]:
-    """``docs/examples/<name>.py``'s ``main(out_dir)`` in a subprocess -> the numbers it returned."""
+def run_example(name: str, out_dir: Path, env: Optional[dict[str, str]] = None, prelude: str = "") -> dict[str, Any]:
+    """``docs/examples/<name>.py``'s ``main(out_dir)`` in a subprocess (``prelude`` run first) -> the numbers it
+    returned."""
     child_env = dict(env if env is not None else os.environ)
     child_env.setdefault("OMP_NUM_THREADS", "1")
     proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(EXAMPLES / f"{name}.py"), str(out_dir)],
+        [sys.executable, "-c", prelude + DRIVER, str(EXAMPLES / f"{name}.py"), str(out_dir)],
         cwd=REPO,
         env=child_env,
         capture_output=True,
@@ -65,7 +75,7 @@ def test_bisru_tagger(tmp_path: Path) -> None:
     if reason is not None:
         pytest.fail(f"{reason}; the guide's tagger example needs it (`bash scripts/setup.sh`)")
     env = sru_reference._child_env(sru_reference.reference_dir("2.6.0"), allow_cuda=False)
-    numbers = run_example("bisru_tagger", tmp_path / "tagger", env)
+    numbers = run_example("bisru_tagger", tmp_path / "tagger", env, prelude=SRU_PRELUDE)
     check_export(tmp_path / "tagger", numbers)
     assert numbers["inputs"] == ["tokens"]
     assert numbers["accuracy"] >= 0.95, numbers

@@ -4,10 +4,10 @@
 * The library, loaded into a Python process that does not import rnnx, defines the rnnx ops with the Python
   registrations' schemas.
 * A bidirectional, rescaled two-layer ``rnnx.models.SRU`` and a module calling
-  ``torch.ops.rnnx.causal_linear_attention`` are scripted and saved in Python; the C++ program loads each,
-  runs it on inputs it builds itself (``sin(0.37 j + i)``) and prints the outputs, which must match eager
-  PyTorch on the same inputs to 1e-5 (fp32; the attention's C++ kernel is the recurrent form, the eager
-  op the chunked one).
+  ``torch.ops.rnnx.causal_linear_attention`` (heads packed, a pad mask, then a time-major continuation of its
+  state) are scripted and saved in Python; the C++ program loads each, runs it on inputs it builds itself
+  (``sin(0.37 j + i)``) and prints the outputs, which must match eager PyTorch on the same inputs to 1e-5 (fp32;
+  the attention's C++ kernel is the recurrent form, the eager op the chunked one).
 * Each demo language model, scripted (its flat-state signature, :mod:`rnnx.models.lm`) and saved, decodes
   greedily in the C++ program (``--generate``: ``init_state``, a prompt, then steps carrying the state) to the
   tokens eager PyTorch decodes.
@@ -79,13 +79,28 @@ def run(exe: Path, module: Path, *shapes: tuple[int, ...]) -> list[torch.Tensor]
     return outputs
 
 
+ATTENTION_HEADS = 3
+
+
 class Attention(torch.nn.Module):
-    """A scripted caller of the attention op: from a given state, then its continuation."""
+    """A scripted caller of the attention op (heads packed, 3 heads): the first 3 steps batch-first with a pad
+    at step 1 of row 0, then their continuation time-major."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_heads = ATTENTION_HEADS
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out, S, z = torch.ops.rnnx.causal_linear_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], None, None, 1e-6)
-        rest, S, z = torch.ops.rnnx.causal_linear_attention(q[:, :, 3:], k[:, :, 3:], v[:, :, 3:], S, z, 1e-6)
-        return torch.cat([out, rest], dim=2), S
+        pad = torch.zeros(q.size(0), 3, dtype=torch.bool)
+        pad[0, 1] = True
+        out, S, z = torch.ops.rnnx.causal_linear_attention(
+            q[:, :3], k[:, :3], v[:, :3], None, None, pad, 1e-6, self.num_heads, 0
+        )
+        rest, S, z = torch.ops.rnnx.causal_linear_attention(
+            q[:, 3:].transpose(0, 1), k[:, 3:].transpose(0, 1), v[:, 3:].transpose(0, 1), S, z, None, 1e-6,
+            self.num_heads, 1,
+        )  # fmt: skip
+        return torch.cat([out, rest.transpose(0, 1)], dim=1), S
 
 
 SCHEMAS_CHILD = """
@@ -145,16 +160,19 @@ def test_a_scripted_sru_runs_in_cpp_as_in_eager_pytorch(programs, tmp_path):
 def test_a_scripted_attention_runs_in_cpp_as_in_eager_pytorch(programs, tmp_path):
     scripted = torch.jit.script(Attention())
     scripted.save(str(tmp_path / "attention.pt"))
-    q, k, v = example_inputs((2, 3, 7, 4), (2, 3, 7, 4), (2, 3, 7, 5))
-    out, (S, _) = causal_linear_attention(q, k, v)
-    got = run(programs["linked"], tmp_path / "attention.pt", (2, 3, 7, 4), (2, 3, 7, 4), (2, 3, 7, 5))
+    shapes = (2, 7, 12), (2, 7, 12), (2, 7, 15)  # E = 4, M = 5
+    q, k, v = example_inputs(*shapes)
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[0, 1] = True
+    out, (S, _) = causal_linear_attention(q, k, v, num_heads=ATTENTION_HEADS, pad_mask=pad)
+    got = run(programs["linked"], tmp_path / "attention.pt", *shapes)
     torch.testing.assert_close(got[0], out.double(), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got[1], S.double(), atol=1e-5, rtol=1e-5)
 
 
 def test_without_the_library_the_program_says_what_is_missing(programs, tmp_path):
     torch.jit.script(Attention()).save(str(tmp_path / "attention.pt"))
-    result = subprocess.run([str(programs["bare"]), str(tmp_path / "attention.pt"), "1x1x4x2", "1x1x4x2", "1x1x4x2"],
+    result = subprocess.run([str(programs["bare"]), str(tmp_path / "attention.pt"), "1x4x6", "1x4x6", "1x4x6"],
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1
     assert "rnnx::causal_linear_attention" in result.stderr

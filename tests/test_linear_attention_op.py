@@ -1,5 +1,9 @@
 """Tests of the ``rnnx::causal_linear_attention`` op: chunked path vs the two naive references.
 
+The op takes heads packed, (B, L, H*E) (or time-major (L, B, H*E)), and a pad mask; most cases are written
+with the heads apart, (B, H, L, E), and moved to the op's layout by :func:`op_apart`, which the public
+function's 4-D form does too.
+
 Tolerances: fp64 results agree with the fp64 references to 1e-10 (relative to the largest magnitude
 of the reference); fp32 results agree with the fp64 reference of the same inputs to 1e-5; fp16 / bf16
 outputs agree to a few units of their final rounding (2e-3 / 1.6e-2), their fp32 states to 1e-5.
@@ -15,10 +19,13 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rnnx.models.ops.linear_attention import causal_linear_attention, causal_linear_attention_op
-from rnnx.models.ops.linear_attention.chunked import chunked_backward, chunked_forward
+from rnnx.models.ops.linear_attention.chunked import chunked_backward_heads, chunked_forward_heads
 from rnnx.models.ops.linear_attention.naive import (
+    causal_linear_attention_packed,
     causal_linear_attention_quadratic,
     causal_linear_attention_recurrent,
+    heads_apart,
+    heads_packed,
 )
 from rnnx.models.state import LinearAttentionState
 from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
@@ -60,6 +67,15 @@ def reference(q, k, v, S0, z0, eps=EPS):
     return causal_linear_attention_quadratic(up(q), up(k), up(v), up(S0), up(z0), eps)
 
 
+def op_apart(q, k, v, S0=None, z0=None, mask_pad=None, eps=EPS):
+    """The op on (B, H, L, E) inputs: packed, called, and out moved back to (B, H, L, M)."""
+    H = q.shape[1]
+    out, S, z = causal_linear_attention_op(
+        heads_packed(q), heads_packed(k), heads_packed(v), S0, z0, mask_pad, eps, H, 0
+    )
+    return heads_apart(out, H), S, z
+
+
 CASES = [(1, 4), (3, 4), (4, 4), (11, 4), (16, 4), (37, 8), (64, 64), (130, 64)]
 
 
@@ -78,7 +94,7 @@ def test_references_agree(L: int, with_state: bool) -> None:
 @pytest.mark.parametrize("L,chunk", CASES)
 def test_chunked_forward_matches_references(L: int, chunk: int, with_state: bool, dtype, tol: float) -> None:
     q, k, v, S0, z0 = make_inputs(2, 3, L, 5, 6, dtype, with_state)
-    out, S, z = chunked_forward(q, k, v, S0, z0, EPS, chunk_size=chunk)
+    out, S, z = chunked_forward_heads(q, k, v, S0, z0, None, EPS, chunk_size=chunk)
     assert out.dtype == dtype and S.dtype == dtype and z.dtype == dtype
     recurrent = causal_linear_attention_recurrent(q, k, v, S0, z0)
     for got, quad, rec in zip((out, S, z), reference(q, k, v, S0, z0), recurrent):
@@ -144,14 +160,12 @@ def _leaf(*ts: Optional[Tensor]) -> list[Optional[Tensor]]:
 def test_gradcheck_with_state(L: int) -> None:
     # L = 70 crosses the default chunk boundary (64) with a partial second chunk.
     args = _leaf(*make_inputs(1, 2, L, 3, 2, torch.float64, True))
-    assert torch.autograd.gradcheck(lambda *a: causal_linear_attention_op(*a, EPS), args, fast_mode=True)
+    assert torch.autograd.gradcheck(lambda *a: op_apart(*a), args, fast_mode=True)
 
 
 def test_gradcheck_without_state() -> None:
     q, k, v, _, _ = _leaf(*make_inputs(1, 2, 6, 3, 2, torch.float64, False))
-    assert torch.autograd.gradcheck(
-        lambda *a: causal_linear_attention_op(*a, None, None, EPS), (q, k, v), fast_mode=True
-    )
+    assert torch.autograd.gradcheck(lambda *a: op_apart(*a), (q, k, v), fast_mode=True)
 
 
 @pytest.mark.parametrize("grads_of_state", [True, False])
@@ -166,7 +180,7 @@ def test_chunked_backward_matches_autograd_of_quadratic(L: int, chunk: int, grad
     out, S, z = causal_linear_attention_quadratic(*leaves)
     loss = (out * dout).sum() + ((S * dS).sum() + (z * dz).sum() if grads_of_state else 0.0)
     expected = torch.autograd.grad(loss, leaves)
-    got = chunked_backward(q, k, v, S0, z0, EPS, dout, dS, dz, chunk_size=chunk)
+    got = chunked_backward_heads(q, k, v, S0, z0, None, EPS, dout, dS, dz, chunk_size=chunk)
     for name, a, e in zip(("q", "k", "v", "S0", "z0"), got, expected):
         assert a.dtype == e.dtype, name
         assert_rel_close(a, e, F64_TOL)
@@ -176,8 +190,10 @@ def test_chunked_backward_matches_autograd_of_quadratic(L: int, chunk: int, grad
     "L,with_state,dtype", [(70, True, torch.float32), (1, True, torch.float32), (5, False, torch.bfloat16)]
 )
 def test_opcheck(L: int, with_state: bool, dtype) -> None:
-    q, k, v, S0, z0 = _leaf(*make_inputs(1, 2, L, 3, 4, dtype, with_state))
-    torch.library.opcheck(causal_linear_attention_op, (q, k, v, S0, z0, EPS))
+    q, k, v, S0, z0 = make_inputs(1, 2, L, 3, 4, dtype, with_state)
+    mask = torch.arange(L) % 3 == 1
+    packed = _leaf(heads_packed(q), heads_packed(k), heads_packed(v))
+    torch.library.opcheck(causal_linear_attention_op, (*packed, *_leaf(S0, z0), mask[None], EPS, 2, 0))
 
 
 @pytest.mark.parametrize("dtype,out_tol,grad_tol", [(torch.float16, 2e-3, 4e-3), (torch.bfloat16, 1.6e-2, 3e-2)])
@@ -248,13 +264,15 @@ def _ok(dtype=torch.float32):
 
 
 def _bad(name: str) -> dict:
-    """Keyword arguments for ``causal_linear_attention`` with one thing wrong, named by ``name``."""
+    """Keyword arguments for ``causal_linear_attention`` (packed: q (2, 5, 12), v (2, 5, 18), 3 heads) with one
+    thing wrong, named by ``name``."""
     q, k, v, S, z = _ok()
-    args = {"q": q, "k": k, "v": v, "state": (S, z)}
+    q, k, v = heads_packed(q), heads_packed(k), heads_packed(v)
+    args = {"q": q, "k": k, "v": v, "state": (S, z), "num_heads": 3}
     changes = {
-        "q_3d": {"q": q[0]},
-        "k_width": {"k": k[..., :3]},
-        "v_length": {"v": v[:, :, :4]},
+        "q_2d": {"q": q[0]},
+        "k_width": {"k": k[..., :9]},
+        "v_length": {"v": v[:, :4]},
         "k_dtype": {"k": k.double()},
         "int_inputs": {"q": q.long(), "k": k.long(), "v": v.long()},
         "S0_dtype": {"state": (S.half(), z)},
@@ -263,6 +281,10 @@ def _bad(name: str) -> dict:
         "z0_missing": {"state": (S, None)},
         "state_triple": {"state": (S, z, z)},
         "state_dict": {"state": {"S": S}},
+        "heads_missing": {"num_heads": None},
+        "heads_not_dividing": {"num_heads": 5},
+        "mask_shape": {"pad_mask": torch.zeros(5, 2, dtype=torch.bool)},
+        "mask_time_major": {"pad_mask": torch.zeros(2, 5, dtype=torch.bool), "time_major": True},
     }
     return {**args, **changes[name]}
 
@@ -270,9 +292,9 @@ def _bad(name: str) -> dict:
 @pytest.mark.parametrize(
     "name,exc,pattern",
     [
-        ("q_3d", ValueError, r"q must be 4-D .*got shape \(3, 5, 4\)"),
-        ("k_width", ValueError, r"k must have shape \(2, 3, 5, 4\).*got \(2, 3, 5, 3\)"),
-        ("v_length", ValueError, r"v must have shape \(2, 3, 5, 6\).*got \(2, 3, 4, 6\)"),
+        ("q_2d", ValueError, r"q must be 3-D \(B, L, H\*E\), got shape \(5, 12\)"),
+        ("k_width", ValueError, r"k's last axis 9 is not a multiple|k must have shape \(2, 5, 12\)"),
+        ("v_length", ValueError, r"v must have shape \(2, 5, 18\).*got \(2, 4, 18\)"),
         ("k_dtype", TypeError, r"k must have q's dtype torch.float32, got torch.float64"),
         ("int_inputs", TypeError, r"q must be one of"),
         ("S0_dtype", TypeError, r"S0 must have the state dtype torch.float32.*got torch.float16"),
@@ -281,11 +303,65 @@ def _bad(name: str) -> dict:
         ("z0_missing", TypeError, r"needs both S and z"),
         ("state_triple", TypeError, r"length 3"),
         ("state_dict", TypeError, r"got dict"),
+        ("heads_missing", TypeError, r"packed \(B, L, H\*E\) inputs need num_heads"),
+        ("heads_not_dividing", ValueError, r"q's last axis 12 is not a multiple of num_heads=5"),
+        ("mask_shape", ValueError, r"mask_pad must have shape \(2, 5\) \(B, L\), got \(5, 2\)"),
+        ("mask_time_major", ValueError, r"S0 must have shape \(5, 3, 4, 6\), got \(2, 3, 4, 6\)"),
     ],
 )
 def test_bad_inputs_raise_clear_errors(name: str, exc, pattern: str) -> None:
     with pytest.raises(exc, match=pattern):
         causal_linear_attention(**_bad(name))
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("L", [1, 9, 70])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, F64_TOL), (torch.float32, F32_TOL)])
+def test_packed_layout_and_pad_mask_match_the_naive_recurrence(L: int, time_major: bool, dtype, tol: float) -> None:
+    """The op's own layout, with pads anywhere (first, middle, last, a whole row): out and state equal the naive
+    recurrence, which carries S and z over a pad step; pads leave the state of a fully padded row unchanged."""
+    B, H, E, M = 3, 2, 4, 5
+    q, k, v, S0, z0 = make_inputs(B, H, L, E, M, dtype, True, seed=3)
+    pad = torch.rand(B, L, generator=torch.Generator().manual_seed(4)) < 0.4
+    pad[0, 0] = pad[1, -1] = True
+    pad[2] = True
+    lay = (lambda x: heads_packed(x, time_major)), (lambda m: m.t().contiguous() if time_major else m)
+    qp, kp, vp = lay[0](q), lay[0](k), lay[0](v)
+    out, (S, z) = causal_linear_attention(
+        qp, kp, vp, (S0, z0), num_heads=H, pad_mask=lay[1](pad), time_major=time_major
+    )
+    up = lambda t: t.double()  # noqa: E731
+    ref_out, ref_S, ref_z = causal_linear_attention_packed(
+        up(qp), up(kp), up(vp), H, up(S0), up(z0), lay[1](pad), EPS, time_major
+    )
+    assert out.shape == qp.shape[:2] + (H * M,)
+    assert_rel_close(out, ref_out, tol)
+    assert_rel_close(S, ref_S, tol)
+    assert_rel_close(z, ref_z, tol)
+    assert_rel_close(S[2], S0[2], 0.0)  # the padded row kept its state exactly
+    quad_out, quad_S, _ = causal_linear_attention_quadratic(up(q), up(k), up(v), up(S0), up(z0), EPS, pad)
+    assert_rel_close(heads_apart(out, H, time_major), quad_out, tol)
+    assert_rel_close(S, quad_S, tol)
+
+
+def test_pad_mask_gradients_match_the_naive_recurrence() -> None:
+    """Autograd of the op (chunked backward) with pads and time-major layout equals autograd of the naive form."""
+    B, H, L, E, M = 2, 2, 70, 3, 4
+    q, k, v, S0, z0 = make_inputs(B, H, L, E, M, torch.float64, True, seed=5)
+    pad = (torch.rand(L, B, generator=torch.Generator().manual_seed(6)) < 0.3).to(torch.uint8)
+    leaves = _leaf(heads_packed(q, True), heads_packed(k, True), heads_packed(v, True), S0, z0)
+    g = torch.Generator().manual_seed(7)
+    dout = torch.randn(L, B, H * M, generator=g, dtype=torch.float64)
+
+    def loss(out, S, z):
+        return (out * dout).sum() + S.square().sum() + z.sum()
+
+    got = torch.autograd.grad(loss(*causal_linear_attention_op(*leaves, pad, EPS, H, 1)), leaves)
+    expected = torch.autograd.grad(
+        loss(*causal_linear_attention_packed(*leaves[:3], H, *leaves[3:], pad, EPS, True)), leaves
+    )
+    for a, e in zip(got, expected):
+        assert_rel_close(a, e, F64_TOL)
 
 
 def test_fp16_state_for_fp16_inputs_is_rejected() -> None:

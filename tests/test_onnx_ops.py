@@ -41,7 +41,10 @@ from rnnx.export.onnx_ops.translate import (  # noqa: E402
 )
 from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
 from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
-from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent  # noqa: E402
+from rnnx.models.ops.linear_attention.naive import (  # noqa: E402
+    causal_linear_attention_packed,
+    causal_linear_attention_recurrent,
+)
 from rnnx.models.ops.sru import sru_scan, sru_scan_naive  # noqa: E402
 from rnnx.runtime.contract import ops as spec  # noqa: E402
 
@@ -269,7 +272,7 @@ def test_causal_linear_attention_runs_on_onnxruntime(tmp_path, target, with_stat
     (body,) = [f for f in model.functions if (f.name, f.overload) == (node.op_type, node.overload)]
     body_ops = {(n.domain, n.op_type) for n in body.node}
     if target == "onnxruntime" and dtype != torch.float64:  # ONNX Runtime's contrib kernel in the body
-        assert node.overload.endswith(f"_h{H}") and ("com.microsoft", "LinearAttention") in body_ops
+        assert node.overload.endswith("_ms") and ("com.microsoft", "LinearAttention") in body_ops
     else:  # the exact standard-op body
         assert all(domain == "" for domain, _ in body_ops)
     if target == "tensorrt":
@@ -288,6 +291,101 @@ def test_causal_linear_attention_runs_on_onnxruntime(tmp_path, target, with_stat
         assert_close(out, want_out, tol)
         assert_close(S, want_S, state_tol)
         assert_close(z, want_z, state_tol)
+
+
+class PackedAttentionModule(torch.nn.Module):
+    """The op's own layout: packed q, k, v, a state and a pad mask; no reshape or transpose around the op."""
+
+    def __init__(self, heads: int, time_major: bool, eps: float = 1e-3) -> None:
+        super().__init__()
+        self.heads, self.time_major, self.eps = heads, time_major, eps
+
+    def forward(self, q, k, v, S0, z0, pad):
+        out, (S, z) = causal_linear_attention(
+            q, k, v, (S0, z0), self.eps, num_heads=self.heads, pad_mask=pad, time_major=self.time_major
+        )
+        return out, S, z
+
+
+@pytest.mark.parametrize(
+    "target,time_major,dtype",
+    [(t, tm, torch.float32) for t in TARGETS for tm in (False, True)] + [("onnxruntime", True, torch.float64)],
+)
+def test_packed_attention_with_pads_runs_on_onnxruntime(tmp_path, target, time_major, dtype):
+    """Packed heads and the pad mask go into the node as they are: the graph holds the rnnx node and nothing
+    around it, and stock ONNX Runtime (function bodies: com.microsoft.LinearAttention for fp32 on the onnxruntime
+    target, the standard-op body otherwise) matches the naive recurrence, pads carrying the state."""
+    H, E, M = 2, 4, 3
+
+    def inputs(B: int, L: int, seed: int) -> tuple:
+        g = torch.Generator().manual_seed(seed)
+        lead = (L, B) if time_major else (B, L)
+        q, k = (torch.randn(*lead, H * E, generator=g).to(dtype) for _ in range(2))
+        v = torch.randn(*lead, H * M, generator=g).to(dtype)
+        S0 = (torch.rand(B, H, E, M, generator=g) * 3).to(state_dtype(dtype))
+        z0 = (torch.rand(B, H, E, generator=g) * 3 + 0.5).to(state_dtype(dtype))
+        pad = torch.rand(*lead, generator=g) < 0.4
+        return q, k, v, S0, z0, pad
+
+    B, L = torch.export.Dim("B"), torch.export.Dim("L")
+    seq = {0: L, 1: B} if time_major else {0: B, 1: L}
+    dyn = (seq, seq, seq, {0: B}, {0: B}, seq)
+    path = tmp_path / "attention.onnx"
+    model = export(PackedAttentionModule(H, time_major), inputs(2, 5, 0), dyn, target, path)
+    (node,) = rnnx_nodes(model)
+    assert [n.op_type for n in model.graph.node if n.domain != spec.ONNX_DOMAIN and n.op_type != "Constant"] == []
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert (attrs["num_heads"], attrs["time_major"]) == (H, int(time_major))
+    if target == "tensorrt":
+        assert_full_layout(model, node, spec.CAUSAL_LINEAR_ATTENTION)
+    tol = TOLERANCES[dtype]
+    for seed, (batch, steps) in enumerate([(3, 1), (2, 37)], start=1):
+        args = inputs(batch, steps, seed)
+        out, S, z = run(path, args)
+        want_out, want_S, want_z = causal_linear_attention_packed(
+            *args[:3], H, *args[3:5], args[5], eps=1e-3, time_major=time_major
+        )
+        assert_close(out, want_out, tol)
+        assert_close(S, want_S, FP64_TOL if dtype == torch.float64 else FP32_TOL)
+        assert_close(z, want_z, FP64_TOL if dtype == torch.float64 else FP32_TOL)
+
+
+class StatelessPackedAttention(torch.nn.Module):
+    """Packed q, k, v and nothing else: no initial state, no mask."""
+
+    def __init__(self, heads: int, time_major: bool) -> None:
+        super().__init__()
+        self.heads, self.time_major = heads, time_major
+
+    def forward(self, q, k, v):
+        out, (S, z) = causal_linear_attention(q, k, v, num_heads=self.heads, time_major=self.time_major)
+        return out, S, z
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_tensorrt_layout_fills_packed_states_and_mask(tmp_path, time_major):
+    """The TensorRT target's node always has S0 (B, H, E, M), z0 (B, H, E) and mask_pad: zeros and all false made
+    from q's and v's packed shapes (B from q's dim 0, or dim 1 time-major); ONNX Runtime on that graph matches the
+    naive recurrence from zeros."""
+    H, E, M = 3, 2, 5
+    B, L = torch.export.Dim("B"), torch.export.Dim("L")
+    seq = {0: L, 1: B} if time_major else {0: B, 1: L}
+
+    def inputs(batch: int, steps: int, seed: int) -> tuple:
+        g = torch.Generator().manual_seed(seed)
+        lead = (steps, batch) if time_major else (batch, steps)
+        return tuple(torch.randn(*lead, H * n, generator=g) for n in (E, E, M))
+
+    path = tmp_path / "attention.onnx"
+    model = export(StatelessPackedAttention(H, time_major), inputs(2, 4, 0), (seq, seq, seq), "tensorrt", path)
+    (node,) = rnnx_nodes(model)
+    assert_full_layout(model, node, spec.CAUSAL_LINEAR_ATTENTION)
+    args = inputs(3, 7, 1)
+    out, S, z = run(path, args)
+    want_out, want_S, want_z = causal_linear_attention_packed(*args, H, time_major=time_major)
+    assert_close(out, want_out, FP32_TOL)
+    assert_close(S, want_S, FP32_TOL)
+    assert_close(z, want_z, FP32_TOL)
 
 
 def test_attention_prefill_then_step_matches_one_pass(tmp_path):

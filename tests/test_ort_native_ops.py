@@ -2,12 +2,16 @@
 
 * Every SRUScan variant the exporter writes (k 3 / 4, skip term, tanh, bidirectional, pad mask in every mask
   dtype, and the tensorrt target's fixed layout with a 1-element dummy x and an all-false mask) and the
-  attention with and without states, in one-node graphs that have no function body, so only the library can
-  run them, against the naive time loops (``sru_scan_naive``, ``causal_linear_attention_recurrent``), for
-  every activation dtype (fp32, fp16, bf16, fp64); tolerances relative to the magnitude, per dtype. The same
-  cases again with an AddressSanitizer build of the library.
+  attention of rnnx domain version 2 (heads packed, ``num_heads``) with and without states, with a pad mask
+  (bool, int64, float; pads at the start, middle and end of a row and a fully padded row) and time-major, in
+  one-node graphs that have no function body, so only the library can run them, against the naive time loops
+  (``sru_scan_naive``, ``causal_linear_attention_packed``), for every activation dtype (fp32, fp16, bf16, fp64);
+  tolerances relative to the magnitude, per dtype. The same cases again with an AddressSanitizer build of the
+  library.
 * Both demo exports (both targets, and fp16) give identical greedy tokens with and without the library, and
   the ORT profiler shows both ops run as native kernels (no ``Scan``, no ``LinearAttention``) only with it.
+* An attention node of rnnx domain version 1 gets no native kernel: with its function body ONNX Runtime runs
+  the body, without one it refuses the model naming the op.
 * Version gate and errors: one line each.
 
 Needs the library that ``scripts/setup.sh`` builds (``python3 -m rnnx.runtime.ortops``); skips and says so
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,8 +41,8 @@ import onnxruntime as ort
 import rnnx.runtime as rt
 from rnnx.export import export_model
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.models.ops.linear_attention.naive import causal_linear_attention_recurrent
-from rnnx.models.ops.spec import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, SRU_SCAN
+from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
+from rnnx.models.ops.spec import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, SRU_SCAN
 from rnnx.models.ops.sru.naive import sru_scan_naive
 from rnnx.runtime import ortops
 from rnnx.runtime.artifact import TARGETS
@@ -82,24 +87,37 @@ def one_node_model(
     return _one_node_model_bytes(graph)
 
 
-def one_node_attention_model(with_states: bool, elem: int = TensorProto.FLOAT, eps: float = 1e-6) -> bytes:
-    """A one-node CausalLinearAttention graph with no function body: q, k, v, out in ``elem``, states fp32;
-    without ``with_states`` S0 and z0 are left out (the onnxruntime target's layout)."""
-    inputs = ["q", "k", "v", *(["S0", "z0"] if with_states else [])]
+def one_node_attention_model(
+    with_states: bool, elem: int = TensorProto.FLOAT, eps: float = 1e-6, num_heads: int = 2,
+    mask_elem: int | None = None, time_major: bool = False,
+) -> bytes:  # fmt: skip
+    """A one-node CausalLinearAttention graph (rnnx domain version 2) with no function body: q, k, v, out
+    (heads packed, (B, L, H*.), or (L, B, H*.) with ``time_major``) in ``elem``, states fp32; without
+    ``with_states`` S0 and z0 are left out (the onnxruntime target's layout); a ``mask_pad`` in ``mask_elem``
+    when given."""
+    inputs = ["q", "k", "v", *(["S0", "z0"] if with_states else ["", ""]), "mask_pad" if mask_elem else ""]
+    while not inputs[-1]:
+        inputs.pop()
     node = helper.make_node(
-        CAUSAL_LINEAR_ATTENTION.onnx_name, inputs, ["out", "S_last", "z_last"], domain="rnnx", eps=eps
-    )
+        CAUSAL_LINEAR_ATTENTION.onnx_name, inputs, ["out", "S_last", "z_last"], domain="rnnx", eps=eps,
+        num_heads=num_heads, time_major=int(time_major),
+    )  # fmt: skip
     f32 = TensorProto.FLOAT
-    values = [helper.make_tensor_value_info(n, elem, ["B", "H", "L", None]) for n in ("q", "k", "v")]
+    steps = ["L", "B"] if time_major else ["B", "L"]
+    values = [helper.make_tensor_value_info(n, elem, [*steps, None]) for n in ("q", "k", "v")]
     if with_states:
         values += [helper.make_tensor_value_info("S0", f32, None), helper.make_tensor_value_info("z0", f32, None)]
+    if mask_elem:
+        values.append(helper.make_tensor_value_info("mask_pad", mask_elem, steps))
     outputs = [helper.make_tensor_value_info("out", elem, None)]
     outputs += [helper.make_tensor_value_info(n, f32, None) for n in ("S_last", "z_last")]
     return _one_node_model_bytes(helper.make_graph([node], "attention", values, outputs))
 
 
-def _one_node_model_bytes(graph: onnx.GraphProto) -> bytes:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("rnnx", 1)])
+def _one_node_model_bytes(graph: onnx.GraphProto, rnnx_version: int = ONNX_DOMAIN_VERSION) -> bytes:
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(ONNX_DOMAIN, rnnx_version)]
+    )
     return model.SerializeToString()
 
 
@@ -221,24 +239,84 @@ ELEMS = [TensorProto.FLOAT, TensorProto.FLOAT16]
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=lambda c: "B{}-H{}-L{}-E{}-M{}-states{}".format(*c))
 def test_native_causal_linear_attention_matches_the_naive_loop(case, elem):
     """Every shape class (E != M, a decode step L = 1, an empty sequence L = 0), with and without initial
-    states, fp32 and fp16 I/O, against the naive time loop on the same values (fp32 state)."""
+    states, fp32 and fp16 I/O, heads packed, against the naive time loop on the same values (fp32 state)."""
     B, H, L, E, M, with_states = case
     g = torch.Generator().manual_seed(B * 100 + L)
     dtype = torch.float16 if elem == TensorProto.FLOAT16 else torch.float32
-    q, k = (torch.randn(B, H, L, E, generator=g).to(dtype) for _ in range(2))
-    v = torch.randn(B, H, L, M, generator=g).to(dtype)
+    q, k = (torch.randn(B, L, H * E, generator=g).to(dtype) for _ in range(2))
+    v = torch.randn(B, L, H * M, generator=g).to(dtype)
     S0, z0 = torch.rand(B, H, E, M, generator=g), torch.rand(B, H, E, generator=g) + 0.5
-    out_ref, S_ref, z_ref = causal_linear_attention_recurrent(
-        q.float(), k.float(), v.float(), S0 if with_states else None, z0 if with_states else None, eps=1e-6
+    out_ref, S_ref, z_ref = causal_linear_attention_packed(
+        q.float(), k.float(), v.float(), H, S0 if with_states else None, z0 if with_states else None, eps=1e-6
     )
     feeds = {"q": q.numpy(), "k": k.numpy(), "v": v.numpy()}
     if with_states:
         feeds.update(S0=S0.numpy(), z0=z0.numpy())
-    out, S_last, z_last = native_session(one_node_attention_model(with_states, elem)).run(None, feeds)
-    assert out.shape == (B, H, L, M) and S_last.shape == (B, H, E, M) and z_last.shape == (B, H, E)
+    out, S_last, z_last = native_session(one_node_attention_model(with_states, elem, num_heads=H)).run(None, feeds)
+    assert out.shape == (B, L, H * M) and S_last.shape == (B, H, E, M) and z_last.shape == (B, H, E)
     assert out.dtype == (np.float16 if dtype == torch.float16 else np.float32)
     assert close(out, out_ref.numpy(), FP16_TOLERANCE if dtype == torch.float16 else TOLERANCE)
     assert close(S_last, S_ref.numpy(), TOLERANCE) and close(z_last, z_ref.numpy(), TOLERANCE)
+
+
+#: Pad-mask element types of the attention cases (None: no mask input).
+ATTENTION_MASK_TYPES = [None, np.bool_, np.int64, np.float32]
+#: (mask type, time_major, states)
+ATTENTION_MASK_VARIANTS = [
+    (mask_type, time_major, states) for mask_type in ATTENTION_MASK_TYPES for time_major in (False, True)
+    for states in (False, True)
+]  # fmt: skip
+
+
+def attention_pads(B: int, L: int) -> torch.Tensor:
+    """A (B, L) pad mask, B >= 4: pads at the start of row 0, in the middle of row 1, at the end of row 2, and
+    a fully padded row 3; the other rows have none."""
+    pad = torch.zeros(B, L, dtype=torch.bool)
+    pad[0, :2] = True
+    pad[1, L // 2 - 1 : L // 2 + 1] = True
+    pad[2, -2:] = True
+    pad[3] = True
+    return pad
+
+
+@needs_library
+@pytest.mark.parametrize(
+    "variant", ATTENTION_MASK_VARIANTS,
+    ids=lambda v: "{}-tm{}-states{}".format(v[0].__name__ if v[0] else "nomask", int(v[1]), v[2]),
+)  # fmt: skip
+def test_native_causal_linear_attention_pad_mask_and_time_major(variant):
+    """The pad mask as bool, int64 or float (non-zero = pad) and absent, batch-first and time-major
+    ((L, B, H*.) and an (L, B) mask), with and without initial states, against the naive loop: a pad step
+    carries S and z (a fully padded row ends with its initial state) and its output is still read from q and
+    the carried state."""
+    mask_type, time_major, with_states = variant
+    B, H, L, E, M = 5, 3, 8, 8, 6
+    g = torch.Generator().manual_seed(ATTENTION_MASK_VARIANTS.index(variant))
+    steps = (L, B) if time_major else (B, L)
+    q, k = (torch.randn(*steps, H * E, generator=g) for _ in range(2))
+    v = torch.randn(*steps, H * M, generator=g)
+    S0, z0 = torch.rand(B, H, E, M, generator=g), torch.rand(B, H, E, generator=g) + 0.5
+    pad = attention_pads(B, L)
+    pad = pad.t().contiguous() if time_major else pad
+    out_ref, S_ref, z_ref = causal_linear_attention_packed(
+        q, k, v, H, S0 if with_states else None, z0 if with_states else None,
+        pad if mask_type else None, eps=1e-6, time_major=time_major,
+    )  # fmt: skip
+    feeds = {"q": q.numpy(), "k": k.numpy(), "v": v.numpy()}
+    if with_states:
+        feeds.update(S0=S0.numpy(), z0=z0.numpy())
+    mask_elem = None
+    if mask_type:
+        feeds["mask_pad"] = pad.numpy().astype(mask_type)
+        mask_elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(mask_type))
+    model = one_node_attention_model(with_states, num_heads=H, mask_elem=mask_elem, time_major=time_major)
+    out, S_last, z_last = native_session(model).run(None, feeds)
+    assert out.shape == (*steps, H * M)
+    assert close(out, out_ref.numpy(), TOLERANCE)
+    assert close(S_last, S_ref.numpy(), TOLERANCE) and close(z_last, z_ref.numpy(), TOLERANCE)
+    if mask_type:  # the fully padded row 3 ends with its initial state, exactly
+        S_init, z_init = (S0, z0) if with_states else (torch.zeros_like(S0), torch.zeros_like(z0))
+        assert np.array_equal(S_last[3], S_init[3].numpy()) and np.array_equal(z_last[3], z_init[3].numpy())
 
 
 TORCH_DTYPES = {
@@ -253,7 +331,7 @@ DTYPE_TOLERANCE = {TensorProto.FLOAT16: FP16_TOLERANCE, TensorProto.BFLOAT16: 8e
 @needs_library
 @pytest.mark.parametrize("elem", list(TORCH_DTYPES), ids=["fp16", "bf16", "fp64"])
 def test_every_activation_dtype_has_a_native_kernel(elem, tmp_path):
-    """SRUScan (D 2, k 3, skip, mask) and CausalLinearAttention (with states) with fp16 / bf16 / fp64
+    """SRUScan (D 2, k 3, skip, mask) and CausalLinearAttention (with states and a mask) with fp16 / bf16 / fp64
     activations (fp64 state for fp64, else fp32) run on the library's kernels, against the naive loops on
     the same rounded values; so registering the library never leaves a node of the exporter's dtypes
     without a kernel."""
@@ -277,18 +355,23 @@ def test_every_activation_dtype_has_a_native_kernel(elem, tmp_path):
     assert close(h, h_ref.numpy(), DTYPE_TOLERANCE[elem]) and close(c_last, c_ref.numpy(), state_tolerance)
     assert "SRUScan" in profiled_ops(session)
 
-    q, k = (torch.randn(2, 3, 7, 8, generator=g).to(dtype) for _ in range(2))
+    q, k = (torch.randn(2, 7, 3 * 8, generator=g).to(dtype) for _ in range(2))
     v, S0, z0 = (
-        torch.randn(2, 3, 7, 5, generator=g).to(dtype),
+        torch.randn(2, 7, 3 * 5, generator=g).to(dtype),
         torch.rand(2, 3, 8, 5).to(state),
         torch.rand(2, 3, 8).to(state),
     )
-    out_ref, S_ref, z_ref = causal_linear_attention_recurrent(q.to(state), k.to(state), v.to(state), S0, z0, eps=1e-6)
-    m = onnx.load_from_string(one_node_attention_model(True, elem))
-    for value in (*m.graph.input[3:], *m.graph.output[1:]):
-        value.type.tensor_type.elem_type = state_elem
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[1, 2:4] = True
+    out_ref, S_ref, z_ref = causal_linear_attention_packed(
+        q.to(state), k.to(state), v.to(state), 3, S0, z0, pad, eps=1e-6
+    )
+    m = onnx.load_from_string(one_node_attention_model(True, elem, num_heads=3, mask_elem=TensorProto.BOOL))
+    for value in (*m.graph.input, *m.graph.output):
+        if value.name in ("S0", "z0", "S_last", "z_last"):
+            value.type.tensor_type.elem_type = state_elem
     session = native_session(with_fp32_boundary(m.SerializeToString()), profile_dir=tmp_path)
-    out, S_last, z_last = session.run(None, feeds_for(session, q=q, k=k, v=v, S0=S0, z0=z0))
+    out, S_last, z_last = session.run(None, feeds_for(session, q=q, k=k, v=v, S0=S0, z0=z0, mask_pad=pad))
     assert close(out, out_ref.numpy(), DTYPE_TOLERANCE[elem])
     assert close(S_last, S_ref.numpy(), state_tolerance) and close(z_last, z_ref.numpy(), state_tolerance)
     assert "CausalLinearAttention" in profiled_ops(session)
@@ -309,16 +392,40 @@ def profiled_ops(session: ort.InferenceSession) -> set[str]:
     return {e["args"].get("op_name") for e in events if e.get("cat") == "Node"}
 
 
+def without_input_shapes(model: bytes) -> bytes:
+    """The graph with its inputs' shapes (and so their ranks) left unknown: ONNX Runtime then checks none."""
+    m = onnx.load_from_string(model)
+    for value in m.graph.input:
+        value.type.tensor_type.ClearField("shape")
+    return m.SerializeToString()
+
+
 @needs_library
 def test_native_ops_refuse_bad_shapes_with_the_input_named():
-    session = native_session(one_node_attention_model(True))
-    q = np.zeros((1, 2, 3, 4), np.float32)
-    with pytest.raises(Exception, match="rnnx CausalLinearAttention: S0 must be"):
-        session.run(None, {"q": q, "k": q, "v": q, "S0": np.zeros((1, 2, 4, 5), np.float32),
-                           "z0": np.zeros((1, 2, 4), np.float32)})  # fmt: skip
-    with pytest.raises(Exception, match="rnnx CausalLinearAttention: k must have q's shape"):
-        session.run(None, {"q": q, "k": q[:, :1], "v": q, "S0": np.zeros((1, 2, 4, 4), np.float32),
-                           "z0": np.zeros((1, 2, 4), np.float32)})  # fmt: skip
+    session = native_session(without_input_shapes(one_node_attention_model(True, mask_elem=TensorProto.BOOL)))
+    q, S0, z0 = np.zeros((1, 3, 2 * 4), np.float32), np.zeros((1, 2, 4, 4), np.float32), np.zeros((1, 2, 4), np.float32)
+    good = {"q": q, "k": q, "v": q, "S0": S0, "z0": z0, "mask_pad": np.zeros((1, 3), bool)}
+    refusals = [
+        ({"q": q.reshape(1, 2, 3, 4), "k": q.reshape(1, 2, 3, 4)}, "q, k, v must be 3-D (B, L, H*E)"),  # heads apart
+        ({"q": q[..., :7], "k": q[..., :7]}, "the last axis of q, k and v must be a multiple of num_heads"),
+        ({"k": q[:, :2]}, "k must have q's shape"),
+        ({"v": q[:, :2]}, "v must have q's leading two axes"),
+        ({"S0": np.zeros((1, 2, 4, 5), np.float32)}, "S0 must be (B, H, E, M)"),
+        ({"z0": np.zeros((1, 2, 5), np.float32)}, "z0 must be (B, H, E)"),
+        ({"mask_pad": np.zeros((1, 2), bool)}, "mask_pad must be (B, L)"),
+    ]
+    for bad, message in refusals:
+        with pytest.raises(Exception, match=re.escape(f"rnnx CausalLinearAttention: {message}")):
+            session.run(None, {**good, **bad})
+    time_major = native_session(one_node_attention_model(False, mask_elem=TensorProto.BOOL, time_major=True))
+    with pytest.raises(Exception, match=re.escape("rnnx CausalLinearAttention: mask_pad must be (L, B)")):
+        time_major.run(None, {"q": q, "k": q, "v": q, "mask_pad": np.zeros((2, 1), bool)})
+    int16_mask = native_session(one_node_attention_model(False, mask_elem=TensorProto.INT16))
+    with pytest.raises(Exception, match="rnnx CausalLinearAttention: mask_pad must be bool, uint8, int8, int32"):
+        int16_mask.run(None, {"q": q, "k": q, "v": q, "mask_pad": np.zeros((1, 3), np.int16)})
+    no_heads = native_session(one_node_attention_model(False, num_heads=0))
+    with pytest.raises(Exception, match="rnnx CausalLinearAttention: attribute num_heads must be positive"):
+        no_heads.run(None, {"q": q, "k": q, "v": q})
     sru = native_session(one_node_model(3, 1, 0, 1, 8, True, True))
     with pytest.raises(Exception, match="rnnx SRUScan: x must be"):
         sru.run(None, {"U": np.zeros((2, 1, 24), np.float32), "x": np.zeros((2, 1, 5), np.float32),
@@ -353,6 +460,15 @@ def test_fp16_demo_export_same_tokens_with_and_without_the_library(case, tmp_pat
     assert native.generate_all(PROMPTS, 24, temperature=0) == bodies.generate_all(PROMPTS, 24, temperature=0)
 
 
+def demo_feeds(session: ort.InferenceSession) -> dict[str, np.ndarray]:
+    """Feeds for a demo export: batch 2, 5 steps, every token and mask entry 1, zero states."""
+    feeds = {}
+    for i in session.get_inputs():
+        shape = [2 if "batch" in str(s) else 5 if isinstance(s, str) else s for s in i.shape]
+        feeds[i.name] = np.ones(shape, np.int64) if "int64" in i.type else np.zeros(shape, np.float32)
+    return feeds
+
+
 @needs_library
 def test_the_profiler_shows_the_native_kernel(demo_exports, tmp_path):
     model = str(demo_exports[("srupp_linear_copy", "onnxruntime")] / "model.onnx")
@@ -364,15 +480,40 @@ def test_the_profiler_shows_the_native_kernel(demo_exports, tmp_path):
         options.enable_profiling = True
         options.profile_file_prefix = str(tmp_path / f"native-{native}")
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        feeds = {}
-        for i in session.get_inputs():
-            shape = [2 if "batch" in str(s) else 5 if isinstance(s, str) else s for s in i.shape]
-            feeds[i.name] = np.ones(shape, np.int64) if "int64" in i.type else np.zeros(shape, np.float32)
-        session.run(None, feeds)
+        session.run(None, demo_feeds(session))
         events = json.load(open(session.end_profiling()))
         ops[native] = {e["args"].get("op_name") for e in events if e.get("cat") == "Node"}
     assert {"SRUScan", "CausalLinearAttention"} <= ops[True] and not {"Scan", "LinearAttention"} & ops[True]
     assert {"Scan", "LinearAttention"} <= ops[False] and not {"SRUScan", "CausalLinearAttention"} & ops[False]
+
+
+@needs_library
+def test_a_version_1_attention_node_gets_no_native_kernel(demo_exports, tmp_path):
+    """A model importing rnnx domain version 1 (here the current export relabelled; an rnnx < 0.4 export has
+    heads apart, (B, H, L, E), and its own body): the library's attention kernel registers from version 2, so
+    with the library ONNX Runtime runs the attention node's function body (com.microsoft LinearAttention) while
+    SRUScan, unchanged since version 1, still runs natively; the outputs are the version 2 model's. A version 1
+    node with no function body has nothing to run on: ONNX Runtime refuses the model at load, naming the op."""
+    model = onnx.load(str(demo_exports[("srupp_linear_copy", "onnxruntime")] / "model.onnx"))
+    current = native_session(model.SerializeToString())
+    (rnnx_opset,) = (opset for opset in model.opset_import if opset.domain == ONNX_DOMAIN)
+    assert rnnx_opset.version == ONNX_DOMAIN_VERSION
+    rnnx_opset.version = 1
+    relabelled = native_session(model.SerializeToString(), profile_dir=tmp_path)
+    feeds = demo_feeds(relabelled)
+    got, want = relabelled.run(None, feeds), current.run(None, feeds)
+    ops = profiled_ops(relabelled)
+    assert {"SRUScan", "LinearAttention"} <= ops and "CausalLinearAttention" not in ops
+    assert all(close(g, w, TOLERANCE) for g, w in zip(got, want))
+
+    node = helper.make_node(CAUSAL_LINEAR_ATTENTION.onnx_name, ["q", "k", "v", "S0", "z0"], ["out", "S_last", "z_last"],
+                            domain=ONNX_DOMAIN, eps=1e-6)  # fmt: skip
+    heads_apart = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", "H", "L", None]) for n in "qkv"]
+    states = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("S0", "z0")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("out", "S_last", "z_last")]
+    version_1 = _one_node_model_bytes(helper.make_graph([node], "attention_v1", heads_apart + states, outputs), 1)
+    with pytest.raises(Exception, match=r"rnnx:CausalLinearAttention\(-?\d+\) is not a registered function/op"):
+        native_session(version_1)
 
 
 def test_version_gate_and_errors(tmp_path, monkeypatch, demo_exports):
@@ -412,6 +553,9 @@ for case in t.ATTENTION_CASES:
     for elem in t.ELEMS:
         t.test_native_causal_linear_attention_matches_the_naive_loop(case, elem)
         cases += 1
+for variant in t.ATTENTION_MASK_VARIANTS:
+    t.test_native_causal_linear_attention_pad_mask_and_time_major(variant)
+    cases += 1
 for elem in t.TORCH_DTYPES:
     with tempfile.TemporaryDirectory() as profile_dir:
         t.test_every_activation_dtype_has_a_native_kernel(elem, pathlib.Path(profile_dir))
@@ -424,9 +568,9 @@ print("cases", cases)
 @needs_library
 @pytest.mark.slow
 def test_every_variant_under_address_sanitizer(tmp_path):
-    """The same parity and error cases, with the library built with -fsanitize=address, in a process that
-    loads libasan first (and libstdc++, so that ASan intercepts C++ throws): an out-of-bounds access in a
-    kernel or an op fails the run."""
+    """The same parity and error cases (the attention's pad masks and time-major layout included), with the
+    library built with -fsanitize=address, in a process that loads libasan first (and libstdc++, so that ASan
+    intercepts C++ throws): an out-of-bounds access in a kernel or an op fails the run."""
     cxx = shutil.which("g++")
     if cxx is None:
         pytest.skip("g++ not found: cannot build the AddressSanitizer library")
@@ -447,5 +591,26 @@ def test_every_variant_under_address_sanitizer(tmp_path):
     result = subprocess.run([sys.executable, "-c", ASAN_CHILD, tests_dir], capture_output=True, text=True, env=env,
                             timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
-    cases = len(VARIANTS) + len(FP16_VARIANTS) * len(MASK_TYPES) + len(ATTENTION_CASES) * len(ELEMS) + len(TORCH_DTYPES)
+    cases = len(VARIANTS) + len(FP16_VARIANTS) * len(MASK_TYPES) + len(ATTENTION_CASES) * len(ELEMS)
+    cases += len(ATTENTION_MASK_VARIANTS) + len(TORCH_DTYPES)
     assert f"cases {cases}" in result.stdout
+
+
+@needs_library
+def test_an_export_of_ops_version_1_is_told_its_attention_runs_on_the_body(demo_exports, tmp_path, caplog):
+    """rnnx.json says which ops version wrote the graph: an attention of version 1 (heads apart) gets no native
+    kernel (ONNX Runtime runs its function body), and the backend says so once, naming the fix; a current export
+    logs nothing of the kind."""
+    export = tmp_path / "v1"
+    shutil.copytree(demo_exports[("linear_transformer_copy", "onnxruntime")], export)
+    caplog.set_level("WARNING", logger="rnnx.runtime")
+    OrtBackend(export)
+    assert not [r for r in caplog.records if "ops version 1" in r.getMessage()]
+    meta = json.loads((export / "rnnx.json").read_text())
+    for op in meta["ops"]:
+        op["version"], op["plugin_version"] = 1, "1"
+    (export / "rnnx.json").write_text(json.dumps(meta))
+    assert ortops.ops_written_before(meta) == [CAUSAL_LINEAR_ATTENTION.onnx_name]
+    OrtBackend(export)
+    (message,) = [r.getMessage() for r in caplog.records if "ops version 1" in r.getMessage()]
+    assert "CausalLinearAttention runs on the function body" in message and "re-export" in message

@@ -271,7 +271,8 @@ def test_ctest_reports_the_gpu_enqueue_test_skipped_without_a_device(build: Path
 @pytest.mark.skipif(not _cuda_device_listed(), reason="needs a CUDA device (nvidia-smi lists none)")
 def test_gpu_enqueue_matches_reference(build: Path) -> None:
     """Both plugins' enqueue on device buffers against the C++ reference: random shapes, fp32/fp16/bf16,
-    mask_pad, both directions, k = 3/4, head dims 32/64/128, prefill-then-step with ping-pong state."""
+    mask_pad (both ops), both directions, k = 3/4, attention heads packed batch-first and time-major, head dims
+    32/64/128, prefill-then-step with ping-pong state."""
     result, passed, failed = _run_summary(GPU_ENQUEUE_TEST)
     assert result.returncode == 0, result.stdout + result.stderr
     assert failed == 0 and passed >= 12, result.stdout

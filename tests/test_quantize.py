@@ -289,3 +289,36 @@ def test_a_user_module_quantizes_through_the_generic_export(tmp_path: Path) -> N
     assert sorted(e["bits"] for e in record["quantized"]) == [4, 4, 8]  # two SRU projections, the int8 head
     assert tensorrt_rule_violations(result.model_path) == []
     assert "SRUScan" in op_counts(result.model_path)
+
+
+@pytest.mark.parametrize("head", ["fp", "int8"])
+def test_merged_projection_weights_fold_into_one_quantized_weight(head: str) -> None:
+    """An export's merged q/k/v projection is ``MatMul(x, Transpose(Concat(Wq, Wk, Wv)))``: the fold makes it one
+    (in, 3 * out) initializer, which is then quantized like any weight (head kept fp or not); the Concat and
+    Transpose go, and the folded weight equals the concatenation."""
+    from rnnx.export.quantize import _fold_transposed_weights, find_weights, quantize_model
+
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(3)]  # (out, in) each, as nn.Linear
+    inits = [numpy_helper.from_array(p, f"W{i}") for i, p in enumerate(parts)]
+    nodes = [
+        helper.make_node("Concat", ["W0", "W1", "W2"], ["cat"], axis=0, name="cat"),
+        helper.make_node("Transpose", ["cat"], ["catT"], perm=[1, 0], name="t"),
+        helper.make_node("MatMul", ["x", "catT"], ["qkv"], name="proj"),
+        helper.make_node("Relu", ["qkv"], ["y"], name="act"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 48])], inits,
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    _fold_transposed_weights(folded.graph, merged_only=True)
+    (weight,) = find_weights(folded.graph)
+    assert [n.op_type for n in folded.graph.node] == ["MatMul", "Relu"]
+    value = numpy_helper.to_array(next(t for t in folded.graph.initializer if t.name == weight.initializer))
+    np.testing.assert_array_equal(value, np.concatenate(parts).T)
+    _, record = quantize_model(model, "tensorrt", QuantizeOptions(scheme="int8", head=head))
+    assert [n.op_type for n in model.graph.node if n.op_type in ("Concat", "Transpose")] == []
+    assert [q["shape"] for q in record["quantized"]] == [[32, 48]]

@@ -52,6 +52,8 @@ from rnnx.runtime.tensorrt.builder import (
 #: (name, version, namespace) of every creator the library registers, from the op records.
 CREATORS = tuple((op.onnx_name, spec.PLUGIN_VERSION, spec.PLUGIN_NAMESPACE) for op in spec.ALL_OPS)
 FIRST, SECOND = (op.onnx_name for op in spec.ALL_OPS[:2])
+#: The plugin version every node carries and every creator reports.
+VERSION = spec.PLUGIN_VERSION
 
 # -- stand-ins ------------------------------------------------------------------------------------------
 
@@ -188,9 +190,20 @@ def test_creators_registered_by_a_plain_dlopen_are_not_loaded_again(library, fre
 def test_partly_registered_creators_are_an_error(library, fresh_loads):
     registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
     registry.register_creator(StandInCreator(*CREATORS[0]), CREATORS[0][2])
-    with pytest.raises(EngineBuildError, match=f"already registered but rnnx::{SECOND} v1 not") as e:
+    with pytest.raises(EngineBuildError, match=f"already registered but rnnx::{SECOND} v{VERSION} not") as e:
         load_plugin_library(stand_in_trt(registry), library, CREATORS)
     assert "\n" not in str(e.value) and registry.load_library_calls == []
+
+
+def test_an_export_of_an_older_plugin_version_is_told_to_re_export(library, fresh_loads):
+    """An export written for plugin version 1 (the attention's heads apart) needs creators this library does not
+    have: the error names them and says to re-export, in one line."""
+    registry = StandInRegistry({str(library.resolve()): list(CREATORS)})
+    old = tuple((name, "1", namespace) for name, _, namespace in CREATORS)
+    with pytest.raises(EngineBuildError, match=r"v1 not registered by it: the export was written for plugin version 1 "
+                       rf"and this rnnx's plugins are version {VERSION} .*re-export") as e:  # fmt: skip
+        load_plugin_library(stand_in_trt(registry), library, old)
+    assert "\n" not in str(e.value)
 
 
 def test_a_failed_load_is_one_line(tmp_path, fresh_loads):
@@ -202,7 +215,7 @@ def test_a_failed_load_is_one_line(tmp_path, fresh_loads):
     other = tmp_path / "libother.so"
     other.write_bytes(b"other plugins")
     registry = StandInRegistry({str(other.resolve()): [("Other", "1", "x")]})
-    with pytest.raises(EngineBuildError, match=f"loaded, but rnnx::{FIRST} v1, rnnx::{SECOND} v1 not"):
+    with pytest.raises(EngineBuildError, match=f"loaded, but rnnx::{FIRST} v{VERSION}, rnnx::{SECOND} v{VERSION} not"):
         load_plugin_library(stand_in_trt(registry), other, CREATORS)
 
 
@@ -219,9 +232,9 @@ def test_required_creators_are_those_of_the_op_spec(demo_exports):
 
 # -- every rnnx node became a plugin layer ----------------------------------------------------------------
 
-SRU = OnnxNode(f"/layers.0/{FIRST}", FIRST, "rnnx", "h0", "1", "rnnx")
-ATTENTION = OnnxNode(f"/layers.1/{SECOND}", SECOND, "rnnx", "out1", "1", "rnnx")
-UNNAMED = OnnxNode("", FIRST, "rnnx", "h2", "1", "rnnx")
+SRU = OnnxNode(f"/layers.0/{FIRST}", FIRST, "rnnx", "h0", VERSION, "rnnx")
+ATTENTION = OnnxNode(f"/layers.1/{SECOND}", SECOND, "rnnx", "out1", VERSION, "rnnx")
+UNNAMED = OnnxNode("", FIRST, "rnnx", "h2", VERSION, "rnnx")
 
 
 def _registered_registry() -> StandInRegistry:
@@ -246,11 +259,11 @@ def test_a_suffixed_layer_counts_for_one_node_only():
     ``a_1`` became a plugin layer, node ``a`` is refused (the layer is ``a_1``'s own); and one suffixed layer
     cannot stand for two nodes of one name."""
     registry = _registered_registry()
-    a, a_1 = (OnnxNode(name, FIRST, "rnnx", f"out_{name}", "1", "rnnx") for name in ("a", "a_1"))
+    a, a_1 = (OnnxNode(name, FIRST, "rnnx", f"out_{name}", VERSION, "rnnx") for name in ("a", "a_1"))
     network = StandInNetwork([StandInLayer("a_1", "PLUGIN_V3"), StandInLayer("a/Loop", "LOOP")])
     with pytest.raises(EngineBuildError, match=r"^rnnx node 'a' .*did not become a TensorRT plugin layer"):
         check_plugin_layers(stand_in_trt(registry), network, [a, a_1])
-    twice = [OnnxNode("b", FIRST, "rnnx", "x", "1", "rnnx"), OnnxNode("b", FIRST, "rnnx", "y", "1", "rnnx")]
+    twice = [OnnxNode("b", FIRST, "rnnx", "x", VERSION, "rnnx"), OnnxNode("b", FIRST, "rnnx", "y", VERSION, "rnnx")]
     check_plugin_layers(stand_in_trt(registry), StandInNetwork([StandInLayer("b", "PLUGIN_V3"),
                                                                 StandInLayer("b_1", "PLUGIN_V3")]), twice)  # fmt: skip
     with pytest.raises(EngineBuildError, match=r"^rnnx node 'b' "):
@@ -269,7 +282,7 @@ def test_a_node_imported_as_its_local_function_is_refused_naming_it():
     message = str(e.value)
     assert "\n" not in message
     assert message.startswith(f"rnnx node '/layers.1/{SECOND}' ({SECOND}) did not become a TensorRT plugin layer")
-    assert f"plugin rnnx::{SECOND} v1 is not registered" in message
+    assert f"plugin rnnx::{SECOND} v{VERSION} is not registered" in message
 
 
 def test_a_registered_plugin_that_lost_to_the_local_function_names_the_version():

@@ -9,7 +9,8 @@ Usage, with ``t`` one of :data:`TARGETS`::
 
 ``finalize`` adds a model-local function with a standard-op body for every rnnx node, so the file
 passes ``onnx.checker`` (full check) and runs on stock ONNX Runtime; TensorRT maps the same nodes to
-the rnnx plugins by op type, ``plugin_version`` and ``plugin_namespace``.
+the rnnx plugins by op type, ``plugin_version`` and ``plugin_namespace``. For the ``onnxruntime`` target,
+``fuse_skip_layer_norm`` then writes the residual sums and their layer norms as ONNX Runtime's fused node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 from rnnx.runtime.contract.targets import TARGETS
 
 from .finalize import finalize
+from .lean import fuse_skip_layer_norm
 from .schemas import custom_op_schemas, op_schema
 from .translate import translation_table
 
-__all__ = ["TARGETS", "custom_op_schemas", "finalize", "op_schema", "translation_table"]
+__all__ = ["TARGETS", "custom_op_schemas", "finalize", "fuse_skip_layer_norm", "op_schema", "translation_table"]

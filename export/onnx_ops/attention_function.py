@@ -1,6 +1,8 @@
 """The standard-op body of ``rnnx::CausalLinearAttention``: the exact O(L^2) masked form.
 
-With phi(x) = elu(x) + 1, per (batch, head)::
+The packed inputs (B, L, H*E) — (L, B, H*E) time-major — are reshaped and transposed to (B, H, L, E), H read from
+the node's ``num_heads``; a pad step's phi(k) and v are zeroed (keep = not mask_pad). With phi(x) = elu(x) + 1,
+per (batch, head)::
 
     A      = tril(phi(q) phi(k)^T)                       (L, L), mask from Trilu on ones (L, L)
     out    = (A v + phi(q) S0) / (A 1 + phi(q) z0 + eps)
@@ -30,24 +32,37 @@ ATTENTION = spec.CAUSAL_LINEAR_ATTENTION
 def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.FunctionProto:
     """FunctionProto ``rnnx::CausalLinearAttention`` overload ``variant.name``.
 
-    Inputs q, k (B, H, L, E), v (B, H, L, M), S0 (B, H, E, M), z0 (B, H, E) (each read only when
-    the variant has it); outputs out (B, H, L, M) in q's dtype, S_last, z_last in the state dtype.
+    Inputs q, k (B, L, H*E), v (B, L, H*M) (time-major: (L, B, ...)), S0 (B, H, E, M), z0 (B, H, E), mask_pad (B, L)
+    (or (L, B)) (each read only when the variant has it); outputs out (q's layout with M) in q's dtype, S_last,
+    z_last in the state dtype.
     """
     acc = state_elem_type(variant.double)
     w = NodeWriter("")
     one = w.op("Cast", [w.scalar_float(1.0)], "one", to=acc)
+    heads = w.op("Unsqueeze", [w.attribute_int("num_heads"), w.ints([0])], "heads")
+    split = w.op("Concat", [w.op("Shape", ["q"], end=2), heads, w.ints([-1])], "split_heads", axis=0)
+    to_heads = [1, 2, 0, 3] if variant.time_major else [0, 2, 1, 3]  # (L|B, B|L, H, D) -> (B, H, L, D)
 
-    def phi(name: str) -> str:
-        x = w.op("Cast", [name], to=acc)
+    def apart(name: str) -> str:
+        return w.op("Transpose", [w.op("Reshape", [name, split])], f"{name}_h", perm=to_heads)
+
+    def phi(x: str) -> str:
+        x = w.op("Cast", [x], to=acc)
         if not variant.double:
-            return w.op("Add", [w.op("Elu", [x]), one], f"phi_{name}")
+            return w.op("Add", [w.op("Elu", [x]), one], "phi")
         # ONNX Runtime's CPU Elu has no fp64 kernel: elu(x) + 1 = x + 1 for x > 0, else exp(x)
         positive = w.op("Greater", [x, w.op("Cast", [w.scalar_float(0.0)], to=acc)])
-        return w.op("Where", [positive, w.op("Add", [x, one]), w.op("Exp", [x])], f"phi_{name}")
+        return w.op("Where", [positive, w.op("Add", [x, one]), w.op("Exp", [x])], "phi")
 
-    qf, kf, vf = phi("q"), phi("k"), w.op("Cast", ["v"], "vf", to=acc)
+    qf, kf, vf = phi(apart("q")), phi(apart("k")), w.op("Cast", [apart("v")], "vf", to=acc)
+    if variant.has_mask:
+        keep = w.op("Cast", [w.op("Not", [w.op("Cast", ["mask_pad"], to=onnx.TensorProto.BOOL)])], "keep", to=acc)
+        if variant.time_major:
+            keep = w.op("Transpose", [keep], perm=[1, 0])
+        keep = w.op("Unsqueeze", [keep, w.ints([1, 3])], "keep4")  # (B, 1, L, 1)
+        kf, vf = w.op("Mul", [kf, keep], "kf"), w.op("Mul", [vf, keep], "vf_kept")
     kT = w.op("Transpose", [kf], "kT", perm=[0, 1, 3, 2])  # (B, H, E, L)
-    L = w.op("Shape", ["q"], "L", start=2, end=3)
+    L = w.op("Shape", [qf], "L", start=2, end=3)
     ones_ll = w.op(
         "ConstantOfShape", [w.op("Concat", [L, L], axis=0)], "ones_LL", value=helper.make_tensor("one", acc, [1], [1.0])
     )
@@ -65,7 +80,9 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
         den = w.op("Add", [den, w.op("MatMul", [qf, w.op("Unsqueeze", [z0, w.ints([-1])])])], "den_z")
         z_last = w.op("Add", [z0, z_last], "z_sum")
     eps = w.op("Cast", [w.attribute_float("eps")], "eps", to=acc)
-    out = w.op("Div", [num, w.op("Add", [den, eps], "den_eps")], "out_acc")
+    out = w.op("Div", [num, w.op("Add", [den, eps], "den_eps")], "out_acc")  # (B, H, L, M)
+    out = w.op("Transpose", [out], "out_t", perm=[2, 0, 1, 3] if variant.time_major else [0, 2, 1, 3])
+    out = w.op("Reshape", [out, w.op("Concat", [w.op("Shape", ["q"], end=2), w.ints([-1])], axis=0)], "out_packed")
     w.nodes.append(helper.make_node("CastLike", [out, "q"], ["out"], name="n_out"))
     w.nodes.append(helper.make_node("Identity", [S_last], ["S_last"], name="n_S_last"))
     w.nodes.append(helper.make_node("Identity", [z_last], ["z_last"], name="n_z_last"))

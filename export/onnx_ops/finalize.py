@@ -116,16 +116,21 @@ def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | Attent
         return variant
     double = _is_double(node, op, parse_attention_overload, types)
     return AttentionVariant(
-        _present(node, op, "S0"), _present(node, op, "z0"), double, _heads(node) if not double else 0
+        _present(node, op, "S0"),
+        _present(node, op, "z0"),
+        _present(node, op, op.mask_input),
+        bool(_attr(node, "time_major", 0)),
+        double,
+        lowered=not double and _lowered(node),
     )
 
 
-def _heads(node: onnx.NodeProto) -> int:
-    """The head count the translation wrote into an attention node's overload (0: none)."""
+def _lowered(node: onnx.NodeProto) -> bool:
+    """Whether the translation named the com.microsoft.LinearAttention body in an attention node's overload."""
     try:
-        return parse_attention_overload(node.overload).heads if node.overload else 0
+        return parse_attention_overload(node.overload).lowered if node.overload else False
     except ValueError:
-        return 0
+        return False
 
 
 def _add_any_function(
@@ -146,16 +151,21 @@ def _add_any_function(
     double = _is_double(node, op, parse, types)
     node.overload = ""
     key = f"{node.op_type}:"
+    time_major = bool(_attr(node, "time_major", 0)) if op is spec.CAUSAL_LINEAR_ATTENTION else False
+    tag = f" [{_dtype_name(double)}{', time-major' if time_major else ''}]"
     if key in functions:
-        if functions[key].doc_string.endswith(f"[{_dtype_name(double)}]"):
+        if functions[key].doc_string.endswith(tag):
             return
-        raise ValueError(f"{op.onnx_name} nodes of one TensorRT-target graph mix fp32 and fp64 state")
+        raise ValueError(
+            f"{op.onnx_name} nodes of one TensorRT-target graph mix fp32 and fp64 state or layouts "
+            "(one function per op)"
+        )
     if op is spec.SRU_SCAN:
         function = sru_scan_any_function(double, opset)
     else:
-        function = attention_function(AttentionVariant(True, True, double), opset)
+        function = attention_function(AttentionVariant(True, True, True, time_major, double), opset)
         function.overload = ""
-    function.doc_string += f" [{_dtype_name(double)}]"
+    function.doc_string += tag
     functions[key] = function
 
 
@@ -286,7 +296,7 @@ def finalize(model: onnx.ModelProto, target: Union[str, Target], inplace: bool =
         if key not in functions:
             if isinstance(variant, SRUVariant):
                 functions[key] = sru_scan_function(variant, opset)
-            elif variant.heads:
+            elif variant.lowered:
                 functions[key] = lowered_attention_function(variant, opset)
                 uses_ms = True
             else:

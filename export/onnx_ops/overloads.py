@@ -2,10 +2,11 @@
 
 A model-local function is keyed by (domain, name, overload) (ONNX IR 10). The SRUScan body is
 specialised on its structural attributes and on which optional inputs are present; the
-CausalLinearAttention body on which initial states are present, and for the ``onnxruntime`` target on
-the head count its ``com.microsoft.LinearAttention`` body needs (:mod:`.ort_attention`; suffix ``_h<H>``).
+CausalLinearAttention body on which initial states and the pad mask are present, on the layout (suffix ``_tm`` for
+time-major) and, for the ``onnxruntime`` target, on its ``com.microsoft.LinearAttention`` body (:mod:`.ort_attention`;
+suffix ``_ms``).
 Both are specialised on the state dtype (f32, or f64 for fp64 activations), which the body computes
-in. Numeric attributes (scale_x, eps) are read in the body through attribute references, so one
+in. Numeric attributes (scale_x, eps, num_heads) are read in the body through attribute references, so one
 overload serves every value.
 
 Overloads are for the ``onnxruntime`` target only. TensorRT's parser keys local functions by name alone,
@@ -19,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 _SRU = re.compile(r"D([12])_k([34])_skip([01])_tanh([01])_mask([01])_(f32|f64)")
-_ATTENTION = re.compile(r"(S0_z0|S0|z0|nostate)_(f32|f64)(?:_h([1-9][0-9]*))?")
+_ATTENTION = re.compile(r"(S0_z0|S0|z0|nostate)(_mask)?(_tm)?_(f32|f64)(_ms)?")
 
 
 @dataclass(frozen=True)
@@ -47,18 +48,20 @@ class SRUVariant:
 
 @dataclass(frozen=True)
 class AttentionVariant:
-    """Structure of one CausalLinearAttention body: which states are given, fp64 state or fp32, and
-    ``heads`` > 0 for the ``com.microsoft.LinearAttention`` body of that many heads (0: the standard-op
-    O(L^2) body)."""
+    """Structure of one CausalLinearAttention body: which states are given, whether the pad mask is, the layout
+    (``time_major``), fp64 state or fp32, and ``lowered``: the ``com.microsoft.LinearAttention`` body (fp32 state
+    only) instead of the standard-op O(L^2) one."""
 
     has_S0: bool
     has_z0: bool
+    has_mask: bool = False
+    time_major: bool = False
     double: bool = False
-    heads: int = 0
+    lowered: bool = False
 
     @property
     def name(self) -> str:
-        return attention_overload(self.has_S0, self.has_z0, self.double, self.heads)
+        return attention_overload(self.has_S0, self.has_z0, self.has_mask, self.time_major, self.double, self.lowered)
 
 
 def _dtype_tag(double: bool) -> str:
@@ -77,13 +80,19 @@ def sru_overload(
     )
 
 
-def attention_overload(has_S0: bool, has_z0: bool, double: bool, heads: int = 0) -> str:
-    """``S0_z0_f32``, ``S0_f32``, ``z0_f32`` or ``nostate_f32`` (``_f64`` for an fp64 state), with ``_h<heads>``
-    for the ``com.microsoft.LinearAttention`` body (fp32 state only)."""
-    if heads and double:
+def attention_overload(
+    has_S0: bool, has_z0: bool, has_mask: bool, time_major: bool, double: bool, lowered: bool = False
+) -> str:
+    """``S0_z0_f32``, ``S0_f32``, ``z0_f32`` or ``nostate_f32`` (``_f64`` for an fp64 state), with ``_mask`` after the
+    states when mask_pad is given, ``_tm`` for the time-major layout, and a final ``_ms`` for the
+    ``com.microsoft.LinearAttention`` body (fp32 state only); e.g. ``S0_z0_mask_tm_f32_ms``."""
+    if lowered and double:
         raise ValueError("CausalLinearAttention: the com.microsoft.LinearAttention body has no fp64 state")
     given = [name for name, present in (("S0", has_S0), ("z0", has_z0)) if present]
-    return f"{'_'.join(given) or 'nostate'}_{_dtype_tag(double)}" + (f"_h{heads}" if heads else "")
+    return (
+        f"{'_'.join(given) or 'nostate'}{'_mask' if has_mask else ''}{'_tm' if time_major else ''}"
+        f"_{_dtype_tag(double)}{'_ms' if lowered else ''}"
+    )
 
 
 def parse_sru_overload(name: str) -> SRUVariant:
@@ -100,7 +109,7 @@ def parse_attention_overload(name: str) -> AttentionVariant:
     m = _ATTENTION.fullmatch(name)
     if m is None:
         raise ValueError(f"not a CausalLinearAttention overload name: {name!r}")
-    heads = int(m.group(3) or 0)
-    if heads and m.group(2) == "f64":
-        raise ValueError(f"not a CausalLinearAttention overload name: {name!r} (fp64 with a head count)")
-    return AttentionVariant("S0" in m.group(1), "z0" in m.group(1), m.group(2) == "f64", heads)
+    states, mask, tm, dtype, lowered = m.groups()
+    if lowered and dtype == "f64":
+        raise ValueError(f"not a CausalLinearAttention overload name: {name!r} (fp64 with the com.microsoft body)")
+    return AttentionVariant("S0" in states, "z0" in states, bool(mask), bool(tm), dtype == "f64", bool(lowered))

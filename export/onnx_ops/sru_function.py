@@ -89,22 +89,30 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
     v, D, k = variant, variant.num_directions, variant.num_matrices
     acc = state_elem_type(v.double)
     w = NodeWriter("")
-    U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, D, -1, k])], "U5")  # (L, B, D, d, k)
+    # One direction reads U as (L, B, d, k), x as (L, B, d) and c0 as (B, d) directly: no direction axis to pick
+    if D == 1:
+        U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, -1, k])], "U4")  # (L, B, d, k)
+    else:
+        U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, D, -1, k])], "U5")  # (L, B, D, d, k)
     W = w.op("Reshape", [w.op("Cast", ["weight_c"], to=acc), w.ints([2, D, -1])], "W")  # (2, D, d)
     Bias = w.op("Reshape", [w.op("Cast", ["bias"], to=acc), w.ints([2, D, -1])], "Bias")
-    C0 = w.op("Reshape", [w.op("Cast", ["c0"], to=acc), w.ints([0, D, -1])], "C0")  # (B, D, d)
+    C0 = w.op("Cast", ["c0"], "C0", to=acc)  # (B, D*d)
+    if D == 2:
+        C0 = w.op("Reshape", [C0, w.ints([0, D, -1])], "C0_dirs")  # (B, D, d)
     one = w.op("Cast", [w.scalar_float(1.0)], "one", to=acc)
     zero = w.op("Cast", [w.scalar_float(0.0)], "zero", to=acc)
     if v.uses_x:
         scale = w.op("Cast", [w.attribute_float("scale_x")], "scale", to=acc)
-        X = w.op("Mul", [w.op("Reshape", [w.op("Cast", ["x"], to=acc), w.ints([0, 0, D, -1])]), scale], "X")
+        X = w.op("Mul", [w.op("Cast", ["x"], to=acc), scale], "X")  # (L, B, D*d)
+        if D == 2:
+            X = w.op("Reshape", [X, w.ints([0, 0, D, -1])], "X_dirs")  # (L, B, D, d)
     if v.has_mask:
         pad = w.op("Unsqueeze", [w.op("Cast", ["mask_pad"], to=TensorProto.BOOL), w.ints([-1])], "pad")  # (L, B, 1)
     idx = [w.scalar_int(i) for i in range(max(k, 2))]
 
     h_dirs, c_dirs = [], []
     for dr in range(D):
-        Ud = w.op("Gather", [U5, idx[dr]], f"U_d{dr}", axis=2)  # (L, B, d, k)
+        Ud = U5 if D == 1 else w.op("Gather", [U5, idx[dr]], f"U_d{dr}", axis=2)  # (L, B, d, k)
         col = [w.op("Gather", [Ud, idx[j]], f"u{j}_d{dr}", axis=3) for j in range(k)]  # (L, B, d)
         gate = [
             w.op("Gather", [w.op("Gather", [P, idx[g]], axis=0), idx[dr]], axis=0) for P in (W, Bias) for g in (0, 1)
@@ -112,11 +120,14 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
         v_f, v_r, b_f, b_r = gate  # (d,)
         scan_inputs = [col[0], w.op("Add", [col[1], b_f], "uf"), w.op("Add", [col[2], b_r], "ur")]
         if v.has_skip_term:
-            scan_inputs.append(col[3] if k == 4 else w.op("Gather", [X, idx[dr]], f"skip_d{dr}", axis=2))
+            if k == 4:
+                scan_inputs.append(col[3])
+            else:
+                scan_inputs.append(X if D == 1 else w.op("Gather", [X, idx[dr]], f"skip_d{dr}", axis=2))
         if v.has_mask:
             scan_inputs.append(pad)
         body = _step_graph(v, {"v_f": v_f, "v_r": v_r, "one": one, "zero": zero}, f"step{dr}_")
-        c0_d = w.op("Gather", [C0, idx[dr]], f"c0_d{dr}", axis=1)  # (B, d)
+        c0_d = C0 if D == 1 else w.op("Gather", [C0, idx[dr]], f"c0_d{dr}", axis=1)  # (B, d)
         reverse = [dr] * len(scan_inputs)
         c_last, h = w.op(
             "Scan",

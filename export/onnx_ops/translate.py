@@ -8,7 +8,8 @@ the ops called here become nodes of the exported graph.
   present, at fixed positions, so TensorRT's parser (which hands a plugin its node's inputs by
   position) never sees an empty slot: SRUScan ``U, x, weight_c, bias, c0, mask_pad`` (x a 1-element
   zero dummy where the attributes say it is unused, mask_pad all false when there is no padding),
-  CausalLinearAttention ``q, k, v, S0, z0`` (zeros when the model gave no initial state);
+  CausalLinearAttention ``q, k, v, S0, z0, mask_pad`` (zeros when the model gave no initial state, an all-false
+  mask over q's leading axes when it gave none);
 * target ``onnxruntime``: both ops are custom nodes with absent inputs left out; ONNX Runtime runs
   rnnx's native kernels when its op library is registered (:mod:`rnnx.runtime.ortops`), else inlines
   their local functions: the SRUScan ``Scan`` body, and for CausalLinearAttention a body built on
@@ -76,15 +77,25 @@ def _full_sru_inputs(U: Any, x: Optional[Any], mask_pad: Optional[Any]) -> tuple
     return x, mask_pad
 
 
-def _full_attention_state(q: Any, v: Any, S0: Optional[Any], z0: Optional[Any]) -> tuple[Any, Any]:
-    """The TensorRT layout's S0 (B, H, E, M) and z0 (B, H, E): zeros in the state dtype where absent."""
+def _full_attention_inputs(
+    q: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], num_heads: int, time_major: bool
+) -> tuple[Any, Any, Any]:
+    """The TensorRT layout's S0 (B, H, E, M) and z0 (B, H, E) (zeros in the state dtype where absent) and mask_pad
+    (all false over q's leading two axes where absent)."""
     state = onnx.TensorProto.DOUBLE if q.dtype == ir.DataType.DOUBLE else onnx.TensorProto.FLOAT
     zero = op.Cast(op.Constant(value_float=0.0), to=state)
-    if S0 is None:
-        S0 = op.Expand(zero, op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), op.Shape(v, start=3), axis=0))
-    if z0 is None:
-        z0 = op.Expand(zero, op.Concat(op.Shape(q, end=2), op.Shape(q, start=3), axis=0))
-    return S0, z0
+    if S0 is None or z0 is None:
+        batch = op.Shape(q, start=1, end=2) if time_major else op.Shape(q, end=1)
+        heads = op.Constant(value_ints=[num_heads])
+        E = op.Div(op.Shape(q, start=2), heads)
+        if S0 is None:
+            S0 = op.Expand(zero, op.Concat(batch, heads, E, op.Div(op.Shape(v, start=2), heads), axis=0))
+        if z0 is None:
+            z0 = op.Expand(zero, op.Concat(batch, heads, E, axis=0))
+    if mask_pad is None:
+        false = onnx.helper.make_tensor("false", onnx.TensorProto.BOOL, [1], [False])
+        mask_pad = op.ConstantOfShape(op.Shape(q, end=2), value=false)
+    return S0, z0, mask_pad
 
 
 def _sru_scan(
@@ -112,17 +123,27 @@ def _sru_scan(
 
 
 def _attention(
-    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float, full_layout: bool, heads: int = 0
-) -> tuple[Any, Any, Any]:
-    """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?) -> (out, S_last, z_last); with
-    ``full_layout`` (the TensorRT target) S0 and z0 are always present (:func:`_full_attention_state`);
-    ``heads`` > 0 names the com.microsoft.LinearAttention body in the overload."""
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], eps: float,
+    num_heads: int, time_major: int, full_layout: bool,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?, mask_pad?) -> (out, S_last, z_last); with
+    ``full_layout`` (the TensorRT target) every input is present (:func:`_full_attention_inputs`). The overload
+    names the body: the states and mask present, time-major, and for the ``onnxruntime`` target's fp32 state the
+    com.microsoft.LinearAttention body."""
     if full_layout:
-        S0, z0 = _full_attention_state(q, v, S0, z0)
-    attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, {"eps": float(eps)})
-    out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, **attrs)
+        S0, z0, mask_pad = _full_attention_inputs(q, v, S0, z0, mask_pad, num_heads, bool(time_major))
+    values = {"eps": float(eps), "num_heads": int(num_heads), "time_major": int(bool(time_major))}
+    attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, values)
+    out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, mask_pad, **attrs)
     double = q.dtype == ir.DataType.DOUBLE
-    out.producer().overload = attention_overload(S0 is not None, z0 is not None, double, heads)
+    out.producer().overload = attention_overload(
+        S0 is not None,
+        z0 is not None,
+        mask_pad is not None,
+        bool(time_major),
+        double,
+        lowered=not (full_layout or double),
+    )
     _bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
     return out, S_last, z_last
 
@@ -148,20 +169,21 @@ sru_scan_node = _sru_scan_translation("sru_scan_node", full_layout=False)
 sru_scan_node_full = _sru_scan_translation("sru_scan_node_full", full_layout=True)
 
 
-def attention_node(q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float) -> tuple[Any, Any, Any]:
-    """The ONNX Runtime target's ``rnnx::CausalLinearAttention`` node (absent states left out): its body is
-    com.microsoft.LinearAttention for a static head count (q's dim 1) and a non-fp64 q, else the
-    standard-op body (:func:`_attention`)."""
-    heads = q.shape[1] if q.shape is not None else None
-    lowered = q.dtype != ir.DataType.DOUBLE and isinstance(heads, int) and heads > 0
-    return _attention(q, k, v, S0, z0, eps, full_layout=False, heads=heads if lowered else 0)
+def attention_node(
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], eps: float,
+    num_heads: int, time_major: int,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The ONNX Runtime target's ``rnnx::CausalLinearAttention`` node (absent states and mask left out): its body is
+    com.microsoft.LinearAttention for a non-fp64 q, else the standard-op body (:func:`_attention`)."""
+    return _attention(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major, full_layout=False)
 
 
 def attention_node_full(
-    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], eps: float
-) -> tuple[Any, Any, Any]:
-    """The TensorRT target's ``rnnx::CausalLinearAttention`` node, S0 and z0 always present."""
-    return _attention(q, k, v, S0, z0, eps, full_layout=True)
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], eps: float,
+    num_heads: int, time_major: int,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The TensorRT target's ``rnnx::CausalLinearAttention`` node, every input present."""
+    return _attention(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major, full_layout=True)
 
 
 def _torch_op(op: spec.OpSpec) -> torch._ops.OpOverload:

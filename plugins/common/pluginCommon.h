@@ -17,7 +17,7 @@ namespace plugin
 
 //! Namespace and version every rnnx plugin carries (runtime/contract/ops.py: PLUGIN_NAMESPACE, PLUGIN_VERSION).
 constexpr char const* kPLUGIN_NAMESPACE{"rnnx"};
-constexpr char const* kPLUGIN_VERSION{"1"};
+constexpr char const* kPLUGIN_VERSION{"2"};
 //! Node attributes the ONNX parser may hand over as fields; accepted (value checked) and otherwise ignored.
 constexpr char const* kPLUGIN_VERSION_FIELD{"plugin_version"};
 constexpr char const* kPLUGIN_NAMESPACE_FIELD{"plugin_namespace"};
@@ -61,7 +61,7 @@ std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& tabl
 //! Errors (logged, returns false): a null name or data, a length other than 1, a type the row's kind does not
 //! accept, a non-finite float, an int outside int32, a field given twice, a name not in the table, a required
 //! field missing, or, with `requireAll` (deserialisation), any field missing. plugin_version / plugin_namespace
-//! are accepted as kCHAR when they carry "1" / "rnnx".
+//! are accepted as kCHAR when they carry kPLUGIN_VERSION ("2") / "rnnx".
 bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table, nvinfer1::PluginFieldCollection const* fc,
     bool requireAll, std::vector<double>& values) noexcept;
 

@@ -52,9 +52,9 @@ template <typename acc_t> void sru_forward_impl(const ParallelFor& parallel_for,
 
 template <typename acc_t> void attention_forward_impl(const ParallelFor& parallel_for, const AttentionArgs<acc_t>& a)
 {
-    const rnnx::linear_attention_cpu::Problem p{a.B, a.H, a.L, a.E, a.M, a.eps};
+    const rnnx::linear_attention_cpu::Problem p{a.B, a.H, a.L, a.E, a.M, a.eps, a.time_major};
     rnnx::linear_attention_cpu::forward_impl<acc_t, acc_t>(
-        HostParallelFor{&parallel_for}, p, a.q, a.k, a.v, a.S0, a.z0, a.out, a.S_last, a.z_last);
+        HostParallelFor{&parallel_for}, p, a.q, a.k, a.v, a.S0, a.z0, a.pad, a.out, a.S_last, a.z_last);
 }
 } // namespace
 

@@ -31,7 +31,9 @@ template <typename acc_t> struct AttentionArgs
 {
     int64_t B, H, L, E, M;
     double eps;
+    bool time_major;
     const acc_t *q, *k, *v, *S0, *z0;
+    const uint8_t* pad;
     acc_t *out, *S_last, *z_last;
 };
 

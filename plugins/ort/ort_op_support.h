@@ -268,6 +268,13 @@ struct CpuOp : Ort::CustomOpBase<CpuOp<Kernel, T>, GuardedKernel<Kernel<T>>, tru
 {
     using Impl = Kernel<T>;
 
+    // The first rnnx domain version whose layout the kernel reads (Impl::since_version): a node of an older
+    // export gets no kernel here and ONNX Runtime runs its function body instead.
+    CpuOp()
+    {
+        this->start_ver_ = Impl::since_version;
+    }
+
     OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
     {
         return guarded(

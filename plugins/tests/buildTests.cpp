@@ -107,43 +107,55 @@ TEST_CASE("SRUScan output shapes for symbolic L and B: six inputs at fixed posit
     }
 }
 
-TEST_CASE("CausalLinearAttention output shapes: five inputs q, k, v, S0, z0 at fixed positions")
+TEST_CASE("CausalLinearAttention output shapes: six inputs q, k, v, S0, z0, mask_pad at fixed positions")
 {
-    auto plugin = makeAttention();
-    REQUIRE(plugin != nullptr);
-    TestExprBuilder b;
-    auto const* B = b.symbol("B");
-    auto const* H = b.symbol("H");
-    auto const* L = b.symbol("L");
-    auto const* E = b.constant(64);
-    auto const* M = b.symbol("M");
-    auto const q = exprs({B, H, L, E});
-    auto const v = exprs({B, H, L, M});
-    auto const S0 = exprs({B, H, E, M});
-    auto const z0 = exprs({B, H, E});
-    std::vector<nvinfer1::DimsExprs> const all{q, q, v, S0, z0};
-    nvinfer1::DimsExprs out[3]{};
-    REQUIRE(plugin->getOutputShapes(all.data(), 5, nullptr, 0, out, 3, b) == 0);
-    CHECK_EQ(text(out[0]), "(B, H, L, M)");
-    CHECK_EQ(text(out[1]), "(B, H, 64, M)");
-    CHECK_EQ(text(out[2]), "(B, H, 64)");
-    // The old layouts (no state: 3 inputs; one state tensor: 4) are refused, naming the expected count.
-    for (std::vector<nvinfer1::DimsExprs> const& old : {std::vector<nvinfer1::DimsExprs>{q, q, v},
-             std::vector<nvinfer1::DimsExprs>{q, q, v, S0}, std::vector<nvinfer1::DimsExprs>{q, q, v, z0}})
+    // Heads packed: q, k (d0, d1, H*E), v (d0, d1, H*M); out is v's shape in either layout.
+    for (int32_t timeMajor : {0, 1})
     {
-        takeLoggedMessages();
-        auto const n = static_cast<int32_t>(old.size());
-        CHECK(plugin->getOutputShapes(old.data(), n, nullptr, 0, out, 3, b) != 0);
-        std::string const logged = takeLoggedMessages();
-        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
-        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+        auto plugin = makeAttention(4, 1e-6F, timeMajor);
+        REQUIRE(plugin != nullptr);
+        TestExprBuilder b;
+        auto const* B = b.symbol("B");
+        auto const* L = b.symbol("L");
+        auto const* H = b.constant(4);
+        auto const* E = b.constant(64);
+        auto const* HE = b.constant(4 * 64);
+        auto const* HM = b.symbol("HM");
+        auto const* M = b.symbol("M");
+        auto const* d0 = timeMajor != 0 ? L : B;
+        auto const* d1 = timeMajor != 0 ? B : L;
+        auto const q = exprs({d0, d1, HE});
+        auto const v = exprs({d0, d1, HM});
+        auto const S0 = exprs({B, H, E, M});
+        auto const z0 = exprs({B, H, E});
+        auto const mask = exprs({d0, d1});
+        std::vector<nvinfer1::DimsExprs> const all{q, q, v, S0, z0, mask};
+        nvinfer1::DimsExprs out[3]{};
+        REQUIRE(plugin->getOutputShapes(all.data(), 6, nullptr, 0, out, 3, b) == 0);
+        CHECK_EQ(text(out[0]), timeMajor != 0 ? "(L, B, HM)" : "(B, L, HM)");
+        CHECK_EQ(text(out[1]), "(B, 4, 64, M)");
+        CHECK_EQ(text(out[2]), "(B, 4, 64)");
+        // The old layouts (no state: 3 inputs; one state tensor: 4; no mask: 5) are refused, naming the count.
+        for (std::vector<nvinfer1::DimsExprs> const& old : {std::vector<nvinfer1::DimsExprs>{q, q, v},
+                 std::vector<nvinfer1::DimsExprs>{q, q, v, S0}, std::vector<nvinfer1::DimsExprs>{q, q, v, S0, z0}})
+        {
+            takeLoggedMessages();
+            auto const n = static_cast<int32_t>(old.size());
+            CHECK(plugin->getOutputShapes(old.data(), n, nullptr, 0, out, 3, b) != 0);
+            std::string const logged = takeLoggedMessages();
+            CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 6 inputs") != std::string::npos);
+            CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+        }
+        // Wrong ranks: the state swapped, the old (B, H, L, E) q, a 1-D mask.
+        std::vector<nvinfer1::DimsExprs> swapped{q, q, v, z0, S0, mask};
+        CHECK(plugin->getOutputShapes(swapped.data(), 6, nullptr, 0, out, 3, b) != 0);
+        std::vector<nvinfer1::DimsExprs> unpacked{
+            exprs({B, H, L, E}), exprs({B, H, L, E}), exprs({B, H, L, M}), S0, z0, mask};
+        CHECK(plugin->getOutputShapes(unpacked.data(), 6, nullptr, 0, out, 3, b) != 0);
+        std::vector<nvinfer1::DimsExprs> flatMask{q, q, v, S0, z0, exprs({B})};
+        CHECK(plugin->getOutputShapes(flatMask.data(), 6, nullptr, 0, out, 3, b) != 0);
+        CHECK(plugin->getOutputShapes(all.data(), 6, nullptr, 0, out, 2, b) != 0);
     }
-    // Wrong ranks at the state positions.
-    std::vector<nvinfer1::DimsExprs> swapped{q, q, v, z0, S0};
-    CHECK(plugin->getOutputShapes(swapped.data(), 5, nullptr, 0, out, 3, b) != 0);
-    std::vector<nvinfer1::DimsExprs> badQ{exprs({B, L, E}), q, v, S0, z0};
-    CHECK(plugin->getOutputShapes(badQ.data(), 5, nullptr, 0, out, 3, b) != 0);
-    CHECK(plugin->getOutputShapes(all.data(), 5, nullptr, 0, out, 2, b) != 0);
 }
 
 TEST_CASE("output data types: activations follow the first input, state is fp32")
@@ -158,12 +170,12 @@ TEST_CASE("output data types: activations follow the first input, state is fp32"
         CHECK(out[0] == t && out[1] == DataType::kFLOAT);
         CHECK(sru->getOutputDataTypes(out, 2, in, 5) != 0);
         CHECK(sru->getOutputDataTypes(out, 2, in, 3) != 0);
-        DataType qkv[5] = {t, t, t, DataType::kFLOAT, DataType::kFLOAT};
-        REQUIRE(attention->getOutputDataTypes(out, 3, qkv, 5) == 0);
+        DataType qkv[6] = {t, t, t, DataType::kFLOAT, DataType::kFLOAT, DataType::kBOOL};
+        REQUIRE(attention->getOutputDataTypes(out, 3, qkv, 6) == 0);
         CHECK(out[0] == t && out[1] == DataType::kFLOAT && out[2] == DataType::kFLOAT);
-        CHECK(attention->getOutputDataTypes(out, 2, qkv, 5) != 0);
+        CHECK(attention->getOutputDataTypes(out, 2, qkv, 6) != 0);
         CHECK(attention->getOutputDataTypes(out, 3, qkv, 3) != 0);
-        CHECK(attention->getOutputDataTypes(out, 3, qkv, 4) != 0);
+        CHECK(attention->getOutputDataTypes(out, 3, qkv, 5) != 0);
     }
     CHECK_EQ(sru->getNbOutputs(), 2);
     CHECK_EQ(attention->getNbOutputs(), 3);
@@ -244,41 +256,75 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     CHECK(!k4->supportsFormatCombination(4, k4io.data(), 6, 2));
 }
 
-TEST_CASE("CausalLinearAttention format combinations")
+TEST_CASE("CausalLinearAttention format combinations: linear; q, k, v, out alike; state fp32; mask bool/uint8")
 {
-    auto plugin = makeAttention();
-    for (int32_t nbInputs = 5; nbInputs <= 5; ++nbInputs)
+    // q, k, v, S0, z0, mask_pad | out, S_last, z_last
+    enum Role
     {
-        int32_t const n = nbInputs + 3;
+        kAct,
+        kState,
+        kMask
+    };
+    std::vector<Role> const roles{kAct, kAct, kAct, kState, kState, kMask, kAct, kState, kState};
+    int32_t const nbInputs = 6;
+    int32_t checked = 0;
+    for (int32_t timeMajor : {0, 1})
+    {
+        auto plugin = makeAttention(2, 1e-6F, timeMajor);
         for (DataType first : kAllTypes)
         {
-            for (int32_t pos = 0; pos < n; ++pos)
+            for (size_t pos = 0; pos < roles.size(); ++pos)
             {
                 for (DataType t : kAllTypes)
                 {
-                    std::vector<nvinfer1::DynamicPluginTensorDesc> io(n, dynDesc(desc({1, 1, 1, 1}, first)));
+                    std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc({1, 1, 2}, first)));
                     DataType const type = pos == 0 ? first : t;
-                    io[pos] = dynDesc(desc({1, 1, 1, 1}, type));
-                    bool const activation = pos < 3 || pos == nbInputs;
-                    bool const expected = activation ? isActivation(type) && type == first : type == DataType::kFLOAT;
-                    CHECK_EQ(plugin->supportsFormatCombination(pos, io.data(), nbInputs, 3), expected);
+                    io[pos] = dynDesc(desc({1, 1, 2}, type));
+                    bool expected = false;
+                    switch (roles[pos])
+                    {
+                    case kAct: expected = isActivation(type) && type == first; break;
+                    case kState: expected = type == DataType::kFLOAT; break;
+                    case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
+                    }
+                    CHECK_EQ(
+                        plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 3), expected);
+                    io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
+                    CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 3));
+                    ++checked;
                 }
             }
         }
     }
-    std::vector<nvinfer1::DynamicPluginTensorDesc> io(8, dynDesc(desc({1}, DataType::kFLOAT)));
-    CHECK(!plugin->supportsFormatCombination(0, io.data(), 6, 3));
-    // The old layouts without state or with one state tensor: refused at every position.
-    for (int32_t nbInputs : {3, 4})
+    CHECK(checked > 2000);
+    auto plugin = makeAttention();
+    std::vector<nvinfer1::DynamicPluginTensorDesc> io(10, dynDesc(desc({1}, DataType::kFLOAT)));
+    CHECK(!plugin->supportsFormatCombination(0, io.data(), 7, 3));
+    CHECK(!plugin->supportsFormatCombination(9, io.data(), 6, 3));
+    CHECK(!plugin->supportsFormatCombination(-1, io.data(), 6, 3));
+    // The old layouts without state, with one state tensor or without the mask: refused at every position.
+    for (int32_t n : {3, 4, 5})
     {
-        for (int32_t pos = 0; pos < nbInputs + 3; ++pos)
+        for (int32_t pos = 0; pos < n + 3; ++pos)
         {
-            CHECK(!plugin->supportsFormatCombination(pos, io.data(), nbInputs, 3));
+            CHECK(!plugin->supportsFormatCombination(pos, io.data(), n, 3));
         }
     }
-    CHECK(!plugin->supportsFormatCombination(0, io.data(), 5, 2));
-    io[0].desc.format = nvinfer1::TensorFormat::kHWC8;
-    CHECK(!plugin->supportsFormatCombination(0, io.data(), 5, 3));
+    CHECK(!plugin->supportsFormatCombination(0, io.data(), 6, 2));
+    // The node as the exporter emits it: fp16 q, k, v, fp32 state, a bool (B, L) mask.
+    std::vector<nvinfer1::DynamicPluginTensorDesc> node{dynDesc(desc({2, 5, 64}, DataType::kHALF)),
+        dynDesc(desc({2, 5, 64}, DataType::kHALF)), dynDesc(desc({2, 5, 32}, DataType::kHALF)),
+        dynDesc(desc({2, 2, 32, 16}, DataType::kFLOAT)), dynDesc(desc({2, 2, 32}, DataType::kFLOAT)),
+        dynDesc(desc({2, 5}, DataType::kBOOL)), dynDesc(desc({2, 5, 32}, DataType::kHALF)),
+        dynDesc(desc({2, 2, 32, 16}, DataType::kFLOAT)), dynDesc(desc({2, 2, 32}, DataType::kFLOAT))};
+    for (int32_t pos = 0; pos < 9; ++pos)
+    {
+        CHECK(plugin->supportsFormatCombination(pos, node.data(), 6, 3));
+    }
+    node[5] = dynDesc(desc({2, 5}, DataType::kHALF));
+    CHECK(!plugin->supportsFormatCombination(5, node.data(), 6, 3));
+    node[0].desc.format = nvinfer1::TensorFormat::kHWC8;
+    CHECK(!plugin->supportsFormatCombination(0, node.data(), 6, 3));
 }
 
 TEST_CASE("SRUScan configurePlugin takes exactly six inputs in every variant and declares no aliasing")
@@ -304,35 +350,38 @@ TEST_CASE("SRUScan configurePlugin takes exactly six inputs in every variant and
     }
 }
 
-TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0; workspace from the kernels")
+TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0, mask_pad; workspace from the kernels")
 {
-    auto plugin = makeAttention();
-    auto const q = dynDesc(desc({2, 4, 16, 32}, DataType::kHALF));
+    auto plugin = makeAttention(4);
+    auto const q = dynDesc(desc({2, 16, 4 * 32}, DataType::kHALF));
     auto const S = dynDesc(desc({2, 4, 32, 32}, DataType::kFLOAT));
     auto const z = dynDesc(desc({2, 4, 32}, DataType::kFLOAT));
+    auto const mask = dynDesc(desc({2, 16}, DataType::kBOOL));
     std::vector<nvinfer1::DynamicPluginTensorDesc> out{q, S, z};
-    std::vector<nvinfer1::DynamicPluginTensorDesc> all{q, q, q, S, z};
-    REQUIRE(plugin->configurePlugin(all.data(), 5, out.data(), 3) == 0);
+    std::vector<nvinfer1::DynamicPluginTensorDesc> all{q, q, q, S, z, mask};
+    REQUIRE(plugin->configurePlugin(all.data(), 6, out.data(), 3) == 0);
     // S_last / z_last get their own buffers: the build capability has no getAliasedInput.
     CHECK_EQ(buildInterface(*plugin), "PLUGIN_V3ONE_BUILD 1.0");
     std::unique_ptr<nvinfer1::IPluginV3> copy(plugin->clone());
     CHECK_EQ(buildInterface(*copy), "PLUGIN_V3ONE_BUILD 1.0");
-    std::vector<nvinfer1::DynamicPluginTensorDesc> withZ{q, q, q, z};
-    std::vector<nvinfer1::DynamicPluginTensorDesc> withS{q, q, q, S};
-    for (auto const* old : {&withZ, &withS, &all})
+    for (int32_t n : {3, 4, 5, 7})
     {
-        int32_t const n = old == &all ? 3 : 4;
         takeLoggedMessages();
-        CHECK(plugin->configurePlugin(old->data(), n, out.data(), 3) != 0);
+        CHECK(plugin->configurePlugin(all.data(), n, out.data(), 3) != 0);
         std::string const logged = takeLoggedMessages();
-        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 5 inputs") != std::string::npos);
+        CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 6 inputs") != std::string::npos);
         CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
     }
     kernelsDouble().workspaceSize = 12345;
-    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 5, out.data(), 3), size_t{12345});
-    CHECK_EQ(plugin->getWorkspaceSize(withS.data(), 4, out.data(), 3), size_t{0});
-    std::vector<nvinfer1::DynamicPluginTensorDesc> badType{dynDesc(desc({2, 4, 16, 32}, DataType::kINT8)), q, q, S, z};
-    CHECK_EQ(plugin->getWorkspaceSize(badType.data(), 5, out.data(), 3), size_t{0});
+    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 6, out.data(), 3), size_t{12345});
+    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 5, out.data(), 3), size_t{0});
+    std::vector<nvinfer1::DynamicPluginTensorDesc> badType{
+        dynDesc(desc({2, 16, 4 * 32}, DataType::kINT8)), q, q, S, z, mask};
+    CHECK_EQ(plugin->getWorkspaceSize(badType.data(), 6, out.data(), 3), size_t{0});
+    // A last axis that num_heads does not divide has no kernel sizes.
+    std::vector<nvinfer1::DynamicPluginTensorDesc> indivisible{
+        dynDesc(desc({2, 16, 130}, DataType::kHALF)), q, q, S, z, mask};
+    CHECK_EQ(plugin->getWorkspaceSize(indivisible.data(), 6, out.data(), 3), size_t{0});
     auto sru = makeSru(4);
-    CHECK_EQ(sru->getWorkspaceSize(all.data(), 5, out.data(), 2), size_t{0});
+    CHECK_EQ(sru->getWorkspaceSize(all.data(), 6, out.data(), 2), size_t{0});
 }

@@ -7,14 +7,16 @@
  * getFieldsToSerialize -> createPlugin (kRUNTIME) -> attachToContext, then onShapeChange + enqueue on a
  * cudaStream_t with cudaMalloc'ed buffers. The outputs are compared with naive loops of docs/ops.md written
  * here (fp64 accumulation, from the same rounded inputs), for random shapes, fp32 / fp16 / bf16 activations,
- * mask_pad (bool and uint8), both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones), state
+ * mask_pad (bool and uint8) for both ops, both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones),
+ * the attention's heads packed batch-first and time-major, state
  * the model did not give (zeros), and prefill-then-step with the state fed back through two buffers (ping-pong,
  * as the runtime binds it: the plugins declare no aliasing, so a call never writes the state buffer it reads,
  * which is checked). The kernels' in-place mode is tested on the kernels directly (tests/test_cuda_kernels*.py).
  *
  * Every call uses the TensorRT node layout the exporter emits: SRUScan with exactly six inputs (U, x, weight_c,
  * bias, c0, mask_pad; x a 1-element NaN dummy unless num_matrices = 3 with the skip term, mask_pad all false
- * without padding) and CausalLinearAttention with exactly five (q, k, v, S0, z0; zeros when no state is given).
+ * without padding) and CausalLinearAttention with exactly six (q, k, v (B, L, H*.) or time-major (L, B, H*.), S0,
+ * z0, mask_pad; S0 / z0 zeros when no state is given, mask_pad all false without padding).
  *
  * Without a CUDA device (cudaGetDeviceCount fails or finds none) it prints a "SKIP ... no CUDA device" line
  * and exits with 77, ctest's SKIP_RETURN_CODE for this test. Otherwise it prints "N passed, N failed".
@@ -396,7 +398,7 @@ double maxAbs(std::vector<double> const& v)
 //! The ONNX parser's fields: attributes (INT as kINT32, FLOAT as kFLOAT32) plus plugin_version / _namespace.
 void addParserExtras(Fields& f)
 {
-    f.str("plugin_version", "1").str("plugin_namespace", "rnnx");
+    f.str("plugin_version", "2").str("plugin_namespace", "rnnx");
 }
 
 //! Build phase (types, formats, configure, workspace), then serialise -> deserialise -> attach, as TensorRT
@@ -870,6 +872,10 @@ struct AttentionConfig
     int32_t B, H, L, E, M;
     //! Whether the model gave S0 / z0 (random); otherwise the node still has them, as zeros.
     bool hasS0, hasZ0;
+    //! q, k, v, out (L, B, H*.) and mask_pad (L, B); else batch-first.
+    bool timeMajor;
+    //! mask: real padding (pads at both ends and in the middle); without it mask_pad is still an input, all false.
+    bool mask, maskUint8;
     float eps;
     Act act;
 
@@ -877,24 +883,35 @@ struct AttentionConfig
     {
         std::ostringstream s;
         s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M
-          << " inputs=q,k,v,S0,z0 (S0 " << (hasS0 ? "given" : "zeros") << ", z0 " << (hasZ0 ? "given" : "zeros")
-          << ") eps=" << eps;
+          << (timeMajor ? " time-major" : " batch-first") << " inputs=q,k,v,S0,z0,mask_pad (S0 "
+          << (hasS0 ? "given" : "zeros") << ", z0 " << (hasZ0 ? "given" : "zeros") << ", mask "
+          << (mask ? "padded " : "all-false ") << (maskUint8 ? "uint8" : "bool") << ") eps=" << eps;
         return s.str();
+    }
+
+    //! The row of token t of batch row b among the (B*L) or (L*B) rows of a call of `length` tokens: q's
+    //! elements (row*H + h)*E + e, v's and out's (row*H + h)*M + m, mask_pad's row.
+    size_t row(int32_t b, int32_t t, int32_t length) const
+    {
+        return timeMajor ? static_cast<size_t>(t) * B + b : static_cast<size_t>(b) * length + t;
     }
 };
 
+//! Host inputs in the node's layout, already rounded to their types (q, k, v heads packed; mask_pad 0 / 1).
 struct AttentionData
 {
     std::vector<double> q, k, v, S0, z0;
+    std::vector<uint8_t> mask;
 };
 
 AttentionData attentionData(AttentionConfig const& c)
 {
+    size_t const rows = static_cast<size_t>(c.B) * c.L;
     size_t const BH = static_cast<size_t>(c.B) * c.H;
     AttentionData in;
-    in.q = randn(BH * c.L * c.E, 0.5);
-    in.k = randn(BH * c.L * c.E, 0.5);
-    in.v = randn(BH * c.L * c.M, 1.0);
+    in.q = randn(rows * c.H * c.E, 0.5);
+    in.k = randn(rows * c.H * c.E, 0.5);
+    in.v = randn(rows * c.H * c.M, 1.0);
     in.S0 = randn(BH * c.E * c.M, 0.5);
     in.z0 = randu(BH * c.E, 0.0, 4.0);
     if (!c.hasS0)
@@ -905,6 +922,23 @@ AttentionData attentionData(AttentionConfig const& c)
     {
         std::fill(in.z0.begin(), in.z0.end(), 0.0);
     }
+    in.mask.assign(rows, 0);
+    if (c.mask)
+    {
+        // Row 0 pads its first and last steps; every row pads about one step in four, anywhere. Except step 0 when
+        // S0 is given and z0 is not: a pad there would leave phi(q) z = 0, out = phi(q) S0 / eps, which no activation
+        // type rounds meaningfully.
+        bool const keepFirst = c.hasS0 && !c.hasZ0;
+        for (int32_t b = 0; b < c.B; ++b)
+        {
+            for (int32_t t = 0; t < c.L; ++t)
+            {
+                bool const end = b == 0 && (t == 0 || t == c.L - 1);
+                bool const pad = (end || randInt(0, 3) == 0) && !(keepFirst && t == 0);
+                in.mask[c.row(b, t, c.L)] = pad ? 1 : 0;
+            }
+        }
+    }
     return in;
 }
 
@@ -913,49 +947,59 @@ double phi(double x)
     return x > 0.0 ? x + 1.0 : std::exp(x);
 }
 
-//! docs/ops.md "Causal linear attention" as the time loop, in fp64. S0 / z0 hold zeros when absent.
+//! docs/ops.md "Causal linear attention" as the time loop, in fp64, on the node's layout. S0 / z0 hold zeros when
+//! absent; a pad step keeps S and z and still has its output.
 void attentionReference(AttentionConfig const& c, AttentionData const& in, std::vector<double>& out,
     std::vector<double>& S, std::vector<double>& z)
 {
-    int32_t const E = c.E, M = c.M;
-    out.assign(static_cast<size_t>(c.B) * c.H * c.L * M, 0.0);
+    int32_t const H = c.H, E = c.E, M = c.M;
+    out.assign(static_cast<size_t>(c.B) * c.L * H * M, 0.0);
     S = in.S0;
     z = in.z0;
     std::vector<double> pq(E), pk(E), num(M);
-    for (int32_t bh = 0; bh < c.B * c.H; ++bh)
+    for (int32_t b = 0; b < c.B; ++b)
     {
-        double* Sbh = &S[static_cast<size_t>(bh) * E * M];
-        double* zbh = &z[static_cast<size_t>(bh) * E];
-        for (int32_t t = 0; t < c.L; ++t)
+        for (int32_t h = 0; h < H; ++h)
         {
-            size_t const row = static_cast<size_t>(bh) * c.L + t;
-            double const* v = &in.v[row * M];
-            for (int32_t e = 0; e < E; ++e)
+            size_t const bh = static_cast<size_t>(b) * H + h;
+            double* Sbh = &S[bh * E * M];
+            double* zbh = &z[bh * E];
+            for (int32_t t = 0; t < c.L; ++t)
             {
-                pq[e] = phi(in.q[row * E + e]);
-                pk[e] = phi(in.k[row * E + e]);
-            }
-            for (int32_t e = 0; e < E; ++e)
-            {
-                zbh[e] += pk[e];
+                size_t const row = c.row(b, t, c.L);
+                size_t const qk = (row * H + h) * E;
+                size_t const vo = (row * H + h) * M;
+                double const* v = &in.v[vo];
+                for (int32_t e = 0; e < E; ++e)
+                {
+                    pq[e] = phi(in.q[qk + e]);
+                    pk[e] = phi(in.k[qk + e]);
+                }
+                if (in.mask[row] == 0)
+                {
+                    for (int32_t e = 0; e < E; ++e)
+                    {
+                        zbh[e] += pk[e];
+                        for (int32_t m = 0; m < M; ++m)
+                        {
+                            Sbh[static_cast<size_t>(e) * M + m] += pk[e] * v[m];
+                        }
+                    }
+                }
+                double den = c.eps;
+                std::fill(num.begin(), num.end(), 0.0);
+                for (int32_t e = 0; e < E; ++e)
+                {
+                    den += pq[e] * zbh[e];
+                    for (int32_t m = 0; m < M; ++m)
+                    {
+                        num[m] += pq[e] * Sbh[static_cast<size_t>(e) * M + m];
+                    }
+                }
                 for (int32_t m = 0; m < M; ++m)
                 {
-                    Sbh[static_cast<size_t>(e) * M + m] += pk[e] * v[m];
+                    out[vo + m] = num[m] / den;
                 }
-            }
-            double den = c.eps;
-            std::fill(num.begin(), num.end(), 0.0);
-            for (int32_t e = 0; e < E; ++e)
-            {
-                den += pq[e] * zbh[e];
-                for (int32_t m = 0; m < M; ++m)
-                {
-                    num[m] += pq[e] * Sbh[static_cast<size_t>(e) * M + m];
-                }
-            }
-            for (int32_t m = 0; m < M; ++m)
-            {
-                out[row * M + m] = num[m] / den;
             }
         }
     }
@@ -977,44 +1021,60 @@ void attentionDescs(
     AttentionConfig const& c, int32_t length, std::vector<PluginTensorDesc>& in, std::vector<PluginTensorDesc>& out)
 {
     DataType const t = trtType(c.act);
-    auto const qd = desc({c.B, c.H, length, c.E}, t);
-    auto const vd = desc({c.B, c.H, length, c.M}, t);
+    int64_t const d0 = c.timeMajor ? length : c.B;
+    int64_t const d1 = c.timeMajor ? c.B : length;
+    auto const qd = desc({d0, d1, c.H * c.E}, t);
+    auto const vd = desc({d0, d1, c.H * c.M}, t);
     auto const Sd = desc({c.B, c.H, c.E, c.M}, DataType::kFLOAT);
     auto const zd = desc({c.B, c.H, c.E}, DataType::kFLOAT);
-    // The TensorRT node's five inputs, whatever the model gave (absent state is bound as zeros).
-    in = {qd, qd, vd, Sd, zd};
+    auto const md = desc({d0, d1}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL);
+    // The TensorRT node's six inputs, whatever the model gave (absent state is bound as zeros, no padding as an
+    // all-false mask).
+    in = {qd, qd, vd, Sd, zd, md};
     out = {vd, Sd, zd};
 }
 
-Fields attentionParserFields(float eps)
+Fields attentionParserFields(AttentionConfig const& c)
 {
-    Fields f;
-    f.f32("eps", eps);
+    Fields f = attentionFields(c.H, c.eps, c.timeMajor ? 1 : 0);
     addParserExtras(f);
     return f;
 }
 
-//! Steps [t0, t1) of a (B, H, L, X) tensor.
-std::vector<double> timeSlice(std::vector<double> const& full, int32_t BH, int32_t L, int32_t X, int32_t t0, int32_t t1)
+//! Steps [t0, t1) of a (B, L, X) tensor, or of an (L, B, X) one when timeMajor, as a tensor of t1 - t0 steps.
+template <typename T>
+std::vector<T> timeSlice(
+    std::vector<T> const& full, bool timeMajor, int32_t B, int32_t L, int32_t X, int32_t t0, int32_t t1)
 {
-    std::vector<double> part;
-    part.reserve(static_cast<size_t>(BH) * (t1 - t0) * X);
-    for (int32_t bh = 0; bh < BH; ++bh)
+    if (timeMajor)
     {
-        auto const begin = full.begin() + (static_cast<size_t>(bh) * L + t0) * X;
+        return std::vector<T>(
+            full.begin() + static_cast<size_t>(t0) * B * X, full.begin() + static_cast<size_t>(t1) * B * X);
+    }
+    std::vector<T> part;
+    part.reserve(static_cast<size_t>(B) * (t1 - t0) * X);
+    for (int32_t b = 0; b < B; ++b)
+    {
+        auto const begin = full.begin() + (static_cast<size_t>(b) * L + t0) * X;
         part.insert(part.end(), begin, begin + static_cast<size_t>(t1 - t0) * X);
     }
     return part;
 }
 
-void timeScatter(std::vector<double>& full, std::vector<double> const& part, int32_t BH, int32_t L, int32_t X,
-    int32_t t0, int32_t t1)
+//! Writes `part` (steps [t0, t1), timeSlice's layout) back into `full`.
+void timeScatter(std::vector<double>& full, std::vector<double> const& part, bool timeMajor, int32_t B, int32_t L,
+    int32_t X, int32_t t0, int32_t t1)
 {
-    for (int32_t bh = 0; bh < BH; ++bh)
+    if (timeMajor)
     {
-        std::copy(part.begin() + static_cast<size_t>(bh) * (t1 - t0) * X,
-            part.begin() + static_cast<size_t>(bh + 1) * (t1 - t0) * X,
-            full.begin() + (static_cast<size_t>(bh) * L + t0) * X);
+        std::copy(part.begin(), part.end(), full.begin() + static_cast<size_t>(t0) * B * X);
+        return;
+    }
+    for (int32_t b = 0; b < B; ++b)
+    {
+        std::copy(part.begin() + static_cast<size_t>(b) * (t1 - t0) * X,
+            part.begin() + static_cast<size_t>(b + 1) * (t1 - t0) * X,
+            full.begin() + (static_cast<size_t>(b) * L + t0) * X);
     }
 }
 
@@ -1029,12 +1089,13 @@ void attentionOnePass(AttentionConfig const& c)
     auto const z0Bytes = encodeF32(in.z0);
     DeviceBuffer S0 = upload(S0Bytes);
     DeviceBuffer z0 = upload(z0Bytes);
+    DeviceBuffer mask = upload(in.mask);
     std::vector<double> outRef, SRef, zRef;
     attentionReference(c, in, outRef, SRef, zRef);
 
     std::vector<PluginTensorDesc> inDesc, outDesc;
     attentionDescs(c, c.L, inDesc, outDesc);
-    Fields fields = attentionParserFields(c.eps);
+    Fields fields = attentionParserFields(c);
     size_t workspaceBytes = 0;
     auto plugin = buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
         fields, inDesc, outDesc, workspaceBytes);
@@ -1046,7 +1107,7 @@ void attentionOnePass(AttentionConfig const& c)
     REQUIRE_CUDA(cudaMemset(out.get(), 0xff, out.bytes()));
     REQUIRE_CUDA(cudaMemset(S.get(), 0xff, S.bytes()));
     REQUIRE_CUDA(cudaMemset(z.get(), 0xff, z.bytes()));
-    std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S0.get(), z0.get()};
+    std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S0.get(), z0.get(), mask.get()};
     std::vector<void*> outPtr{out.get(), S.get(), z.get()};
     Stream stream;
     run(*plugin, inDesc, outDesc, inPtr, outPtr, workspace.get(), stream.get());
@@ -1074,10 +1135,11 @@ int32_t randomLength()
     }
 }
 
-//! Head dims 32 / 64 / 128 (chunked prefill; L = 1 decode), every state-input variant, random B, H, L.
+//! Head dims 32 / 64 / 128 (chunked prefill; L = 1 decode), every state-input variant, both layouts, padding or
+//! not, random B, H, L.
 void attentionRandomShapes(Act act)
 {
-    int32_t variant = randInt(0, 3);
+    int32_t variant = randInt(0, 15);
     for (int32_t E : {32, 64, 128})
     {
         for (int32_t M : {32, 64, 128})
@@ -1091,16 +1153,19 @@ void attentionRandomShapes(Act act)
             c.M = M;
             c.hasS0 = (variant & 1) != 0;
             c.hasZ0 = (variant & 2) != 0;
+            c.timeMajor = (variant & 4) != 0;
+            c.mask = (variant & 8) != 0;
+            c.maskUint8 = randInt(0, 1) == 1;
             c.eps = randInt(0, 3) == 0 ? 0.25F : 1e-6F;
-            ++variant;
-            variant %= 4;
+            variant = (variant + 5) % 16;
             attentionOnePass(c);
         }
     }
 }
 
-//! Every CausalLinearAttention node the exporter emits for TensorRT: q, k, v, S0, z0, with the state given
-//! (random S0 / z0) or not (zeros), for prefill and L = 1 decode, each activation type.
+//! Every CausalLinearAttention node the exporter emits for TensorRT: q, k, v, S0, z0, mask_pad, with the state
+//! given (random S0 / z0) or not (zeros), padding or an all-false mask, batch-first or time-major, for prefill
+//! and L = 1 decode, each activation type.
 void attentionNodeLayouts()
 {
     int32_t runs = 0;
@@ -1108,33 +1173,40 @@ void attentionNodeLayouts()
     {
         for (bool given : {false, true})
         {
-            for (int32_t L : {1, 9})
+            for (bool timeMajor : {false, true})
             {
-                AttentionConfig c{};
-                c.act = act;
-                c.B = randInt(1, 2);
-                c.H = randInt(1, 2);
-                c.L = L;
-                c.E = runs % 2 == 0 ? 32 : 16;
-                c.M = runs % 2 == 0 ? 32 : 8;
-                c.hasS0 = given;
-                c.hasZ0 = given;
-                c.eps = 1e-6F;
-                attentionOnePass(c);
-                ++runs;
+                for (int32_t L : {1, 9})
+                {
+                    AttentionConfig c{};
+                    c.act = act;
+                    c.B = randInt(1, 3);
+                    c.H = randInt(1, 3);
+                    c.L = L;
+                    c.E = runs % 2 == 0 ? 32 : 16;
+                    c.M = runs % 2 == 0 ? 32 : 8;
+                    c.hasS0 = given;
+                    c.hasZ0 = given;
+                    c.timeMajor = timeMajor;
+                    c.mask = (runs / 2) % 2 == 1;
+                    c.maskUint8 = runs % 3 == 0;
+                    c.eps = 1e-6F;
+                    attentionOnePass(c);
+                    ++runs;
+                }
             }
         }
     }
-    CHECK_EQ(runs, 4 * static_cast<int32_t>(selectedActs().size()));
+    CHECK_EQ(runs, 8 * static_cast<int32_t>(selectedActs().size()));
 }
 
-//! Other head dims (the per-token decode kernel for every L) and L = 1 with state.
+//! Other head dims (the per-token decode kernel for every L) and L = 1 with state, padding and both layouts.
 void attentionGenericDims(Act act)
 {
     struct Dims
     {
         int32_t E, M, L;
     };
+    int32_t i = 0;
     for (Dims d : {Dims{48, 80, 9}, Dims{8, 24, 5}, Dims{1, 3, 4}, Dims{64, 64, 1}, Dims{128, 32, 1}, Dims{16, 16, 1}})
     {
         AttentionConfig c{};
@@ -1146,20 +1218,26 @@ void attentionGenericDims(Act act)
         c.M = d.M;
         c.hasS0 = true;
         c.hasZ0 = true;
+        c.timeMajor = i % 2 == 1;
+        c.mask = true;
+        c.maskUint8 = i % 3 == 0;
         c.eps = 1e-6F;
         attentionOnePass(c);
+        ++i;
     }
 }
 
 /*
  * Prefill n tokens then single steps with the state fed back through two state buffers swapped after each call
- * (ping-pong, never in place: a call never writes the S / z it reads), against the reference over all L tokens:
- *   givenState: q, k, v, S0, z0 with the model's state;
+ * (ping-pong, never in place: a call never writes the S / z it reads), against the reference over all L tokens,
+ * with padding in both (each call gets its steps' slice of mask_pad):
+ *   givenState: q, k, v, S0, z0, mask_pad with the model's state;
  *   otherwise:  prefill without given state, S0 / z0 bound as zeros (a second plugin instance, as a separate
  *               prefill engine would have), then the steps.
  */
 void attentionPrefillThenStep(Act act, bool givenState)
 {
+    int32_t i = 0;
     for (int32_t D : {32, 64, 128})
     {
         AttentionConfig c{};
@@ -1171,9 +1249,12 @@ void attentionPrefillThenStep(Act act, bool givenState)
         c.M = D;
         c.hasS0 = givenState;
         c.hasZ0 = givenState;
+        c.timeMajor = i++ % 2 == (givenState ? 0 : 1);
+        c.mask = true;
+        c.maskUint8 = D == 64;
         c.eps = 1e-6F;
         int32_t const n = c.L - randInt(3, 8);
-        int32_t const BH = c.B * c.H;
+        int32_t const QK = c.H * c.E, VO = c.H * c.M;
         size_t const es = elementSize(c.act);
         AttentionData in = attentionData(c);
         // Round q, k, v to the activation type in place; the per-call slices below are then encoded exactly.
@@ -1191,7 +1272,7 @@ void attentionPrefillThenStep(Act act, bool givenState)
         stepConfig.hasZ0 = true;
         std::vector<PluginTensorDesc> inDesc, outDesc;
         attentionDescs(stepConfig, c.L, inDesc, outDesc);
-        Fields fields = attentionParserFields(c.eps);
+        Fields fields = attentionParserFields(c);
         size_t workspaceBytes = 0;
         auto stepPlugin =
             buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
@@ -1200,7 +1281,7 @@ void attentionPrefillThenStep(Act act, bool givenState)
         if (!givenState)
         {
             attentionDescs(c, c.L, inDesc, outDesc);
-            Fields prefillFields = attentionParserFields(c.eps);
+            Fields prefillFields = attentionParserFields(c);
             size_t prefillWorkspace = 0;
             prefillPlugin =
                 buildThenDeserialize<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
@@ -1223,17 +1304,18 @@ void attentionPrefillThenStep(Act act, bool givenState)
         {
             int32_t const len = t0 == 0 ? n : 1;
             bool const first = t0 == 0;
-            auto qPart = timeSlice(in.q, BH, c.L, c.E, t0, t0 + len);
-            auto kPart = timeSlice(in.k, BH, c.L, c.E, t0, t0 + len);
-            auto vPart = timeSlice(in.v, BH, c.L, c.M, t0, t0 + len);
+            auto qPart = timeSlice(in.q, c.timeMajor, c.B, c.L, QK, t0, t0 + len);
+            auto kPart = timeSlice(in.k, c.timeMajor, c.B, c.L, QK, t0, t0 + len);
+            auto vPart = timeSlice(in.v, c.timeMajor, c.B, c.L, VO, t0, t0 + len);
             DeviceBuffer q = upload(encode(qPart, act));
             DeviceBuffer k = upload(encode(kPart, act));
             DeviceBuffer v = upload(encode(vPart, act));
+            DeviceBuffer mask = upload(timeSlice(in.mask, c.timeMajor, c.B, c.L, 1, t0, t0 + len));
             DeviceBuffer out(vPart.size() * es);
             bool const statefulCall = givenState || !first;
             attentionDescs(statefulCall ? stepConfig : c, len, inDesc, outDesc);
             // Without given state the prefill reads the zero state uploaded into S / z (the model gave none).
-            std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S, z};
+            std::vector<void const*> inPtr{q.get(), k.get(), v.get(), S, z, mask.get()};
             std::vector<void*> outPtr{out.get(), SOther, zOther};
             auto const SBefore = download(S, S0Bytes.size());
             auto const zBefore = download(z, z0Bytes.size());
@@ -1245,7 +1327,7 @@ void attentionPrefillThenStep(Act act, bool givenState)
             CHECK_MSG(bitwiseEqual("z0" + step, download(z, z0Bytes.size()), zBefore));
             std::swap(S, SOther);
             std::swap(z, zOther);
-            timeScatter(outAll, decode(download(out.get(), out.bytes()), act), BH, c.L, c.M, t0, t0 + len);
+            timeScatter(outAll, decode(download(out.get(), out.bytes()), act), c.timeMajor, c.B, c.L, VO, t0, t0 + len);
             t0 += len;
         }
         std::string const what =
@@ -1291,15 +1373,17 @@ test::Registrar const kTestCases[] = {
     {"SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kF16, sruRandomShapes)},
     {"SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kBF16, sruRandomShapes)},
     {"SRUScan prefill-then-step, state ping-pong (out of place), all dtypes", forSelectedTypes(sruPrefillThenStep)},
-    {"CausalLinearAttention TensorRT node layouts: five inputs, state given or zeros", attentionNodeLayouts},
-    {"CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, random shapes",
+    {"CausalLinearAttention TensorRT node layouts: six inputs, state given or zeros, mask, both layouts",
+        attentionNodeLayouts},
+    {"CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, layouts, mask_pad, random shapes",
         forType(Act::kF32, attentionRandomShapes)},
-    {"CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, random shapes",
+    {"CausalLinearAttention fp16 enqueue: head dims 32/64/128, state inputs, layouts, mask_pad, random shapes",
         forType(Act::kF16, attentionRandomShapes)},
-    {"CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, random shapes",
+    {"CausalLinearAttention bf16 enqueue: head dims 32/64/128, state inputs, layouts, mask_pad, random shapes",
         forType(Act::kBF16, attentionRandomShapes)},
-    {"CausalLinearAttention generic head dims and L=1 decode, all dtypes", forSelectedTypes(attentionGenericDims)},
-    {"CausalLinearAttention prefill-then-step, state ping-pong (out of place), all dtypes",
+    {"CausalLinearAttention generic head dims and L=1 decode with mask_pad, all dtypes",
+        forSelectedTypes(attentionGenericDims)},
+    {"CausalLinearAttention prefill-then-step with mask_pad, state ping-pong (out of place), all dtypes",
         forSelectedTypes([](Act a) { attentionPrefillThenStep(a, true); })},
     {"CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes",
         forSelectedTypes([](Act a) { attentionPrefillThenStep(a, false); })},

@@ -47,7 +47,7 @@ std::ostream& operator<<(std::ostream& out, plugin::SruScanParameters const& p)
 
 } // namespace
 
-TEST_CASE("creators report the ONNX op names, version 1 and namespace rnnx")
+TEST_CASE("creators report the ONNX op names, version 2 and namespace rnnx")
 {
     plugin::SruScanPluginCreator sru;
     plugin::CausalLinearAttentionPluginCreator attention;
@@ -56,7 +56,7 @@ TEST_CASE("creators report the ONNX op names, version 1 and namespace rnnx")
     for (nvinfer1::IPluginCreatorV3One* c :
         {static_cast<nvinfer1::IPluginCreatorV3One*>(&sru), static_cast<nvinfer1::IPluginCreatorV3One*>(&attention)})
     {
-        CHECK_EQ(std::string(c->getPluginVersion()), "1");
+        CHECK_EQ(std::string(c->getPluginVersion()), "2");
         CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
         CHECK_EQ(std::string(c->getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
     }
@@ -88,7 +88,13 @@ TEST_CASE("creator field lists follow the field tables")
     CHECK((names
         == std::vector<std::string>{
             "hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x"}));
-    CHECK_EQ(std::string(plugin::CausalLinearAttentionPlugin::fieldTable()[0].name), "eps");
+    names.clear();
+    for (auto const& row : plugin::CausalLinearAttentionPlugin::fieldTable())
+    {
+        names.emplace_back(row.name);
+    }
+    CHECK((names == std::vector<std::string>{"eps", "num_heads", "time_major"}));
+    CHECK(plugin::CausalLinearAttentionPlugin::fieldTable()[1].required);
 }
 
 TEST_CASE("SRUScan createPlugin reads kINT32 / kFLOAT32 fields")
@@ -112,15 +118,33 @@ TEST_CASE("SRUScan createPlugin reads kINT64 / kFLOAT64 fields and the plugin_ve
         .i64("has_skip_term", 1)
         .i64("use_tanh", 0)
         .f64("scale_x", 2.0)
-        .str("plugin_version", "1")
+        .str("plugin_version", "2")
         .str("plugin_namespace", "rnnx");
     auto p = createAs<plugin::SruScanPlugin>(creator, f.get());
     REQUIRE(p != nullptr);
     CHECK_EQ(p->parameters().hiddenSize, 8);
     CHECK_EQ(p->parameters().scaleX, 2.F);
     Fields g;
-    g.i32("hidden_size", 8).raw("plugin_version", "1", PluginFieldType::kCHAR, 2);
+    g.i32("hidden_size", 8).raw("plugin_version", "2", PluginFieldType::kCHAR, 2);
     CHECK(createAs<plugin::SruScanPlugin>(creator, g.get()) != nullptr);
+}
+
+TEST_CASE("CausalLinearAttention createPlugin reads num_heads, time_major and eps in the parser's types")
+{
+    plugin::CausalLinearAttentionPluginCreator creator;
+    Fields f = attentionFields(8, 1e-3F, 1);
+    f.str("plugin_version", "2").str("plugin_namespace", "rnnx");
+    auto p = createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
+    REQUIRE(p != nullptr);
+    CHECK_EQ(p->parameters().numHeads, 8);
+    CHECK_EQ(p->parameters().timeMajor, 1);
+    CHECK_EQ(p->parameters().eps, 1e-3F);
+    Fields wide;
+    wide.i64("num_heads", 4).i64("time_major", 0).f64("eps", 0.25);
+    auto q = createAs<plugin::CausalLinearAttentionPlugin>(creator, wide.get());
+    REQUIRE(q != nullptr);
+    CHECK(q->parameters().numHeads == 4 && q->parameters().timeMajor == 0 && q->parameters().eps == 0.25F);
+    CHECK_EQ(takeLoggedErrors(), 0);
 }
 
 TEST_CASE("build phase fills spec defaults for optional fields")
@@ -132,15 +156,16 @@ TEST_CASE("build phase fills spec defaults for optional fields")
     REQUIRE(p != nullptr);
     CHECK_EQ(p->parameters(), (plugin::SruScanParameters{4, 1, 3, 1, 0, 1.F}));
     plugin::CausalLinearAttentionPluginCreator attention;
-    Fields none;
-    auto a = createAs<plugin::CausalLinearAttentionPlugin>(attention, none.get());
+    Fields heads;
+    heads.i32("num_heads", 3);
+    auto a = createAs<plugin::CausalLinearAttentionPlugin>(attention, heads.get());
     REQUIRE(a != nullptr);
     CHECK_EQ(a->parameters().eps, 1e-6F);
-    auto fromNull = std::unique_ptr<nvinfer1::IPluginV3>(attention.createPlugin("x", nullptr, TensorRTPhase::kBUILD));
-    CHECK(fromNull != nullptr);
+    CHECK_EQ(a->parameters().numHeads, 3);
+    CHECK_EQ(a->parameters().timeMajor, 0);
 }
 
-TEST_CASE("missing fields are errors: hidden_size always, every field when deserialising")
+TEST_CASE("missing fields are errors: hidden_size and num_heads always, every field when deserialising")
 {
     plugin::SruScanPluginCreator sru;
     plugin::CausalLinearAttentionPluginCreator attention;
@@ -152,9 +177,17 @@ TEST_CASE("missing fields are errors: hidden_size always, every field when deser
     expectRejected(sru, partial, TensorRTPhase::kRUNTIME, __LINE__);
     Fields none;
     expectRejected(attention, none, TensorRTPhase::kRUNTIME, __LINE__);
+    expectRejected(attention, none, TensorRTPhase::kBUILD, __LINE__);
+    Fields noHeads;
+    noHeads.f32("eps", 1e-6F).i32("time_major", 1);
+    expectRejected(attention, noHeads, TensorRTPhase::kBUILD, __LINE__);
+    Fields headsOnly;
+    headsOnly.i32("num_heads", 2);
+    expectRejected(attention, headsOnly, TensorRTPhase::kRUNTIME, __LINE__);
     takeLoggedErrors();
     CHECK(sru.createPlugin("x", nullptr, TensorRTPhase::kBUILD) == nullptr);
-    CHECK(takeLoggedErrors() > 0);
+    CHECK(attention.createPlugin("x", nullptr, TensorRTPhase::kBUILD) == nullptr);
+    CHECK(takeLoggedErrors() >= 2);
 }
 
 TEST_CASE("unknown, duplicated and malformed fields are errors")
@@ -167,18 +200,18 @@ TEST_CASE("unknown, duplicated and malformed fields are errors")
     Fields twice = sruFields(4);
     twice.i32("use_tanh", 1);
     expectRejected(sru, twice, TensorRTPhase::kBUILD, __LINE__);
-    Fields noName;
-    noName.f32("eps", 1e-3F).raw(nullptr, nullptr, PluginFieldType::kINT32, 1);
+    Fields noName = attentionFields(2, 1e-3F);
+    noName.raw(nullptr, nullptr, PluginFieldType::kINT32, 1);
     expectRejected(attention, noName, TensorRTPhase::kBUILD, __LINE__);
     Fields noData;
-    noData.raw("eps", nullptr, PluginFieldType::kFLOAT32, 1);
+    noData.i32("num_heads", 2).raw("eps", nullptr, PluginFieldType::kFLOAT32, 1);
     expectRejected(attention, noData, TensorRTPhase::kBUILD, __LINE__);
     float const two[] = {1.F, 2.F};
     Fields twoValues;
-    twoValues.raw("eps", two, PluginFieldType::kFLOAT32, 2);
+    twoValues.i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 2);
     expectRejected(attention, twoValues, TensorRTPhase::kBUILD, __LINE__);
     Fields zeroLength;
-    zeroLength.raw("eps", two, PluginFieldType::kFLOAT32, 0);
+    zeroLength.i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 0);
     expectRejected(attention, zeroLength, TensorRTPhase::kBUILD, __LINE__);
     nvinfer1::PluginFieldCollection negative{-1, nullptr};
     takeLoggedErrors();
@@ -186,9 +219,16 @@ TEST_CASE("unknown, duplicated and malformed fields are errors")
     nvinfer1::PluginFieldCollection dangling{3, nullptr};
     CHECK(attention.createPlugin("x", &dangling, TensorRTPhase::kBUILD) == nullptr);
     CHECK_EQ(takeLoggedErrors(), 2);
+    // Version 1 nodes (heads apart, no mask) do not reach these plugins.
     Fields wrongVersion = sruFields(4);
-    wrongVersion.str("plugin_version", "2");
+    wrongVersion.str("plugin_version", "1");
     expectRejected(sru, wrongVersion, TensorRTPhase::kBUILD, __LINE__);
+    Fields oldAttention = attentionFields(2);
+    oldAttention.str("plugin_version", "1");
+    expectRejected(attention, oldAttention, TensorRTPhase::kBUILD, __LINE__);
+    Fields twiceHeads = attentionFields(2);
+    twiceHeads.i32("num_heads", 2);
+    expectRejected(attention, twiceHeads, TensorRTPhase::kBUILD, __LINE__);
     Fields wrongNamespace = sruFields(4);
     wrongNamespace.str("plugin_namespace", "");
     expectRejected(sru, wrongNamespace, TensorRTPhase::kBUILD, __LINE__);
@@ -215,7 +255,14 @@ TEST_CASE("wrongly typed fields are errors")
              PluginFieldType::kBF16, PluginFieldType::kCHAR, PluginFieldType::kINT8})
     {
         Fields f;
-        f.raw("eps", &zero, type, 1);
+        f.i32("num_heads", 2).raw("eps", &zero, type, 1);
+        expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+    double const two = 2.0;
+    for (PluginFieldType type : {PluginFieldType::kFLOAT32, PluginFieldType::kFLOAT64, PluginFieldType::kCHAR})
+    {
+        Fields f;
+        f.raw("num_heads", &two, type, 1);
         expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
     }
 }
@@ -240,10 +287,17 @@ TEST_CASE("out-of-range field values are errors")
     expectRejected(sru, hugeDouble, TensorRTPhase::kBUILD, __LINE__);
     for (float eps : {-1.F, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()})
     {
-        Fields f;
-        f.f32("eps", eps);
+        Fields f = attentionFields(2, eps);
         expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
     }
+    for (auto f :
+        {attentionFields(0), attentionFields(-2), attentionFields(2, 1e-6F, 2), attentionFields(2, 1e-6F, -1)})
+    {
+        expectRejected(attention, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+    Fields hugeHeads;
+    hugeHeads.i64("num_heads", int64_t{1} << 33);
+    expectRejected(attention, hugeHeads, TensorRTPhase::kBUILD, __LINE__);
 }
 
 TEST_CASE("serialise -> deserialise round trip keeps every field")
@@ -265,12 +319,20 @@ TEST_CASE("serialise -> deserialise round trip keeps every field")
         CHECK_EQ(restored->parameters(), built->parameters());
     }
     plugin::CausalLinearAttentionPluginCreator attentionCreator;
-    auto built = makeAttention(3.5e-4F);
-    REQUIRE(built != nullptr);
-    auto restored = createAs<plugin::CausalLinearAttentionPlugin>(
-        attentionCreator, built->getFieldsToSerialize(), TensorRTPhase::kRUNTIME);
-    REQUIRE(restored != nullptr);
-    CHECK_EQ(restored->parameters().eps, 3.5e-4F);
+    for (int32_t timeMajor : {0, 1})
+    {
+        auto built = makeAttention(5, 3.5e-4F, timeMajor);
+        REQUIRE(built != nullptr);
+        nvinfer1::PluginFieldCollection const* serialized = built->getFieldsToSerialize();
+        REQUIRE(serialized != nullptr);
+        CHECK_EQ(serialized->nbFields, 3);
+        auto restored =
+            createAs<plugin::CausalLinearAttentionPlugin>(attentionCreator, serialized, TensorRTPhase::kRUNTIME);
+        REQUIRE(restored != nullptr);
+        CHECK_EQ(restored->parameters().eps, 3.5e-4F);
+        CHECK_EQ(restored->parameters().numHeads, 5);
+        CHECK_EQ(restored->parameters().timeMajor, timeMajor);
+    }
     CHECK_EQ(takeLoggedErrors(), 0);
 }
 
@@ -290,7 +352,7 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
         REQUIRE(core != nullptr);
         CHECK_EQ(std::string(core->getPluginName()), "SRUScan");
         CHECK_EQ(std::string(core->getPluginNamespace()), "rnnx");
-        CHECK_EQ(std::string(core->getPluginVersion()), "1");
+        CHECK_EQ(std::string(core->getPluginVersion()), "2");
         auto* build = p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD);
         REQUIRE(build != nullptr);
         CHECK_EQ(std::string(build->getInterfaceInfo().kind), "PLUGIN_V3ONE_BUILD");
@@ -300,10 +362,11 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
         REQUIRE(runtime != nullptr);
         CHECK_EQ(std::string(runtime->getInterfaceInfo().kind), "PLUGIN_V3ONE_RUNTIME");
     }
-    auto attention = makeAttention(0.125F);
+    auto attention = makeAttention(6, 0.125F, 1);
     std::unique_ptr<nvinfer1::IPluginV3> a(attention->clone());
     REQUIRE(a != nullptr);
-    CHECK_EQ(static_cast<plugin::CausalLinearAttentionPlugin*>(a.get())->parameters().eps, 0.125F);
+    auto const& copied = static_cast<plugin::CausalLinearAttentionPlugin*>(a.get())->parameters();
+    CHECK(copied.eps == 0.125F && copied.numHeads == 6 && copied.timeMajor == 1);
     auto* core =
         static_cast<nvinfer1::IPluginV3OneCore*>(a->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
     CHECK_EQ(std::string(core->getPluginName()), "CausalLinearAttention");

@@ -17,7 +17,7 @@ namespace
 {
 
 char const* const kNames[] = {"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x",
-    "eps", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
+    "eps", "num_heads", "time_major", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
 
 //! Random bytes that are often small ints / floats that pass validation.
 void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
@@ -45,7 +45,7 @@ void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
     }
     else if (mode == 3)
     {
-        std::memcpy(bytes.data(), "1\0rnnx", 6);
+        std::memcpy(bytes.data(), "2\0rnnx", 6);
     }
 }
 
@@ -82,7 +82,13 @@ bool exercise(
     }
     else if (auto* attention = dynamic_cast<plugin::CausalLinearAttentionPlugin*>(plugin.get()))
     {
-        CHECK(attention->parameters().eps >= 0.F && std::isfinite(attention->parameters().eps));
+        auto const& p = attention->parameters();
+        CHECK(p.eps >= 0.F && std::isfinite(p.eps) && p.numHeads > 0 && (p.timeMajor == 0 || p.timeMajor == 1));
+        if (restored)
+        {
+            auto const& r = static_cast<plugin::CausalLinearAttentionPlugin*>(restored.get())->parameters();
+            CHECK(r.eps == p.eps && r.numHeads == p.numHeads && r.timeMajor == p.timeMajor);
+        }
     }
     return true;
 }
@@ -167,7 +173,8 @@ TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
                     ? static_cast<nvinfer1::IPluginV3*>(makeSru(1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2,
                           3 + rng() % 2, rng() % 2, rng() % 2, 0.5F)
                               .release())
-                    : makeAttention(1e-5F).release());
+                    : makeAttention(1 + static_cast<int32_t>(rng() % 16), 1e-5F, static_cast<int32_t>(rng() % 2))
+                          .release());
             auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
                 source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
             nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();

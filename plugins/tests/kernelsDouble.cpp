@@ -31,11 +31,11 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 }
 
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
-    const void* k, const void* v, const float* S0, const float* z0, void* out, float* S_last, float* z_last,
-    void* workspace, cudaStream_t stream)
+    const void* k, const void* v, const float* S0, const float* z0, const uint8_t* mask_pad, void* out, float* S_last,
+    float* z_last, void* workspace, cudaStream_t stream)
 {
     test::AttentionCall& call = test::kernelsDouble().attention;
-    call = {call.count + 1, params, type, q, k, v, S0, z0, out, S_last, z_last, workspace, stream};
+    call = {call.count + 1, params, type, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace, stream};
     return test::kernelsDouble().status;
 }
 

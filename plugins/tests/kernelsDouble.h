@@ -37,6 +37,7 @@ struct AttentionCall
     void const* v{};
     float const* S0{};
     float const* z0{};
+    uint8_t const* maskPad{};
     void* out{};
     float* SLast{};
     float* zLast{};

@@ -201,7 +201,7 @@ public:
     CountingLogger logger;
 };
 
-std::vector<std::string> const kExpectedKeys{"SRUScan/1/rnnx", "CausalLinearAttention/1/rnnx"};
+std::vector<std::string> const kExpectedKeys{"SRUScan/2/rnnx", "CausalLinearAttention/2/rnnx"};
 
 //! One plugin from each registered creator; bad fields are refused (and logged, through `finder` when given).
 void checkCreators(Finder* finder)
@@ -209,7 +209,7 @@ void checkCreators(Finder* finder)
     for (auto const& key : kExpectedKeys)
     {
         std::string const name = key.substr(0, key.find('/'));
-        nvinfer1::IPluginCreatorInterface* found = gRegistry.getCreator(name.c_str(), "1", "rnnx");
+        nvinfer1::IPluginCreatorInterface* found = gRegistry.getCreator(name.c_str(), "2", "rnnx");
         check(found != nullptr, "the registry finds the creator by name, version and namespace");
         if (found == nullptr)
         {
@@ -218,11 +218,12 @@ void checkCreators(Finder* finder)
         check(std::strcmp(found->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") == 0, "V3One creator");
         auto* creator = static_cast<nvinfer1::IPluginCreatorV3One*>(found);
         check(std::strcmp(creator->getPluginNamespace(), "rnnx") == 0, "creator namespace");
+        // The one required field of each: hidden_size (SRUScan), num_heads (CausalLinearAttention).
         int32_t const hidden = 8;
-        float const eps = 1e-6F;
+        int32_t const heads = 2;
         nvinfer1::PluginField field = name == "SRUScan"
             ? nvinfer1::PluginField("hidden_size", &hidden, nvinfer1::PluginFieldType::kINT32, 1)
-            : nvinfer1::PluginField("eps", &eps, nvinfer1::PluginFieldType::kFLOAT32, 1);
+            : nvinfer1::PluginField("num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
         nvinfer1::PluginFieldCollection fc{1, &field};
         nvinfer1::IPluginV3* plugin = creator->createPlugin("layer", &fc, nvinfer1::TensorRTPhase::kBUILD);
         check(plugin != nullptr, "createPlugin");
@@ -284,7 +285,7 @@ void loadLibraryShape(char const* path)
     {
         check(gRegistry.registerCreator(*creators[i], "rnnx"), "the loader registers each creator");
     }
-    check(gRegistry.keys == kExpectedKeys, "one registration per creator: SRUScan, CausalLinearAttention v1 rnnx");
+    check(gRegistry.keys == kExpectedKeys, "one registration per creator: SRUScan, CausalLinearAttention v2 rnnx");
     // A second dlopen of the same path (what a second loadLibrary starts with) runs no initialiser.
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
@@ -310,7 +311,7 @@ void plainDlopenShape(char const* path)
     }
     check(gGetPluginRegistryCalls >= 1, "the initialiser looked up getPluginRegistry");
     check(gRegistry.registerCalls == 2, "the initialiser called registerCreator once per creator");
-    check(gRegistry.keys == kExpectedKeys, "registered: SRUScan, CausalLinearAttention, version 1, namespace rnnx");
+    check(gRegistry.keys == kExpectedKeys, "registered: SRUScan, CausalLinearAttention, version 2, namespace rnnx");
     check(dlsym(handle, "getCreators") == nullptr, "getCreators is not exported (no second mechanism)");
     check(dlsym(handle, "setLoggerFinder") == nullptr, "setLoggerFinder is not exported");
     check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");

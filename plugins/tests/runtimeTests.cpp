@@ -1,7 +1,7 @@
 /*
  * Runtime behaviour: onShapeChange validation and enqueue's arguments to the kernels (recorded by the
  * kernels test double; nothing is launched) for the fixed TensorRT node layouts (SRUScan: six inputs, x a
- * dummy unless read; CausalLinearAttention: five), refusal of any other input count, and state outputs in
+ * dummy unless read; CausalLinearAttention: six, heads packed), refusal of any other input count, and state outputs in
  * their own buffers (the plugins declare no aliasing; the runtime double-buffers state).
  */
 #include "kernelsDouble.h"
@@ -148,9 +148,10 @@ TEST_CASE("SRUScan and CausalLinearAttention refuse the old input counts, naming
         }
     }
     auto attention = makeAttention();
-    for (int32_t n : {3, 4, 6})
+    // 3 / 4 / 5: the version 1 layouts (no state, one state tensor, no mask); 7: one too many.
+    for (int32_t n : {3, 4, 5, 7})
     {
-        refusesCount(*attention, n, 3, "CausalLinearAttention 'layer': expected exactly 5 inputs");
+        refusesCount(*attention, n, 3, "CausalLinearAttention 'layer': expected exactly 6 inputs");
     }
     // The static layouts say the same without a plugin instance.
     plugin::SruScanInputs sruLayout;
@@ -164,11 +165,11 @@ TEST_CASE("SRUScan and CausalLinearAttention refuse the old input counts, naming
     REQUIRE(plugin::SruScanPlugin::inputLayout(k4, 6, sruLayout));
     CHECK(sruLayout.x == 1 && sruLayout.c0 == 4 && !sruLayout.readsX);
     plugin::CausalLinearAttentionInputs attentionLayout;
-    CHECK(!plugin::CausalLinearAttentionPlugin::inputLayout(4, attentionLayout));
-    CHECK(takeLoggedMessages().find("CausalLinearAttention: expected exactly 5 inputs") != std::string::npos);
-    REQUIRE(plugin::CausalLinearAttentionPlugin::inputLayout(5, attentionLayout));
+    CHECK(!plugin::CausalLinearAttentionPlugin::inputLayout(5, attentionLayout));
+    CHECK(takeLoggedMessages().find("CausalLinearAttention: expected exactly 6 inputs") != std::string::npos);
+    REQUIRE(plugin::CausalLinearAttentionPlugin::inputLayout(6, attentionLayout));
     CHECK(attentionLayout.q == 0 && attentionLayout.k == 1 && attentionLayout.v == 2);
-    CHECK(attentionLayout.S0 == 3 && attentionLayout.z0 == 4);
+    CHECK(attentionLayout.S0 == 3 && attentionLayout.z0 == 4 && attentionLayout.maskPad == 5);
 }
 
 TEST_CASE("SRUScan enqueue reports a kernel error and an unconfigured plugin without crashing")
@@ -191,60 +192,96 @@ TEST_CASE("SRUScan enqueue reports a kernel error and an unconfigured plugin wit
     CHECK(takeLoggedErrors() > 0);
 }
 
-TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, state pointers and the workspace")
+TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, heads, layout, state and mask pointers, the workspace")
 {
     int32_t const B = 2, H = 3, L = 7, E = 16, M = 8;
-    auto const q = desc({B, H, L, E}, DataType::kFLOAT);
-    auto const v = desc({B, H, L, M}, DataType::kFLOAT);
-    auto const S = desc({B, H, E, M}, DataType::kFLOAT);
-    auto const z = desc({B, H, E}, DataType::kFLOAT);
-    // The TensorRT node always lists q, k, v, S0, z0 (zeros when the model gave no state); S0 / z0 always go to
-    // the kernel, and S_last / z_last have their own buffers (the plugin declares no aliasing).
-    auto plugin = makeAttention(0.5F);
-    std::vector<nvinfer1::PluginTensorDesc> in{q, q, v, S, z};
-    std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
-    REQUIRE(plugin->onShapeChange(in.data(), 5, out.data(), 3) == 0);
-    std::vector<void const*> inPtr;
-    for (int32_t i = 0; i < 5; ++i)
+    for (int32_t timeMajor : {0, 1})
     {
-        inPtr.push_back(address(i));
+        for (DataType maskType : {DataType::kBOOL, DataType::kUINT8})
+        {
+            int32_t const d0 = timeMajor != 0 ? L : B, d1 = timeMajor != 0 ? B : L;
+            auto const q = desc({d0, d1, H * E}, DataType::kFLOAT);
+            auto const v = desc({d0, d1, H * M}, DataType::kFLOAT);
+            auto const S = desc({B, H, E, M}, DataType::kFLOAT);
+            auto const z = desc({B, H, E}, DataType::kFLOAT);
+            auto const mask = desc({d0, d1}, maskType);
+            // The TensorRT node always lists q, k, v, S0, z0, mask_pad (S0 / z0 zeros when the model gave no state,
+            // mask_pad all false without padding); every one goes to the kernel, and S_last / z_last have their own
+            // buffers (the plugin declares no aliasing).
+            auto plugin = makeAttention(H, 0.5F, timeMajor);
+            std::vector<nvinfer1::PluginTensorDesc> in{q, q, v, S, z, mask};
+            std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
+            REQUIRE(plugin->onShapeChange(in.data(), 6, out.data(), 3) == 0);
+            std::vector<void const*> inPtr;
+            for (int32_t i = 0; i < 6; ++i)
+            {
+                inPtr.push_back(address(i));
+            }
+            void* outPtr[3] = {address(10), address(11), address(12)};
+            kernelsDouble() = KernelsDouble{};
+            REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, address(20), kStream) == 0);
+            AttentionCall const& call = kernelsDouble().attention;
+            CHECK_EQ(call.count, 1);
+            CHECK(call.params.batch == B && call.params.heads == H && call.params.length == L);
+            CHECK(call.params.dim_k == E && call.params.dim_v == M && call.params.eps == 0.5F);
+            CHECK(call.params.time_major == (timeMajor != 0));
+            CHECK(call.type == kernels::DataType::kFLOAT);
+            CHECK(call.q == inPtr[0] && call.k == inPtr[1] && call.v == inPtr[2]);
+            CHECK(static_cast<void const*>(call.S0) == inPtr[3]);
+            CHECK(static_cast<void const*>(call.z0) == inPtr[4]);
+            CHECK(static_cast<void const*>(call.maskPad) == inPtr[5]);
+            CHECK(call.out == outPtr[0] && call.SLast == outPtr[1] && call.zLast == outPtr[2]);
+            CHECK(call.workspace == address(20) && call.stream == kStream);
+        }
     }
-    void* outPtr[3] = {address(10), address(11), address(12)};
-    kernelsDouble() = KernelsDouble{};
-    REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, address(20), kStream) == 0);
-    AttentionCall const& call = kernelsDouble().attention;
-    CHECK_EQ(call.count, 1);
-    CHECK(call.params.batch == B && call.params.heads == H && call.params.length == L);
-    CHECK(call.params.dim_k == E && call.params.dim_v == M && call.params.eps == 0.5F);
-    CHECK(call.type == kernels::DataType::kFLOAT);
-    CHECK(call.q == inPtr[0] && call.k == inPtr[1] && call.v == inPtr[2]);
-    CHECK(static_cast<void const*>(call.S0) == inPtr[3]);
-    CHECK(static_cast<void const*>(call.z0) == inPtr[4]);
-    CHECK(call.out == outPtr[0] && call.SLast == outPtr[1] && call.zLast == outPtr[2]);
-    CHECK(call.workspace == address(20) && call.stream == kStream);
 }
 
-TEST_CASE("CausalLinearAttention onShapeChange rejects inconsistent shapes")
+TEST_CASE("CausalLinearAttention onShapeChange rejects shapes that do not match num_heads and time_major")
 {
-    auto plugin = makeAttention();
-    auto const q = desc({2, 3, 7, 16}, DataType::kHALF);
-    auto const v = desc({2, 3, 7, 8}, DataType::kHALF);
-    auto const S = desc({2, 3, 16, 8}, DataType::kFLOAT);
-    auto const z = desc({2, 3, 16}, DataType::kFLOAT);
+    int32_t const B = 2, H = 3, L = 7, E = 16, M = 8;
+    auto plugin = makeAttention(H);
+    auto const q = desc({B, L, H * E}, DataType::kHALF);
+    auto const v = desc({B, L, H * M}, DataType::kHALF);
+    auto const S = desc({B, H, E, M}, DataType::kFLOAT);
+    auto const z = desc({B, H, E}, DataType::kFLOAT);
+    auto const mask = desc({B, L}, DataType::kBOOL);
     std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
-    std::vector<nvinfer1::PluginTensorDesc> kShort{q, desc({2, 3, 6, 16}, DataType::kHALF), v, S, z};
-    CHECK(plugin->onShapeChange(kShort.data(), 5, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> wrongS{q, q, v, desc({2, 3, 8, 16}, DataType::kFLOAT), z};
-    CHECK(plugin->onShapeChange(wrongS.data(), 5, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> wrongZ{q, q, v, S, desc({2, 3, 8}, DataType::kFLOAT)};
-    CHECK(plugin->onShapeChange(wrongZ.data(), 5, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> swapped{q, q, v, z, S};
-    CHECK(plugin->onShapeChange(swapped.data(), 5, out.data(), 3) != 0);
-    std::vector<nvinfer1::PluginTensorDesc> good{q, q, v, S, z};
-    CHECK_EQ(plugin->onShapeChange(good.data(), 5, out.data(), 3), 0);
-    void const* inPtr[5]{};
+    std::vector<nvinfer1::PluginTensorDesc> const good{q, q, v, S, z, mask};
+    CHECK_EQ(plugin->onShapeChange(good.data(), 6, out.data(), 3), 0);
+    CHECK_EQ(takeLoggedErrors(), 0);
+    auto const rejects = [&](int32_t pos, nvinfer1::PluginTensorDesc const& bad)
+    {
+        auto in = good;
+        in[static_cast<size_t>(pos)] = bad;
+        takeLoggedMessages();
+        CHECK(plugin->onShapeChange(in.data(), 6, out.data(), 3) != 0);
+        CHECK(takeLoggedMessages().find("inconsistent shapes for num_heads 3") != std::string::npos);
+    };
+    rejects(1, desc({B, L - 1, H * E}, DataType::kHALF)); // k shorter than q
+    rejects(2, desc({B + 1, L, H * M}, DataType::kHALF)); // v of another batch
+    rejects(0, desc({B, L, H * E + 1}, DataType::kHALF)); // q's last axis not a multiple of num_heads
+    rejects(2, desc({B, L, H * M + 2}, DataType::kHALF)); // v's likewise
+    rejects(3, desc({B, H, M, E}, DataType::kFLOAT));     // S0 transposed
+    rejects(3, desc({B, H + 1, E, M}, DataType::kFLOAT)); // S0 with another head count
+    rejects(4, desc({B, H, M}, DataType::kFLOAT));        // z0 of v's head dim
+    rejects(5, desc({L, B}, DataType::kBOOL));            // the time-major mask for a batch-first node
+    rejects(5, desc({B * L}, DataType::kBOOL));           // a flat mask
+    rejects(0, desc({B, H, L, E}, DataType::kHALF));      // the version 1 layout, heads apart
+    std::vector<nvinfer1::PluginTensorDesc> swapped{q, q, v, z, S, mask};
+    CHECK(plugin->onShapeChange(swapped.data(), 6, out.data(), 3) != 0);
+    // The same node time-major: q, k, v (L, B, H*.), mask_pad (L, B).
+    auto timeMajor = makeAttention(H, 1e-6F, 1);
+    auto const qt = desc({L, B, H * E}, DataType::kHALF);
+    auto const vt = desc({L, B, H * M}, DataType::kHALF);
+    std::vector<nvinfer1::PluginTensorDesc> tm{qt, qt, vt, S, z, desc({L, B}, DataType::kUINT8)};
+    std::vector<nvinfer1::PluginTensorDesc> tmOut{vt, S, z};
+    CHECK_EQ(timeMajor->onShapeChange(tm.data(), 6, tmOut.data(), 3), 0);
+    tm[5] = mask;
+    CHECK(timeMajor->onShapeChange(tm.data(), 6, tmOut.data(), 3) != 0);
+    CHECK(timeMajor->onShapeChange(good.data(), 6, out.data(), 3) != 0); // batch-first S0 / z0 batch is L here
+    void const* inPtr[6]{};
     void* outPtr[3]{};
-    auto fresh = makeAttention();
+    auto fresh = makeAttention(H);
     CHECK(fresh->enqueue(good.data(), out.data(), inPtr, outPtr, nullptr, kStream) != 0);
 }
 

@@ -91,7 +91,7 @@ std::string pluginFacts(nvinfer1::IPluginV3& plugin)
     std::vector<int32_t> counts;
     for (int32_t n = 0; n <= 8; ++n)
     {
-        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 5).
+        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 6).
         IoDescs in(static_cast<size_t>(n), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
         if (build.configurePlugin(in.data(), n, out.data(), nbOutputs) == 0)
         {

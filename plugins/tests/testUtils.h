@@ -120,11 +120,19 @@ inline std::unique_ptr<plugin::SruScanPlugin> makeSru(int32_t hidden, int32_t di
     return createAs<plugin::SruScanPlugin>(creator, f.get());
 }
 
-inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(float eps = 1e-6F)
+//! All CausalLinearAttention fields with the ONNX parser's types (INT -> kINT32, FLOAT -> kFLOAT32).
+inline Fields attentionFields(int32_t heads, float eps = 1e-6F, int32_t timeMajor = 0)
+{
+    Fields f;
+    f.f32("eps", eps).i32("num_heads", heads).i32("time_major", timeMajor);
+    return f;
+}
+
+inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(
+    int32_t heads = 2, float eps = 1e-6F, int32_t timeMajor = 0)
 {
     plugin::CausalLinearAttentionPluginCreator creator;
-    Fields f;
-    f.f32("eps", eps);
+    Fields f = attentionFields(heads, eps, timeMajor);
     return createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
 }
 

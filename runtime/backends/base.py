@@ -79,6 +79,35 @@ class BackendState:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def axis_size(value: Any, axis: int) -> int:
+    """The size of ``value``'s axis ``axis`` (an array's own shape, else numpy's reading of it)."""
+    shape = value.shape if type(value) is np.ndarray else np.shape(value)
+    return int(shape[axis])
+
+
+@dataclass(frozen=True, eq=False)
+class CallSpecs:
+    """What every call of a backend needs from its metadata, read once (:meth:`Backend.call_specs`).
+
+    ``inputs`` / ``outputs``: the data tensors (not state), graph order; ``batch_axes`` / ``length_axes``:
+    ``(input name, axis)`` of each data input with a ``batch`` / ``length`` axis, graph order; ``metadata``:
+    the dict they were read from.
+    """
+
+    metadata: dict[str, Any]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    batch_axes: tuple[tuple[str, int], ...]
+    length_axes: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> CallSpecs:
+        inputs, outputs = tuple(data_inputs(metadata)), tuple(data_outputs(metadata))
+        batch = tuple((t.name, t.shape.index(BATCH)) for t in inputs if BATCH in t.shape)
+        length = tuple((t.name, t.shape.index(LENGTH)) for t in inputs if LENGTH in t.shape)
+        return cls(metadata, inputs, outputs, batch, length)
+
+
 class Backend(ABC):
     """One loaded model on one device. Subclasses set the attributes in ``__init__``.
 
@@ -97,29 +126,37 @@ class Backend(ABC):
     state_specs: list[StateSpec]
     vocab_size: Optional[int]
 
+    def call_specs(self) -> CallSpecs:
+        """The data input / output specs of :attr:`metadata`, read once per metadata object (cached: every call
+        asks for them, and re-reading the metadata's dicts each time would cost more than the check it serves)."""
+        specs = self.__dict__.get("_call_specs")
+        if specs is None or specs.metadata is not self.metadata:
+            specs = self.__dict__["_call_specs"] = CallSpecs.of(self.metadata)
+        return specs
+
     @property
     def inputs(self) -> list[TensorSpec]:
         """The data inputs (not state), graph order."""
-        return data_inputs(self.metadata)
+        return list(self.call_specs().inputs)
 
     @property
     def outputs(self) -> list[TensorSpec]:
         """The data outputs (not state), graph order."""
-        return data_outputs(self.metadata)
+        return list(self.call_specs().outputs)
 
     def batch_of(self, inputs: dict[str, np.ndarray]) -> int:
         """The size of the ``batch`` axis of the first data input that has one (1 when none has)."""
-        for spec in self.inputs:
-            if BATCH in spec.shape and spec.name in inputs:
-                return int(np.shape(inputs[spec.name])[spec.shape.index(BATCH)])
+        for name, axis in self.call_specs().batch_axes:
+            if name in inputs:
+                return axis_size(inputs[name], axis)
         return 1
 
     def call_length(self, inputs: dict[str, np.ndarray]) -> int:
         """The size of the ``length`` axis of the first data input that has one (0 when none has): how
         far a call advances :attr:`BackendState.past_length`."""
-        for spec in self.inputs:
-            if LENGTH in spec.shape and spec.name in inputs:
-                return int(np.shape(inputs[spec.name])[spec.shape.index(LENGTH)])
+        for name, axis in self.call_specs().length_axes:
+            if name in inputs:
+                return axis_size(inputs[name], axis)
         return 0
 
     @property

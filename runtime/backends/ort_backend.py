@@ -25,11 +25,23 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ..contract.artifact import numpy_dtype, ort_session_config, read_metadata, state_specs
-from .base import Backend, BackendState, BackendUnavailable, InputError
+from .base import Backend, BackendState, BackendUnavailable, InputError, axis_size
 
 
 def _device_id(device: str) -> int:
     return int(device.split(":", 1)[1]) if ":" in device else 0
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _host_output(value: Any) -> np.ndarray:
+    """A data output as the backend returns it: a floating one as fp32 (no copy when it already is), any other
+    as a numpy array."""
+    if type(value) is np.ndarray and value.dtype == _FLOAT32:
+        return value
+    value = np.asarray(value)
+    return value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
 
 
 class OrtBackend(Backend):
@@ -100,6 +112,10 @@ class OrtBackend(Backend):
         self.state_specs = state_specs(self.metadata)
         self._data_outputs = [t.name for t in self.outputs]
         self._outputs = self._data_outputs + [s.output for s in self.state_specs]
+        self._state_names = tuple(s.name for s in self.state_specs)
+        self._state_inputs = tuple(s.input for s in self.state_specs)
+        self._length_axes = self.call_specs().length_axes
+        self._graph_inputs = frozenset(t.name for t in self.inputs) | set(self._state_inputs)
 
     def describe(self) -> str:
         """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound and ``, native rnnx ops`` when
@@ -131,6 +147,9 @@ class OrtBackend(Backend):
             ortops.register(options)
         except ortops.OrtOpsError as error:
             raise BackendUnavailable(str(error)) from None
+        older = ortops.ops_written_before(self.metadata)
+        if older:
+            ortops.note_older_ops(str(self.model_dir), older)
         return True
 
     def _state(self, tensors: dict[str, Any], batch: int, past_length: int) -> BackendState:
@@ -170,21 +189,38 @@ class OrtBackend(Backend):
                 f"state: holds {placement}, this onnxruntime backend keeps {self._placement} (io_binding="
                 f"{self.io_binding}, device {self.device!r}); use session.import_state(state.to_host())"
             )
-        run = self._run_bound if self.io_binding else self._run_unbound
-        data, present = run(inputs, state)
-        tensors = {s.name: t for s, t in zip(self.state_specs, present)}
-        past_length = state.past_length + self.call_length(inputs)
-        outputs = {
-            name: np.asarray(v, np.float32) if np.issubdtype(np.asarray(v).dtype, np.floating) else np.asarray(v)
-            for name, v in zip(self._data_outputs, data)
-        }
-        return outputs, self._state(tensors, state.batch, past_length)
+        data, present = self._run_bound(inputs, state) if self.io_binding else self._run_unbound(inputs, state)
+        names = self._data_outputs
+        if len(names) == 1:
+            outputs = {names[0]: _host_output(data[0])}
+        else:
+            outputs = {name: _host_output(v) for name, v in zip(names, data)}
+        length = 0
+        for name, axis in self._length_axes:  # Backend.call_length, its specs read once
+            if name in inputs:
+                length = axis_size(inputs[name], axis)
+                break
+        return outputs, self._state(dict(zip(self._state_names, present)), state.batch, state.past_length + length)
 
     def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
-        """``InferenceSession.run`` on numpy state -> (data outputs, present numpy arrays), spec order."""
+        """``InferenceSession.run`` on numpy state -> (data outputs, present numpy arrays), spec order. The
+        state's arrays are fed as they are: the previous call's outputs, no copy.
+
+        On the CPU the call goes straight to the compiled run that ``InferenceSession.run`` ends in (its
+        ``_sess``; a session without one, another onnxruntime's or a stand-in, gets the public call). The
+        Python wrapper around it checks that no input is missing (checked here by one set comparison: a feed
+        that misses one takes the public call and its error), that no OrtValue belongs to another session
+        (the feeds are numpy arrays) and that WebGPU graph capture is off, and it can retry on another
+        execution provider after a CUDA failure (there is none on the CPU): work that costs about as much per
+        decode step as the rest of the runtime's Python layer together."""
         feed = dict(inputs)
-        feed.update((s.input, state.tensors[s.name]) for s in self.state_specs)
-        outs = self.session.run(self._outputs, feed)
+        feed.update(zip(self._state_inputs, map(state.tensors.__getitem__, self._state_names)))
+        session = self.session
+        compiled = getattr(session, "_sess", None) if self._device_type == "cpu" else None
+        if compiled is not None and feed.keys() >= self._graph_inputs:
+            outs = compiled.run(self._outputs, feed, None)
+        else:
+            outs = session.run(self._outputs, feed)
         n = len(self._data_outputs)
         return outs[:n], outs[n:]
 

@@ -25,11 +25,14 @@ from typing import Optional, TypeVar
 TORCH_NAMESPACE = "rnnx"
 #: ONNX domain of the custom nodes and of their local functions.
 ONNX_DOMAIN = "rnnx"
-#: Version of that ONNX domain (``opset_import`` entry for ``ONNX_DOMAIN``).
-ONNX_DOMAIN_VERSION = 1
-#: TensorRT plugin namespace and version, carried by every custom node as attributes.
+#: Version of that ONNX domain (``opset_import`` entry for ``ONNX_DOMAIN``). Version 2 (rnnx 0.4): the attention
+#: op takes packed heads ``(B, L, H*E)`` and a pad mask; version 1 exports (heads apart, ``(B, H, L, E)``) still
+#: run on their function bodies, but not on rnnx's native kernels or plugins of version 2 (re-export them).
+ONNX_DOMAIN_VERSION = 2
+#: TensorRT plugin namespace and version, carried by every custom node as attributes (the version follows
+#: ``ONNX_DOMAIN_VERSION``).
 PLUGIN_NAMESPACE = "rnnx"
-PLUGIN_VERSION = "1"
+PLUGIN_VERSION = "2"
 PLUGIN_NAMESPACE_ATTR = "plugin_namespace"
 PLUGIN_VERSION_ATTR = "plugin_version"
 
@@ -240,23 +243,41 @@ SRU_SCAN = OpSpec(
     ),
 )
 
-#: Causal linear attention with phi(x) = elu(x) + 1 (docs/ops.md, "Causal linear attention").
+#: Causal linear attention with phi(x) = elu(x) + 1 (docs/ops.md, "Causal linear attention"). Heads are packed in
+#: the last axis: element (b, t, h, e) of q is ``q[b, t, h*E + e]`` (``q[t, b, h*E + e]`` when ``time_major``), so
+#: a model's projections feed the op with no reshape or transpose, and ``out`` feeds its output projection.
 CAUSAL_LINEAR_ATTENTION = OpSpec(
     torch_name="causal_linear_attention",
     onnx_name="CausalLinearAttention",
     input_records=(
-        OpTensor("q", ACTIVATION, ("B", "H", "L", "E"), doc="queries"),
-        OpTensor("k", ACTIVATION, ("B", "H", "L", "E"), doc="keys"),
-        OpTensor("v", ACTIVATION, ("B", "H", "L", "M"), doc="values"),
+        OpTensor("q", ACTIVATION, ("B", "L", "H*E"), doc="queries, heads packed; (L, B, H*E) when time_major"),
+        OpTensor("k", ACTIVATION, ("B", "L", "H*E"), doc="keys, q's layout"),
+        OpTensor("v", ACTIVATION, ("B", "L", "H*M"), doc="values, heads packed; (L, B, H*M) when time_major"),
         OpTensor("S0", STATE, ("B", "H", "E", "M"), optional=True, doc="initial state (zeros when absent)"),
         OpTensor("z0", STATE, ("B", "H", "E"), optional=True, doc="initial normaliser (zeros when absent)"),
+        OpTensor(
+            "mask_pad",
+            MASK,
+            ("B", "L"),
+            optional=True,
+            doc="non-zero marks a pad step: S and z are carried over it (its key and value are ignored); "
+            "(L, B) when time_major",
+        ),
     ),
     output_records=(
-        OpTensor("out", ACTIVATION, ("B", "H", "L", "M"), doc="attention output"),
+        OpTensor(
+            "out", ACTIVATION, ("B", "L", "H*M"), doc="attention output, heads packed; (L, B, H*M) when time_major"
+        ),
         OpTensor("S_last", STATE, ("B", "H", "E", "M"), updates="S0", doc="last state"),
         OpTensor("z_last", STATE, ("B", "H", "E"), updates="z0", doc="last normaliser"),
     ),
-    attribute_records=(OpAttribute("eps", 1e-6, doc="added to the denominator phi(q)^T z"),),
+    attribute_records=(
+        OpAttribute("eps", 1e-6, doc="added to the denominator phi(q)^T z"),
+        OpAttribute(
+            "num_heads", 0, required=True, doc="H: q, k split into H heads of E, v into H of M (0 is a placeholder)"
+        ),
+        OpAttribute("time_major", 0, doc="1: q, k, v, out are (L, B, H*.) and mask_pad (L, B); 0: batch-first"),
+    ),
 )
 
 ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..contract.artifact import MetadataError, read_metadata, sha256_file
+from ..contract.ops import PLUGIN_VERSION
 from ..contract.targets import ENGINE_PRECISIONS, PRECISION_RECORDS, Precision, exported_precision, exported_target
 from ..contract.targets import precision as as_precision
 from ._trt import MIN_TENSORRT_VERSION, require_tensorrt
@@ -181,7 +182,14 @@ def load_plugin_library(
             raise EngineBuildError(f"{path}: TensorRT could not load the plugin library{hint}")
         missing = [c for c in creators if not _registered(registry, c)]
         if missing:
-            raise EngineBuildError(f"{path}: loaded, but {_creator_names(missing)} not registered by it")
+            old = sorted({version for _, version, _ in missing if version != PLUGIN_VERSION})
+            hint = (
+                f": the export was written for plugin version {', '.join(old)} and this rnnx's plugins are version "
+                f"{PLUGIN_VERSION} (docs/ops.md); re-export the model with this rnnx"
+                if old
+                else ""
+            )
+            raise EngineBuildError(f"{path}: loaded, but {_creator_names(missing)} not registered by it{hint}")
         _LOADED[key] = handle
         log(f"plugin library loaded: {path}")
         return handle

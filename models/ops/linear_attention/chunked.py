@@ -1,8 +1,12 @@
 """Chunked causal linear attention: the fast, device-agnostic pure-torch forward and backward.
 
-Layouts are those of :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`::
+:func:`chunked_forward` / :func:`chunked_backward` take the op's layout
+(:data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`: heads packed, q (B, L, H*E), (L, B, H*E) time-major,
+and a pad mask) and compute with the heads apart (:func:`chunked_forward_heads`, :func:`chunked_backward_heads`)::
 
-    q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)
+    q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)    keep (B, 1, L, 1)
+
+A pad step has keep = 0: its phi(k) and v are zeroed, so it adds nothing to any state or other step.
 
 Notation per (batch, head): Q = phi(q), K = phi(k) with phi(x) = elu(x) + 1, all in the state dtype
 (fp32, fp64 for fp64 inputs). The sequence is cut into chunks of ``chunk_size`` rows (the last one
@@ -38,7 +42,7 @@ from torch import Tensor
 
 from rnnx.models.ops.dtypes import state_dtype
 
-from .naive import DEFAULT_EPS, feature_map
+from .naive import DEFAULT_EPS, feature_map, heads_apart, heads_packed
 
 #: Rows per chunk in the chunked path (a tuning knob, not part of the op contract).
 DEFAULT_CHUNK_SIZE: int = 64
@@ -59,10 +63,22 @@ def _state_or_zeros(
     return S, z
 
 
-def _features(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """phi(q), phi(k) and v in the state dtype."""
+def _features(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """phi(q), phi(k) and v in the state dtype; phi(k) and v zeroed where ``keep`` is 0."""
     dtype = state_dtype(q.dtype)
-    return feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
+    Qf, Kf, Vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
+    if keep is not None:
+        Kf, Vf = Kf * keep, Vf * keep
+    return Qf, Kf, Vf
+
+
+def keep_factor(mask_pad: Optional[Tensor], dtype: torch.dtype, time_major: bool) -> Optional[Tensor]:
+    """(B, 1, L, 1) in ``dtype``: 1 at real steps, 0 at pads of ``mask_pad`` ((B, L), or (L, B) time-major,
+    non-zero = pad); None for no mask."""
+    if mask_pad is None:
+        return None
+    mask = mask_pad.t() if time_major else mask_pad
+    return (mask == 0).to(dtype)[:, None, :, None]
 
 
 def _causal_mask(chunk_size: int, device: torch.device) -> Tensor:
@@ -79,17 +95,39 @@ def chunked_forward(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    S0: Optional[Tensor],
+    z0: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    eps: float,
+    num_heads: int,
+    time_major: bool,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The op's forward on its layout: q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) or None ((L, B, ...)
+    when ``time_major``). Returns ``(out (B, L, H*M) (or (L, B, H*M)) in q's dtype, S_last, z_last)``. Inputs
+    are assumed validated (:func:`.checks.check_inputs`)."""
+    keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
+    apart = [heads_apart(x, num_heads, time_major) for x in (q, k, v)]
+    out, S, z = chunked_forward_heads(*apart, S0, z0, keep, eps, chunk_size)
+    return heads_packed(out, time_major), S, z
+
+
+def chunked_forward_heads(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
     S0: Optional[Tensor] = None,
     z0: Optional[Tensor] = None,
+    keep: Optional[Tensor] = None,
     eps: float = DEFAULT_EPS,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Chunked forward. Returns ``(out (B, H, L, M) in q's dtype, S_last (B, H, E, M), z_last (B, H, E))``,
-    the states in the state dtype. Inputs are assumed validated (see ``op.check_inputs``)."""
+    """Chunked forward with the heads apart, q (B, H, L, E), keep (B, 1, L, 1) or None. Returns ``(out (B, H, L, M)
+    in q's dtype, S_last (B, H, E, M), z_last (B, H, E))``, the states in the state dtype."""
     _check_chunk_size(chunk_size)
     B, H, L, E = q.shape
     M = v.shape[-1]
-    Qf, Kf, Vf = _features(q, k, v)
+    Qf, Kf, Vf = _features(q, k, v, keep)
     S, z = _state_or_zeros(S0, z0, (B, H, E, M), Qf)
     if L == 0:
         return q.new_empty((B, H, 0, M)), S.clone(), z.clone()
@@ -119,13 +157,37 @@ def chunked_backward(
     v: Tensor,
     S0: Optional[Tensor],
     z0: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    eps: float,
+    num_heads: int,
+    time_major: bool,
+    grad_out: Optional[Tensor],
+    grad_S: Optional[Tensor],
+    grad_z: Optional[Tensor],
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of :func:`chunked_forward` on the op's layout: dq, dk, dv packed like q, k, v; dS0, dz0."""
+    keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
+    apart = [heads_apart(x, num_heads, time_major) for x in (q, k, v)]
+    dO = None if grad_out is None else heads_apart(grad_out, num_heads, time_major)
+    dq, dk, dv, dS0, dz0 = chunked_backward_heads(*apart, S0, z0, keep, eps, dO, grad_S, grad_z, chunk_size)
+    return heads_packed(dq, time_major), heads_packed(dk, time_major), heads_packed(dv, time_major), dS0, dz0
+
+
+def chunked_backward_heads(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor],
+    z0: Optional[Tensor],
+    keep: Optional[Tensor],
     eps: float,
     grad_out: Optional[Tensor],
     grad_S: Optional[Tensor],
     grad_z: Optional[Tensor],
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of the chunked forward, recomputed from its inputs.
+    """Gradients of the chunked forward with the heads apart, recomputed from its inputs.
 
     ``grad_out`` (B, H, L, M), ``grad_S`` (B, H, E, M), ``grad_z`` (B, H, E) are the incoming gradients
     (``None`` means zero). Returns ``(dq, dk, dv, dS0, dz0)``: dq, dk, dv in the dtypes of q, k, v;
@@ -134,7 +196,7 @@ def chunked_backward(
     _check_chunk_size(chunk_size)
     B, H, L, E = q.shape
     M = v.shape[-1]
-    Qf, Kf, Vf = _features(q, k, v)
+    Qf, Kf, Vf = _features(q, k, v, keep)
     dtype = Qf.dtype
     S, z = _state_or_zeros(S0, z0, (B, H, E, M), Qf)
     G = grad_S.to(dtype) if grad_S is not None else Qf.new_zeros((B, H, E, M))
@@ -179,5 +241,7 @@ def chunked_backward(
         g = g + (Qc * gd).sum(-2)
 
     dq = (dQ * feature_map_grad_from_value(Qf)).to(q.dtype)
-    dk = (dK * feature_map_grad_from_value(Kf)).to(k.dtype)
-    return dq, dk, dV.to(v.dtype), G, g
+    dk = dK * feature_map_grad_from_value(Kf)  # 0 at pads, where Kf = 0
+    if keep is not None:
+        dV = dV * keep
+    return dq, dk.to(k.dtype), dV.to(v.dtype), G, g

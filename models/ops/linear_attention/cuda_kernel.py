@@ -14,19 +14,33 @@ from .checks import check_inputs
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_forward
 
 
-def forward(q, k, v, S0, z0, eps) -> Optional[tuple[Tensor, Tensor, Tensor]]:
-    """Causal linear attention on the CUDA kernels, or ``None`` where they do not apply.
+def forward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor],
+    z0: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    eps: float,
+    num_heads: int,
+    time_major: bool,
+) -> Optional[tuple[Tensor, Tensor, Tensor]]:
+    """Causal linear attention on the CUDA kernels, or ``None`` where they do not apply (dtype, no binding).
 
-    Returns new tensors out (B, H, L, M), S_last (B, H, E, M) and z_last (B, H, E).
+    The op's layout, validated by the caller: heads packed, q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L)
+    (non-zero = pad; passed to the kernel as uint8) or None -- (L, B, ...) when ``time_major`` -- with
+    H = ``num_heads``; S0 (B, H, E, M) and z0 (B, H, E) fp32 or None. Returns new tensors out (v's shape:
+    (B, L, H*M) or (L, B, H*M)), S_last (B, H, E, M) and z_last (B, H, E).
     """
     if q.dtype not in binding.KERNEL_DTYPES:
         return None
     ext = binding.load()
     if ext is None:
         return None
-    B, H, L, E = q.shape
-    M = v.shape[-1]
-    out = q.new_empty((B, H, L, M))
+    B = q.shape[1] if time_major else q.shape[0]
+    H = int(num_heads)
+    E, M = q.shape[2] // H, v.shape[2] // H
+    out = q.new_empty(v.shape)
     S_last = q.new_empty((B, H, E, M), dtype=torch.float32)
     z_last = q.new_empty((B, H, E), dtype=torch.float32)
     ext.causal_linear_attention(
@@ -35,22 +49,27 @@ def forward(q, k, v, S0, z0, eps) -> Optional[tuple[Tensor, Tensor, Tensor]]:
         v.contiguous(),
         None if S0 is None else S0.contiguous(),
         None if z0 is None else z0.contiguous(),
+        None if mask_pad is None else (mask_pad != 0).to(torch.uint8).contiguous(),
         out,
         S_last,
         z_last,
         float(eps),
+        H,
+        bool(time_major),
         binding.stream_of(q.device),
     )
     return out, S_last, z_last
 
 
 def register(op: Any) -> bool:
-    """Registers the CUDA kernel of ``rnnx::causal_linear_attention`` where CUDA is present; returns
-    whether it did. Falls back to the chunked torch forward per call where needed."""
+    """Registers the CUDA kernel of ``rnnx::causal_linear_attention`` where CUDA is present; returns whether it
+    did. Falls back to the chunked torch forward per call where needed."""
 
-    def causal_linear_attention_cuda(q, k, v, S0, z0, eps):
-        check_inputs(q, k, v, S0, z0)
-        result = forward(q, k, v, S0, z0, eps)
-        return result if result is not None else chunked_forward(q, k, v, S0, z0, eps, DEFAULT_CHUNK_SIZE)
+    def causal_linear_attention_cuda(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major):
+        check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
+        result = forward(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major)
+        if result is not None:
+            return result
+        return chunked_forward(q, k, v, S0, z0, mask_pad, eps, num_heads, bool(time_major), DEFAULT_CHUNK_SIZE)
 
     return binding.register_kernel(op, causal_linear_attention_cuda)

@@ -1,14 +1,19 @@
 """Causal linear attention written the obvious ways: slow references for the tests and benchmarks.
 
-Layouts are those of :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`::
+The maths is written with the heads apart::
 
-    q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)
+    q, k (B, H, L, E)    v (B, H, L, M)    S0 (B, H, E, M)    z0 (B, H, E)    mask_pad (B, L)
 
-Per (batch, head), with phi(x) = elu(x) + 1::
+and :func:`causal_linear_attention_packed` takes the op's own layout
+(:data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`: heads packed, q (B, L, H*E), or (L, B, H*E) time-major),
+moves the heads apart with view / permute and calls the recurrent form. Per (batch, head), with
+phi(x) = elu(x) + 1::
 
     S_t = S_{t-1} + phi(k_t) v_t^T
     z_t = z_{t-1} + phi(k_t)
     o_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps)
+
+At a pad step (``mask_pad`` non-zero) S and z are carried unchanged and o_t is read from them.
 
 Both functions compute in the state dtype (fp32, or fp64 for fp64 inputs), return ``out`` in q's
 dtype and the final ``(S, z)`` in the state dtype. Absent initial states are zeros. They are plain
@@ -51,8 +56,9 @@ def causal_linear_attention_quadratic(
     S0: Optional[Tensor] = None,
     z0: Optional[Tensor] = None,
     eps: float = DEFAULT_EPS,
+    mask_pad: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """O(L^2) masked form: all (t, s) pairs with s <= t, plus the initial state as a prefix.
+    """O(L^2) masked form: all (t, s) pairs with s <= t that are not pads, plus the initial state as a prefix.
 
     o_t = (phi(q_t)^T S0 + sum_{s<=t} (phi(q_t).phi(k_s)) v_s)
           / (phi(q_t)^T z0 + sum_{s<=t} phi(q_t).phi(k_s) + eps)
@@ -64,6 +70,9 @@ def causal_linear_attention_quadratic(
     qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
     L = q.shape[-2]
     mask = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+    if mask_pad is not None:
+        kf = kf * (mask_pad == 0).to(dtype)[:, None, :, None]  # a pad key is no pair of any step
+        vf = vf * (mask_pad == 0).to(dtype)[:, None, :, None]
     scores = torch.einsum("bhte,bhse->bhts", qf, kf).masked_fill(~mask, 0.0)  # (B, H, L, L)
     num = torch.einsum("bhte,bhem->bhtm", qf, S) + torch.einsum("bhts,bhsm->bhtm", scores, vf)
     den = torch.einsum("bhte,bhe->bht", qf, z) + scores.sum(-1) + eps
@@ -80,8 +89,10 @@ def causal_linear_attention_recurrent(
     S0: Optional[Tensor] = None,
     z0: Optional[Tensor] = None,
     eps: float = DEFAULT_EPS,
+    mask_pad: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The recurrence itself: one step per time index t = 0 .. L-1.
+    """The recurrence itself: one step per time index t = 0 .. L-1; a pad step (``mask_pad`` (B, L)
+    non-zero) keeps S and z.
 
     Returns ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``.
     """
@@ -90,10 +101,49 @@ def causal_linear_attention_recurrent(
     qf, kf, vf = feature_map(q.to(dtype)), feature_map(k.to(dtype)), v.to(dtype)
     outs = []
     for t in range(q.shape[-2]):
-        S = S + kf[:, :, t, :, None] * vf[:, :, t, None, :]
-        z = z + kf[:, :, t]
+        pad = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device) if mask_pad is None else mask_pad[:, t] != 0
+        S = torch.where(pad[:, None, None, None], S, S + kf[:, :, t, :, None] * vf[:, :, t, None, :])
+        z = torch.where(pad[:, None, None], z, z + kf[:, :, t])
         num = (qf[:, :, t, :, None] * S).sum(-2)  # (B, H, M)
         den = (qf[:, :, t] * z).sum(-1) + eps  # (B, H)
         outs.append(num / den.unsqueeze(-1))
     out = torch.stack(outs, dim=2) if outs else q.new_zeros(v.shape, dtype=dtype)
     return out.to(q.dtype), S, z
+
+
+def heads_apart(x: Tensor, num_heads: int, time_major: bool = False) -> Tensor:
+    """(B, L, H*D) — or (L, B, H*D) when ``time_major`` — -> (B, H, L, D), a view."""
+    if time_major:
+        L, B, HD = x.shape
+        return x.view(L, B, num_heads, HD // num_heads).permute(1, 2, 0, 3)
+    B, L, HD = x.shape
+    return x.view(B, L, num_heads, HD // num_heads).permute(0, 2, 1, 3)
+
+
+def heads_packed(x: Tensor, time_major: bool = False) -> Tensor:
+    """(B, H, L, D) -> (B, L, H*D), or (L, B, H*D) when ``time_major``; contiguous."""
+    B, H, L, D = x.shape
+    order = (2, 0, 1, 3) if time_major else (0, 2, 1, 3)
+    return x.permute(*order).reshape(*((L, B) if time_major else (B, L)), H * D)
+
+
+def causal_linear_attention_packed(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    num_heads: int,
+    S0: Optional[Tensor] = None,
+    z0: Optional[Tensor] = None,
+    mask_pad: Optional[Tensor] = None,
+    eps: float = DEFAULT_EPS,
+    time_major: bool = False,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The op's layout: q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) — all time-major, (L, B, ...), with
+    ``time_major`` — through :func:`causal_linear_attention_recurrent`. Returns ``(out (B, L, H*M) (or
+    (L, B, H*M)), S_last (B, H, E, M), z_last (B, H, E))``."""
+    mask = None if mask_pad is None else (mask_pad.t() if time_major else mask_pad)
+    out, S, z = causal_linear_attention_recurrent(
+        heads_apart(q, num_heads, time_major), heads_apart(k, num_heads, time_major),
+        heads_apart(v, num_heads, time_major), S0, z0, eps, mask,
+    )  # fmt: skip
+    return heads_packed(out, time_major), S, z

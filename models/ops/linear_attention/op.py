@@ -2,12 +2,13 @@
 
 Contract: :data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`. Schema::
 
-    (Tensor q, Tensor k, Tensor v, Tensor? S0, Tensor? z0, float eps)
-        -> (Tensor out, Tensor S_last, Tensor z_last)
+    (Tensor q, Tensor k, Tensor v, Tensor? S0, Tensor? z0, Tensor? mask_pad, float eps, int num_heads,
+     int time_major) -> (Tensor out, Tensor S_last, Tensor z_last)
 
-q, k (B, H, L, E) and v (B, H, L, M) share one floating dtype (fp16 / bf16 / fp32 / fp64) and device;
-S0 (B, H, E, M) and z0 (B, H, E) are in the state dtype (``state_dtype(q.dtype)``: fp32,
-fp64 for fp64 inputs) and each defaults to zeros. ``out`` has q's dtype, the states the state dtype.
+Heads are packed: q, k (B, L, H*E) and v (B, L, H*M) — (L, B, ...) when ``time_major`` — share one floating
+dtype (fp16 / bf16 / fp32 / fp64) and device; mask_pad (B, L) (or (L, B)) marks pads with non-zero; S0 (B, H, E, M)
+and z0 (B, H, E) are in the state dtype (``state_dtype(q.dtype)``: fp32, fp64 for fp64 inputs) and each
+defaults to zeros. ``out`` (q's layout with M) has q's dtype, the states the state dtype.
 
 The implementation is the device-agnostic chunked torch code of :mod:`.chunked`, registered for every
 device; autograd uses the chunked backward, which saves only q, k, v, S0 and z0.
@@ -25,9 +26,9 @@ from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
 
 from ...state import LinearAttentionState
 from . import cuda_kernel
-from .checks import check_inputs
+from .checks import check_inputs, problem_size
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_backward, chunked_forward
-from .naive import DEFAULT_EPS
+from .naive import DEFAULT_EPS, heads_apart, heads_packed
 
 _SPEC = CAUSAL_LINEAR_ATTENTION
 _SCHEMA_TYPES = {float: "float", int: "int", str: "str"}
@@ -43,40 +44,57 @@ def _schema() -> str:
 
 @torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=_schema())
 def causal_linear_attention_op(
-    q: Tensor, k: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor], eps: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor],
+    z0: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    eps: float,
+    num_heads: int,
+    time_major: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The registered op (any device): ``(out (B, H, L, M), S_last (B, H, E, M), z_last (B, H, E))``."""
-    check_inputs(q, k, v, S0, z0)
-    return chunked_forward(q, k, v, S0, z0, eps, DEFAULT_CHUNK_SIZE)
+    """The registered op (any device): ``(out (B, L, H*M), S_last (B, H, E, M), z_last (B, H, E))``."""
+    check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
+    return chunked_forward(q, k, v, S0, z0, mask_pad, eps, num_heads, bool(time_major), DEFAULT_CHUNK_SIZE)
 
 
 @causal_linear_attention_op.register_fake
 def _fake(
-    q: Tensor, k: Tensor, v: Tensor, S0: Optional[Tensor], z0: Optional[Tensor], eps: float
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    S0: Optional[Tensor],
+    z0: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    eps: float,
+    num_heads: int,
+    time_major: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    check_inputs(q, k, v, S0, z0)
-    B, H, L, E = q.shape
-    M = v.shape[-1]
+    check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
+    B, H, L, E, M = problem_size(q, v, num_heads, bool(time_major))
     kept = state_dtype(q.dtype)
     return (
-        q.new_empty((B, H, L, M)),
+        q.new_empty((*q.shape[:2], H * M)),
         q.new_empty((B, H, E, M), dtype=kept),
         q.new_empty((B, H, E), dtype=kept),
     )
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    q, k, v, S0, z0, eps = inputs
-    ctx.save_for_backward(q, k, v, S0, z0)
-    ctx.eps = eps
+    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = inputs
+    ctx.save_for_backward(q, k, v, S0, z0, mask_pad)
+    ctx.eps, ctx.num_heads, ctx.time_major = eps, num_heads, bool(time_major)
 
 
 def _backward(
     ctx: Any, grad_out: Optional[Tensor], grad_S: Optional[Tensor], grad_z: Optional[Tensor]
 ) -> tuple[Optional[Tensor], ...]:
-    q, k, v, S0, z0 = ctx.saved_tensors
-    dq, dk, dv, dS0, dz0 = chunked_backward(q, k, v, S0, z0, ctx.eps, grad_out, grad_S, grad_z, DEFAULT_CHUNK_SIZE)
-    return dq, dk, dv, (dS0 if S0 is not None else None), (dz0 if z0 is not None else None), None
+    q, k, v, S0, z0, mask_pad = ctx.saved_tensors
+    dq, dk, dv, dS0, dz0 = chunked_backward(
+        q, k, v, S0, z0, mask_pad, ctx.eps, ctx.num_heads, ctx.time_major, grad_out, grad_S, grad_z, DEFAULT_CHUNK_SIZE
+    )
+    return dq, dk, dv, (dS0 if S0 is not None else None), (dz0 if z0 is not None else None), None, None, None, None
 
 
 causal_linear_attention_op.register_autograd(_backward, setup_context=_setup_context)
@@ -102,17 +120,41 @@ def _unpack_state(state: StateLike) -> tuple[Optional[Tensor], Optional[Tensor]]
 
 
 def causal_linear_attention(
-    q: Tensor, k: Tensor, v: Tensor, state: StateLike = None, eps: float = DEFAULT_EPS
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    state: StateLike = None,
+    eps: float = DEFAULT_EPS,
+    *,
+    num_heads: Optional[int] = None,
+    pad_mask: Optional[Tensor] = None,
+    time_major: bool = False,
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """Causal linear attention with phi = elu + 1, from an optional initial state.
 
-    q, k (B, H, L, E), v (B, H, L, M); ``state`` is ``None`` (zeros), a ``LinearAttentionState`` or a
-    ``(S, z)`` pair with S (B, H, E, M), z (B, H, E) in the state dtype (fp32, fp64 for fp64 inputs).
-    Returns ``(out (B, H, L, M) in q's dtype, (S_last, z_last))``. L = 1 is a decode step, so a
-    prefill followed by steps gives the numbers of one pass over the whole sequence.
+    The op's layout, heads packed: q, k (B, L, H*E), v (B, L, H*M) with ``num_heads`` = H — (L, B, ...) with
+    ``time_major`` — and ``pad_mask`` (B, L) (or (L, B)) True / non-zero at pad steps, which the state skips.
+    Heads apart, q, k (B, H, L, E), v (B, H, L, M) (4-D inputs; ``num_heads`` is then q's dim 1 and
+    ``time_major`` must be False) is accepted too; ``out`` then comes back as (B, H, L, M) and an export
+    holds the moves between the layouts.
+
+    ``state`` is ``None`` (zeros), a ``LinearAttentionState`` or a ``(S, z)`` pair with S (B, H, E, M), z (B, H, E)
+    in the state dtype (fp32, fp64 for fp64 inputs). Returns ``(out in q's layout and dtype, (S_last, z_last))``.
+    L = 1 is a decode step, so a prefill followed by steps gives the numbers of one pass over the whole sequence.
     """
     S0, z0 = _unpack_state(state)
     if state is not None and (S0 is None or z0 is None):
         raise TypeError("causal_linear_attention: a given state needs both S and z, got None for one of them")
-    out, S, z = causal_linear_attention_op(q, k, v, S0, z0, float(eps))
+    if isinstance(q, Tensor) and q.dim() == 4:
+        if time_major:
+            raise ValueError("causal_linear_attention: time_major needs packed (L, B, H*E) inputs, got 4-D q")
+        if num_heads is not None and num_heads != q.shape[1]:
+            raise ValueError(f"causal_linear_attention: num_heads={num_heads}, but 4-D q has {q.shape[1]} heads")
+        heads = q.shape[1]
+        packed = [heads_packed(x) if isinstance(x, Tensor) and x.dim() == 4 else x for x in (q, k, v)]
+        out, S, z = causal_linear_attention_op(*packed, S0, z0, pad_mask, float(eps), heads, 0)
+        return heads_apart(out, heads), (S, z)
+    if num_heads is None:
+        raise TypeError("causal_linear_attention: packed (B, L, H*E) inputs need num_heads")
+    out, S, z = causal_linear_attention_op(q, k, v, S0, z0, pad_mask, float(eps), int(num_heads), int(time_major))
     return out, (S, z)

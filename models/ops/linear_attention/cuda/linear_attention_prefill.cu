@@ -14,6 +14,11 @@
 // state). Q S, the normaliser and the state stay in fp32; z sums phi(k) in fp32 from the inputs, as a
 // decode step does (only S's update takes the activation-type phi(k) that the tensor cores need).
 // fp32 activations use fp32 FMA throughout.
+// Heads are packed in the last axis (rnnx/kernels.h): the block of (b, h) reads columns h*E .. h*E+E-1 of q and k
+// and h*M + m0 .. of v at each of its tokens' rows (TokenRows: consecutive rows batch-first, rows B apart
+// time-major) and writes out there. A pad step (mask_pad non-zero) is loaded with phi(k) = 0 and v = 0, so it adds
+// nothing to the state nor to any other step's output (its column of A is zero); its own output row is still
+// phi(q) S / (phi(q) z + eps) from the state carried to it.
 // Each block reads its state tile completely before the first write, so S_last may alias S0;
 // z0 is copied to the workspace first when z_last aliases it and several tiles read it.
 #include <mma.h>
@@ -80,9 +85,9 @@ template <typename T, int E, int M> struct PrefillConfig
 };
 
 template <typename T, int E, int M>
-__global__ void __launch_bounds__(kThreads)
-    prefillKernel(LinearAttentionParams p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-        const float* S0, const float* z0, T* __restrict__ out, float* S_last, float* z_last)
+__global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams p, const T* __restrict__ q,
+    const T* __restrict__ k, const T* __restrict__ v, const float* S0, const float* z0,
+    const uint8_t* __restrict__ mask_pad, T* __restrict__ out, float* S_last, float* z_last)
 {
     using Cfg = PrefillConfig<T, E, M>;
     constexpr int C = Cfg::kChunk;
@@ -102,10 +107,15 @@ __global__ void __launch_bounds__(kThreads)
     const size_t bh = blockIdx.x;
     const int m0 = blockIdx.y * TM;
     const int L = p.length;
-    const T* qb = q + bh * L * E;
-    const T* kb = k + bh * L * E;
-    const T* vb = v + bh * L * M;
-    T* ob = out + bh * L * M;
+    const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
+    const detail::TokenRows rowsOf = detail::TokenRows::of(p, b);
+    // Elements between consecutive rows of q / k and of v / out; the head's first column in them.
+    const size_t ldqk = static_cast<size_t>(p.heads) * E;
+    const size_t ldvo = static_cast<size_t>(p.heads) * M;
+    const T* qb = q + static_cast<size_t>(h) * E;
+    const T* kb = k + static_cast<size_t>(h) * E;
+    const T* vb = v + static_cast<size_t>(h) * M;
+    T* ob = out + static_cast<size_t>(h) * M;
 
     for (int i = tid; i < E * TM; i += kThreads)
     {
@@ -118,19 +128,23 @@ __global__ void __launch_bounds__(kThreads)
     for (int t0 = 0; t0 < L; t0 += C)
     {
         const int rows = L - t0 < C ? L - t0 : C;
-        // Load phi(q), phi(k), v of the chunk; rows past the end are zeros (no contribution).
+        // Load phi(q), phi(k), v of the chunk; rows past the end are zeros (no contribution), and so are phi(k)
+        // and v at pad steps.
         for (int i = tid; i < C * E; i += kThreads)
         {
             const int t = i / E, e = i % E;
             const bool in = t < rows;
-            const size_t g = static_cast<size_t>(t0 + t) * E + e;
+            const size_t row = in ? rowsOf.row(t0 + t) : 0;
+            const size_t g = row * ldqk + e;
             Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(qb[g])) : 0.f);
-            Ks[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(kb[g])) : 0.f);
+            Ks[t * Cfg::kLdQK + e] = fromFloat<T>(in && !detail::isPad(mask_pad, row) ? phi(toFloat(kb[g])) : 0.f);
         }
         for (int i = tid; i < C * TM; i += kThreads)
         {
             const int t = i / TM, m = i % TM;
-            Vs[t * Cfg::kLdV + m] = t < rows ? vb[static_cast<size_t>(t0 + t) * M + m0 + m] : fromFloat<T>(0.f);
+            const bool in = t < rows;
+            const size_t row = in ? rowsOf.row(t0 + t) : 0;
+            Vs[t * Cfg::kLdV + m] = in && !detail::isPad(mask_pad, row) ? vb[row * ldvo + m0 + m] : fromFloat<T>(0.f);
         }
         __syncthreads();
 
@@ -258,7 +272,7 @@ __global__ void __launch_bounds__(kThreads)
                     float o = acc[j] / den[t];
                     if constexpr (Cfg::kTensorCores)
                         o += Os[t * Cfg::kLdO + m];
-                    ob[static_cast<size_t>(t0 + t) * M + m0 + m] = fromFloat<T>(o);
+                    ob[rowsOf.row(t0 + t) * ldvo + m0 + m] = fromFloat<T>(o);
                 }
             }
         }
@@ -303,13 +317,17 @@ __global__ void __launch_bounds__(kThreads)
             for (int j = 0; j < kRows; ++j)
                 Ss[(r0 + j * kRowStep) * Cfg::kLdS + m] += acc[j];
         }
-        // z += sum_s phi(k_s) in fp32 from the inputs themselves, as a decode step sums it: not from the
-        // activation-type copy in Ks (the matmul operand), whose rounding would accumulate in z.
+        // z += sum_s phi(k_s) over the chunk's non-pad steps in fp32 from the inputs themselves, as a decode step
+        // sums it: not from the activation-type copy in Ks (the matmul operand), whose rounding would accumulate in z.
         for (int e = tid; e < E; e += kThreads)
         {
             float sum = 0.f;
             for (int s = 0; s < rows; ++s)
-                sum += phi(toFloat(kb[static_cast<size_t>(t0 + s) * E + e]));
+            {
+                const size_t row = rowsOf.row(t0 + s);
+                if (!detail::isPad(mask_pad, row))
+                    sum += phi(toFloat(kb[row * ldqk + e]));
+            }
             zs[e] += sum;
         }
         __syncthreads();
@@ -349,7 +367,7 @@ cudaError_t allowSharedMemory(Kernel* kernel, int bytes, std::atomic<unsigned lo
 
 template <typename T, int E, int M>
 cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     using Cfg = PrefillConfig<T, E, M>;
     static std::atomic<unsigned long long> shared_set{0}; // per instantiation: this kernel's devices
@@ -361,7 +379,7 @@ cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k
         err = allowSharedMemory(kernel, static_cast<int>(Cfg::kBytes), shared_set, force);
         if (err != cudaSuccess)
             return err;
-        RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, out, S_last, z_last);
+        RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last);
         err = cudaGetLastError();
         if (err != cudaErrorInvalidValue) // a launch refused for its shared memory says kInvalidValue
             break;
@@ -371,26 +389,26 @@ cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k
 
 template <typename T, int E>
 cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     switch (p.dim_v)
     {
-    case 32: return launchPrefill<T, E, 32>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
-    case 64: return launchPrefill<T, E, 64>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
-    case 128: return launchPrefill<T, E, 128>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
+    case 32: return launchPrefill<T, E, 32>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
+    case 64: return launchPrefill<T, E, 64>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
+    case 128: return launchPrefill<T, E, 128>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
     default: return cudaErrorInvalidValue;
     }
 }
 
 template <typename T>
 cudaError_t dispatchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     switch (p.dim_k)
     {
-    case 32: return dispatchM<T, 32>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
-    case 64: return dispatchM<T, 64>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
-    case 128: return dispatchM<T, 128>(p, q, k, v, S0, z0, out, S_last, z_last, stream);
+    case 32: return dispatchM<T, 32>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
+    case 64: return dispatchM<T, 64>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
+    case 128: return dispatchM<T, 128>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -417,8 +435,8 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& p, DataTy
 }
 
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataType type, const void* q, const void* k,
-    const void* v, const float* S0, const float* z0, void* out, float* S_last, float* z_last, void* workspace,
-    cudaStream_t stream)
+    const void* v, const float* S0, const float* z0, const uint8_t* mask_pad, void* out, float* S_last, float* z_last,
+    void* workspace, cudaStream_t stream)
 {
     if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0)
     {
@@ -449,8 +467,8 @@ cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataTyp
         {
             const float* S_in = t == 0 ? S0 : S_last;
             const float* z_in = t == 0 ? z0 : z_last;
-            cudaError_t err =
-                detail::launchLinearAttentionStep(p, type, t, q, k, v, S_in, z_in, out, S_last, z_last, stream);
+            cudaError_t err = detail::launchLinearAttentionStep(
+                p, type, t, q, k, v, S_in, z_in, mask_pad, out, S_last, z_last, stream);
             if (err != cudaSuccess)
                 return err;
         }
@@ -471,7 +489,7 @@ cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataTyp
         {
             using T = decltype(tag);
             return dispatchPrefill<T>(p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                S0, z_in, static_cast<T*>(out), S_last, z_last, stream);
+                S0, z_in, mask_pad, static_cast<T*>(out), S_last, z_last, stream);
         });
 }
 

@@ -1,57 +1,80 @@
 // rnnx::CausalLinearAttention on the CPU execution provider, fp32, fp16, bf16 and fp64 I/O (fp32 state; fp64 for fp64).
 //
-// Inputs by position: q, k (B, H, L, E), v (B, H, L, M), S0? (B, H, E, M), z0? (B, H, E); outputs out
-// (B, H, L, M), S_last, z_last; attribute eps (rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION). The onnxruntime
-// target's nodes leave absent states out, the tensorrt target's give zeros: both run. fp16 / bf16 inputs are
-// staged to fp32 around the fp32 kernel (isa_kernels.h), parallel over (batch, head) on ORT's intra-op thread pool.
+// Inputs by position: q, k (B, L, H*E), v (B, L, H*M), S0? (B, H, E, M), z0? (B, H, E), mask_pad? (B, L) — with
+// time_major = 1, q, k, v, out are (L, B, H*.) and mask_pad (L, B); heads packed in the last axis; outputs out
+// (B, L, H*M), S_last, z_last; attributes eps, num_heads, time_major (rnnx.runtime.contract.ops.
+// CAUSAL_LINEAR_ATTENTION). The onnxruntime target's nodes leave absent states and mask out, the tensorrt target's
+// give zeros and an all-false mask: both run. fp16 / bf16 inputs are staged to fp32 around the fp32 kernel
+// (isa_kernels.h), parallel over (batch, head) on ORT's intra-op thread pool.
 #pragma once
 
 #include "ort_op_support.h"
 
 namespace rnnx_ort
 {
-// CausalLinearAttention for activation type T: q, k, v and out in T; S0?, z0?, S_last, z_last in acc_type<T>.
+// CausalLinearAttention for activation type T: q, k, v and out in T; S0?, z0?, S_last, z_last in acc_type<T>;
+// mask_pad? any of mask_bytes()' types.
 template <typename T> struct CausalLinearAttentionKernel
 {
     static constexpr const char* name = "CausalLinearAttention";
-    static constexpr std::array<Input, 5> inputs{{{Role::activation, false}, {Role::activation, false},
-        {Role::activation, false}, {Role::state, true}, {Role::state, true}}};
+    //! rnnx domain version 2: heads packed, mask_pad (version 1 took (B, H, L, E)).
+    static constexpr int since_version = 2;
+    static constexpr std::array<Input, 6> inputs{{{Role::activation, false}, {Role::activation, false},
+        {Role::activation, false}, {Role::state, true}, {Role::state, true}, {Role::mask, true}}};
     static constexpr std::array<Role, 3> outputs{{Role::activation, Role::state, Role::state}};
 
     double eps;
+    int64_t num_heads;
+    bool time_major;
 
     explicit CausalLinearAttentionKernel(const OrtKernelInfo* info)
         : eps(attribute_or<float>(info, "eps", 1e-6f))
+        , num_heads(attribute_or<int64_t>(info, "num_heads", 0))
+        , time_major(attribute_or<int64_t>(info, "time_major", 0) != 0)
     {
     }
 
     OrtStatusPtr compute(Ort::KernelContext ctx) const
     {
         const Ort::ConstValue q = optional_input(ctx, 0), k = optional_input(ctx, 1), v = optional_input(ctx, 2),
-                              S0 = optional_input(ctx, 3), z0 = optional_input(ctx, 4);
+                              S0 = optional_input(ctx, 3), z0 = optional_input(ctx, 4), mask = optional_input(ctx, 5);
         if (q == nullptr || k == nullptr || v == nullptr)
             return invalid(name, "q, k and v are required");
+        if (num_heads <= 0)
+            return invalid(name, "attribute num_heads must be positive");
         const auto qs = shape_of(q), vs = shape_of(v);
-        if (qs.size() != 4 || vs.size() != 4)
-            return invalid(name, "q, k must be (B, H, L, E) and v (B, H, L, M)");
-        const int64_t B = qs[0], H = qs[1], L = qs[2], E = qs[3], M = vs[3];
+        const char* layout = time_major ? "(L, B, H*E)" : "(B, L, H*E)";
+        if (qs.size() != 3 || vs.size() != 3)
+            return invalid(name, std::string("q, k, v must be 3-D ") + layout);
+        if (qs[2] % num_heads != 0 || vs[2] % num_heads != 0)
+            return invalid(name, "the last axis of q, k and v must be a multiple of num_heads");
+        const int64_t B = time_major ? qs[1] : qs[0], L = time_major ? qs[0] : qs[1], H = num_heads;
+        const int64_t E = qs[2] / H, M = vs[2] / H;
         if (shape_of(k) != qs)
-            return invalid(name, "k must have q's shape (B, H, L, E)");
-        if (vs[0] != B || vs[1] != H || vs[2] != L)
-            return invalid(name, "v must be (B, H, L, M) with q's B, H, L");
+            return invalid(name, "k must have q's shape");
+        if (vs[0] != qs[0] || vs[1] != qs[1])
+            return invalid(name, "v must have q's leading two axes");
         const bool has_S0 = count(S0) > 0, has_z0 = count(z0) > 0;
-        if (has_S0 && count(S0) != static_cast<size_t>(B * H * E * M))
+        if (has_S0 && shape_of(S0) != std::vector<int64_t>{B, H, E, M})
             return invalid(name, "S0 must be (B, H, E, M)");
-        if (has_z0 && count(z0) != static_cast<size_t>(B * H * E))
+        if (has_z0 && shape_of(z0) != std::vector<int64_t>{B, H, E})
             return invalid(name, "z0 must be (B, H, E)");
+        std::string mask_error;
+        std::vector<uint8_t> mask_staging;
+        const uint8_t* pad = mask_bytes(mask, mask_staging, mask_error);
+        if (!mask_error.empty())
+            return invalid(name, mask_error);
+        if (pad != nullptr && shape_of(mask) != std::vector<int64_t>{qs[0], qs[1]})
+            return invalid(name, time_major ? "mask_pad must be (L, B)" : "mask_pad must be (B, L)");
         std::vector<float> q_f, k_f, v_f, out_f;
         using acc_t = acc_type<T>;
-        Ort::UnownedValue out = ctx.GetOutput(0, {B, H, L, M});
+        Ort::UnownedValue out = ctx.GetOutput(0, {qs[0], qs[1], H * M});
         Ort::UnownedValue S_last = ctx.GetOutput(1, {B, H, E, M});
         Ort::UnownedValue z_last = ctx.GetOutput(2, {B, H, E});
-        const AttentionArgs<acc_t> args{B, H, L, E, M, eps, as_acc<T>(q, q_f), as_acc<T>(k, k_f), as_acc<T>(v, v_f),
-            has_S0 ? S0.GetTensorData<acc_t>() : nullptr, has_z0 ? z0.GetTensorData<acc_t>() : nullptr,
-            output_acc<T>(out, static_cast<size_t>(B * H * L * M), out_f), S_last.GetTensorMutableData<acc_t>(),
+        const AttentionArgs<acc_t> args{B, H, L, E, M, eps, time_major, as_acc<T>(q, q_f), as_acc<T>(k, k_f),
+            as_acc<T>(v, v_f), has_S0 ? S0.GetTensorData<acc_t>() : nullptr,
+            has_z0 ? z0.GetTensorData<acc_t>() : nullptr, pad,
+            output_acc<T>(out, static_cast<size_t>(B * L * H * M), out_f), S_last.GetTensorMutableData<acc_t>(),
             z_last.GetTensorMutableData<acc_t>()};
         return run<T>(ctx, attention_forward<acc_t>, args, out, out_f);
     }

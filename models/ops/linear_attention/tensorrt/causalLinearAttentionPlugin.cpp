@@ -11,26 +11,34 @@ namespace plugin
 namespace
 {
 
-//! Kernel sizes from q (B, H, L, E) and v (B, H, L, M) dims; false when a rank or extent is off.
-bool attentionSizes(nvinfer1::Dims const& q, nvinfer1::Dims const& v, float eps, kernels::LinearAttentionParams& p)
+//! Kernel sizes from q (B, L, H*E) and v (B, L, H*M) dims -- (L, B, H*.) when time_major -- and the parameters;
+//! false when a rank or extent is off or a last extent is not a multiple of num_heads.
+bool attentionSizes(nvinfer1::Dims const& q, nvinfer1::Dims const& v, CausalLinearAttentionParameters const& params,
+    kernels::LinearAttentionParams& p)
 {
-    if (q.nbDims != 4 || v.nbDims != 4)
+    if (q.nbDims != 3 || v.nbDims != 3 || params.numHeads <= 0)
     {
         return false;
     }
-    for (int32_t i = 0; i < 4; ++i)
+    for (int32_t i = 0; i < 3; ++i)
     {
         if (q.d[i] < 0 || v.d[i] < 0 || q.d[i] > INT32_MAX || v.d[i] > INT32_MAX)
         {
             return false;
         }
     }
-    p.batch = static_cast<int>(q.d[0]);
-    p.heads = static_cast<int>(q.d[1]);
-    p.length = static_cast<int>(q.d[2]);
-    p.dim_k = static_cast<int>(q.d[3]);
-    p.dim_v = static_cast<int>(v.d[3]);
-    p.eps = eps;
+    if (q.d[2] % params.numHeads != 0 || v.d[2] % params.numHeads != 0)
+    {
+        return false;
+    }
+    bool const timeMajor = params.timeMajor != 0;
+    p.batch = static_cast<int>(timeMajor ? q.d[1] : q.d[0]);
+    p.heads = params.numHeads;
+    p.length = static_cast<int>(timeMajor ? q.d[0] : q.d[1]);
+    p.dim_k = static_cast<int>(q.d[2] / params.numHeads);
+    p.dim_v = static_cast<int>(v.d[2] / params.numHeads);
+    p.eps = params.eps;
+    p.time_major = timeMajor;
     return true;
 }
 
@@ -40,6 +48,8 @@ std::vector<Field<CausalLinearAttentionParameters>> const& CausalLinearAttention
 {
     static std::vector<Field<CausalLinearAttentionParameters>> const table{
         {"eps", &CausalLinearAttentionParameters::eps, 1e-6},
+        {"num_heads", &CausalLinearAttentionParameters::numHeads, 0.0, true},
+        {"time_major", &CausalLinearAttentionParameters::timeMajor, 0.0},
     };
     return table;
 }
@@ -49,6 +59,16 @@ bool CausalLinearAttentionPlugin::checkParameters(CausalLinearAttentionParameter
     if (!(params.eps >= 0.F) || !std::isfinite(params.eps))
     {
         logPluginError("eps must be finite and >= 0");
+        return false;
+    }
+    if (params.numHeads <= 0)
+    {
+        logPluginError("num_heads must be positive, got " + std::to_string(params.numHeads));
+        return false;
+    }
+    if (params.timeMajor != 0 && params.timeMajor != 1)
+    {
+        logPluginError("time_major must be 0 or 1, got " + std::to_string(params.timeMajor));
         return false;
     }
     return true;
@@ -73,7 +93,11 @@ bool CausalLinearAttentionPlugin::inputLayout(CausalLinearAttentionParameters co
 
 TensorRole CausalLinearAttentionPlugin::tensorRole(CausalLinearAttentionInputs const& layout, int32_t pos) noexcept
 {
-    // q, k, v and out are activations; S0, z0, S_last and z_last state.
+    // q, k, v and out are activations; mask_pad the mask; S0, z0, S_last and z_last state.
+    if (pos == layout.maskPad)
+    {
+        return TensorRole::kMASK;
+    }
     bool const activation = pos == layout.q || pos == layout.k || pos == layout.v || pos == kNB_INPUTS;
     return activation ? TensorRole::kACTIVATION : TensorRole::kSTATE;
 }
@@ -82,15 +106,15 @@ int32_t CausalLinearAttentionPlugin::outputShapes(nvinfer1::DimsExprs const* inp
     CausalLinearAttentionInputs const& layout, nvinfer1::DimsExprs* outputs,
     nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
 {
-    nvinfer1::DimsExprs const& q = inputs[layout.q];
     nvinfer1::DimsExprs const& v = inputs[layout.v];
-    if (q.nbDims != 4 || inputs[layout.k].nbDims != 4 || v.nbDims != 4 || inputs[layout.S0].nbDims != 4
-        || inputs[layout.z0].nbDims != 3)
+    if (inputs[layout.q].nbDims != 3 || inputs[layout.k].nbDims != 3 || v.nbDims != 3 || inputs[layout.S0].nbDims != 4
+        || inputs[layout.z0].nbDims != 3 || inputs[layout.maskPad].nbDims != 2)
     {
-        logLayerError("q, k, v must be 4-D, S0 4-D, z0 3-D");
+        logLayerError("q, k, v must be 3-D (heads packed), S0 4-D, z0 3-D, mask_pad 2-D");
         return -1;
     }
-    // The state outputs take the state inputs' shapes (S_last continues S0, z_last continues z0).
+    // out is (d0, d1, H*M), v's shape; the state outputs take the state inputs' shapes (S_last continues S0,
+    // z_last continues z0).
     outputs[0] = v;
     outputs[1] = inputs[layout.S0];
     outputs[2] = inputs[layout.z0];
@@ -104,7 +128,7 @@ size_t CausalLinearAttentionPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTens
     kernels::LinearAttentionParams params{};
     CausalLinearAttentionInputs const layout;
     if (inputs == nullptr || nbInputs != kNB_INPUTS || !toKernelType(inputs[layout.q].desc.type, type)
-        || !attentionSizes(inputs[layout.q].max, inputs[layout.v].max, mParams.eps, params))
+        || !attentionSizes(inputs[layout.q].max, inputs[layout.v].max, mParams, params))
     {
         return 0;
     }
@@ -117,24 +141,31 @@ bool CausalLinearAttentionPlugin::checkShapes(
     nvinfer1::Dims const& q = in[layout.q].dims;
     nvinfer1::Dims const& k = in[layout.k].dims;
     nvinfer1::Dims const& v = in[layout.v].dims;
-    bool ok = q.nbDims == 4 && k.nbDims == 4 && v.nbDims == 4;
-    for (int32_t i = 0; ok && i < 4; ++i)
+    nvinfer1::Dims const& mask = in[layout.maskPad].dims;
+    kernels::LinearAttentionParams p{};
+    bool ok = k.nbDims == 3 && attentionSizes(q, v, mParams, p);
+    for (int32_t i = 0; ok && i < 3; ++i)
     {
-        ok = k.d[i] == q.d[i] && (i == 3 || v.d[i] == q.d[i]);
+        ok = k.d[i] == q.d[i] && (i == 2 || v.d[i] == q.d[i]);
     }
     if (ok)
     {
         nvinfer1::Dims const& S = in[layout.S0].dims;
-        ok = S.nbDims == 4 && S.d[0] == q.d[0] && S.d[1] == q.d[1] && S.d[2] == q.d[3] && S.d[3] == v.d[3];
+        ok = S.nbDims == 4 && S.d[0] == p.batch && S.d[1] == p.heads && S.d[2] == p.dim_k && S.d[3] == p.dim_v;
     }
     if (ok)
     {
         nvinfer1::Dims const& z = in[layout.z0].dims;
-        ok = z.nbDims == 3 && z.d[0] == q.d[0] && z.d[1] == q.d[1] && z.d[2] == q.d[3];
+        ok = z.nbDims == 3 && z.d[0] == p.batch && z.d[1] == p.heads && z.d[2] == p.dim_k;
     }
+    // mask_pad has q's two leading axes: (B, L), or (L, B) when time_major.
+    ok = ok && mask.nbDims == 2 && mask.d[0] == q.d[0] && mask.d[1] == q.d[1];
     if (!ok)
     {
-        logLayerError("inconsistent shapes (q " + toString(q) + ", k " + toString(k) + ", v " + toString(v) + ")");
+        logLayerError("inconsistent shapes for num_heads " + std::to_string(mParams.numHeads) + ", time_major "
+            + std::to_string(mParams.timeMajor) + " (q " + toString(q) + ", k " + toString(k) + ", v " + toString(v)
+            + ", S0 " + toString(in[layout.S0].dims) + ", z0 " + toString(in[layout.z0].dims) + ", mask_pad "
+            + toString(mask) + ")");
     }
     return ok;
 }
@@ -145,14 +176,15 @@ int32_t CausalLinearAttentionPlugin::launch(nvinfer1::PluginTensorDesc const* in
     kernels::DataType type{};
     kernels::LinearAttentionParams params{};
     if (!toKernelType(inputDesc[mLayout.q].type, type)
-        || !attentionSizes(inputDesc[mLayout.q].dims, inputDesc[mLayout.v].dims, mParams.eps, params))
+        || !attentionSizes(inputDesc[mLayout.q].dims, inputDesc[mLayout.v].dims, mParams, params))
     {
         return notConfigured();
     }
-    // The state inputs are always bound (zeros when the model gave none).
+    // Every input is bound: the state (zeros when the model gave none) and the mask (all false without padding).
     return launched(kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q], inputs[mLayout.k],
         inputs[mLayout.v], static_cast<float const*>(inputs[mLayout.S0]), static_cast<float const*>(inputs[mLayout.z0]),
-        outputs[0], static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), workspace, stream));
+        static_cast<uint8_t const*>(inputs[mLayout.maskPad]), outputs[0], static_cast<float*>(outputs[1]),
+        static_cast<float*>(outputs[2]), workspace, stream));
 }
 
 } // namespace plugin

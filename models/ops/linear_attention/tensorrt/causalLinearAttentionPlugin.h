@@ -1,12 +1,17 @@
 /*
  * CausalLinearAttention: causal linear attention with phi(x) = elu(x) + 1 as a TensorRT IPluginV3 plugin.
  *
- * Inputs: always exactly five, at fixed positions (the TensorRT node layout of docs/ops.md; the exporter emits
- * no empty-name slots for this target): 0 q, 1 k (B, H, L, E), 2 v (B, H, L, M) in fp32 / fp16 / bf16,
- * 3 S0 (B, H, E, M) and 4 z0 (B, H, E) in fp32 (zeros when the model gave no state).
- * Outputs: out (B, H, L, M) in q's type, S_last (B, H, E, M) and z_last (B, H, E) fp32.
+ * Fields (runtime/contract/ops.py CAUSAL_LINEAR_ATTENTION, in this order): eps, num_heads (H, required),
+ * time_major (0 / 1).
+ * Inputs: always exactly six, at fixed positions (the TensorRT node layout of docs/ops.md; the exporter emits
+ * no empty-name slots for this target), heads packed in the last axis:
+ *   0 q, 1 k (B, L, H*E), 2 v (B, L, H*M) in fp32 / fp16 / bf16 -- (L, B, H*.) when time_major;
+ *   3 S0 (B, H, E, M) and 4 z0 (B, H, E) in fp32 (zeros when the model gave no state);
+ *   5 mask_pad (B, L) -- (L, B) when time_major -- bool / uint8, non-zero = pad (all false without padding).
+ * E = q's last extent / H, M = v's last extent / H.
+ * Outputs: out (d0, d1, H*M) like v in q's type, S_last (B, H, E, M) and z_last (B, H, E) fp32.
  * Outputs never alias inputs: the plugin declares no in-place I/O (no getAliasedInput), so S_last and z_last get
- * their own buffers; the runtime double-buffers state instead. Any input count but five is refused.
+ * their own buffers; the runtime double-buffers state instead. Any input count but six is refused.
  */
 #pragma once
 
@@ -21,9 +26,14 @@ namespace rnnx
 namespace plugin
 {
 
+//! CausalLinearAttention's attributes, in field-table order (docs/ops.md, runtime/contract/ops.py).
 struct CausalLinearAttentionParameters
 {
     float eps{1e-6F};
+    //! H; required (the 0 before parsing is refused by checkParameters).
+    int32_t numHeads{0};
+    //! 1: q, k, v, out (L, B, H*.) and mask_pad (L, B); 0: batch-first.
+    int32_t timeMajor{0};
 };
 
 //! Positions of the inputs: fixed, every one always present.
@@ -34,6 +44,7 @@ struct CausalLinearAttentionInputs
     int32_t v{2};
     int32_t S0{3};
     int32_t z0{4};
+    int32_t maskPad{5};
 };
 
 class CausalLinearAttentionPlugin
@@ -42,9 +53,10 @@ class CausalLinearAttentionPlugin
 public:
     static constexpr char const* kPLUGIN_NAME{"CausalLinearAttention"};
     static constexpr int32_t kNB_OUTPUTS{3};
-    //! The TensorRT node always lists all five inputs (q, k, v, S0, z0).
-    static constexpr int32_t kNB_INPUTS{5};
-    static constexpr char const* kINPUT_NAMES{"q, k, v, S0, z0; S0 / z0 zeros when there is no state"};
+    //! The TensorRT node always lists all six inputs (q, k, v, S0, z0, mask_pad).
+    static constexpr int32_t kNB_INPUTS{6};
+    static constexpr char const* kINPUT_NAMES{
+        "q, k, v, S0, z0, mask_pad; S0 / z0 zeros when there is no state, mask_pad all false without padding"};
     //! The fixed input positions. False when `nbInputs` is not exactly kNB_INPUTS; then an error naming the
     //! plugin (and `layer` when given), the expected and the given count is logged.
     static bool inputLayout(
@@ -68,6 +80,7 @@ private:
     static TensorRole tensorRole(CausalLinearAttentionInputs const& layout, int32_t pos) noexcept;
     int32_t outputShapes(nvinfer1::DimsExprs const* inputs, CausalLinearAttentionInputs const& layout,
         nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept;
+    //! Checks the ranks / extents of the input descriptors against num_heads and time_major; logs what is wrong.
     bool checkShapes(nvinfer1::PluginTensorDesc const* in, CausalLinearAttentionInputs const& layout) const noexcept;
     int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
         void* workspace, cudaStream_t stream) noexcept;

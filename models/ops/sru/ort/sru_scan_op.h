@@ -15,6 +15,8 @@ namespace rnnx_ort
 template <typename T> struct SruScanKernel
 {
     static constexpr const char* name = "SRUScan";
+    //! The layout of rnnx domain version 1, unchanged since.
+    static constexpr int since_version = 1;
     static constexpr std::array<Input, 6> inputs{{{Role::activation, false}, {Role::activation, true},
         {Role::activation, false}, {Role::activation, false}, {Role::state, false}, {Role::mask, true}}};
     static constexpr std::array<Role, 2> outputs{{Role::activation, Role::state}};

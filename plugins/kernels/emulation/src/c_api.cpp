@@ -49,21 +49,22 @@ extern "C"
         rnnx::kernels::DataType type;
         if (!toDataType(dtype, &type))
             return 0;
-        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, 0.f};
+        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, 0.f, false};
         return rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
     }
 
-    //! Tensors as in rnnx/kernels.h (causalLinearAttentionForward).
+    //! Tensors as in rnnx/kernels.h (causalLinearAttentionForward): heads packed, q (B, L, H*E), or (L, B, H*E)
+    //! with time_major != 0; mask_pad (B, L) / (L, B) uint8 or nullptr.
     RNNX_EMU_API int rnnx_emu_causal_linear_attention_forward(int batch, int heads, int length, int dim_k, int dim_v,
-        float eps, int dtype, const void* q, const void* k, const void* v, const float* S0, const float* z0, void* out,
-        float* S_last, float* z_last, void* workspace)
+        float eps, int time_major, int dtype, const void* q, const void* k, const void* v, const float* S0,
+        const float* z0, const uint8_t* mask_pad, void* out, float* S_last, float* z_last, void* workspace)
     {
         rnnx::kernels::DataType type;
         if (!toDataType(dtype, &type))
             return cudaErrorInvalidValue;
-        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, eps};
+        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, eps, time_major != 0};
         return rnnx::kernels::causalLinearAttentionForward(
-            p, type, q, k, v, S0, z0, out, S_last, z_last, workspace, nullptr);
+            p, type, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace, nullptr);
     }
 
     //! schedule: 0 = in order, 1 = reversed, 2 = random (seeded).
