@@ -42,6 +42,7 @@ from .sampling import SamplingOptions, check_max_new_tokens
 from .state import State, check_host_state, load_state_file
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
+_IN_USE = "session is in use by another thread; use one session per thread"
 
 
 _INT64 = np.dtype(np.int64)
@@ -98,7 +99,7 @@ class StatefulSession:
     def _acquire(self) -> None:
         """Takes the session's guard (released by the caller), or raises when another thread holds it."""
         if not self._guard.acquire(blocking=False):
-            raise RnnxRuntimeError("session is in use by another thread; use one session per thread")
+            raise RnnxRuntimeError(_IN_USE)
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -348,6 +349,18 @@ class Session(StatefulSession):
             self.state = state
         return state
 
+    def _plain_step_ids(self, tokens: Any, batch: int) -> Optional[np.ndarray]:
+        """The (B, 1) int64 ids of the common step, ``tokens`` a list of ``batch`` Python ints inside the
+        vocabulary (checked here, in Python, before one numpy call); None for any other input, which the general
+        path then converts and checks, naming what is wrong."""
+        if type(tokens) is not list or len(tokens) != batch:
+            return None
+        vocab = self.backend.vocab_size
+        for token in tokens:
+            if type(token) is not int or token < 0 or token >= vocab:
+                return None
+        return np.array(tokens, np.int64).reshape(batch, 1)
+
     def _step_tokens(self, tokens: Any, batch: int) -> np.ndarray:
         ids = _as_int_array(tokens, "tokens")
         if ids.ndim == 1:
@@ -378,15 +391,21 @@ class Session(StatefulSession):
         if state is None:
             raise InputError("state: no current state; call prefill() first or pass a state")
         self._check_state(state)
-        ids = self._step_tokens(tokens, state.batch)
-        if active is None:
-            mask = self._step_mask(ids.shape[0])
+        batch = state.inner.batch
+        ids = self._plain_step_ids(tokens, batch) if active is None else None
+        if ids is not None:
+            mask = self._step_mask(batch)
         else:
-            mask = np.asarray(active, dtype=bool).reshape(-1, 1).astype(np.int64)
-            if mask.shape != ids.shape:
-                raise InputError(f"active: expected shape ({state.batch},), got {tuple(np.shape(active))}")
-        self._check_vocab(ids, mask, "tokens")
-        self._acquire()
+            ids = self._step_tokens(tokens, batch)
+            if active is None:
+                mask = self._step_mask(batch)
+            else:
+                mask = np.asarray(active, dtype=bool).reshape(-1, 1).astype(np.int64)
+                if mask.shape != ids.shape:
+                    raise InputError(f"active: expected shape ({batch},), got {tuple(np.shape(active))}")
+            self._check_vocab(ids, mask, "tokens")
+        if not self._guard.acquire(blocking=False):
+            raise RnnxRuntimeError(_IN_USE)
         try:
             outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
             state.inner = inner

@@ -68,6 +68,21 @@ def test_state_is_fed_back_as_the_graph_returned_it(exports):
             assert after[spec.input] is array, spec.name
 
 
+def test_plain_token_lists_and_every_other_kind_of_token_input_agree(session):
+    """The list-of-ints fast lane of ``step`` gives what arrays, (B, 1) lists and numpy ints give."""
+    base = session.prefill([[1, 2], [3], [4, 5, 6]])
+    kinds = [[1, 5, 11], np.array([1, 5, 11]), np.array([[1], [5], [11]], np.int32), [[1], [5], [11]],
+             [np.int64(1), 5, 11], (1, 5, 11)]  # fmt: skip
+    results = []
+    for tokens in kinds:
+        state = base.fork()
+        results.append((session.step(tokens, state), state.last_logits, state.past_length))
+    for logits, last, past in results[1:]:
+        np.testing.assert_array_equal(logits, results[0][0])
+        np.testing.assert_array_equal(last, results[0][1])
+        assert past == results[0][2] == base.past_length + 1
+
+
 def test_step_masks_of_every_batch_size(session):
     for prompts in ([[1, 2]], [[1, 2], [3], [4, 5, 6]], [[7], [8]], [[9]]):
         state = session.prefill(prompts)
@@ -89,6 +104,9 @@ BAD = [
     (lambda s: s.step(np.array([[3]], np.uint8) + 9), "token 12 out of vocabulary"),
     (lambda s: s.step([1.0]), "expected an integer dtype"),
     (lambda s: s.step([True]), "expected an integer dtype"),
+    (lambda s: s.step([np.int64(12)]), "token 12 out of vocabulary"),
+    (lambda s: s.step([3.0]), "expected an integer dtype"),
+    (lambda s: s.step(["3"]), "expected an integer dtype"),
     (lambda s: s.step([1, 2]), "batch mismatch: state has 1 rows, got 2"),
     (lambda s: s.step([[1, 2]]), r"expected shape \(B,\) or \(B, 1\)"),
     (lambda s: s.step([1], active=[True, False]), r"active: expected shape \(1,\)"),

@@ -38,7 +38,7 @@ _FLOAT32 = np.dtype(np.float32)
 def _host_output(value: Any) -> np.ndarray:
     """A data output as the backend returns it: a floating one as fp32 (no copy when it already is), any other
     as a numpy array."""
-    if type(value) is np.ndarray and value.dtype == _FLOAT32:
+    if type(value) is np.ndarray and (value.dtype is _FLOAT32 or value.dtype == _FLOAT32):
         return value
     value = np.asarray(value)
     return value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
@@ -115,7 +115,7 @@ class OrtBackend(Backend):
         self._state_names = tuple(s.name for s in self.state_specs)
         self._state_inputs = tuple(s.input for s in self.state_specs)
         self._length_axes = self.call_specs().length_axes
-        self._graph_inputs = frozenset(t.name for t in self.inputs) | set(self._state_inputs)
+        self._feed_size = len(self.inputs) + len(self._state_inputs)
 
     def describe(self) -> str:
         """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound and ``, native rnnx ops`` when
@@ -208,16 +208,17 @@ class OrtBackend(Backend):
 
         On the CPU the call goes straight to the compiled run that ``InferenceSession.run`` ends in (its
         ``_sess``; a session without one, another onnxruntime's or a stand-in, gets the public call). The
-        Python wrapper around it checks that no input is missing (checked here by one set comparison: a feed
-        that misses one takes the public call and its error), that no OrtValue belongs to another session
-        (the feeds are numpy arrays) and that WebGPU graph capture is off, and it can retry on another
-        execution provider after a CUDA failure (there is none on the CPU): work that costs about as much per
-        decode step as the rest of the runtime's Python layer together."""
+        Python wrapper around it checks that no input is missing (here a feed of another size than the
+        graph's inputs takes the public call and its error, and one of the right size with a wrong name gets
+        ONNX Runtime's "Invalid input name"), that no OrtValue belongs to another session (the feeds are numpy
+        arrays) and that WebGPU graph capture is off, and it can retry on another execution provider after a
+        CUDA failure (there is none on the CPU): work that costs about as much per decode step as the rest of
+        the runtime's Python layer together."""
         feed = dict(inputs)
         feed.update(zip(self._state_inputs, map(state.tensors.__getitem__, self._state_names)))
         session = self.session
         compiled = getattr(session, "_sess", None) if self._device_type == "cpu" else None
-        if compiled is not None and feed.keys() >= self._graph_inputs:
+        if compiled is not None and len(feed) == self._feed_size:
             outs = compiled.run(self._outputs, feed, None)
         else:
             outs = session.run(self._outputs, feed)
