@@ -1,6 +1,6 @@
 """rnnx.runtime: stateful exports (streaming calls, token-by-token generation) over torch / ONNX Runtime / TensorRT.
 
-``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None)`` -> a
+``load(model_dir_or_checkpoint, backend="auto", device="cpu", precision=None, io_binding=None, threads=None)`` -> a
 :class:`Session` for a language model, a :class:`StatefulSession` for any other export; see
 :mod:`.session` (run; prefill / step / generate), :mod:`.serving` (many streams: the slot pool, continuous
 batching, Triton), :mod:`.state` (fork, save, load), :mod:`.backends` (the backend interface in
@@ -56,6 +56,7 @@ def load(
     precision: Optional[str] = None,
     io_binding: Optional[bool] = None,
     native_ops: Optional[bool] = None,
+    threads: Optional[int] = None,
 ) -> StatefulSession:
     """A session for a checkpoint directory (torch backend) or an export directory (``auto``: tensorrt
     on CUDA when installed, else onnxruntime): a :class:`Session` (prefill / step / generate) for a
@@ -68,15 +69,17 @@ def load(
     ``InferenceSession.run`` with numpy state, None (default) picks True on CUDA and False on CPU.
     ``native_ops`` (onnxruntime only): rnnx's ONNX Runtime op library (native SRU scan; see
     :mod:`.ortops`): None (default) uses it on the CPU when built, True requires it, False runs the ops'
-    function bodies. Setting either for another backend (including the one ``auto`` picks) raises
-    :class:`InputError`."""
+    function bodies. ``threads`` (onnxruntime only): intra-op threads; None (default) runs a small export on
+    one thread on the CPU and a large one on ONNX Runtime's default pool, 0 asks for that pool, N for N threads
+    (see :class:`.backends.ort_backend.OrtBackend`). Setting any of the three for another backend (including
+    the one ``auto`` picks) raises :class:`InputError`."""
     from .backends import create_backend
     from .contract.artifact import CAUSAL_LM, interface_of
     from .session import Session, StatefulSession
 
     chosen = create_backend(
         model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding,
-        native_ops=native_ops,
+        native_ops=native_ops, threads=threads,
     )  # fmt: skip
     return Session(chosen) if interface_of(chosen.metadata) == CAUSAL_LM else StatefulSession(chosen)
 

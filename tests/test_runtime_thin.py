@@ -1,8 +1,8 @@
-"""A thin runtime on the ONNX Runtime backend (issue 30, item 2): ``Session.step`` and
+"""A thin runtime on the ONNX Runtime backend (issue 30, items 2 and 3): ``Session.step`` and
 ``StatefulSession.run`` give exactly what the bare ``InferenceSession.run`` of the same feeds gives, feed the
 state back as the graph returned it (no copies), keep every check of a bad input on their cheap common path
 (numpy arrays, small and large token arrays, masks of any batch), and hand out specs the caller may change
-freely."""
+freely; the backend's intra-op thread default (one thread for a small export on the CPU) and its override."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.runtime.backends import ort_backend
 from rnnx.runtime.backends.ort_backend import OrtBackend
 
 
@@ -176,3 +177,22 @@ def test_the_cpu_backend_calls_the_compiled_run_and_keeps_the_missing_input_erro
     with pytest.raises(ValueError, match=r"Required inputs \(\['attention_mask'\]\) are missing"):
         backend.run({"input_ids": np.array([[1]])}, state)
     assert len(calls) == 1
+
+
+def test_thread_default_and_override(exports, monkeypatch):
+    path = exports["linear_transformer_copy"]
+    small = OrtBackend(path)
+    assert small.weight_bytes() < ort_backend.ONE_THREAD_BELOW_BYTES
+    assert small.threads == 1 and small.session.get_session_options().intra_op_num_threads == 1
+    for threads in (0, 2):
+        backend = OrtBackend(path, threads=threads)
+        assert backend.threads == threads
+        assert backend.session.get_session_options().intra_op_num_threads == threads
+    assert rt.load(path, backend="onnxruntime", threads=2).backend.threads == 2
+    monkeypatch.setattr(ort_backend, "ONE_THREAD_BELOW_BYTES", small.weight_bytes())  # as if the export were large
+    assert OrtBackend(path).threads == 0
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(rt.InputError, match="threads: expected None or an integer >= 0"):
+            OrtBackend(path, threads=bad)
+    with pytest.raises(rt.InputError, match="threads: only the onnxruntime backend takes it, but backend 'torch'"):
+        rt.load(demo_checkpoint_path("linear_transformer_copy"), backend="torch", threads=1)

@@ -58,7 +58,7 @@ class BackendKind:
 
 TORCH = BackendKind("torch", ".torch_backend", "TorchBackend", ("torch",), "PyTorch", runs_checkpoints=True)
 ONNXRUNTIME = BackendKind("onnxruntime", ".ort_backend", "OrtBackend", ("onnxruntime",), "ONNX Runtime",
-                          options=("io_binding", "native_ops"))  # fmt: skip
+                          options=("io_binding", "native_ops", "threads"))  # fmt: skip
 TENSORRT = BackendKind("tensorrt", "..tensorrt", "TensorRTBackend", ("tensorrt", "rnnx.runtime.tensorrt"),
                        "TensorRT", cuda_only=True)  # fmt: skip
 #: The backends by name.
@@ -123,10 +123,11 @@ def create_backend(
     precision: Optional[str] = None,
     io_binding: Optional[bool] = None,
     native_ops: Optional[bool] = None,
+    threads: Optional[int] = None,
 ) -> Backend:
     """The backend for ``path``: ``backend`` one of :data:`BACKENDS` or ``"auto"`` (checkpoint ->
     torch; export -> tensorrt on CUDA when installed, else onnxruntime, else torch from the source
-    checkpoint). ``io_binding`` and ``native_ops`` go to the onnxruntime backend
+    checkpoint). ``io_binding``, ``native_ops`` and ``threads`` go to the onnxruntime backend
     (:class:`.ort_backend.OrtBackend`); setting one (not None) for any other backend, ``auto``'s choice
     included, raises
     :class:`InputError`. Raises :class:`BackendUnavailable` with what is missing."""
@@ -135,7 +136,8 @@ def create_backend(
     if chosen is None:
         raise InputError(f"unknown backend {backend!r}; expected one of auto, {', '.join(BACKENDS)}")
     name = chosen.name
-    for option, value in (("io_binding", io_binding), ("native_ops", native_ops)):
+    given = (("io_binding", io_binding), ("native_ops", native_ops), ("threads", threads))
+    for option, value in given:
         if value is not None and option not in chosen.options:
             takers = " / ".join(k.name for k in BACKEND_KINDS.values() if option in k.options)
             how = f"backend {name!r} was requested"
@@ -155,6 +157,5 @@ def create_backend(
         raise BackendUnavailable(
             f"backend {name!r} needs the {chosen.label} Python package (import {missing[0]} failed: not installed)"
         )
-    options = {option: value for option, value in (("io_binding", io_binding), ("native_ops", native_ops))
-               if option in chosen.options}  # fmt: skip
+    options = {option: value for option, value in given if option in chosen.options}
     return chosen.load_class()(path, device=device, precision=precision, **options)

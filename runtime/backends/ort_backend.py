@@ -34,6 +34,11 @@ def _device_id(device: str) -> int:
 
 _FLOAT32 = np.dtype(np.float32)
 
+#: ``threads=None`` runs an export whose weights (graph plus external data) are smaller than this on one
+#: intra-op thread on the CPU, and a larger one on ONNX Runtime's default pool: see "Threads" in
+#: docs/onnxruntime.md for the measurements behind the number.
+ONE_THREAD_BELOW_BYTES = 32 << 20
+
 
 def _host_output(value: Any) -> np.ndarray:
     """A data output as the backend returns it: a floating one as fp32 (no copy when it already is), any other
@@ -46,8 +51,18 @@ def _host_output(value: Any) -> np.ndarray:
 
 class OrtBackend(Backend):
     """``model_dir`` on ONNX Runtime. ``device``: ``"cpu"`` or ``"cuda[:N]"``; ``precision`` must be
-    None or the export's precision (an ONNX file has one); ``threads``: intra-op threads (0 = ORT's
-    default); ``io_binding``: True runs every call through IO binding with the state as OrtValues on
+    None or the export's precision (an ONNX file has one).
+
+    ``threads``: ONNX Runtime's intra-op threads. None (default): on the CPU, one thread for an export whose
+    weights (:meth:`weight_bytes`) are under :data:`ONE_THREAD_BELOW_BYTES`, ONNX Runtime's default pool (one
+    thread per physical core) for a larger one and on CUDA. A small model's ops take microseconds, too little
+    for a pool to split: one thread runs its decode step as fast as the pool on an idle machine, and keeps
+    that speed when other processes use the cores, where the pool's threads wait for each other (a demo step
+    took twice as long on the pool with one busy process beside; docs/onnxruntime.md "Threads" has the
+    measurements). 0 asks for ONNX Runtime's pool, N for N threads; the resolved count is :attr:`threads` (0:
+    the pool).
+
+    ``io_binding``: True runs every call through IO binding with the state as OrtValues on
     ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
     CUDA and False on CPU (see the module doc). The resolved choice is :attr:`io_binding`. ``native_ops``:
     rnnx's ONNX Runtime op library (native CPU kernels of both ops, :mod:`rnnx.runtime.ortops`): True requires it, False
@@ -62,7 +77,7 @@ class OrtBackend(Backend):
         model_dir: Union[str, Path],
         device: str = "cpu",
         precision: Optional[str] = None,
-        threads: int = 0,
+        threads: Optional[int] = None,
         io_binding: Optional[bool] = None,
         native_ops: Optional[bool] = None,
     ) -> None:
@@ -101,8 +116,9 @@ class OrtBackend(Backend):
         for key, value in ort_session_config(self.metadata).items():  # what the export asks of ONNX Runtime
             options.add_session_config_entry(key, value)
         self.native_ops = self._register_native_ops(options, native_ops)
-        if threads:
-            options.intra_op_num_threads = threads
+        self.threads = self._resolve_threads(threads)
+        if self.threads:
+            options.intra_op_num_threads = self.threads
         # Opened by path, never from bytes: ONNX Runtime resolves an export's external data
         # (model.onnx.data) relative to the model file's directory.
         self.session = ort.InferenceSession(
@@ -125,6 +141,24 @@ class OrtBackend(Backend):
             + (", IO binding" if self.io_binding else "")
             + (", native rnnx ops" if self.native_ops else "")
         )
+
+    def weight_bytes(self) -> int:
+        """The size of the export's graph file plus its external data file (when it has one): its weights."""
+        files = [self.model_dir / self.metadata["model_file"]]
+        external = self.metadata.get("external_data")
+        if external:
+            files.append(self.model_dir / external["file"])
+        return sum(f.stat().st_size for f in files if f.is_file())
+
+    def _resolve_threads(self, threads: Optional[int]) -> int:
+        """The intra-op thread count to open the session with (0: ONNX Runtime's default pool). None picks 1 on
+        the CPU for an export of less than :data:`ONE_THREAD_BELOW_BYTES` of weights, else 0 (see the class doc)."""
+        if threads is None:
+            small = self._device_type == "cpu" and self.weight_bytes() < ONE_THREAD_BELOW_BYTES
+            return 1 if small else 0
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+            raise InputError(f"threads: expected None or an integer >= 0, got {threads!r}")
+        return int(threads)
 
     def _register_native_ops(self, options: Any, native_ops: Optional[bool]) -> bool:
         """Registers rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan and causal
