@@ -43,8 +43,6 @@ from .state import State, check_host_state, load_state_file
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
 _IN_USE = "session is in use by another thread; use one session per thread"
-
-
 _INT64 = np.dtype(np.int64)
 
 

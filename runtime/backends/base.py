@@ -33,6 +33,8 @@ Rules a backend must follow:
 * Input validation (names, dtypes, shapes, vocabulary) is the session's job; a backend may assume
   every data input is present as a C-contiguous host array of its spec's dtype and rank, and a state it
   created itself (or from :meth:`state_from_host`) with the same batch B.
+* :meth:`Backend.run` only reads its ``inputs``: a session passes the same arrays to many calls (a decode
+  step's attention mask of ones is made once per batch size).
 * For a language model, rows with ``attention_mask == 0`` are pads: they never change that row's state
   (the graph does it).
 """
