@@ -388,11 +388,15 @@ class Session(StatefulSession):
         state = state if state is not None else self.state
         if state is None:
             raise InputError("state: no current state; call prefill() first or pass a state")
-        self._check_state(state)
-        batch = state.inner.batch
+        backend, inner = self.backend, state.inner
+        if inner.signature != backend.signature or inner.backend != backend.name:
+            self._check_state(state)  # raises, naming the mismatch
+        batch = inner.batch
         ids = self._plain_step_ids(tokens, batch) if active is None else None
         if ids is not None:
-            mask = self._step_mask(batch)
+            mask = self._masks.get(batch)
+            if mask is None:
+                mask = self._step_mask(batch)
         else:
             ids = self._step_tokens(tokens, batch)
             if active is None:
@@ -405,10 +409,9 @@ class Session(StatefulSession):
         if not self._guard.acquire(blocking=False):
             raise RnnxRuntimeError(_IN_USE)
         try:
-            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
-            state.inner = inner
+            outputs, state.inner = backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, inner, donate=bool(donate))
             out = outputs[LOGITS][:, 0]
-            if state.last_logits is None or active is None:
+            if active is None or state.last_logits is None:
                 state.last_logits = out.copy()
             else:
                 state.last_logits = np.where(mask.astype(bool), out, state.last_logits)

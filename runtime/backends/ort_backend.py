@@ -223,22 +223,31 @@ class OrtBackend(Backend):
                 f"state: holds {placement}, this onnxruntime backend keeps {self._placement} (io_binding="
                 f"{self.io_binding}, device {self.device!r}); use session.import_state(state.to_host())"
             )
-        data, present = self._run_bound(inputs, state) if self.io_binding else self._run_unbound(inputs, state)
-        names = self._data_outputs
-        if len(names) == 1:
-            outputs = {names[0]: _host_output(data[0])}
+        n = len(self._data_outputs)
+        if self.io_binding:
+            data, present = self._run_bound(inputs, state)
         else:
-            outputs = {name: _host_output(v) for name, v in zip(names, data)}
+            data = self._run_unbound(inputs, state)
+            present = data[n:]
+        first = data[0] if n == 1 else None
+        if type(first) is np.ndarray and first.dtype is _FLOAT32:  # a language model's logits
+            outputs = {self._data_outputs[0]: first}
+        else:
+            outputs = {name: _host_output(v) for name, v in zip(self._data_outputs, data)}
         length = 0
         for name, axis in self._length_axes:  # Backend.call_length, its specs read once
             if name in inputs:
                 length = axis_size(inputs[name], axis)
                 break
-        return outputs, self._state(dict(zip(self._state_names, present)), state.batch, state.past_length + length)
+        tensors = dict(zip(self._state_names, present))
+        return outputs, BackendState(
+            tensors, state.batch, state.past_length + length, self.name, self.signature, {"placement": self._placement}
+        )
 
-    def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
-        """``InferenceSession.run`` on numpy state -> (data outputs, present numpy arrays), spec order. The
-        state's arrays are fed as they are: the previous call's outputs, no copy.
+    def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState) -> list[Any]:
+        """``InferenceSession.run`` on numpy state -> every output, graph order: the data outputs, then the
+        present state as numpy arrays (spec order). The state's arrays are fed as they are: the previous call's
+        outputs, no copy.
 
         On the CPU the call goes straight to the compiled run that ``InferenceSession.run`` ends in (its
         ``_sess``; a session without one, another onnxruntime's or a stand-in, gets the public call). The
@@ -253,11 +262,8 @@ class OrtBackend(Backend):
         session = self.session
         compiled = getattr(session, "_sess", None) if self._device_type == "cpu" else None
         if compiled is not None and len(feed) == self._feed_size:
-            outs = compiled.run(self._outputs, feed, None)
-        else:
-            outs = session.run(self._outputs, feed)
-        n = len(self._data_outputs)
-        return outs[:n], outs[n:]
+            return compiled.run(self._outputs, feed, None)
+        return session.run(self._outputs, feed)
 
     def _run_bound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
         """One IO-bound call -> (data outputs on the host, present OrtValues on the backend's device,
