@@ -99,8 +99,10 @@ def per_call_medians(
     every ``every[k]``-th round only). A call that the scheduler interrupts is an outlier here rather than part
     of a mean, so on a busy machine these medians stay near the quiet machine's times."""
     times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    order = list(kinds.items())
     for i in range(calls):
-        for kind, fn in kinds.items():
+        turn = i % len(order)  # each kind leads in turn: none always runs right after another's graph call
+        for kind, fn in order[turn:] + order[:turn]:
             if i % every.get(kind, 1) == 0:
                 start = clock()
                 fn()

@@ -78,6 +78,7 @@ class StatefulSession:
         self.backend = backend
         self.state: Optional[State] = None
         self._guard = threading.Lock()
+        self._checked_shapes: set[tuple[tuple[int, ...], ...]] = set()
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -153,7 +154,9 @@ class StatefulSession:
     def _feeds(
         self, inputs: Union[dict[str, Any], Sequence[Any], None], named: dict[str, Any]
     ) -> dict[str, np.ndarray]:
-        """The data inputs as host arrays of the specs' dtypes, validated (names, kinds, ranks, sizes)."""
+        """The data inputs as host arrays of the specs' dtypes, validated (names, kinds, ranks, sizes). The
+        shapes of a call are checked once: a later call with the same shapes only converts (the specs are the
+        backend's, fixed)."""
         specs = self.inputs
         if isinstance(inputs, dict):
             given = {**inputs, **named}
@@ -170,6 +173,23 @@ class StatefulSession:
         if missing or len(given) != len(specs):
             unknown = sorted(set(given) - {t.name for t in specs})
             raise InputError(f"inputs: missing {missing}, unknown {unknown}; the model takes {[t.name for t in specs]}")
+        try:
+            feeds = {spec.name: _as_array(given[spec.name], spec) for spec in specs}
+        except InputError:  # the checks below name it, in graph order with the shapes
+            feeds = None
+        if feeds is not None:
+            shapes = tuple(arr.shape for arr in feeds.values())
+            if shapes in self._checked_shapes:
+                return feeds
+        feeds = self._checked_feeds(specs, given)
+        if len(self._checked_shapes) >= 64:
+            self._checked_shapes.clear()
+        self._checked_shapes.add(tuple(arr.shape for arr in feeds.values()))
+        return feeds
+
+    def _checked_feeds(self, specs: list[TensorSpec], given: dict[str, Any]) -> dict[str, np.ndarray]:
+        """:meth:`_feeds`' conversion and shape checks, input by input in graph order (the first bad one
+        raises)."""
         feeds, sizes = {}, {}
         for spec in specs:
             feeds[spec.name] = arr = _as_array(given[spec.name], spec)
@@ -234,7 +254,7 @@ def _as_array(value: Any, spec: TensorSpec) -> np.ndarray:
     want = _numpy_dtype(spec.dtype)
     if type(value) is np.ndarray and value.dtype == want and value.ndim and value.flags.c_contiguous:
         return value
-    if hasattr(value, "detach"):
+    if type(value) is not list and hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     arr = np.asarray(value)
     if arr.dtype == object or _KINDS.get(arr.dtype.kind) != _KINDS.get(want.kind):
