@@ -55,12 +55,11 @@ class OrtBackend(Backend):
 
     ``threads``: ONNX Runtime's intra-op threads. None (default): on the CPU, one thread for an export whose
     weights (:meth:`weight_bytes`) are under :data:`ONE_THREAD_BELOW_BYTES`, ONNX Runtime's default pool (one
-    thread per physical core) for a larger one and on CUDA. A small model's ops take microseconds, too little
-    for a pool to split: one thread runs its decode step as fast as the pool on an idle machine, and keeps
-    that speed when other processes use the cores, where the pool's threads wait for each other (a demo step
-    took twice as long on the pool with one busy process beside; docs/onnxruntime.md "Threads" has the
-    measurements). 0 asks for ONNX Runtime's pool, N for N threads; the resolved count is :attr:`threads` (0:
-    the pool).
+    thread per physical core) for a larger one and on CUDA. A pool's operators wait for their slowest thread,
+    so when other processes share the cores a small model's step runs 2-3x slower on the pool than on one
+    thread, while on idle cores the pool gains it at most about 1.6x (a demo's decode step nothing);
+    docs/onnxruntime.md "Threads" has the measurements. 0 asks for ONNX Runtime's pool, N for N threads; the
+    resolved count is :attr:`threads` (0: the pool).
 
     ``io_binding``: True runs every call through IO binding with the state as OrtValues on
     ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
