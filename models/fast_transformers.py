@@ -130,17 +130,27 @@ class CausalLinearAttentionLayer(nn.Module):
         self, x: Tensor, state: LinearAttentionState, pad_mask: Optional[Tensor] = None
     ) -> tuple[Tensor, LinearAttentionState]:
         """x (B, L, d_model), state, pad_mask (B, L) bool True = pad -> (B, L, d_model), new state."""
-        if torch.compiler.is_exporting():  # one projection node for q, k and v (the weights concatenate once)
-            projections = (self.query_projection, self.key_projection, self.value_projection)
-            weight = torch.cat([p.weight for p in projections])
-            bias = torch.cat([p.bias for p in projections])
-            q, k, v = F.linear(x, weight, bias).split([p.out_features for p in projections], dim=-1)
-        else:
-            q, k, v = self.query_projection(x), self.key_projection(x), self.value_projection(x)
+        q, k, v = self.query_projection(x), self.key_projection(x), self.value_projection(x)
         out, (S, z) = causal_linear_attention(
             q, k, v, state=(state.S, state.z), eps=self.eps, num_heads=self.n_heads, pad_mask=pad_mask
         )
         return self.out_projection(out), LinearAttentionState(S, z)
+
+    def forward_rows(
+        self, x: Tensor, batch: int, length: int, state: LinearAttentionState, pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, LinearAttentionState]:
+        """:meth:`forward` on x as rows, (B*L, d_model) -> (B*L, d_model): the export's form (see
+        :meth:`LinearTransformerEncoder.forward_state`). One projection for q, k and v (the weights concatenate
+        once), shaped (B, L, .) for the attention only."""
+        projections = (self.query_projection, self.key_projection, self.value_projection)
+        weight = torch.cat([p.weight for p in projections])
+        bias = torch.cat([p.bias for p in projections])
+        qkv = F.linear(x, weight, bias).view(batch, length, -1)
+        q, k, v = qkv.split([p.out_features for p in projections], dim=-1)
+        out, (S, z) = causal_linear_attention(
+            q, k, v, state=(state.S, state.z), eps=self.eps, num_heads=self.n_heads, pad_mask=pad_mask
+        )
+        return self.out_projection(out.reshape(-1, out.shape[-1])), LinearAttentionState(S, z)
 
 
 class LinearTransformerEncoderLayer(nn.Module):
@@ -189,9 +199,20 @@ class LinearTransformerEncoderLayer(nn.Module):
         if state is None:
             state = self.init_state(x.shape[0], x.device, x.dtype)
         a, state = self.attention(x, state, None if pad_mask is None else pad_mask.to(torch.bool))
+        return self._feed_forward(x, a), state
+
+    def forward_rows(
+        self, x: Tensor, batch: int, length: int, state: LinearAttentionState, pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, LinearAttentionState]:
+        """:meth:`forward` on x as rows, (B*L, d_model), and a given state: the export's form."""
+        a, state = self.attention.forward_rows(x, batch, length, state, pad_mask)
+        return self._feed_forward(x, a), state
+
+    def _feed_forward(self, x: Tensor, a: Tensor) -> Tensor:
+        """The residual sums, norms and feed-forward after the attention's output ``a`` (x's shape)."""
         x = self.norm1(x + self.dropout(a))
         y = self.dropout(self.linear2(self.dropout(_ACTIVATIONS[self.activation](self.linear1(x)))))
-        return self.norm2(x + y), state
+        return self.norm2(x + y)
 
 
 class LinearTransformerEncoder(nn.Module):
@@ -288,12 +309,22 @@ class LinearTransformerEncoder(nn.Module):
             pairs = not isinstance(state[0], LinearAttentionState)
         pad = None if pad_mask is None else pad_mask.to(torch.bool)
         new_state: list[LayerState] = []
+        # An export runs the layers on rows, (B*L, d_model): every projection is then a 2-D MatMul that ONNX Runtime
+        # fuses with its bias (and the feed-forward's ReLU) into one Gemm, the residual norms work on any rank, and
+        # only the attention sees (B, L, .).
+        rows = torch.compiler.is_exporting()
+        batch, length = x.shape[0], x.shape[1]
+        if rows:
+            x = x.reshape(-1, self.d_model)
         for layer, layer_state in zip(self.layers, layer_states):
-            x, layer_state = layer(x, layer_state, pad)
+            if rows:
+                x, layer_state = layer.forward_rows(x, batch, length, layer_state, pad)
+            else:
+                x, layer_state = layer(x, layer_state, pad)
             new_state.append([layer_state.S, layer_state.z] if pairs else layer_state)
         if self.norm is not None:
             x = self.norm(x)
-        return x, new_state
+        return (x.view(batch, length, -1) if rows else x), new_state
 
 
 class RecurrentLinearTransformerEncoder(LinearTransformerEncoder):

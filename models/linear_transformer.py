@@ -166,7 +166,10 @@ class LinearTransformerLM(RecurrentLM):
         new_state: list[Tensor] = []
         if self.positions == "sinusoidal":
             position = state[n - 1]
-            keep = torch.ones_like(tokens, dtype=position.dtype) if pad is None else (~pad).to(position.dtype)
+            if pad is None:
+                keep = torch.ones_like(tokens, dtype=position.dtype)
+            else:  # one Where in an export (not a Not and a Cast)
+                keep = torch.where(pad, 0.0, 1.0).to(position.dtype)
             # the index of each step, then the next one: pads repeat the next real index
             running = torch.cat((position[:, None], keep), 1).cumsum(1)  # (B, L + 1)
             x = x + sinusoidal_encoding(running[:, :-1], self.d_model).to(x.dtype)

@@ -732,9 +732,7 @@ class SRU(nn.Module):
             return self._forward_packed(input, c0)
         self._check_input(input, mask_pad)
         B = input.size(1)
-        if c0 is None:
-            c0 = self._zeros_state(B, input.device, state_dtype(input.dtype))
-        elif list(c0.shape) != [self.num_layers, B, self.output_size]:
+        if c0 is not None and list(c0.shape) != [self.num_layers, B, self.output_size]:
             raise ValueError(
                 f"c0 must be (num_layers, batch, output_size) = {dims_text([self.num_layers, B, self.output_size])}, "
                 f"got {shape_text(c0)}"
@@ -820,11 +818,15 @@ class SRU(nn.Module):
                 f"mask_pad must be (length, batch) = {dims_text([x.size(0), x.size(1)])}, got {shape_text(mask_pad)}"
             )
 
-    def _run_layers(self, x: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-        """x (L, B, in), c0 (num_layers, B, out) -> h (L, B, out), c (num_layers, B, out)."""
+    def _run_layers(self, x: Tensor, c0: Optional[Tensor], mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """x (L, B, in), c0 (num_layers, B, out) -> h (L, B, out), c (num_layers, B, out). c0 None: every layer
+        starts from one zeros (B, out) in the state dtype (an export writes one zeros, not one per layer)."""
         h = x if self.input_to_hidden is None else self.input_to_hidden(x)
+        zeros: Optional[Tensor] = None
+        if c0 is None:
+            zeros = torch.zeros(x.size(1), self.output_size, dtype=state_dtype(x.dtype), device=x.device)
         cs: list[Tensor] = []
         for i, rnn in enumerate(self.rnn_lst):
-            h, c = rnn(h, c0[i], mask_pad=mask_pad)
+            h, c = rnn(h, zeros if c0 is None else c0[i], mask_pad=mask_pad)
             cs.append(c)
         return h, torch.stack(cs)

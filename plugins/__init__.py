@@ -163,11 +163,14 @@ def build_plugins(
             *(a for t in targets for a in ("--target", t)),
         ],
     ]
-    for cmd in steps:
-        result = subprocess.run(cmd, capture_output=quiet, text=True)
-        if result.returncode != 0:
-            output = (result.stdout or "") + (result.stderr or "") if quiet else "(see the output above)"
-            raise RuntimeError(f"{' '.join(cmd)} failed with exit code {result.returncode}:\n{output}")
+    from ..runtime.build_dirs import build_lock
+
+    with build_lock(build):
+        for cmd in steps:
+            result = subprocess.run(cmd, capture_output=quiet, text=True)
+            if result.returncode != 0:
+                output = (result.stdout or "") + (result.stderr or "") if quiet else "(see the output above)"
+                raise RuntimeError(f"{' '.join(cmd)} failed with exit code {result.returncode}:\n{output}")
     return build / LIBRARY_NAME
 
 

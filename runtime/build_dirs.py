@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
@@ -26,6 +28,20 @@ def native_library_path(env_var: str, folder: str, name: str) -> Path:
     if CHECKOUT is not None:
         return CHECKOUT / "build" / folder / name
     return user_cache() / "rnnx" / folder / name
+
+
+@contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``folder`` (the file ``<folder>/.rnnx-build.lock``) while a build writes into it:
+    two processes building one CMake tree at once (two test workers, two terminals) take turns instead of
+    racing on its files; the second then finds the tree built and its incremental build does nothing."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".rnnx-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def build_main(build: Callable[[], Path], errors: type[Exception]) -> None:

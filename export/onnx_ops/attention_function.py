@@ -56,7 +56,8 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
 
     qf, kf, vf = phi(apart("q")), phi(apart("k")), w.op("Cast", [apart("v")], "vf", to=acc)
     if variant.has_mask:
-        keep = w.op("Cast", [w.op("Not", [w.op("Cast", ["mask_pad"], to=onnx.TensorProto.BOOL)])], "keep", to=acc)
+        zero = w.op("Cast", [w.scalar_float(0.0)], "zero", to=acc)
+        keep = w.op("Where", [w.op("Cast", ["mask_pad"], to=onnx.TensorProto.BOOL), zero, one], "keep")
         if variant.time_major:
             keep = w.op("Transpose", [keep], perm=[1, 0])
         keep = w.op("Unsqueeze", [keep, w.ints([1, 3])], "keep4")  # (B, 1, L, 1)

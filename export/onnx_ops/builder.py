@@ -29,6 +29,14 @@ class NodeWriter:
         self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=self.fresh("n_" + op_type), **attrs))
         return outputs[0] if num_outputs == 1 else outputs
 
+    def split(self, value: str, parts: int, axis: int, hint: str = "") -> list[str]:
+        """``value`` cut into ``parts`` equal pieces along ``axis`` (Split, opset >= 18: ``num_outputs``)."""
+        outputs = [self.fresh(hint or "Split") for _ in range(parts)]
+        self.nodes.append(
+            helper.make_node("Split", [value], outputs, name=self.fresh("n_Split"), axis=axis, num_outputs=parts)
+        )
+        return outputs
+
     def ints(self, values: Sequence[int], hint: str = "ints") -> str:
         """A 1-D int64 constant."""
         return self.op("Constant", [], hint, value_ints=list(values))

@@ -66,15 +66,17 @@ def lowered_attention_function(variant: AttentionVariant, opset_version: int) ->
     qf, kf, vf = phi(q), phi(k), w.op("Cast", [v], "vf", to=_FP32)
     if variant.has_mask:
         mask = w.op("Transpose", ["mask_pad"], perm=[1, 0]) if variant.time_major else "mask_pad"
-        keep = w.op("Cast", [w.op("Not", [w.op("Cast", [mask], to=onnx.TensorProto.BOOL)])], "keep", to=_FP32)
+        pad = w.op("Cast", [mask], to=onnx.TensorProto.BOOL)
+        keep = w.op("Where", [pad, w.scalar_float(0.0, "zero"), one], "keep")  # the model's own keep mask (a Where)
         keep = w.op("Unsqueeze", [keep, w.ints([-1])], "keep3")  # (B, L, 1)
         kf, vf = w.op("Mul", [kf, keep], "kf"), w.op("Mul", [vf, keep], "vf_kept")
     v_ext = w.op("Pad", [w.op("Reshape", [vf, per_head]), w.ints([0, 0, 0, 0, 0, 0, 0, 1]), one], "v_ones")
     inputs = [qf, kf, w.op("Reshape", [v_ext, w.ints([0, 0, -1])], "v_ext")]
     if variant.has_S0 or variant.has_z0:
-        zero = w.scalar_float(0.0, "zero")
-        batch = w.op("Shape", [q], end=1)
-        E = w.op("Div", [w.op("Shape", [q], start=2), heads], "E")
+        if not (variant.has_S0 and variant.has_z0):  # the shapes of the zeros a missing state starts from
+            zero = w.scalar_float(0.0, "zero")
+            batch = w.op("Shape", [q], end=1)
+            E = w.op("Div", [w.op("Shape", [q], start=2), heads], "E")
         if variant.has_S0:
             S = w.op("Cast", ["S0"], to=_FP32)
         else:
@@ -101,7 +103,7 @@ def lowered_attention_function(variant: AttentionVariant, opset_version: int) ->
         out = w.op("Transpose", [out], "out_tm", perm=[1, 0, 2])
     w.nodes.append(onnx.helper.make_node("CastLike", [out, "q"], ["out"], name="n_out"))
     w.nodes.append(onnx.helper.make_node("Identity", [columns(present, 0, -1)], ["S_last"], name="n_S_last"))
-    z_last = w.op("Squeeze", [columns(present, -1, _INT64_MAX), w.ints([-1])])
+    z_last = w.op("Gather", [present, w.scalar_int(-1)], "z_last", axis=-1)  # the ones column: z (B, H, E)
     w.nodes.append(onnx.helper.make_node("Identity", [z_last], ["z_last"], name="n_z_last"))
     doc = f"CausalLinearAttention, overload {variant.name}: com.microsoft.LinearAttention body."
     return op_function(spec.CAUSAL_LINEAR_ATTENTION, w.nodes, opset_version, doc, variant.name,

@@ -86,69 +86,103 @@ def sru_scan_function(variant: SRUVariant, opset_version: int) -> onnx.FunctionP
     c0 (B, D*d), mask_pad (L, B; read only when the variant has it); outputs h (L, B, D*d) in U's
     dtype, c_last (B, D*d) in the state dtype. ``scale_x`` is read from the node's attribute.
     """
-    v, D, k = variant, variant.num_directions, variant.num_matrices
+    v, k = variant, variant.num_matrices
     acc = state_elem_type(v.double)
     w = NodeWriter("")
-    # One direction reads U as (L, B, d, k), x as (L, B, d) and c0 as (B, d) directly: no direction axis to pick
-    if D == 1:
-        U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, -1, k])], "U4")  # (L, B, d, k)
-    else:
-        U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, D, -1, k])], "U5")  # (L, B, D, d, k)
-    W = w.op("Reshape", [w.op("Cast", ["weight_c"], to=acc), w.ints([2, D, -1])], "W")  # (2, D, d)
-    Bias = w.op("Reshape", [w.op("Cast", ["bias"], to=acc), w.ints([2, D, -1])], "Bias")
-    C0 = w.op("Cast", ["c0"], "C0", to=acc)  # (B, D*d)
-    if D == 2:
-        C0 = w.op("Reshape", [C0, w.ints([0, D, -1])], "C0_dirs")  # (B, D, d)
     one = w.op("Cast", [w.scalar_float(1.0)], "one", to=acc)
     zero = w.op("Cast", [w.scalar_float(0.0)], "zero", to=acc)
-    if v.uses_x:
-        scale = w.op("Cast", [w.attribute_float("scale_x")], "scale", to=acc)
-        X = w.op("Mul", [w.op("Cast", ["x"], to=acc), scale], "X")  # (L, B, D*d)
-        if D == 2:
-            X = w.op("Reshape", [X, w.ints([0, 0, D, -1])], "X_dirs")  # (L, B, D, d)
-    if v.has_mask:
-        pad = w.op("Unsqueeze", [w.op("Cast", ["mask_pad"], to=TensorProto.BOOL), w.ints([-1])], "pad")  # (L, B, 1)
-    idx = [w.scalar_int(i) for i in range(max(k, 2))]
+    if v.num_directions == 1:
+        _one_direction(w, v, k, acc, one, zero)
+    else:
+        _two_directions(w, v, k, acc, one, zero)
+    return op_function(
+        SRU, w.nodes, opset_version, f"SRUScan, overload {v.name}: standard-op body (Scan over time).", v.name
+    )
 
+
+def _one_direction(w: NodeWriter, v: SRUVariant, k: int, acc: int, one: str, zero: str) -> None:
+    """One direction: U read as (L, B, d, k), x as (L, B, d), c0 as (B, d), no direction axis; the k columns are
+    gathered (ONNX Runtime makes them one Split), f's and r's biases added to their columns."""
+    U4 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, -1, k])], "U4")  # (L, B, d, k)
+    W = w.op("Reshape", [w.op("Cast", ["weight_c"], to=acc), w.ints([2, -1])], "W")  # (2, d)
+    Bias = w.op("Reshape", [w.op("Cast", ["bias"], to=acc), w.ints([2, -1])], "Bias")
+    idx = [w.scalar_int(i) for i in range(max(k, 2))]
+    col = [w.op("Gather", [U4, idx[j]], f"u{j}", axis=3) for j in range(k)]  # (L, B, d)
+    v_f, v_r, b_f, b_r = (w.op("Gather", [P, idx[g]], axis=0) for P in (W, Bias) for g in (0, 1))  # (d,)
+    scan_inputs = [col[0], w.op("Add", [col[1], b_f], "uf"), w.op("Add", [col[2], b_r], "ur")]
+    if v.has_skip_term:
+        scan_inputs.append(col[3] if k == 4 else _scaled_x(w, acc))
+    if v.has_mask:
+        scan_inputs.append(w.op("Unsqueeze", [_pad_bool(w), w.ints([-1])], "pad"))  # (L, B, 1)
+    body = _step_graph(v, {"v_f": v_f, "v_r": v_r, "one": one, "zero": zero}, "step0_")
+    c0 = w.op("Cast", ["c0"], "c0_acc", to=acc)  # (B, d)
+    c_last, h = w.op("Scan", [c0, *scan_inputs], "scan", num_outputs=2, body=body, num_scan_inputs=len(scan_inputs))
+    _outputs(w, h, c_last)
+
+
+def _two_directions(w: NodeWriter, v: SRUVariant, k: int, acc: int, one: str, zero: str) -> None:
+    """Two directions, one Scan each (the backward one walks t down): every per-step tensor keeps singleton
+    direction and column axes, (B, 1, d, 1), so one Split per axis cuts U, x and c0 with no Squeeze, and the
+    biases go into U with one Add of a (D, d, k) tensor (zero on the x~ / x' columns) that ONNX Runtime folds
+    from the initializers, as it folds the per-direction weight_c."""
+    D = 2
+    U5 = w.op("Reshape", [w.op("Cast", ["U"], to=acc), w.ints([0, 0, D, -1, k])], "U5")  # (L, B, D, d, k)
+    Bias = w.op("Reshape", [w.op("Cast", ["bias"], to=acc), w.ints([2, D, -1])], "Bias")  # (2, D, d)
+    bias_k = w.op(  # (D, d, k): b_f in column 1, b_r in column 2, zeros elsewhere
+        "Pad", [w.op("Transpose", [Bias], perm=[1, 2, 0]), w.ints([0, 0, 1, 0, 0, k - 3])], "bias_k"
+    )
+    U_dirs = w.split(w.op("Add", [U5, bias_k], "U_biased"), D, 2, "U_d")
+    W = w.op("Reshape", [w.op("Cast", ["weight_c"], to=acc), w.ints([2, D, 1, -1, 1])], "W")  # (2, D, 1, d, 1)
+    idx = [w.scalar_int(i) for i in range(2)]
+    skips = None
+    if v.uses_x:  # (L, B, D*d) -> (L, B, 1, d, 1) per direction
+        X = w.op("Reshape", [_scaled_x(w, acc), w.ints([0, 0, D, -1, 1])], "X_dirs")
+        skips = w.split(X, D, 2, "skip_d")
+    pad = w.op("Reshape", [_pad_bool(w), w.ints([0, 0, 1, 1, 1])], "pad") if v.has_mask else None  # (L, B, 1, 1, 1)
+    C0 = w.op("Reshape", [w.op("Cast", ["c0"], to=acc), w.ints([0, D, -1, 1])], "C0_dirs")  # (B, D, d, 1)
+    c0s = w.split(C0, D, 1, "c0_d")
     h_dirs, c_dirs = [], []
     for dr in range(D):
-        Ud = U5 if D == 1 else w.op("Gather", [U5, idx[dr]], f"U_d{dr}", axis=2)  # (L, B, d, k)
-        col = [w.op("Gather", [Ud, idx[j]], f"u{j}_d{dr}", axis=3) for j in range(k)]  # (L, B, d)
-        gate = [
-            w.op("Gather", [w.op("Gather", [P, idx[g]], axis=0), idx[dr]], axis=0) for P in (W, Bias) for g in (0, 1)
-        ]
-        v_f, v_r, b_f, b_r = gate  # (d,)
-        scan_inputs = [col[0], w.op("Add", [col[1], b_f], "uf"), w.op("Add", [col[2], b_r], "ur")]
+        col = w.split(U_dirs[dr], k, 4, f"u_d{dr}")  # k x (L, B, 1, d, 1)
+        scan_inputs = col[:3]
         if v.has_skip_term:
-            if k == 4:
-                scan_inputs.append(col[3])
-            else:
-                scan_inputs.append(X if D == 1 else w.op("Gather", [X, idx[dr]], f"skip_d{dr}", axis=2))
-        if v.has_mask:
+            scan_inputs.append(col[3] if k == 4 else skips[dr])
+        if pad is not None:
             scan_inputs.append(pad)
+        v_f, v_r = (w.op("Gather", [w.op("Gather", [W, idx[g]], axis=0), idx[dr]], axis=0) for g in (0, 1))  # (1, d, 1)
         body = _step_graph(v, {"v_f": v_f, "v_r": v_r, "one": one, "zero": zero}, f"step{dr}_")
-        c0_d = C0 if D == 1 else w.op("Gather", [C0, idx[dr]], f"c0_d{dr}", axis=1)  # (B, d)
-        reverse = [dr] * len(scan_inputs)
         c_last, h = w.op(
             "Scan",
-            [c0_d, *scan_inputs],
+            [c0s[dr], *scan_inputs],
             f"scan_d{dr}",
             num_outputs=2,
             body=body,
             num_scan_inputs=len(scan_inputs),
-            scan_input_directions=reverse,
+            scan_input_directions=[dr] * len(scan_inputs),
             scan_output_directions=[dr],
         )
         h_dirs.append(h)
         c_dirs.append(c_last)
-    h_all = w.op("Concat", h_dirs, axis=2) if D == 2 else h_dirs[0]
-    c_all = w.op("Concat", c_dirs, axis=1) if D == 2 else c_dirs[0]
-    w.nodes.append(helper.make_node("CastLike", [h_all, "U"], ["h"], name="n_h"))
-    w.nodes.append(helper.make_node("Identity", [c_all], ["c_last"], name="n_c_last"))
+    h = w.op("Reshape", [w.op("Concat", h_dirs, axis=2), w.ints([0, 0, -1])], "h_all")  # (L, B, D*d)
+    c_last = w.op("Reshape", [w.op("Concat", c_dirs, axis=1), w.ints([0, -1])], "c_all")  # (B, D*d)
+    _outputs(w, h, c_last)
 
-    return op_function(
-        SRU, w.nodes, opset_version, f"SRUScan, overload {v.name}: standard-op body (Scan over time).", v.name
-    )
+
+def _scaled_x(w: NodeWriter, acc: int) -> str:
+    """``scale_x * x`` in the state dtype, (L, B, D*d)."""
+    scale = w.op("Cast", [w.attribute_float("scale_x")], "scale", to=acc)
+    return w.op("Mul", [w.op("Cast", ["x"], to=acc), scale], "X")
+
+
+def _pad_bool(w: NodeWriter) -> str:
+    """The pad mask as bool, (L, B)."""
+    return w.op("Cast", ["mask_pad"], "pad_bool", to=TensorProto.BOOL)
+
+
+def _outputs(w: NodeWriter, h: str, c_last: str) -> None:
+    """The function's outputs: h in U's dtype, c_last in the state dtype."""
+    w.nodes.append(helper.make_node("CastLike", [h, "U"], ["h"], name="n_h"))
+    w.nodes.append(helper.make_node("Identity", [c_last], ["c_last"], name="n_c_last"))
 
 
 def _reverse_time(w: NodeWriter, value: str, hint: str) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ortops
-from ..build_dirs import CHECKOUT, user_cache
+from ..build_dirs import CHECKOUT, build_lock, user_cache
 
 SOURCES = Path(__file__).resolve().parent
 LIBRARY_NAME = "librnnx_runtime.so"
@@ -111,8 +111,9 @@ def build(sanitize: Optional[str] = None) -> Path:
         options += [f"-DRNNX_TRT_INCLUDE={trt}", f"-DRNNX_CUDA_INCLUDE={cuda}"]
     if sanitize:
         options.append(f"-DRNNX_SANITIZE={sanitize}")
-    _run(["cmake", "-S", str(SOURCES), "-B", str(out), *options], "configuring the native runtime")
-    _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], "building the native runtime")
+    with build_lock(out):
+        _run(["cmake", "-S", str(SOURCES), "-B", str(out), *options], "configuring the native runtime")
+        _run(["cmake", "--build", str(out), "-j", str(os.cpu_count() or 2)], "building the native runtime")
     ops = ortops.find_library()
     beside = out / ortops.LIBRARY_NAME  # found by rnnx_model_open when no library is named
     if ops is not None and not (beside.is_symlink() and beside.resolve() == ops.resolve()):
