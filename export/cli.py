@@ -8,6 +8,7 @@
                  [--quantize int8|int4 [--block-size N] [--head fp|int8|int4] [--quantize-embedding]]
                  [--engine [--max-batch N] [--max-length N] [--max-context N] [--cache-dir DIR]]
                  [--triton-repo DIR [--triton-variant python|onnxruntime|tensorrt ...] [--triton-max-streams N]]
+                 [--genai [--native-ops] [--pad-token-id N] [--eos-token-id N]]
 
 ``--module`` exports a user's model without Python glue: the factory function returns ``(module,
 example_inputs)`` or a dict of :func:`rnnx.export.export`'s keyword arguments (:mod:`rnnx.models.factory`);
@@ -28,6 +29,9 @@ export, before its checks and hashes; the parity check then holds it to the sche
 TensorRT is installed, the target is ``tensorrt`` and the limits are valid is checked *before*
 exporting, so nothing is done in vain; a failed engine build after a successful export is an
 ``Error:`` line and a non-zero exit, with the ONNX export left in place.
+
+``--genai`` also writes the onnxruntime-genai variant, ``genai.onnx`` + ``genai_config.json``, beside
+``model.onnx`` (:mod:`rnnx.export.genai`, docs/genai.md): ``onnxruntime_genai.Model(DIR)`` then loads the export.
 
 ``--triton-repo DIR`` also writes Triton model repository entries for the export
 (:func:`rnnx.runtime.serving.triton.write_repository`; docs/serving.md): by default the ``python`` variant (rnnx's
@@ -126,6 +130,16 @@ TRITON_OPTIONS = _options(
     click.option("--triton-max-streams", default=64, show_default=True, type=int,
                  help="With --triton-repo: streams per instance."),
 )  # fmt: skip
+GENAI_OPTIONS = _options(
+    click.option("--genai", is_flag=True, default=False,
+                 help="Also write genai.onnx + genai_config.json for onnxruntime-genai (docs/genai.md)."),
+    click.option("--native-ops", is_flag=True, default=False,
+                 help="With --genai: copy rnnx's ONNX Runtime op library into DIR and name it in genai_config.json."),
+    click.option("--pad-token-id", type=click.IntRange(0), default=None,
+                 help="With --genai: the pad token (default: the checkpoint task's pad token, else 0)."),
+    click.option("--eos-token-id", type=click.IntRange(0), default=None,
+                 help="With --genai: the token that ends a row (default: the pad token)."),
+)  # fmt: skip
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -135,6 +149,7 @@ TRITON_OPTIONS = _options(
 @QUANTIZE_OPTIONS
 @ENGINE_OPTIONS
 @TRITON_OPTIONS
+@GENAI_OPTIONS
 def main(checkpoint: Optional[Path], **options: Any) -> None:
     """Export CHECKPOINT (default: the shipped demo model), or --module, to DIR/model.onnx + DIR/rnnx.json."""
     _require_export_extra()
@@ -164,6 +179,7 @@ class ExportRequest:
     steps: int
     external_data: Optional[bool]
     quantize: Any
+    genai: Any = None
 
     @classmethod
     def from_options(cls, checkpoint: Optional[Path], options: dict[str, Any]) -> ExportRequest:
@@ -184,20 +200,27 @@ class ExportRequest:
                 quantize = resolve_options(QuantizeOptions(scheme, block_size, head or "fp", embedding), target)
         except (ExportError, QuantizeError) as e:
             raise click.ClickException(one_line(e)) from None
+        from .genai import GenaiOptions
+
+        native, pad, eos = options["native_ops"], options["pad_token_id"], options["eos_token_id"]
+        if not options["genai"] and (native or pad is not None or eos is not None):
+            raise click.UsageError("--native-ops, --pad-token-id and --eos-token-id need --genai")
+        genai = GenaiOptions(native, pad, eos) if options["genai"] else None
         factory, weights = options["factory"], options["weights"]
         if factory is None and weights is not None:
             raise click.UsageError("--weights needs --module (a checkpoint directory holds its own weights)")
         if factory is not None and checkpoint is not None:
             raise click.UsageError("give either CHECKPOINT or --module, not both")
         return cls(checkpoint, factory, weights, options["out_dir"], target, precision, opset, options["check"],
-                   options["steps"], options["external_data"], quantize)  # fmt: skip
+                   options["steps"], options["external_data"], quantize, genai)  # fmt: skip
 
     def run(self) -> Any:
         """The export (:func:`rnnx.export.export_model`, or :func:`rnnx.export.export` of the factory's module),
         with its steps printed; one ``Error:`` line for a failure."""
         if self.factory is not None:
             return _export_factory(self.factory, self.weights, self.out_dir, self.target, self.precision,
-                                   self.opset, self.check, self.steps, self.external_data, self.quantize)  # fmt: skip
+                                   self.opset, self.check, self.steps, self.external_data, self.quantize,
+                                   self.genai)  # fmt: skip
         from ..models.checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path
         from .exporter import ExportError, export_model
 
@@ -212,7 +235,7 @@ class ExportRequest:
             return export_model(
                 checkpoint, out_dir, target=self.target, precision=self.precision, opset=self.opset,
                 check=self.check, decode_steps=self.steps, external_data=self.external_data, quantize=self.quantize,
-                log=lambda message: click.echo(f"- {message}"),
+                genai=self.genai, log=lambda message: click.echo(f"- {message}"),
             )  # fmt: skip
         except (CheckpointError, ExportError) as e:
             raise click.ClickException(one_line(e)) from None
@@ -220,7 +243,7 @@ class ExportRequest:
 
 def _export_factory(
     factory: str, weights: Optional[Path], out_dir: Optional[Path], target: str, precision: str, opset: int,
-    check: bool, steps: int, external_data: Optional[bool] = None, quantize: Any = None,
+    check: bool, steps: int, external_data: Optional[bool] = None, quantize: Any = None, genai: Any = None,
 ) -> Any:  # fmt: skip
     """``export(...)`` of the module the factory builds; the factory and weights are recorded as the
     export's source (absolute paths; a ``package.module`` factory with the folder it was imported from, so
@@ -244,7 +267,7 @@ def _export_factory(
         return export(
             spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
             opset=opset, check=check, chained_calls=steps, source=source, external_data=external_data,
-            quantize=quantize, log=lambda message: click.echo(f"- {message}"),
+            quantize=quantize, genai=genai, log=lambda message: click.echo(f"- {message}"),
         )  # fmt: skip
     except (FactoryError, ExportError) as e:
         raise click.ClickException(one_line(e)) from None

@@ -26,6 +26,7 @@ from ..runtime import parity
 from ..runtime.contract import targets
 from ..runtime.contract.artifact import DEFAULT_OPSET, SUPPORTED_OPSETS
 from .errors import ExportError
+from .genai import GenaiOptions, genai_step, resolve_genai
 from .plan import DEFAULT_CHAINED_CALLS, AxesSpec, lm_plan, module_plan
 from .quantize import QuantizeError, QuantizeOptions, resolve_options
 from .stages import ExportOptions, ExportResult, Log, run_export
@@ -80,6 +81,7 @@ def export_model(
     polygraphy_steps: int = parity.POLYGRAPHY_STEPS,
     external_data: Optional[bool] = None,
     quantize: Union[None, str, QuantizeOptions] = None,
+    genai: Union[None, bool, GenaiOptions] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports an rnnx LM (a module, or a checkpoint directory) to ``out_dir/model.onnx`` + ``rnnx.json``.
@@ -97,6 +99,8 @@ def export_model(
     :class:`~rnnx.export.quantize.QuantizeOptions` (block size, head, embedding): weight-only quantization
     inside the export (:mod:`rnnx.export.quantize`), recorded in ``rnnx.json``; the parity check then holds
     the export to the scheme's budget (:data:`~rnnx.runtime.contract.artifact.QUANTIZATION_BUDGETS`). Raises
+    ``genai``: True or a :class:`~rnnx.export.genai.GenaiOptions` also writes the onnxruntime-genai variant,
+    ``genai.onnx`` + ``genai_config.json``, beside ``model.onnx`` (:mod:`rnnx.export.genai`, docs/genai.md). Raises
     :class:`ExportError` (or ``CheckpointError``) and leaves ``out_dir`` untouched on any failure. The given
     module is not modified.
     """
@@ -104,10 +108,12 @@ def export_model(
         target, precision, opset, check=check, steps=decode_steps, polygraphy_steps=polygraphy_steps,
         external_data=external_data, quantize=quantize,
     )  # fmt: skip
+    genai_options = resolve_genai(genai)
     out_dir = _check_out_dir(out_dir)
     plan = lm_plan(model_or_checkpoint, options.precision, decode_steps)
     try:
-        return run_export(plan, out_dir, options, log or (lambda message: None))
+        extra = None if genai_options is None else genai_step(plan, options, genai_options)
+        return run_export(plan, out_dir, options, log or (lambda message: None), extra)
     finally:
         plan.restore()
 
@@ -131,6 +137,7 @@ def export(
     source: Optional[dict[str, Any]] = None,
     external_data: Optional[bool] = None,
     quantize: Union[None, str, QuantizeOptions] = None,
+    genai: Union[None, bool, GenaiOptions] = None,
     log: Optional[Log] = None,
 ) -> ExportResult:
     """Exports any module with SRU / SRU++ / causal linear attention inside to ``out_dir``.
@@ -157,13 +164,16 @@ def export(
     (:func:`rnnx.runtime.parity.compare_stream`) and writes the parity and Polygraphy files;
     ``config`` is stored in ``rnnx.json``; ``source`` (``factory``, ``weights``) records how to rebuild
     the module for ``rnnx.runtime.load(..., backend="torch")``; ``external_data`` (None: when the weights
-    need it) as for :func:`export_model`. Raises :class:`ExportError` with one
-    line and leaves ``out_dir`` untouched on any failure; the given module is not modified.
+    need it) and ``genai`` (a language model: data inputs token ids (batch, length) int64 and optionally a
+    (batch, length) mask, 1 = token; first output the logits) as for :func:`export_model`. Raises
+    :class:`ExportError` with one line and leaves ``out_dir`` untouched on any failure; the given module is not
+    modified.
     """
     options = export_options(
         target, precision, opset, check=check, steps=chained_calls, polygraphy_steps=polygraphy_steps,
         external_data=external_data, quantize=quantize,
     )  # fmt: skip
+    genai_options = resolve_genai(genai)
     out_dir = _check_out_dir(out_dir)
     recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "factory_root": None, "weights": None,
                 **(source or {})}  # fmt: skip
@@ -178,4 +188,5 @@ def export(
         module, example_inputs, init_state=init_state, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, precision=options.precision, steps=chained_calls, config=config, source=recorded,
     )  # fmt: skip
-    return run_export(plan, out_dir, options, log or (lambda message: None))
+    extra = None if genai_options is None else genai_step(plan, options, genai_options)
+    return run_export(plan, out_dir, options, log or (lambda message: None), extra)

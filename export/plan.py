@@ -91,6 +91,8 @@ class ExportPlan:
     trained: bool = False
     #: Per parity prompt, the calls a trained task scores (the quantized budget's logits figures cover those).
     scored_calls: Optional[list[int]] = None
+    #: The task a checkpoint was trained on (its record: ``pad_token``, ...), None for others.
+    task: Optional[dict[str, Any]] = None
     #: Puts back what the plan changed on the caller's module (its train / eval modes).
     restore: Callable[[], None] = lambda: None
 
@@ -156,6 +158,7 @@ def lm_plan(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision
         source={"checkpoint": checkpoint, "weights_sha256": info.get("weights_sha256") or None},
         vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model", restore=restore,
         trained=bool(info.get("task")), scored_calls=task_scored_calls(info.get("task"), prompts),
+        task=info.get("task") or None,
     )  # fmt: skip
 
 

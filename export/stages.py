@@ -40,6 +40,7 @@ from ..runtime.contract.artifact import (
     CAUSAL_LM,
     EXPORT_FILES,
     EXTERNAL_DATA_FILE,
+    GENAI_FILES,
     METADATA_FILE,
     MODEL_FILE,
     ONNX_ELEMENT_TYPES,
@@ -118,10 +119,12 @@ def _uses_rnnx_ops(program: Any) -> bool:
     )
 
 
-def trace(plan: ExportPlan, target: Target, opset: int, path: Path) -> onnx.ModelProto:
+def trace(
+    plan: ExportPlan, target: Target, opset: int, path: Path, data_file: str = EXTERNAL_DATA_FILE
+) -> onnx.ModelProto:
     """torch.onnx.export (dynamo) with the rnnx translation table, then ``onnx_ops.finalize``; writes the
     graph to ``path`` with its tensors of at least :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in
-    :data:`EXTERNAL_DATA_FILE` beside it (straight from the traced program: the weights never become one
+    ``data_file`` beside it (straight from the traced program: the weights never become one
     in-memory proto) and returns the graph without those tensors' data. ExportError when the module calls
     no rnnx op."""
     from . import onnx_ops
@@ -139,7 +142,7 @@ def trace(plan: ExportPlan, target: Target, opset: int, path: Path) -> onnx.Mode
                 f"{plan.what} has no rnnx op (SRU, SRU++, causal linear attention) and no layer that "
                 "rnnx.models.convert knows: nothing for rnnx to export (torch.onnx.export handles such a model)"
             )
-        skeleton = onnx_files.save_traced(program.model, path, EXTERNAL_DATA_FILE, EXTERNAL_DATA_MIN_TENSOR_BYTES)
+        skeleton = onnx_files.save_traced(program.model, path, data_file, EXTERNAL_DATA_MIN_TENSOR_BYTES)
         del program
         model = onnx_ops.finalize(skeleton, target, inplace=True)
         if target.contrib_ops:
@@ -167,21 +170,21 @@ def _output_specs(model: onnx.ModelProto, plan: ExportPlan) -> list[TensorSpec]:
     return specs
 
 
-def save_external(model: onnx.ModelProto, path: Path) -> Optional[Path]:
+def save_external(model: onnx.ModelProto, path: Path, data_file: str = EXTERNAL_DATA_FILE) -> Optional[Path]:
     """Saves ``model`` at ``path`` with every tensor of at least :data:`EXTERNAL_DATA_MIN_TENSOR_BYTES` in
-    :data:`EXTERNAL_DATA_FILE` beside it (written and dropped from ``model`` one tensor at a time); returns
+    ``data_file`` beside it (written and dropped from ``model`` one tensor at a time); returns
     the data file, None when no tensor was large enough to move."""
-    data = path.parent / EXTERNAL_DATA_FILE
+    data = path.parent / data_file
     data.unlink(missing_ok=True)
     onnx.save_model(
-        model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=EXTERNAL_DATA_FILE,
+        model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data_file,
         size_threshold=EXTERNAL_DATA_MIN_TENSOR_BYTES,
     )  # fmt: skip
     return data if data.is_file() else None
 
 
 def quantize_saved(
-    model_path: Path, options: ExportOptions, plan: ExportPlan, log: Log
+    model_path: Path, options: ExportOptions, plan: ExportPlan, log: Log, data_file: str = EXTERNAL_DATA_FILE
 ) -> tuple[dict[str, Any], Optional[Path]]:
     """Stage 2: quantizes the saved model in place (its external data rewritten); returns the ``quantization``
     record, with the parity gates for this plan, and the data file (None when no tensor is external)."""
@@ -192,7 +195,7 @@ def quantize_saved(
         model, record = quantize_model(model, options.target, q)
     except QuantizeError as e:
         raise ExportError(str(e)) from None
-    data_path = save_external(model, model_path)
+    data_path = save_external(model, model_path, data_file)
     record["gates"] = ["max_rel", *(["mean_kl"] if plan.interface == CAUSAL_LM else []), "drift",
                        *(["top1"] if plan.trained else [])]  # fmt: skip
     record["scored_calls"] = plan.scored_calls
@@ -235,13 +238,14 @@ def _graph_output_dtypes(model: onnx.ModelProto) -> dict[str, np.dtype]:
 def publish(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
     """os.replace each file into out_dir, in order (the external data before the model, the metadata
     last); then removes the export files that this export did not write (a stale parity report must not
-    describe a new model, nor a stale data file sit beside a single-file one)."""
+    describe a new model, nor a stale data file sit beside a single-file one, nor a genai graph of an older
+    model beside a new one)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     moved = []
     for name in names:
         os.replace(tmp / name, out_dir / name)
         moved.append(out_dir / name)
-    for stale in set(EXPORT_FILES) - set(names):
+    for stale in {*EXPORT_FILES, *GENAI_FILES} - set(names):
         (out_dir / stale).unlink(missing_ok=True)
     return moved
 
@@ -263,9 +267,17 @@ class ExportOptions:
     quantize: Optional[QuantizeOptions] = None
 
 
-def run_export(plan: ExportPlan, out_dir: Path, options: ExportOptions, log: Log) -> ExportResult:
+#: ``(temporary folder, whether the export is one file, log) -> names of the files it wrote there``: a step that
+#: adds files to an export (:mod:`rnnx.export.genai`), run after the checks, published with the export's files.
+ExtraFiles = Callable[[Path, bool, Log], list[str]]
+
+
+def run_export(
+    plan: ExportPlan, out_dir: Path, options: ExportOptions, log: Log, extra: Optional[ExtraFiles] = None
+) -> ExportResult:
     """Carries ``plan`` through the stages (the module doc) in a temporary folder beside ``out_dir``, then moves
-    the files into ``out_dir``; ExportError (one line) and ``out_dir`` as it was on any failure."""
+    the files into ``out_dir`` (with those that ``extra`` writes); ExportError (one line) and ``out_dir`` as it
+    was on any failure."""
     parameters = sum(p.numel() for p in plan.graph.parameters())
     log(f"model: {plan.what} ({parameters:,} parameters), {len(plan.inputs)} inputs, {len(plan.states)} state "
         f"tensors; target {options.target.name}, {options.precision.name}, opset {options.opset}")  # fmt: skip
@@ -295,6 +307,8 @@ def run_export(plan: ExportPlan, out_dir: Path, options: ExportOptions, log: Log
             metadata = {**describe(None), "parity": metadata["parity"]}
         write_metadata(tmp, metadata)
         written = [*([EXTERNAL_DATA_FILE] if data_path is not None else []), MODEL_FILE, *written]
+        if extra is not None:
+            written += extra(tmp, one_file, log)
         log(f"writing {out_dir}")
         files = publish(tmp, out_dir, [*written, METADATA_FILE])
     finally:

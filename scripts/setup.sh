@@ -100,6 +100,17 @@ PYEOF
   touch "$venv/.rnnx-ready"
 }
 
+# onnxruntime-genai 0.18.0 for tests/test_genai.py (export-model --genai, docs/genai.md). Its wheel needs
+# onnxruntime>=1.31, which the main environment has, so it goes there, without letting pip touch onnxruntime.
+onnxruntime_genai() {
+  if "$PY" -c "import onnxruntime_genai" 2>/dev/null; then
+    echo "setup: keeping onnxruntime-genai $("$PY" -c 'import importlib.metadata as m; print(m.version("onnxruntime-genai"))')"
+  else
+    echo "setup: installing onnxruntime-genai==0.18.0"
+    pipi --no-deps onnxruntime-genai==0.18.0
+  fi
+}
+
 # TensorRT headers for building the plugins: TENSORRT_ROOT or a system install wins; otherwise the
 # public TensorRT 10.14 headers shipped in the PyPI wheel kernel-lens==2.0.1 (headers only).
 trt_headers=".cache/tensorrt/include"
@@ -135,6 +146,7 @@ peers() {
   triton_venv
 }
 lane peers peers
+lane genai onnxruntime_genai
 lane kernels "$PY" -m rnnx.plugins.build --only cpu-kernel,libtorch-ops
 echo "setup: building the other native libraries (python3 -m rnnx.plugins.build)"
 status=0

@@ -4,7 +4,8 @@ Exporting is the slowest thing the suite does, so every test that needs an expor
 takes it from here instead of exporting its own copy:
 
 * ``demo_exports``: ``{(demo name, target): export dir}`` for every shipped demo and both targets,
-  exported without the parity check (the tests run their own);
+  exported without the parity check (the tests run their own); the onnxruntime ones with the
+  onnxruntime-genai variant (``genai=True``: ``genai.onnx`` + ``genai_config.json`` beside ``model.onnx``);
 * ``demo_cli_export``: ``export-model`` with no arguments, run in an empty working directory (the main
   job of the README): ``(cwd, click result)``; its export has the parity files.
 
@@ -31,7 +32,11 @@ def demo_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, st
     root = tmp_path_factory.mktemp("demo_exports")
     return {
         (name, target): export_model(
-            str(demo_checkpoint_path(name)), root / f"{name}-{target}", target=target, check=False
+            str(demo_checkpoint_path(name)),
+            root / f"{name}-{target}",
+            target=target,
+            check=False,
+            genai=target == "onnxruntime",
         ).out_dir
         for name, target in DEMO_EXPORT_CASES
     }

@@ -118,7 +118,14 @@ POLYGRAPHY_OUTPUTS = "polygraphy_outputs.json"
 #: The weights of an export with external data, beside :data:`MODEL_FILE` (the ONNX ``location`` of
 #: every external tensor); named in ``rnnx.json`` ``"external_data"``.
 EXTERNAL_DATA_FILE = MODEL_FILE + ".data"
-#: Every file an export writes; an export removes the ones a new export of the same dir did not rewrite.
+#: The onnxruntime-genai variant (``export-model --genai``, docs/genai.md): its graph, that graph's weights when
+#: they are external, and the ``genai_config.json`` that ``onnxruntime_genai.Model(DIR)`` reads.
+GENAI_MODEL_FILE = "genai.onnx"
+GENAI_DATA_FILE = GENAI_MODEL_FILE + ".data"
+GENAI_CONFIG_FILE = "genai_config.json"
+GENAI_FILES = (GENAI_DATA_FILE, GENAI_MODEL_FILE, GENAI_CONFIG_FILE)
+#: Every file an export writes (the genai variant's aside); an export removes the ones, these and
+#: :data:`GENAI_FILES`, that a new export of the same dir did not rewrite.
 EXPORT_FILES = (EXTERNAL_DATA_FILE, MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS,
                 POLYGRAPHY_OUTPUTS, METADATA_FILE)  # fmt: skip
 
