@@ -1,6 +1,7 @@
-"""The JavaScript runtime (runtime/js/rnnx.mjs) against rnnx.runtime on the demo exports (onnxruntime target):
-greedy tokens equal generate_all's under onnxruntime-node (batch 1, and a right-padded batch of 2 where one
-row stops early), seeded samples equal Python's and repeat, numpy's generator and sampling reproduced on random
+"""The JavaScript runtime (runtime/js/rnnx.mjs) against rnnx.runtime on the demo exports and a softmax SRU++
+whose KV cache grows (onnxruntime target): greedy tokens equal generate_all's under onnxruntime-node (batch 1,
+and a right-padded batch of 2 where one row stops early), seeded samples equal Python's and repeat, the same
+on onnxruntime-web's wasm build under Node, numpy's generator and sampling reproduced on random
 logits, the Node example's output and errors, and the demo page generating in headless Chromium with
 onnxruntime-web (WebAssembly). Real ONNX Runtime sessions throughout: onnxruntime-node's native binding and
 onnxruntime-web's wasm build from the packages pinned in runtime/js/package-lock.json, which scripts/setup.sh
@@ -21,6 +22,7 @@ import pytest
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
+from rnnx.runtime.contract import artifact
 from rnnx.runtime.contract.targets import ONNXRUNTIME
 from rnnx.runtime.sampling import sample
 
@@ -68,9 +70,17 @@ def sampled_options() -> list[str]:
     return [f"--{key.replace('_', '-')}={value}" for key, value in SAMPLED.items()]
 
 
+#: The exports compared: both demos and the softmax SRU++, whose KV cache grows (a zero-length past at first).
+SOFTMAX = "softmax_srupp"
+EXPORTS = (*DEMO_CHECKPOINTS, SOFTMAX)
+
+
 @pytest.fixture(scope="module")
-def exports(demo_exports: dict[tuple[str, str], Path]) -> dict[str, Path]:
-    return {name: demo_exports[(name, ONNXRUNTIME.name)] for name in DEMO_CHECKPOINTS}
+def exports(demo_exports: dict[tuple[str, str], Path], softmax_srupp_export: Path) -> dict[str, Path]:
+    return {
+        **{name: demo_exports[(name, ONNXRUNTIME.name)] for name in DEMO_CHECKPOINTS},
+        SOFTMAX: softmax_srupp_export,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -86,22 +96,39 @@ def python_tokens(exports: dict[str, Path]) -> dict[tuple[str, str, int], list[l
     return found
 
 
-@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+@pytest.mark.parametrize("name", EXPORTS)
 @pytest.mark.parametrize("batch", [1, 2])
 def test_greedy_tokens_equal_python(name: str, batch: int, exports, python_tokens) -> None:
     want = python_tokens[name, "greedy", batch]
-    if batch == 2:  # the stop token ends row 0 early while row 1 runs on as a padded row
+    if batch == 2 and name in DEMO_CHECKPOINTS:  # the stop token ends row 0 early, row 1 runs on beside a pad
         assert len(want[0]) == 10 and want[0][-1] in STOP and len(want[1]) == MAX_NEW
     got = js_generate(exports[name], PROMPTS[:batch], "--temperature=0", f"--stop={','.join(map(str, STOP))}")
     assert got == want
 
 
-def test_seeded_sampling_equals_python_and_repeats(exports, python_tokens) -> None:
-    name = DEMO_CHECKPOINTS[0]
+def test_onnxruntime_web_under_node_grows_the_kv_cache(exports, python_tokens) -> None:
+    """onnxruntime-web's wasm build (the page's) from a zero-length past, in Node (a wasm start costs ~5 s)."""
+    got = js_generate(exports[SOFTMAX], PROMPTS, "--ort=web", "--temperature=0", f"--stop={STOP[0]}")
+    assert got == python_tokens[SOFTMAX, "greedy", 2]
+
+
+@pytest.mark.parametrize("name", [DEMO_CHECKPOINTS[0], SOFTMAX])
+def test_seeded_sampling_equals_python_and_repeats(name: str, exports, python_tokens) -> None:
     want = python_tokens[name, "sampled", 2]
     assert want != python_tokens[name, "greedy", 2], "the sampled run should differ from greedy"
     runs = [js_generate(exports[name], PROMPTS, *sampled_options(), f"--stop={STOP[0]}") for _ in range(2)]
     assert runs[0] == runs[1] == want
+
+
+def test_the_module_names_are_the_contracts() -> None:
+    """rnnx.mjs's copies of the contract's names (it imports nothing, so it keeps its own) equal artifact.py's."""
+    script = f"import * as m from {json.dumps((JS / 'rnnx.mjs').as_uri())}; console.log(JSON.stringify(m));"
+    names = json.loads(node("--input-type=module", "-e", script).stdout)
+    constants = ("FORMAT", "METADATA_FILE", "CAUSAL_LM", "INPUT_IDS", "ATTENTION_MASK", "LOGITS", "PAST_PREFIX",
+                 "PRESENT_PREFIX", "BATCH", "PAST_LENGTH")  # fmt: skip
+    want = {name: getattr(artifact, name) for name in constants}
+    want["READABLE_FORMAT_VERSIONS"] = list(artifact.READABLE_FORMAT_VERSIONS)
+    assert {k: names.get(k) for k in want} == want
 
 
 def test_generator_and_sampling_reproduce_numpy() -> None:

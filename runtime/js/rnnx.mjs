@@ -37,11 +37,13 @@ export class RnnxError extends Error {
 }
 
 // -- metadata ----------------------------------------------------------------------------------------------
+// The names above are runtime/contract/artifact.py's; tests/test_js_runtime.py holds them equal.
 
-/** rnnx.json dtype name -> [ONNX Runtime tensor type, typed-array constructor]. */
+/** rnnx.json dtype name -> [ONNX Runtime tensor type, typed-array constructor] (state dtypes; bfloat16 has neither). */
 const DTYPES = {
   float32: ['float32', Float32Array],
   float16: ['float16', Uint16Array],
+  float64: ['float64', Float64Array],
   int64: ['int64', BigInt64Array],
   int32: ['int32', Int32Array],
   int8: ['int8', Int8Array],
@@ -71,9 +73,12 @@ export function checkMetadata(meta, where = METADATA_FILE) {
   if (!isInt(meta.vocab_size) || meta.vocab_size < 1) {
     throw new RnnxError(`${where}: field "vocab_size" missing or not a positive integer`);
   }
-  for (const key of ['model_file', 'inputs', 'outputs', 'state']) {
-    if (meta[key] === undefined || (key === 'model_file') !== (typeof meta[key] === 'string')) {
-      throw new RnnxError(`${where}: field "${key}" missing or malformed`);
+  if (typeof meta.model_file !== 'string' || meta.model_file === '') {
+    throw new RnnxError(`${where}: field "model_file" missing or not a string`);
+  }
+  for (const key of ['inputs', 'outputs', 'state']) {
+    if (!Array.isArray(meta[key]) || meta[key].some((t) => t === null || typeof t !== 'object' || typeof t.name !== 'string')) {
+      throw new RnnxError(`${where}: field "${key}" missing or not a list of named entries`);
     }
   }
   const inputs = new Map(meta.inputs.map((t) => [t.name, t]));
@@ -365,6 +370,12 @@ export class RnnxModel {
       throw new RnnxError(`${where}: the model's inputs [${have.join(', ')}] are not the ones rnnx.json lists [${want.join(', ')}]`);
     }
     this.fetches = [LOGITS, ...this.states.map((s) => s.output)];
+    const missing = this.fetches.filter((name) => !session.outputNames.includes(name));
+    if (missing.length) {
+      throw new RnnxError(`${where}: the model has no output(s) ${missing.join(', ')} that rnnx.json lists`);
+    }
+    /** The state of the last generate() (rnnx.runtime's session.state). */
+    this.state = null;
   }
 
   /**
@@ -471,6 +482,9 @@ export class RnnxModel {
   async step(tokens, state, active = null) {
     if (!Array.isArray(tokens) || tokens.length !== state.batch) {
       throw new RnnxError(`tokens: batch mismatch: state has ${state.batch} rows, got ${tokens?.length} tokens`);
+    }
+    if (active !== null && (!Array.isArray(active) || active.length !== state.batch)) {
+      throw new RnnxError(`active: expected ${state.batch} booleans, got ${active?.length}`);
     }
     const mask = tokens.map((_, b) => (active === null || active[b] ? 1 : 0));
     this.checkTokens(tokens.filter((_, b) => mask[b]), 'tokens');
