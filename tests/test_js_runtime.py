@@ -1,11 +1,12 @@
 """The JavaScript runtime (runtime/js/rnnx.mjs) against rnnx.runtime on the demo exports and a softmax SRU++
 whose KV cache grows (onnxruntime target): greedy tokens equal generate_all's under onnxruntime-node (batch 1,
 and a right-padded batch of 2 where one row stops early), seeded samples equal Python's and repeat, the same
-on onnxruntime-web's wasm build under Node, numpy's generator and sampling reproduced on random
-logits, the Node example's output and errors, and the demo page generating in headless Chromium with
-onnxruntime-web (WebAssembly). Real ONNX Runtime sessions throughout: onnxruntime-node's native binding and
-onnxruntime-web's wasm build from the packages pinned in runtime/js/package-lock.json, which scripts/setup.sh
-installs into .cache/js (``npm ci --ignore-scripts``); without node or those packages the tests skip, saying so.
+on onnxruntime-web's wasm build under Node, numpy's generator and sampling reproduced on random logits, the
+Node example's output and errors, and the demo page generating in headless Chromium with onnxruntime-web
+(WebAssembly, and WebGPU on SwiftShader's software adapter). Real ONNX Runtime sessions throughout:
+onnxruntime-node's native binding and onnxruntime-web from the packages pinned in runtime/js/package-lock.json,
+which scripts/setup.sh installs into .cache/js (``npm ci --ignore-scripts``); without node or those packages
+the tests skip, saying so.
 """
 
 from __future__ import annotations
@@ -204,18 +205,21 @@ def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
 
 
 def test_demo_page_generates_in_chromium(exports, python_tokens) -> None:
-    """One Chromium launch: the page's greedy run and a seeded sampled run, both equal to Python's tokens."""
+    """One Chromium launch: the page's greedy run and a seeded sampled run on onnxruntime-web's wasm provider, and a
+    greedy run on its WebGPU provider with the state kept on the GPU (SwiftShader's software adapter: no GPU here),
+    each equal to Python's tokens."""
     name = DEMO_CHECKPOINTS[1]
-    prompt = ",".join(map(str, PROMPTS[0]))
-    cases = [
-        {"prompt": prompt, "max": str(MAX_NEW), "temperature": "0", "stop": "0"},
-        {"prompt": prompt, "max": str(MAX_NEW), "stop": "0", "temperature": str(SAMPLED["temperature"]),
-         "topk": str(SAMPLED["top_k"]), "topp": str(SAMPLED["top_p"]), "seed": str(SAMPLED["seed"])},
-    ]  # fmt: skip
+    greedy = {"prompt": ",".join(map(str, PROMPTS[0])), "max": str(MAX_NEW), "temperature": "0", "stop": "0"}
+    sampled = {**greedy, "temperature": str(SAMPLED["temperature"]), "topk": str(SAMPLED["top_k"]),
+               "topp": str(SAMPLED["top_p"]), "seed": str(SAMPLED["seed"])}  # fmt: skip
+    cases = [greedy, sampled, {**greedy, "ep": "webgpu"}]
     out = node(str(REPO / "tests" / "js" / "demo_page_in_chromium.mjs"), str(exports[name]), json.dumps(cases))
     result = json.loads(out.stdout)
-    greedy, sampled = result["runs"]
-    assert greedy["error"] is None and sampled["error"] is None, result
-    assert greedy["tokens"] == python_tokens[name, "greedy", 1][0]
-    assert sampled["tokens"] == python_tokens[name, "sampled", 1][0]
-    assert greedy["status"].startswith(f"{len(greedy['tokens'])} tokens in"), greedy["status"]
+    runs = result["runs"]
+    assert [run["error"] for run in runs] == [None] * 3, result
+    assert [run["provider"] for run in runs] == ["wasm", "wasm", "webgpu"]
+    assert [run["stateLocation"] for run in runs] == ["cpu", "cpu", "gpu-buffer"]  # WebGPU keeps the state there
+    want = python_tokens[name, "greedy", 1][0]
+    assert runs[0]["tokens"] == want and runs[2]["tokens"] == want
+    assert runs[1]["tokens"] == python_tokens[name, "sampled", 1][0]
+    assert runs[0]["status"].startswith(f"{len(want)} tokens in"), runs[0]["status"]

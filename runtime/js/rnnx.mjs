@@ -380,10 +380,18 @@ export class RnnxModel {
 
   /**
    * Session options for the export: the caller's, with the session config entries rnnx.json asks for
-   * (`extra`, which onnxruntime-node and onnxruntime-web both take as flat "section.key" strings).
+   * (`extra`, which onnxruntime-node and onnxruntime-web both take as flat "section.key" strings). The option
+   * `stateLocation: 'gpu-buffer'` (onnxruntime-web's WebGPU provider) keeps the state on the GPU between calls:
+   * the `present.*` outputs stay there and go back as the next call's inputs; the logits come to the CPU.
    */
   static sessionOptions(metadata, options = {}) {
-    return { ...options, extra: { ...sessionConfig(metadata), ...(options.extra ?? {}) } };
+    const { stateLocation, ...rest } = options;
+    const out = { ...rest, extra: { ...sessionConfig(metadata), ...(options.extra ?? {}) } };
+    if (stateLocation !== undefined) {
+      out.preferredOutputLocation = { [LOGITS]: 'cpu' };
+      for (const s of metadata.state) out.preferredOutputLocation[PRESENT_PREFIX + s.name] = stateLocation;
+    }
+    return out;
   }
 
   /**
@@ -415,7 +423,11 @@ export class RnnxModel {
     const options = RnnxModel.sessionOptions(metadata, sessionOptions);
     const external = metadata.external_data?.file;
     if (external) options.externalData = [{ path: external, data: `${root}${external}` }];
-    const model = new Uint8Array(await (await fetchFn(`${root}${metadata.model_file}`)).arrayBuffer());
+    const modelResponse = await fetchFn(`${root}${metadata.model_file}`);
+    if (!modelResponse.ok) {
+      throw new RnnxError(`${root}${metadata.model_file}: cannot fetch the model file rnnx.json names (HTTP ${modelResponse.status})`);
+    }
+    const model = new Uint8Array(await modelResponse.arrayBuffer());
     const session = await ort.InferenceSession.create(model, options);
     return new RnnxModel(ort, session, metadata, where);
   }
@@ -440,11 +452,15 @@ export class RnnxModel {
     const outputs = await this.session.run(feeds, this.fetches);
     const tensors = {};
     for (const spec of this.states) tensors[spec.input] = outputs[spec.output];
+    for (const old of Object.values(state.tensors)) {
+      if (old.location !== undefined && old.location !== 'cpu') old.dispose(); // a GPU buffer nothing else reads
+    }
     state.tensors = tensors;
     state.pastLength += length;
     return floatData(outputs[LOGITS]);
   }
 
+  /** Throws RnnxError naming `where` for a token that is not an integer in [0, V). */
   checkTokens(tokens, where) {
     for (const t of tokens) {
       if (!isInt(t) || t < 0 || t >= this.vocabSize) {

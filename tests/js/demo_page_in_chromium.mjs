@@ -4,7 +4,7 @@
 //
 //   NODE_PATH=.cache/js/node_modules node tests/js/demo_page_in_chromium.mjs EXPORT_DIR CASES_JSON
 //
-// CASES_JSON: a list of query-string objects ({"prompt": "1,2,3", "max": "8", "temperature": "0", ...}).
+// CASES_JSON: a list of query-string objects ({"prompt": "1,2,3", "max": "8", "temperature": "0", "ep": "webgpu"}).
 import { createRequire } from 'node:module';
 
 import { serve } from '../../runtime/js/demo/serve.mjs';
@@ -16,8 +16,11 @@ const puppeteer = require('puppeteer-core');
 const [exportDir, casesJson] = process.argv.slice(2);
 const cases = JSON.parse(casesJson);
 const { server, url } = await serve(exportDir, { port: 0 });
+// WebGPU on SwiftShader's software Vulkan (no GPU here): the page's webgpu runs check results, not speed.
+const WEBGPU_ON_SWIFTSHADER = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-vulkan=swiftshader',
+  '--use-webgpu-adapter=swiftshader', '--enable-unsafe-swiftshader', '--use-angle=swiftshader'];
 const browser = await puppeteer.launch({
-  args: chromium.args,
+  args: [...chromium.args, ...WEBGPU_ON_SWIFTSHADER],
   executablePath: await chromium.executablePath(),
   headless: 'shell',
 });
