@@ -525,6 +525,9 @@ export class RnnxModel {
     if (seed !== null && !((isInt(seed) && seed >= 0) || (typeof seed === 'bigint' && seed >= 0n))) {
       throw new RnnxError(`seed: expected a non-negative integer or null, got ${seed}`);
     }
+    if (!Array.isArray(stopTokens) || !stopTokens.every(isInt)) {
+      throw new RnnxError(`stopTokens: expected a list of integers, got ${JSON.stringify(stopTokens)}`);
+    }
     if (maxNewTokens === 0) return;
     const stops = new Set(stopTokens);
     const state = await this.prefill(prompts);
