@@ -111,6 +111,29 @@ onnxruntime_genai() {
   fi
 }
 
+# The JavaScript runtime's packages (runtime/js/package.json: onnxruntime-node, onnxruntime-web, puppeteer-core and
+# @sparticuz/chromium, the headless Chromium of the page test), at the exact versions and sha512 integrity of the
+# committed package-lock.json (`npm ci` refuses anything else), into .cache/js/node_modules. --ignore-scripts:
+# onnxruntime-node's install script only downloads the CUDA provider (its CPU binding ships in the package), and
+# no other package needs a script. Reinstalled when the lock file changes; skipped, saying so, without npm.
+js_packages() {
+  local dest=".cache/js"
+  if ! command -v npm >/dev/null; then
+    echo "setup: npm not found: skipping the JavaScript runtime's packages (tests/test_js_runtime.py skips)"
+    return
+  fi
+  if cmp -s runtime/js/package-lock.json "$dest/package-lock.json" && [ -f "$dest/.rnnx-ready" ]; then
+    echo "setup: keeping $dest/node_modules (runtime/js/package-lock.json unchanged)"
+    return
+  fi
+  echo "setup: npm ci --ignore-scripts of runtime/js/package-lock.json into $dest"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp runtime/js/package.json runtime/js/package-lock.json "$dest/"
+  (cd "$dest" && npm ci --ignore-scripts --no-audit --no-fund)
+  touch "$dest/.rnnx-ready"
+}
+
 # TensorRT headers for building the plugins: TENSORRT_ROOT or a system install wins; otherwise the
 # public TensorRT 10.14 headers shipped in the PyPI wheel kernel-lens==2.0.1 (headers only).
 trt_headers=".cache/tensorrt/include"
@@ -147,6 +170,7 @@ peers() {
 }
 lane peers peers
 lane genai onnxruntime_genai
+lane js js_packages
 lane kernels "$PY" -m rnnx.plugins.build --only cpu-kernel,libtorch-ops
 echo "setup: building the other native libraries (python3 -m rnnx.plugins.build)"
 status=0

@@ -7,7 +7,10 @@ takes it from here instead of exporting its own copy:
   exported without the parity check (the tests run their own); the onnxruntime ones with the
   onnxruntime-genai variant (``genai=True``: ``genai.onnx`` + ``genai_config.json`` beside ``model.onnx``);
 * ``demo_cli_export``: ``export-model`` with no arguments, run in an empty working directory (the main
-  job of the README): ``(cwd, click result)``; its export has the parity files.
+  job of the README): ``(cwd, click result)``; its export has the parity files;
+* ``softmax_srupp_export``: a small SRU++ language model with softmax attention (a KV cache that grows), random
+  weights (torch seed 0), exported for the onnxruntime target: the runtimes in other languages check a growing
+  state on it.
 
 Tests must not modify these directories; one that needs to, copies it first.
 """
@@ -57,3 +60,18 @@ def demo_cli_export(tmp_path_factory: pytest.TempPathFactory):
     finally:
         os.chdir(before)
     return cwd, result
+
+
+@pytest.fixture(scope="session")
+def softmax_srupp_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+
+    from rnnx.export import export_model
+    from rnnx.models import build_model
+    from rnnx.runtime.contract.targets import ONNXRUNTIME
+
+    torch.manual_seed(0)
+    config = {"vocab_size": 12, "embed_dim": 32, "hidden_size": 32, "proj_size": 16, "num_layers": 2,
+              "attention": "softmax"}  # fmt: skip
+    model = build_model("srupp", config)
+    return export_model(model, tmp_path_factory.mktemp("softmax_srupp"), target=ONNXRUNTIME.name, check=False).out_dir

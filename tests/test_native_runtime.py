@@ -34,11 +34,8 @@ from typing import Optional
 
 import numpy as np
 import pytest
-import torch
 
 import rnnx.runtime as rt
-from rnnx.export import export_model
-from rnnx.models import build_model
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.runtime import native, ortops
 
@@ -62,14 +59,10 @@ def ops() -> str:
 
 
 @pytest.fixture(scope="module")
-def exports(tmp_path_factory: pytest.TempPathFactory, demo_exports) -> dict[str, Path]:
-    """The session's onnxruntime demo exports (read only here) and an own softmax SRU++ (a growing KV cache)."""
-    root = tmp_path_factory.mktemp("native")
+def exports(demo_exports, softmax_srupp_export) -> dict[str, Path]:
+    """The session's onnxruntime demo exports and softmax SRU++ (a growing KV cache), read only here."""
     out = {name: demo_exports[(name, "onnxruntime")] for name in DEMO_CHECKPOINTS}
-    torch.manual_seed(0)
-    own = build_model("srupp", {"vocab_size": 12, "embed_dim": 32, "hidden_size": 32, "proj_size": 16,
-                                "num_layers": 2, "attention": "softmax"})  # fmt: skip
-    out["own_softmax_srupp"] = export_model(own, root / "own", target="onnxruntime", check=False).out_dir
+    out["own_softmax_srupp"] = softmax_srupp_export
     return out
 
 

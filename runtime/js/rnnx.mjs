@@ -1,0 +1,554 @@
+// rnnx's JavaScript runtime: generation from an rnnx export (model.onnx + rnnx.json) on ONNX Runtime, in
+// Node.js (onnxruntime-node) and in the browser (onnxruntime-web). One ES module with no dependencies: the
+// caller passes ONNX Runtime's `ort` object in, so the same file serves both.
+//
+//   import * as ort from 'onnxruntime-web';            // or: createRequire(import.meta.url)('onnxruntime-node')
+//   import { RnnxModel } from './rnnx.mjs';
+//   const model = await RnnxModel.fetch(ort, 'https://host/export/');   // Node: RnnxModel.open(ort, dir, fs)
+//   for await (const tokens of model.generate([[1, 2, 3]], { maxNewTokens: 20, temperature: 0 })) { ... }
+//
+// It mirrors rnnx.runtime (Python): the same contract (rnnx.json, docs/export.md), the same generation loop
+// (Session.generate: a right-padded prefill, then one step per token with finished rows fed as pads) and the
+// same sampling (runtime/sampling.py: temperature, top-k, top-p, then a draw from numpy's PCG64 generator
+// seeded by (seed, row), reproduced here), so greedy tokens equal Python's, and so do seeded samples.
+//
+// Shapes: B rows, L positions, V vocabulary. Tokens are integers in [0, V).
+
+/** rnnx.json's format name and the versions this reader accepts (runtime/contract/artifact.py). */
+export const FORMAT = 'rnnx-onnx';
+export const READABLE_FORMAT_VERSIONS = [1, 2];
+export const METADATA_FILE = 'rnnx.json';
+/** The language-model interface, the only one this module generates with. */
+export const CAUSAL_LM = 'causal_lm';
+export const INPUT_IDS = 'input_ids';
+export const ATTENTION_MASK = 'attention_mask';
+export const LOGITS = 'logits';
+export const PAST_PREFIX = 'past_key_values.';
+export const PRESENT_PREFIX = 'present.';
+export const BATCH = 'batch';
+export const PAST_LENGTH = 'past_length';
+
+/** A bad export, input or option; the message is one line naming what is wrong. */
+export class RnnxError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'RnnxError';
+  }
+}
+
+// -- metadata ----------------------------------------------------------------------------------------------
+// The names above are runtime/contract/artifact.py's; tests/test_js_runtime.py holds them equal.
+
+/** rnnx.json dtype name -> [ONNX Runtime tensor type, typed-array constructor] (state dtypes; bfloat16 has neither). */
+const DTYPES = {
+  float32: ['float32', Float32Array],
+  float16: ['float16', Uint16Array],
+  float64: ['float64', Float64Array],
+  int64: ['int64', BigInt64Array],
+  int32: ['int32', Int32Array],
+  int8: ['int8', Int8Array],
+  uint8: ['uint8', Uint8Array],
+  bool: ['bool', Uint8Array],
+};
+
+function isInt(value) {
+  return typeof value === 'number' && Number.isInteger(value);
+}
+
+/**
+ * Checks the fields of an rnnx.json this module uses; returns its state specs
+ * ({name, input, output, shape, dtype, grows}, graph order). Throws RnnxError naming `where` and the field.
+ */
+export function checkMetadata(meta, where = METADATA_FILE) {
+  if (meta === null || typeof meta !== 'object' || meta.format !== FORMAT) {
+    throw new RnnxError(`${where}: not rnnx export metadata (format ${JSON.stringify(meta?.format)}, expected "${FORMAT}")`);
+  }
+  if (!READABLE_FORMAT_VERSIONS.includes(meta.format_version)) {
+    throw new RnnxError(`${where}: unsupported format_version ${meta.format_version} (supported: ${READABLE_FORMAT_VERSIONS.join(', ')})`);
+  }
+  const iface = meta.interface ?? CAUSAL_LM;
+  if (iface !== CAUSAL_LM) {
+    throw new RnnxError(`${where}: interface "${iface}" is not a language model; this module generates with "${CAUSAL_LM}" exports`);
+  }
+  if (!isInt(meta.vocab_size) || meta.vocab_size < 1) {
+    throw new RnnxError(`${where}: field "vocab_size" missing or not a positive integer`);
+  }
+  if (typeof meta.model_file !== 'string' || meta.model_file === '') {
+    throw new RnnxError(`${where}: field "model_file" missing or not a string`);
+  }
+  for (const key of ['inputs', 'outputs', 'state']) {
+    if (!Array.isArray(meta[key]) || meta[key].some((t) => t === null || typeof t !== 'object' || typeof t.name !== 'string')) {
+      throw new RnnxError(`${where}: field "${key}" missing or not a list of named entries`);
+    }
+  }
+  const inputs = new Map(meta.inputs.map((t) => [t.name, t]));
+  const outputs = new Map(meta.outputs.map((t) => [t.name, t]));
+  for (const name of [INPUT_IDS, ATTENTION_MASK]) {
+    if (inputs.get(name)?.dtype !== 'int64') {
+      throw new RnnxError(`${where}: graph input "${name}" (int64) missing`);
+    }
+  }
+  const logits = outputs.get(LOGITS);
+  if (!logits || !['float32', 'float16'].includes(logits.dtype)) {
+    throw new RnnxError(`${where}: graph output "${LOGITS}" (float32 or float16) missing, got ${JSON.stringify(logits?.dtype)}`);
+  }
+  return meta.state.map((s) => {
+    const spec = { name: s.name, input: PAST_PREFIX + s.name, output: PRESENT_PREFIX + s.name,
+      shape: s.shape, dtype: s.dtype, grows: Boolean(s.grows) };
+    if ((s.input ?? spec.input) !== spec.input || (s.output ?? spec.output) !== spec.output) {
+      throw new RnnxError(`${where}: state "${s.name}": input/output names ${s.input} / ${s.output}, expected ${spec.input} / ${spec.output}`);
+    }
+    if (!inputs.has(spec.input) || !outputs.has(spec.output)) {
+      throw new RnnxError(`${where}: state "${s.name}": ${spec.input} / ${spec.output} are not graph inputs/outputs`);
+    }
+    if (!Array.isArray(s.shape) || !s.shape.includes(BATCH)) {
+      throw new RnnxError(`${where}: state "${s.name}": shape ${JSON.stringify(s.shape)} has no "${BATCH}" axis`);
+    }
+    if (!(s.dtype in DTYPES)) {
+      throw new RnnxError(`${where}: state "${s.name}": dtype "${s.dtype}" not supported (known: ${Object.keys(DTYPES).join(', ')})`);
+    }
+    return spec;
+  });
+}
+
+/** ONNX Runtime session config entries the export asks for (rnnx.json "onnxruntime"; {} when absent). */
+export function sessionConfig(meta) {
+  const entries = meta.onnxruntime?.session_config ?? {};
+  return Object.fromEntries(Object.entries(entries).map(([k, v]) => [String(k), String(v)]));
+}
+
+// -- half floats ---------------------------------------------------------------------------------------------
+
+/** IEEE half-precision bits -> the number they hold (exact). */
+function halfToFloat(bits) {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const fraction = bits & 0x3ff;
+  if (exponent === 0) return sign * fraction * 2 ** -24;
+  if (exponent === 31) return fraction ? NaN : sign * Infinity;
+  return sign * (1 + fraction / 1024) * 2 ** (exponent - 15);
+}
+
+/** A float32 / float16 tensor's data as numbers (float16 arrives as raw bits, or as a Float16Array). */
+function floatData(tensor) {
+  if (tensor.type === 'float16' && tensor.data instanceof Uint16Array) {
+    return Float64Array.from(tensor.data, halfToFloat);
+  }
+  return tensor.data;
+}
+
+// -- the random generator: numpy's SeedSequence + PCG64 -----------------------------------------------------
+
+const MASK32 = 0xffffffffn;
+const MASK64 = (1n << 64n) - 1n;
+const MASK128 = (1n << 128n) - 1n;
+const PCG_MULTIPLIER = 0x2360ed051fc65da44385df649fccf645n;
+const POOL_SIZE = 4;
+const INIT_A = 0x43b0d7e5;
+const MULT_A = 0x931e8875;
+const INIT_B = 0x8b51f9dd;
+const MULT_B = 0x58f38ded;
+const MIX_MULT_L = 0xca01f9dd;
+const MIX_MULT_R = 0x4973f715;
+
+/** A non-negative integer (number or BigInt) as 32-bit words, least significant first ([0] for 0). */
+function uint32Words(value) {
+  let n = BigInt(value);
+  if (n < 0n) throw new RnnxError(`seed: expected a non-negative integer, got ${value}`);
+  const words = [];
+  do {
+    words.push(Number(n & MASK32));
+    n >>= 32n;
+  } while (n > 0n);
+  return words;
+}
+
+/**
+ * The four 64-bit words numpy's `SeedSequence(entropy).generate_state(4, uint64)` gives, for entropy a list
+ * of non-negative integers (numpy's algorithm, from its documentation of SeedSequence's hashing).
+ */
+export function seedSequenceState(entropy) {
+  const words = entropy.flatMap(uint32Words);
+  let hashConst = INIT_A;
+  const hashmix = (value) => {
+    value = (value ^ hashConst) >>> 0;
+    hashConst = Math.imul(hashConst, MULT_A) >>> 0;
+    value = Math.imul(value, hashConst) >>> 0;
+    return (value ^ (value >>> 16)) >>> 0;
+  };
+  const mix = (x, y) => {
+    const result = (Math.imul(MIX_MULT_L, x) - Math.imul(MIX_MULT_R, y)) >>> 0;
+    return (result ^ (result >>> 16)) >>> 0;
+  };
+  const pool = [];
+  for (let i = 0; i < POOL_SIZE; i++) pool.push(hashmix(i < words.length ? words[i] : 0));
+  for (let src = 0; src < POOL_SIZE; src++) {
+    for (let dst = 0; dst < POOL_SIZE; dst++) {
+      if (src !== dst) pool[dst] = mix(pool[dst], hashmix(pool[src]));
+    }
+  }
+  for (let src = POOL_SIZE; src < words.length; src++) {
+    for (let dst = 0; dst < POOL_SIZE; dst++) pool[dst] = mix(pool[dst], hashmix(words[src]));
+  }
+  let hashB = INIT_B;
+  const out32 = [];
+  for (let i = 0; i < 2 * POOL_SIZE; i++) {
+    let value = (pool[i % POOL_SIZE] ^ hashB) >>> 0;
+    hashB = Math.imul(hashB, MULT_B) >>> 0;
+    value = Math.imul(value, hashB) >>> 0;
+    out32.push((value ^ (value >>> 16)) >>> 0);
+  }
+  const out64 = [];
+  for (let i = 0; i < POOL_SIZE; i++) out64.push(BigInt(out32[2 * i]) | (BigInt(out32[2 * i + 1]) << 32n));
+  return out64;
+}
+
+/**
+ * numpy's PCG64 bit generator (128-bit LCG, XSL-RR output) with `Generator.random()`: `new PCG64([seed, row])`
+ * draws what `np.random.default_rng([seed, row]).random()` draws.
+ */
+export class PCG64 {
+  constructor(entropy) {
+    const [s0, s1, i0, i1] = seedSequenceState(entropy);
+    this.increment = ((((i0 << 64n) | i1) << 1n) | 1n) & MASK128;
+    this.state = 0n;
+    this.step();
+    this.state = (this.state + ((s0 << 64n) | s1)) & MASK128;
+    this.step();
+  }
+
+  step() {
+    this.state = (this.state * PCG_MULTIPLIER + this.increment) & MASK128;
+  }
+
+  /** The next 64 random bits, as a BigInt. */
+  nextUint64() {
+    this.step();
+    const high = this.state >> 64n;
+    const value = (high ^ this.state) & MASK64;
+    const rotation = high >> 58n;
+    return ((value >> rotation) | (value << ((64n - rotation) & 63n))) & MASK64;
+  }
+
+  /** A double uniform in [0, 1): the top 53 bits of the next draw. */
+  random() {
+    return Number(this.nextUint64() >> 11n) / 9007199254740992;
+  }
+}
+
+/** One generator per row: row b is seeded by (seed, b), as rnnx.runtime's row_generators (fresh entropy for null). */
+export function rowGenerators(seed, batch) {
+  let root = seed;
+  if (root === null || root === undefined) {
+    const [low, high] = globalThis.crypto.getRandomValues(new Uint32Array(2));
+    root = (BigInt(high) << 32n) | BigInt(low);
+  }
+  return Array.from({ length: batch }, (_, b) => new PCG64([root, b]));
+}
+
+// -- sampling (runtime/sampling.py) ----------------------------------------------------------------------------
+
+/** Throws RnnxError naming the bad option: temperature >= 0, topK >= 1, 0 < topP <= 1 (null: off). */
+export function checkSamplingOptions({ temperature = 1.0, topK = null, topP = null } = {}) {
+  if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0) {
+    throw new RnnxError(`temperature must be a finite number >= 0, got ${temperature}`);
+  }
+  if (topK !== null && (!isInt(topK) || topK < 1)) {
+    throw new RnnxError(`topK must be an integer >= 1 or null, got ${topK}`);
+  }
+  if (topP !== null && !(typeof topP === 'number' && topP > 0 && topP <= 1)) {
+    throw new RnnxError(`topP must be in (0, 1] or null, got ${topP}`);
+  }
+}
+
+/** The index of a row's largest value, the first of ties (numpy's argmax). */
+export function argmax(row) {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+  return best;
+}
+
+/** numpy's pairwise summation of a float64 array (what `ndarray.sum` does along a contiguous axis). */
+function pairwiseSum(values, start, n) {
+  if (n < 8) {
+    let sum = 0;
+    for (let i = start; i < start + n; i++) sum += values[i];
+    return sum;
+  }
+  if (n <= 128) {
+    const r = values.slice(start, start + 8);
+    let i = 8;
+    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j] += values[start + i + j];
+    let sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) sum += values[start + i];
+    return sum;
+  }
+  let half = Math.floor(n / 2);
+  half -= half % 8;
+  return pairwiseSum(values, start, half) + pairwiseSum(values, start + half, n - half);
+}
+
+/** Softmax in float64 (-Infinity entries get probability 0), numpy's operation order. */
+function softmax(logits) {
+  let max = -Infinity;
+  for (const v of logits) if (v > max) max = v;
+  const e = Float64Array.from(logits, (v) => Math.exp(v - max));
+  const total = pairwiseSum(e, 0, e.length);
+  return e.map((v) => v / total);
+}
+
+/** Entries below the row's k-th largest value set to -Infinity (k >= V: unchanged); ties at the k-th kept. */
+function topKFilter(logits, k) {
+  if (k >= logits.length) return logits;
+  const kth = Float64Array.from(logits).sort()[logits.length - k];
+  return logits.map((v) => (v < kth ? -Infinity : v));
+}
+
+/** Keeps the smallest set of most likely tokens whose probability sums to >= p (the most likely always kept). */
+function topPFilter(logits, p) {
+  if (p >= 1) return logits;
+  const order = Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a] || a - b);
+  const probs = softmax(logits);
+  const out = Float64Array.from(logits);
+  let before = 0;
+  for (const index of order) {
+    if (!(before < p)) out[index] = -Infinity;
+    before += probs[index];
+  }
+  return out;
+}
+
+/**
+ * One row's next token from its logits (V numbers): greedy for temperature 0 (argmax, first of ties), else
+ * divide by the temperature, keep the top-k, keep the top-p nucleus, renormalise and draw with `rng`.
+ */
+export function sampleRow(logits, rng, { temperature = 1.0, topK = null, topP = null } = {}) {
+  if (temperature === 0) return argmax(logits);
+  let scaled = Float64Array.from(logits, (v) => v / temperature);
+  if (topK !== null) scaled = topKFilter(scaled, topK);
+  if (topP !== null) scaled = topPFilter(scaled, topP);
+  const probs = softmax(scaled);
+  const cdf = new Float64Array(probs.length);
+  let running = 0;
+  for (let i = 0; i < probs.length; i++) cdf[i] = running += probs[i];
+  const x = rng.random() * cdf[cdf.length - 1];
+  let token = cdf.findIndex((c) => c > x);
+  if (token < 0) token = probs.length - 1;
+  while (probs[token] === 0) token -= 1; // rounding can land on a zero-probability tail entry
+  return token;
+}
+
+// -- the model --------------------------------------------------------------------------------------------------
+
+function resolveDim(dim, dims, where) {
+  if (isInt(dim)) return dim;
+  let total = 0;
+  for (const term of String(dim).split('+').map((t) => t.trim())) {
+    if (/^\d+$/.test(term)) total += Number(term);
+    else if (term in dims) total += dims[term];
+    else throw new RnnxError(`${where}: unknown symbolic dim "${term}" in ${JSON.stringify(dim)}`);
+  }
+  return total;
+}
+
+/** A language-model export on one ONNX Runtime session: prefill, step, generate (rnnx.runtime's Session). */
+export class RnnxModel {
+  /**
+   * @param ort ONNX Runtime's module (onnxruntime-node or onnxruntime-web)
+   * @param session an ort.InferenceSession of the export's model file
+   * @param metadata the export's rnnx.json, parsed
+   */
+  constructor(ort, session, metadata, where = METADATA_FILE) {
+    this.ort = ort;
+    this.session = session;
+    this.metadata = metadata;
+    this.states = checkMetadata(metadata, where);
+    this.vocabSize = metadata.vocab_size;
+    const want = metadata.inputs.map((t) => t.name);
+    const have = session.inputNames;
+    if (want.length !== have.length || want.some((name) => !have.includes(name))) {
+      throw new RnnxError(`${where}: the model's inputs [${have.join(', ')}] are not the ones rnnx.json lists [${want.join(', ')}]`);
+    }
+    this.fetches = [LOGITS, ...this.states.map((s) => s.output)];
+    const missing = this.fetches.filter((name) => !session.outputNames.includes(name));
+    if (missing.length) {
+      throw new RnnxError(`${where}: the model has no output(s) ${missing.join(', ')} that rnnx.json lists`);
+    }
+    /** The state of the last generate() (rnnx.runtime's session.state). */
+    this.state = null;
+  }
+
+  /**
+   * Session options for the export: the caller's, with the session config entries rnnx.json asks for
+   * (`extra`, which onnxruntime-node and onnxruntime-web both take as flat "section.key" strings). The option
+   * `stateLocation: 'gpu-buffer'` (onnxruntime-web's WebGPU provider) keeps the state on the GPU between calls:
+   * the `present.*` outputs stay there and go back as the next call's inputs; the logits come to the CPU.
+   */
+  static sessionOptions(metadata, options = {}) {
+    const { stateLocation, ...rest } = options;
+    const out = { ...rest, extra: { ...sessionConfig(metadata), ...(options.extra ?? {}) } };
+    if (stateLocation !== undefined) {
+      out.preferredOutputLocation = { [LOGITS]: 'cpu' };
+      for (const s of metadata.state) out.preferredOutputLocation[PRESENT_PREFIX + s.name] = stateLocation;
+    }
+    return out;
+  }
+
+  /**
+   * Node.js: the export in directory `dir`, read with `fs` (node:fs/promises, passed in so that this module
+   * imports nothing); ONNX Runtime opens the model by path (so external data beside it is found).
+   */
+  static async open(ort, dir, fs, sessionOptions = {}) {
+    const where = `${dir.replace(/\/$/, '')}/${METADATA_FILE}`;
+    let metadata;
+    try {
+      metadata = JSON.parse(await fs.readFile(where, 'utf8'));
+    } catch (error) {
+      throw new RnnxError(`${where}: cannot read export metadata (${error.code ?? error.message})`);
+    }
+    checkMetadata(metadata, where);
+    const session = await ort.InferenceSession.create(`${dir.replace(/\/$/, '')}/${metadata.model_file}`,
+      RnnxModel.sessionOptions(metadata, sessionOptions));
+    return new RnnxModel(ort, session, metadata, where);
+  }
+
+  /** Browser (or any fetch): the export at URL `base` (a folder URL; rnnx.json and the model file in it). */
+  static async fetch(ort, base, sessionOptions = {}, fetchFn = globalThis.fetch) {
+    const root = base.endsWith('/') ? base : `${base}/`;
+    const where = `${root}${METADATA_FILE}`;
+    const response = await fetchFn(where);
+    if (!response.ok) throw new RnnxError(`${where}: cannot fetch export metadata (HTTP ${response.status})`);
+    const metadata = await response.json();
+    checkMetadata(metadata, where);
+    const options = RnnxModel.sessionOptions(metadata, sessionOptions);
+    const external = metadata.external_data?.file;
+    if (external) options.externalData = [{ path: external, data: `${root}${external}` }];
+    const modelResponse = await fetchFn(`${root}${metadata.model_file}`);
+    if (!modelResponse.ok) {
+      throw new RnnxError(`${root}${metadata.model_file}: cannot fetch the model file rnnx.json names (HTTP ${modelResponse.status})`);
+    }
+    const model = new Uint8Array(await modelResponse.arrayBuffer());
+    const session = await ort.InferenceSession.create(model, options);
+    return new RnnxModel(ort, session, metadata, where);
+  }
+
+  /** A fresh state of `batch` rows: every state tensor zero, no past (rnnx.runtime's init_state). */
+  newState(batch) {
+    const tensors = {};
+    for (const spec of this.states) {
+      const shape = spec.shape.map((d) => resolveDim(d, { [BATCH]: batch, [PAST_LENGTH]: 0 }, spec.name));
+      const [type, Data] = DTYPES[spec.dtype];
+      tensors[spec.input] = new this.ort.Tensor(type, new Data(shape.reduce((a, b) => a * b, 1)), shape);
+    }
+    return { tensors, batch, pastLength: 0, lastLogits: null };
+  }
+
+  /** One graph call: ids and mask (B*L each, row-major) from `state` -> logits (B*L*V numbers); state advanced. */
+  async run(ids, mask, batch, length, state) {
+    const shape = [batch, length];
+    const feeds = { ...state.tensors };
+    feeds[INPUT_IDS] = new this.ort.Tensor('int64', BigInt64Array.from(ids, BigInt), shape);
+    feeds[ATTENTION_MASK] = new this.ort.Tensor('int64', BigInt64Array.from(mask, BigInt), shape);
+    const outputs = await this.session.run(feeds, this.fetches);
+    const tensors = {};
+    for (const spec of this.states) tensors[spec.input] = outputs[spec.output];
+    for (const old of Object.values(state.tensors)) {
+      if (old.location !== undefined && old.location !== 'cpu') old.dispose(); // a GPU buffer nothing else reads
+    }
+    state.tensors = tensors;
+    state.pastLength += length;
+    return floatData(outputs[LOGITS]);
+  }
+
+  /** Throws RnnxError naming `where` for a token that is not an integer in [0, V). */
+  checkTokens(tokens, where) {
+    for (const t of tokens) {
+      if (!isInt(t) || t < 0 || t >= this.vocabSize) {
+        throw new RnnxError(`${where}: token ${t} out of vocabulary; expected an integer 0 <= token < ${this.vocabSize}`);
+      }
+    }
+  }
+
+  /**
+   * Feeds prompts (B lists of tokens, right-padded here with attention_mask 0) from a fresh state; returns the
+   * state, its `lastLogits` each row's logits (V numbers) after its last real token.
+   */
+  async prefill(prompts) {
+    if (!Array.isArray(prompts) || prompts.length === 0) throw new RnnxError('prompts: expected a non-empty list of token lists');
+    prompts.forEach((p, b) => {
+      if (!Array.isArray(p) || p.length === 0) throw new RnnxError(`prompts[${b}]: expected a non-empty list of tokens`);
+      this.checkTokens(p, `prompts[${b}]`);
+    });
+    const batch = prompts.length;
+    const length = Math.max(...prompts.map((p) => p.length));
+    const ids = new Array(batch * length).fill(0);
+    const mask = new Array(batch * length).fill(0);
+    prompts.forEach((p, b) => p.forEach((t, i) => { ids[b * length + i] = t; mask[b * length + i] = 1; }));
+    const state = this.newState(batch);
+    const logits = await this.run(ids, mask, batch, length, state);
+    const V = this.vocabSize;
+    state.lastLogits = prompts.map((p, b) => logits.slice((b * length + p.length - 1) * V, (b * length + p.length) * V));
+    return state;
+  }
+
+  /**
+   * One token per row; rows with `active[b]` false are fed as pads (state unchanged, lastLogits kept). Returns
+   * the state, advanced in place.
+   */
+  async step(tokens, state, active = null) {
+    if (!Array.isArray(tokens) || tokens.length !== state.batch) {
+      throw new RnnxError(`tokens: batch mismatch: state has ${state.batch} rows, got ${tokens?.length} tokens`);
+    }
+    if (active !== null && (!Array.isArray(active) || active.length !== state.batch)) {
+      throw new RnnxError(`active: expected ${state.batch} booleans, got ${active?.length}`);
+    }
+    const mask = tokens.map((_, b) => (active === null || active[b] ? 1 : 0));
+    this.checkTokens(tokens.filter((_, b) => mask[b]), 'tokens');
+    const logits = await this.run(tokens.map((t, b) => (mask[b] ? t : 0)), mask, state.batch, 1, state);
+    const V = this.vocabSize;
+    state.lastLogits = state.lastLogits.map((old, b) => (mask[b] ? logits.slice(b * V, (b + 1) * V) : old));
+    return state;
+  }
+
+  /**
+   * Streams generation: yields one array of B entries per step, entry b the new token of row b or null once
+   * row b has stopped. A row stops after a token in `stopTokens` (which is yielded) or `maxNewTokens`.
+   * temperature 0 is greedy; row b draws from its own generator seeded by (seed, b). Options are checked
+   * before anything runs.
+   */
+  async *generate(prompts, { maxNewTokens, temperature = 1.0, topK = null, topP = null, stopTokens = [], seed = null } = {}) {
+    const sampling = { temperature, topK, topP };
+    checkSamplingOptions(sampling);
+    if (!isInt(maxNewTokens) || maxNewTokens < 0) {
+      throw new RnnxError(`maxNewTokens: expected an integer >= 0, got ${maxNewTokens}`);
+    }
+    if (seed !== null && !((isInt(seed) && seed >= 0) || (typeof seed === 'bigint' && seed >= 0n))) {
+      throw new RnnxError(`seed: expected a non-negative integer or null, got ${seed}`);
+    }
+    if (!Array.isArray(stopTokens) || !stopTokens.every(isInt)) {
+      throw new RnnxError(`stopTokens: expected a list of integers, got ${JSON.stringify(stopTokens)}`);
+    }
+    if (maxNewTokens === 0) return;
+    const stops = new Set(stopTokens);
+    const state = await this.prefill(prompts);
+    this.state = state;
+    const rngs = rowGenerators(seed, state.batch);
+    const active = new Array(state.batch).fill(true);
+    for (let i = 0; i < maxNewTokens; i++) {
+      const tokens = state.lastLogits.map((row, b) => sampleRow(row, rngs[b], sampling));
+      yield tokens.map((t, b) => (active[b] ? t : null));
+      tokens.forEach((t, b) => { if (stops.has(t)) active[b] = false; });
+      if (!active.some(Boolean) || i === maxNewTokens - 1) return;
+      await this.step(tokens.map((t, b) => (active[b] ? t : 0)), state, active);
+    }
+  }
+
+  /** generate() collected: the new tokens of every row (stop token included). */
+  async generateAll(prompts, options) {
+    const out = prompts.map(() => []);
+    for await (const tokens of this.generate(prompts, options)) {
+      tokens.forEach((t, b) => { if (t !== null) out[b].push(t); });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,225 @@
+"""The JavaScript runtime (runtime/js/rnnx.mjs) against rnnx.runtime on the demo exports and a softmax SRU++
+whose KV cache grows (onnxruntime target): greedy tokens equal generate_all's under onnxruntime-node (batch 1,
+and a right-padded batch of 2 where one row stops early), seeded samples equal Python's and repeat, the same
+on onnxruntime-web's wasm build under Node, numpy's generator and sampling reproduced on random logits, the
+Node example's output and errors, and the demo page generating in headless Chromium with onnxruntime-web
+(WebAssembly, and WebGPU on SwiftShader's software adapter). Real ONNX Runtime sessions throughout:
+onnxruntime-node's native binding and onnxruntime-web from the packages pinned in runtime/js/package-lock.json,
+which scripts/setup.sh installs into .cache/js (``npm ci --ignore-scripts``); without node or those packages
+the tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rnnx.runtime as rt
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS
+from rnnx.runtime.contract import artifact
+from rnnx.runtime.contract.targets import ONNXRUNTIME
+from rnnx.runtime.sampling import sample
+
+pytest.importorskip("onnxruntime")
+
+REPO = Path(__file__).resolve().parents[1]
+JS = REPO / "runtime" / "js"
+NODE_MODULES = Path(os.environ.get("RNNX_JS_MODULES", REPO / ".cache" / "js" / "node_modules"))
+PACKAGES = ("onnxruntime-node", "onnxruntime-web", "puppeteer-core", "@sparticuz/chromium")
+NODE = shutil.which("node")
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None, reason="node is not installed: the JavaScript runtime cannot run"),
+    pytest.mark.skipif(
+        not all((NODE_MODULES / p / "package.json").is_file() for p in PACKAGES),
+        reason=f"the npm packages of runtime/js/package.json are not in {NODE_MODULES}: run scripts/setup.sh",
+    ),
+]
+
+#: A copy-task prompt whose copy holds a 0 (the stop token below: that row stops after 10 tokens) and one without.
+PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 10], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 10]]
+STOP = [0]
+MAX_NEW = 16
+#: A seeded sampled run (every filter on).
+SAMPLED = {"temperature": 1.3, "top_k": 6, "top_p": 0.95, "seed": 7}
+
+
+def node(*args: str, check: bool = True, stdin: str = "") -> subprocess.CompletedProcess:
+    """``node args...`` with the packages on NODE_PATH; AssertionError with its stderr when it fails (``check``)."""
+    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    result = subprocess.run([NODE, *args], input=stdin, capture_output=True, text=True, timeout=120, env=env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"node {' '.join(args)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return result
+
+
+def js_generate(export: Path, prompts: list[list[int]], *options: str) -> list[list[int]]:
+    """runtime/js/generate.mjs --json: each row's new tokens."""
+    args = [str(JS / "generate.mjs"), str(export), "--max-new-tokens", str(MAX_NEW), "--json"]
+    args += [a for p in prompts for a in ("--prompt", ",".join(map(str, p)))]
+    return json.loads(node(*args, *options).stdout)["tokens"]
+
+
+def sampled_options() -> list[str]:
+    return [f"--{key.replace('_', '-')}={value}" for key, value in SAMPLED.items()]
+
+
+#: The exports compared: both demos and the softmax SRU++, whose KV cache grows (a zero-length past at first).
+SOFTMAX = "softmax_srupp"
+EXPORTS = (*DEMO_CHECKPOINTS, SOFTMAX)
+
+
+@pytest.fixture(scope="module")
+def exports(demo_exports: dict[tuple[str, str], Path], softmax_srupp_export: Path) -> dict[str, Path]:
+    return {
+        **{name: demo_exports[(name, ONNXRUNTIME.name)] for name in DEMO_CHECKPOINTS},
+        SOFTMAX: softmax_srupp_export,
+    }
+
+
+@pytest.fixture(scope="module")
+def python_tokens(exports: dict[str, Path]) -> dict[tuple[str, str, int], list[list[int]]]:
+    """rnnx.runtime's generate_all: (demo, "greedy" | "sampled", batch) -> tokens."""
+    found = {}
+    for name, path in exports.items():
+        session = rt.load(path, backend="onnxruntime")
+        for batch in (1, 2):
+            prompts = PROMPTS[:batch]
+            found[name, "greedy", batch] = session.generate_all(prompts, MAX_NEW, temperature=0, stop_tokens=STOP)
+            found[name, "sampled", batch] = session.generate_all(prompts, MAX_NEW, stop_tokens=STOP, **SAMPLED)
+    return found
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("batch", [1, 2])
+def test_greedy_tokens_equal_python(name: str, batch: int, exports, python_tokens) -> None:
+    want = python_tokens[name, "greedy", batch]
+    if batch == 2 and name in DEMO_CHECKPOINTS:  # the stop token ends row 0 early, row 1 runs on beside a pad
+        assert len(want[0]) == 10 and want[0][-1] in STOP and len(want[1]) == MAX_NEW
+    got = js_generate(exports[name], PROMPTS[:batch], "--temperature=0", f"--stop={','.join(map(str, STOP))}")
+    assert got == want
+
+
+def test_onnxruntime_web_under_node_grows_the_kv_cache(exports, python_tokens) -> None:
+    """onnxruntime-web's wasm build (the page's) from a zero-length past, in Node (a wasm start costs ~5 s)."""
+    got = js_generate(exports[SOFTMAX], PROMPTS, "--ort=web", "--temperature=0", f"--stop={STOP[0]}")
+    assert got == python_tokens[SOFTMAX, "greedy", 2]
+
+
+@pytest.mark.parametrize("name", [DEMO_CHECKPOINTS[0], SOFTMAX])
+def test_seeded_sampling_equals_python_and_repeats(name: str, exports, python_tokens) -> None:
+    want = python_tokens[name, "sampled", 2]
+    assert want != python_tokens[name, "greedy", 2], "the sampled run should differ from greedy"
+    runs = [js_generate(exports[name], PROMPTS, *sampled_options(), f"--stop={STOP[0]}") for _ in range(2)]
+    assert runs[0] == runs[1] == want
+
+
+def test_the_module_names_are_the_contracts() -> None:
+    """rnnx.mjs's copies of the contract's names (it imports nothing, so it keeps its own) equal artifact.py's."""
+    script = f"import * as m from {json.dumps((JS / 'rnnx.mjs').as_uri())}; console.log(JSON.stringify(m));"
+    names = json.loads(node("--input-type=module", "-e", script).stdout)
+    constants = ("FORMAT", "METADATA_FILE", "CAUSAL_LM", "INPUT_IDS", "ATTENTION_MASK", "LOGITS", "PAST_PREFIX",
+                 "PRESENT_PREFIX", "BATCH", "PAST_LENGTH")  # fmt: skip
+    want = {name: getattr(artifact, name) for name in constants}
+    want["READABLE_FORMAT_VERSIONS"] = list(artifact.READABLE_FORMAT_VERSIONS)
+    assert {k: names.get(k) for k in want} == want
+
+
+def test_generator_and_sampling_reproduce_numpy() -> None:
+    """PCG64 seeded by (seed, row) as numpy's default_rng, and sample's filters and draw, on random logits of
+    several vocabulary sizes (numpy's pairwise sum changes shape at 8 and 128 entries)."""
+    rng = np.random.default_rng(0)
+    options = [{}, {"temperature": 0.7}, {"temperature": 1.3, "top_k": 50}, {"top_p": 0.9},
+               {"temperature": 0.5, "top_k": 5, "top_p": 0.8}, {"temperature": 0.0}]  # fmt: skip
+    cases = [
+        {"seed": seed, "logits": rng.standard_normal(vocab).astype(np.float32).tolist(), "options": opts}
+        for seed, vocab, opts in zip((0, 17, 2**40 + 5, 3, 99, 5), (7, 12, 300, 1000, 129, 5000), options)
+    ]
+    script = (
+        "import { readFileSync } from 'node:fs';\n"
+        "import { PCG64, sampleRow } from " + json.dumps((JS / "rnnx.mjs").as_uri()) + ";\n"
+        "const cases = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const draws = cases.map((c) => { const g = new PCG64([c.seed, 0]); return [g.random(), g.random()]; });\n"
+        "const tokens = cases.map((c) => { const g = new PCG64([c.seed, 1]); const o = c.options;\n"
+        "  return Array.from({ length: 20 }, () => sampleRow(Float32Array.from(c.logits), g,\n"
+        "    { temperature: o.temperature ?? 1, topK: o.top_k ?? null, topP: o.top_p ?? null })); });\n"
+        "console.log(JSON.stringify({ draws, tokens }));\n"
+    )
+    got = json.loads(node("--input-type=module", "-e", script, stdin=json.dumps(cases)).stdout)
+    for case, draws, tokens in zip(cases, got["draws"], got["tokens"]):
+        numpy_rng = np.random.default_rng([case["seed"], 0])
+        assert draws == [numpy_rng.random(), numpy_rng.random()]
+        row_rng = np.random.default_rng([case["seed"], 1])
+        logits = np.array([case["logits"]], np.float32)
+        want = [int(sample(logits, [row_rng], **{"temperature": 1.0, **case["options"]})[0]) for _ in range(20)]
+        assert tokens == want, case["options"]
+
+
+def test_node_example_prints_tokens_and_text(exports, python_tokens, tmp_path: Path) -> None:
+    name = DEMO_CHECKPOINTS[1]
+    vocab = tmp_path / "vocab.json"
+    vocab.write_text(json.dumps([str(d) for d in range(10)] + ["|", "_"]))
+    out = node(str(JS / "generate.mjs"), str(exports[name]), "--prompt", "1,2,3,4,5,6,7,8,9,0,10",
+               "--max-new-tokens", str(MAX_NEW), "--stop", "0", "--vocab", str(vocab)).stdout  # fmt: skip
+    want = python_tokens[name, "greedy", 1][0]
+    assert out.splitlines() == [
+        f"prompt 1: [{', '.join(map(str, PROMPTS[0]))}] -> [{', '.join(map(str, want))}]",
+        f'  "1234567890|" -> "{"".join(map(str, want))}"',
+    ]
+
+
+def _copy_export(source: Path, dest: Path, metadata: dict[str, Any]) -> Path:
+    dest.mkdir()
+    shutil.copy2(source / "model.onnx", dest / "model.onnx")
+    (dest / "rnnx.json").write_text(json.dumps(metadata))
+    return dest
+
+
+def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
+    source = exports[DEMO_CHECKPOINTS[0]]
+    metadata = json.loads((source / "rnnx.json").read_text())
+    names = {"name": "missing", "input": "past_key_values.missing", "output": "present.missing"}
+    missing = {**metadata["state"][0], **names}
+    cases = {
+        "bad-format": ({**metadata, "format": "something-else"}, ["--prompt", "1,2"], 'format "something-else"'),
+        "no-state-input": (
+            {**metadata, "state": [missing]},
+            ["--prompt", "1,2"],
+            'state "missing": past_key_values.missing / present.missing are not graph inputs/outputs',
+        ),
+        "token-out-of-vocabulary": (metadata, ["--prompt", "1,12"], "prompts[0]: token 12 out of vocabulary"),
+        "bad-top-p": (metadata, ["--prompt", "1,2", "--top-p", "1.5"], "topP must be in (0, 1]"),
+    }
+    for label, (meta, args, message) in cases.items():
+        export = _copy_export(source, tmp_path / label, meta)
+        result = node(str(JS / "generate.mjs"), str(export), *args, check=False)
+        assert result.returncode == 2, (label, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, (label, result.stderr)
+
+
+def test_demo_page_generates_in_chromium(exports, python_tokens) -> None:
+    """One Chromium launch: the page's greedy run and a seeded sampled run on onnxruntime-web's wasm provider, and a
+    greedy run on its WebGPU provider with the state kept on the GPU (SwiftShader's software adapter: no GPU here),
+    each equal to Python's tokens."""
+    name = DEMO_CHECKPOINTS[1]
+    greedy = {"prompt": ",".join(map(str, PROMPTS[0])), "max": str(MAX_NEW), "temperature": "0", "stop": "0"}
+    sampled = {**greedy, "temperature": str(SAMPLED["temperature"]), "topk": str(SAMPLED["top_k"]),
+               "topp": str(SAMPLED["top_p"]), "seed": str(SAMPLED["seed"])}  # fmt: skip
+    cases = [greedy, sampled, {**greedy, "ep": "webgpu"}]
+    out = node(str(REPO / "tests" / "js" / "demo_page_in_chromium.mjs"), str(exports[name]), json.dumps(cases))
+    result = json.loads(out.stdout)
+    runs = result["runs"]
+    assert [run["error"] for run in runs] == [None] * 3, result
+    assert [run["provider"] for run in runs] == ["wasm", "wasm", "webgpu"]
+    assert [run["stateLocation"] for run in runs] == ["cpu", "cpu", "gpu-buffer"]  # WebGPU keeps the state there
+    want = python_tokens[name, "greedy", 1][0]
+    assert runs[0]["tokens"] == want and runs[2]["tokens"] == want
+    assert runs[1]["tokens"] == python_tokens[name, "sampled", 1][0]
+    assert runs[0]["status"].startswith(f"{len(want)} tokens in"), runs[0]["status"]
