@@ -582,6 +582,8 @@ class Scheduler:
             for stream in admit:
                 stream._finish("error", error)
             return
+        for stream in admit:
+            stream._start = None  # its row holds a copy: the start state is not kept alive by the stream
         with self._lock:
             self._counts["prefills"] += 1
             self._counts["prefill_tokens"] += sum(len(s.prompt) for s in admit)

@@ -33,6 +33,8 @@ from .config import CONVERSATION_ID, PYTHON_INPUTS, PYTHON_OUTPUTS
 
 #: Triton type (without ``TYPE_``) -> numpy dtype, for the option inputs.
 NUMPY_TYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64, "STRING": np.object_}
+#: Config types whose name on the wire differs (a config's ``TYPE_STRING`` travels as ``BYTES``).
+WIRE_TYPES = {"STRING": "BYTES"}
 
 
 def parse(payload: dict) -> list[dict]:
@@ -84,7 +86,7 @@ def _request(client: Any, model: str, seq_id: int, tokens: list[int], start: boo
     for name, (triton_type, _, _) in PYTHON_INPUTS.items():
         if start and name in options:
             kind = triton_type.removeprefix("TYPE_")
-            t = grpc.InferInput(name, [1, 1], kind)
+            t = grpc.InferInput(name, [1, 1], WIRE_TYPES.get(kind, kind))
             value = str(options[name]).encode() if kind == "STRING" else options[name]
             t.set_data_from_numpy(np.asarray([[value]], dtype=NUMPY_TYPES[kind]))
             inputs.append(t)

@@ -117,7 +117,7 @@ class TritonPythonModel:
         value = np.asarray(tensor.as_numpy()).reshape(-1)
         if value.size != 1:
             raise InputError(f"{name}: expected one value, got shape {tuple(np.shape(tensor.as_numpy()))}")
-        return value[0].item()
+        return value[0].item() if isinstance(value[0], np.generic) else value[0]  # a string input: bytes
 
     def _tokens(self, request: Any) -> list[int]:
         tensor = self._pb.get_input_tensor_by_name(request, INPUT_IDS)
@@ -163,7 +163,10 @@ class TritonPythonModel:
         if conversation is None:
             return tokens, _Stream(options)
         if isinstance(conversation, bytes):
-            conversation = conversation.decode("utf-8", errors="strict")
+            try:
+                conversation = conversation.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{CONVERSATION_ID}: expected UTF-8 text") from None
         conversation = check_conversation_id(conversation)
         return tokens, _Stream(options, conversation, self.conversations.get(conversation))
 
