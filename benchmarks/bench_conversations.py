@@ -2,10 +2,12 @@
 
     python benchmarks/bench_conversations.py [--streams 64] [--prefix 2048] [--history 2048] [--repeat 5]
 
-The models: the shipped demo checkpoints on the torch backend (``linear_transformer_copy``: causal linear
-attention; ``srupp_linear_copy``: SRU++ with linear attention), and beside them, for memory only, an SRU++ of
-the demo's shape with softmax attention (random weights: only its KV cache's size matters here). All on
-CPU, in one run:
+The models: the shipped demo checkpoints (``linear_transformer_copy``: causal linear attention;
+``srupp_linear_copy``: SRU++ with linear attention), and beside them, for memory only, an SRU++ of the demo's
+shape with softmax attention (random weights: only its KV cache's size matters here). The shared-prefix and
+resume sections run ``linear_transformer_copy`` on each of ``--backends`` (torch: the checkpoint;
+onnxruntime: exported here, target ``onnxruntime``, CPU provider, rnnx's op library when built); the memory
+section on torch. All on CPU, in one run:
 
 * **shared prefix**: ``--streams`` streams whose prompts are one ``--prefix``-token prefix plus their own
   8 tokens, each to its first token (``max_new_tokens=1``), through one ``Scheduler`` (``max_streams`` =
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import machine_line, markdown_table
 
 import rnnx.runtime as rt
+from rnnx.export import export_model
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.lm import SRUppLM
 from rnnx.runtime.backends.torch_backend import TorchBackend
@@ -167,27 +170,36 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=2048)
     parser.add_argument("--history", type=int, default=2048)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--backends", default="torch,onnxruntime", help="comma-separated: torch, onnxruntime")
     args = parser.parse_args()
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     linear = {name: rt.load(demo_checkpoint_path(name)) for name in DEMO_CHECKPOINTS}
     config = dict(linear[DEMO_CHECKPOINTS[-1]].metadata["config"], attention="softmax")
     softmax = TorchBackend(SRUppLM(**config).eval())
-    main_session = linear[DEMO_CHECKPOINTS[0]]
+    name = DEMO_CHECKPOINTS[0]
     print(machine_line())
-    print(
-        f"\n{args.streams} streams sharing a {args.prefix}-token prefix (+{SUFFIX} tokens each), {DEMO_CHECKPOINTS[0]}"
-    )
-    header = ["", "time to first token, mean (ms)", "last stream (ms)", "prefill tokens computed"]
-    print(markdown_table(header, shared_prefix(main_session, args.streams, args.prefix, rng)))
-    print("\nmemory per parked conversation (state + last logits)")
-    print(markdown_table(["model", *(f"{c // 1024}k tokens" for c in CONTEXTS)], parked_memory(linear, softmax, rng)))
-    print(f"\nresume from disk vs re-prefill, {DEMO_CHECKPOINTS[0]}, median of {args.repeat}")
-    print(
-        markdown_table(
-            ["next turn's first token", "ms"], resume_from_disk(main_session, args.history, args.repeat, rng)
+    with tempfile.TemporaryDirectory() as tmp:
+        sessions = {}
+        for backend in args.backends.split(","):
+            if backend == "torch":
+                sessions[backend] = linear[name]
+            else:
+                out = export_model(str(demo_checkpoint_path(name)), Path(tmp) / name, target=backend, check=False)
+                sessions[backend] = rt.load(out.out_dir, backend=backend)
+        for backend, session in sessions.items():
+            what = f"{args.prefix}-token prefix (+{SUFFIX} tokens each), {name}, {backend}"
+            print(f"\n{args.streams} streams sharing a {what}")
+            header = ["", "time to first token, mean (ms)", "last stream (ms)", "prefill tokens computed"]
+            print(markdown_table(header, shared_prefix(session, args.streams, args.prefix, rng)))
+        print("\nmemory per parked conversation (state + last logits), torch")
+        print(
+            markdown_table(["model", *(f"{c // 1024}k tokens" for c in CONTEXTS)], parked_memory(linear, softmax, rng))
         )
-    )
+        for backend, session in sessions.items():
+            print(f"\nresume from disk vs re-prefill, {name}, {backend}, median of {args.repeat}")
+            resumed = resume_from_disk(session, args.history, args.repeat, rng)
+            print(markdown_table(["next turn's first token", "ms"], resumed))
 
 
 if __name__ == "__main__":
