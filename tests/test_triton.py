@@ -122,6 +122,9 @@ def test_bad_repository_requests_are_one_line_errors(demo_exports, tmp_path):
         write_repository(export, tmp_path / "repo", "vllm")
     with pytest.raises(TritonConfigError, match="model name"):
         write_repository(export, tmp_path / "repo", "python", name="a/b")
+    with pytest.raises(TritonConfigError, match="only the python variant parks conversations"):
+        write_repository(demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")], tmp_path / "repo", "onnxruntime",
+                         conversation_dir=tmp_path / "chats")  # fmt: skip
     assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
 
 

@@ -97,6 +97,8 @@ def write_repository(
     for what, value in (("max_batch_size", max_batch_size), ("max_streams", max_streams), ("instances", instances)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if what == "max_batch_size" else 1):
             raise TritonConfigError(f"{what}: expected a positive integer, got {value!r}")
+    if conversation_dir is not None and record.platform is not None:
+        raise TritonConfigError(f"conversation_dir: only the python variant parks conversations, not {record.name}")
     sources: dict[str, Path] = {}
     if record.needs_engine:
         if plan is None or not Path(plan).is_file():
