@@ -21,17 +21,19 @@ _EXPORTS = {
     "Backend": ".backends.base", "BackendState": ".backends.base", "BackendUnavailable": ".backends.base",
     "InputError": ".backends.base", "RnnxRuntimeError": ".backends.base", "StateSpec": ".backends.base",
     "Scheduler": ".serving.scheduler", "SchedulerClosed": ".serving.scheduler", "SchedulerFull": ".serving.scheduler",
-    "Stream": ".serving.scheduler",
+    "Stream": ".serving.scheduler", "PrefixHandle": ".serving.scheduler",
+    "ConversationStore": ".serving.conversations",
     "SamplingOptions": ".sampling",
     "Session": ".session", "StatefulSession": ".session",
-    "State": ".state",
+    "State": ".state", "HostState": ".state",
 }  # fmt: skip
 
 if TYPE_CHECKING:
     from .backends import BACKENDS, create_backend, dir_kind
     from .backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
     from .sampling import SamplingOptions
-    from .serving.scheduler import Scheduler, SchedulerClosed, SchedulerFull, Stream
+    from .serving.conversations import ConversationStore
+    from .serving.scheduler import PrefixHandle, Scheduler, SchedulerClosed, SchedulerFull, Stream
     from .session import Session, StatefulSession
     from .state import State
 
@@ -85,7 +87,7 @@ def load(
 
 
 __all__ = [
-    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "InputError", "RnnxRuntimeError", "SamplingOptions",
-    "Scheduler", "SchedulerClosed", "SchedulerFull", "Session", "StatefulSession", "State", "StateSpec", "Stream",
-    "create_backend", "dir_kind", "load",
+    "BACKENDS", "Backend", "BackendState", "BackendUnavailable", "ConversationStore", "HostState", "InputError",
+    "PrefixHandle", "RnnxRuntimeError", "SamplingOptions", "Scheduler", "SchedulerClosed", "SchedulerFull", "Session",
+    "StatefulSession", "State", "StateSpec", "Stream", "create_backend", "dir_kind", "load",
 ]  # fmt: skip

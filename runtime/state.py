@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
@@ -65,29 +66,73 @@ class State:
     def save(self, path: Union[str, Path]) -> Path:
         """Writes the state to ``path`` (safetensors, written whole: a temporary file, then a rename) and
         returns the path written."""
-        from safetensors.numpy import save_file
-
-        path = Path(path)
-        header = {
-            "format": STATE_FORMAT, "format_version": str(STATE_FORMAT_VERSION),
-            "names": json.dumps(self.backend.state_names), "batch": str(self.batch),
-            "past_length": str(self.past_length), "signature": self.backend.signature, "backend": self.backend.name,
-        }  # fmt: skip
-        arrays = {_PREFIX + k: np.ascontiguousarray(v) for k, v in self.to_host().items()}
-        if self.last_logits is not None:
-            arrays["last_logits"] = np.ascontiguousarray(self.last_logits, dtype=np.float32)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            save_file(arrays, tmp, metadata=header)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_state_file(path, self.backend, HostState.of(self))
 
     def __repr__(self) -> str:
         return f"State(batch={self.batch}, past_length={self.past_length}, backend={self.backend.name!r})"
+
+
+@dataclass
+class HostState:
+    """A state's tensors on the host, detached from any device: what a parked conversation costs.
+
+    ``arrays``: flat state name -> numpy array (graph order, the dtypes and shapes of the model's state specs,
+    ``batch`` rows); ``last_logits`` (batch, V) float32 or None; ``past_length``: positions fed so far. Any
+    backend of the same model turns it back into a :class:`State` (:meth:`to_state`)."""
+
+    arrays: dict[str, np.ndarray]
+    last_logits: Optional[np.ndarray]
+    batch: int
+    past_length: int
+
+    @classmethod
+    def of(cls, state: State) -> HostState:
+        """A host copy of ``state`` (shares nothing with it)."""
+        logits = None if state.last_logits is None else np.array(state.last_logits, dtype=np.float32)
+        return cls(state.to_host(), logits, state.batch, state.past_length)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the state tensors plus the last logits."""
+        logits = 0 if self.last_logits is None else self.last_logits.nbytes
+        return sum(a.nbytes for a in self.arrays.values()) + logits
+
+    def to_state(self, backend: Backend) -> State:
+        """A :class:`State` on ``backend``'s device built from copies of the arrays (this host state stays
+        unchanged, whatever the state's later steps do)."""
+        inner = backend.state_from_host({k: np.array(v) for k, v in self.arrays.items()})
+        inner.past_length = self.past_length
+        logits = None if self.last_logits is None else self.last_logits.copy()
+        return State(backend, inner, logits)
+
+
+def write_state_file(
+    path: Union[str, Path], backend: Backend, host: HostState, metadata: Optional[dict[str, str]] = None
+) -> Path:
+    """Writes ``host`` (a state of ``backend``'s model) to ``path`` as an rnnx state file: safetensors, written
+    whole (a temporary file in the same directory, then a rename), so a failed write never replaces a good
+    file. ``metadata``: extra header strings (the standard fields win). Returns the path written."""
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    header = {
+        **(metadata or {}),
+        "format": STATE_FORMAT, "format_version": str(STATE_FORMAT_VERSION),
+        "names": json.dumps(backend.state_names), "batch": str(host.batch),
+        "past_length": str(host.past_length), "signature": backend.signature, "backend": backend.name,
+    }  # fmt: skip
+    arrays = {_PREFIX + k: np.ascontiguousarray(v) for k, v in host.arrays.items()}
+    if host.last_logits is not None:
+        arrays["last_logits"] = np.ascontiguousarray(host.last_logits, dtype=np.float32)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(arrays, tmp, metadata=header)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str) -> tuple[int, int]:
@@ -154,12 +199,21 @@ def _read_npz(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     return header, arrays
 
 
-def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
-    """Reads a state written by :meth:`State.save` (or by the native runtime, or an ``.npz`` of rnnx before
-    it) into ``backend``; checks format, signature, tensors."""
+def read_state_file(backend: Backend, path: Union[str, Path]) -> HostState:
+    """Reads and checks a state file written by :meth:`State.save` / :func:`write_state_file` (or by the native
+    runtime, or an ``.npz`` of rnnx before it) for ``backend``'s model, onto the host: format, signature,
+    tensors. Raises :class:`InputError` with a one-line message naming the file (FileNotFoundError when
+    there is none)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such state file")
+    try:
+        return _read_checked(backend, path)
+    except InputError as error:
+        raise InputError(" ".join(str(error).split())) from None
+
+
+def _read_checked(backend: Backend, path: Path) -> HostState:
     with open(path, "rb") as f:
         magic = f.read(4)
     header, data = _read_npz(path) if magic == _ZIP_MAGIC else _read_safetensors(path)
@@ -169,10 +223,16 @@ def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
         raise InputError(f"{path}: unsupported state format {header.get('format')!r} v{header.get('format_version')!r}")
     if header.get("signature") != backend.signature:
         raise InputError(
-            f"{path}: state was saved from a different model: signature {header.get('signature', '')[:12]}..., "
+            f"{path}: state was saved from a different model: signature {str(header.get('signature', ''))[:12]}..., "
             f"this model {backend.signature[:12]}..."
         )
     batch, past = check_host_state(backend, arrays, str(path))
-    inner = backend.state_from_host(arrays)
-    inner.past_length = int(header.get("past_length", past))
-    return State(backend, inner, last_logits)
+    if last_logits is not None and tuple(last_logits.shape) != (batch, backend.vocab_size or last_logits.shape[-1]):
+        raise InputError(f"{path}: last_logits: expected shape {(batch, backend.vocab_size)}, got {last_logits.shape}")
+    return HostState(arrays, last_logits, batch, int(header.get("past_length", past)))
+
+
+def load_state_file(backend: Backend, path: Union[str, Path]) -> State:
+    """Reads a state written by :meth:`State.save` (or by the native runtime, or an ``.npz`` of rnnx before
+    it) into ``backend``; checks format, signature, tensors (:func:`read_state_file`)."""
+    return read_state_file(backend, path).to_state(backend)

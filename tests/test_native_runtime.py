@@ -9,7 +9,8 @@ a sanitizer report fails the run). Both runtimes register rnnx's ONNX Runtime op
   model (a softmax SRU++ LM, whose KV cache grows), batched prompts of different lengths.
 * Sampled tokens (temperature, top-k, top-p) are reproducible for a seed and change with it.
 * A state saved by Python loads in C++ and one saved by C++ loads in Python, and both continue as the saver
-  would; an ``.npz`` state of rnnx before safetensors still loads in Python.
+  would; an ``.npz`` state of rnnx before safetensors still loads in Python. A conversation parked by the
+  Python scheduler resumes in the C example of docs/embedding.md, and back in Python, equal to one piece.
 * Errors are a status and a message, never a crash: a missing directory, a changed ``model.onnx``, a token out
   of range, a batch mismatch, a truncated or foreign state file, the TensorRT backend where TensorRT is absent.
 * Four threads generating on one model at once give each what it gets alone; a fork continues independently.
@@ -401,3 +402,30 @@ def test_the_c_example_in_the_docs_compiles_and_runs(builds, ops, exports, tmp_p
     assert result.returncode == 0, result.stderr
     want = session(exports["linear_transformer_copy"]).generate_all([[1, 2, 3, 4, 10]], 8, temperature=0)[0]
     assert result.stdout.split() == [w for t in want for w in ("row", "0:", str(t))]
+
+
+def test_a_conversation_parked_by_python_resumes_in_the_c_example(builds, ops, exports, tmp_path: Path) -> None:
+    """docs/embedding.md's second C program: a conversation parked by the Python scheduler (its
+    ConversationStore's state file) resumes in C with the next turn; its greedy tokens equal the conversation run
+    in one piece, and the file it writes back resumes in Python, again equal to one piece."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "embedding.md").read_text()
+    (tmp_path / "resume.c").write_text(doc.split("```c\n")[2].split("```", 1)[0])
+    include, library = Path(native.__file__).parent / "include", builds["release"]
+    compiled = subprocess.run(["gcc", "-Wall", "-Werror", str(tmp_path / "resume.c"), f"-I{include}", f"-L{library}",
+                               "-lrnnx_runtime", f"-Wl,-rpath,{library}", "-o", str(tmp_path / "resume")],
+                              capture_output=True, text=True)  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr
+    directory = exports["linear_transformer_copy"]
+    py = session(directory)
+    p1, p2, p3 = [1, 2, 3, 4, 10], [5, 6, 7, 10], [2, 3, 10]
+    with rt.Scheduler(py, conversations=tmp_path / "chats") as scheduler:
+        t1 = scheduler.submit(p1, 5, temperature=0, conversation="chat").result(60)
+        path = scheduler.conversations.path("chat")
+    result = run(tmp_path / "resume", str(directory), str(path), ops, *map(str, p2))
+    assert result.returncode == 0, result.stderr
+    t2 = [int(t) for t in result.stdout.split()]
+    assert t2 == py.generate_all([p1 + t1 + p2], 8, temperature=0)[0]
+    with rt.Scheduler(py, conversations=tmp_path / "chats") as scheduler:
+        t3 = scheduler.submit(p3, 5, temperature=0, conversation="chat").result(60)
+    assert t3 == py.generate_all([p1 + t1 + p2 + t2 + p3], 5, temperature=0)[0]
+    assert sorted(p.name for p in (tmp_path / "chats").iterdir()) == ["chat.safetensors"]

@@ -7,7 +7,9 @@
   (Triton 2.51, CPU, 127.0.0.1 only, bounded in time): 10 concurrent streams with interleaved requests
   each get exactly the tokens ``rnnx.runtime`` gives for that prompt alone (greedy and seeded sampling),
   a malformed request gets a Triton error while its stream and the others go on, ended and idle streams
-  hold no state (``held_streams`` measured), and a sequence that expired cannot be continued.
+  hold no state (``held_streams`` measured), and a sequence that expired cannot be continued; a conversation
+  (``conversation_id``) started by one of those streams and resumed by a second sequence from the shared
+  conversation directory equals the whole conversation run in one piece.
 
 The server tests need the venv that ``scripts/setup.sh`` builds (``.cache/triton/venv``); without it they
 skip and say so.
@@ -27,6 +29,7 @@ pytest.importorskip("onnxruntime")
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.runtime.contract.artifact import data_inputs, data_outputs, read_metadata, state_specs
+from rnnx.runtime.serving.conversations import conversation_filename
 from rnnx.runtime.serving.triton import TritonConfigError, graph_config, write_repository
 from rnnx.runtime.serving.triton.config import CONTROL_INPUTS, PYTHON_INPUTS, PYTHON_OUTPUTS, batch_first
 from rnnx.runtime.serving.triton.local_server import TritonServer, run_client, venv_python
@@ -119,6 +122,9 @@ def test_bad_repository_requests_are_one_line_errors(demo_exports, tmp_path):
         write_repository(export, tmp_path / "repo", "vllm")
     with pytest.raises(TritonConfigError, match="model name"):
         write_repository(export, tmp_path / "repo", "python", name="a/b")
+    with pytest.raises(TritonConfigError, match="only the python variant parks conversations"):
+        write_repository(demo_exports[(DEMO_CHECKPOINTS[0], "onnxruntime")], tmp_path / "repo", "onnxruntime",
+                         conversation_dir=tmp_path / "chats")  # fmt: skip
     assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
 
 
@@ -145,7 +151,9 @@ def test_a_failed_rewrite_leaves_the_model_directory_as_it_was(demo_exports, tmp
 def test_real_tritonserver_serves_concurrent_streams(demo_exports, tmp_path):
     name = DEMO_CHECKPOINTS[0]
     export = demo_exports[(name, "onnxruntime")]
-    model_dir = write_repository(export, tmp_path / "repo", "python", max_streams=16, idle_timeout_s=3.0)
+    model_dir = write_repository(
+        export, tmp_path / "repo", "python", max_streams=16, idle_timeout_s=3.0, conversation_dir=tmp_path / "chats"
+    )
     session = rt.load(export, backend="onnxruntime")
     prompts = [[(3 * i + j) % 10 for j in range(10 + i % 5)] + [10] for i in range(10)]
     specs = [{"id": 100 + i, "prompt": p, "steps": 12 + i % 7} for i, p in enumerate(prompts[:8])]
@@ -154,9 +162,13 @@ def test_real_tritonserver_serves_concurrent_streams(demo_exports, tmp_path):
         {"id": 201, "prompt": prompts[9], "steps": 10, "temperature": 1.2, "top_k": 4, "top_p": 0.9, "seed": 6},
     ]
     specs[3]["bad_at"] = 4
+    specs[5]["conversation_id"] = "chat/1"  # turn 1 of a conversation, among the concurrent streams
+    turn2 = {"id": 301, "prompt": prompts[2][:4], "steps": 8, "temperature": 0.8, "seed": 9}
+    turn2["conversation_id"] = "chat/1"  # turn 2: a second sequence resumes it
     with TritonServer(tmp_path / "repo", tmp_path / "server.log") as server:
         url, model = server.grpc_url, model_dir.name
         out = run_client("streams", {"url": url, "model": model, "streams": specs})
+        resumed = run_client("streams", {"url": url, "model": model, "streams": [turn2]})["streams"]["301"]
         after = run_client("probe", {"url": url, "model": model, "id": 999, "tokens": [1, 10]})
         # a stream left open expires after the idle timeout and frees its row
         opened = run_client("probe", {"url": url, "model": model, "id": 777, "tokens": [1, 10], "end": False})
@@ -170,6 +182,11 @@ def test_real_tritonserver_serves_concurrent_streams(demo_exports, tmp_path):
             [spec["prompt"]], spec["steps"], temperature=spec.get("temperature", 0.0), **options
         )
         assert got["tokens"] == want[0], f"stream {spec['id']}"
+    history = specs[5]["prompt"] + out["streams"][str(specs[5]["id"])]["tokens"] + turn2["prompt"]
+    assert resumed["tokens"] == session.generate_all([history], 8, temperature=0.8, seed=9)[0]
+    assert resumed["held"][-1] == 0 and [p.name for p in (tmp_path / "chats").iterdir()] == [
+        conversation_filename("chat/1")
+    ]
     bad = out["streams"][str(specs[3]["id"])]["errors"]
     assert len(bad) == 1 and "out of vocabulary" in bad[0], bad
     # streams overlapped: some response saw several streams held at once

@@ -26,6 +26,25 @@ The pool is kept dense, so a step costs exactly the running streams and never a 
 freed and reused as streams end and join. A stream's end becomes visible (its iteration stops, ``result``
 returns, its callback gets ``None``) only after its row has been released.
 
+Conversations (see docs/serving.md, "Conversations"). A stream may start from a state instead of the zero
+state, and hand its final state back:
+
+* ``submit(prompt, state=...)`` continues a :class:`~rnnx.runtime.State` (any backend of the same model) or a
+  state file; ``keep_state=True`` and :meth:`Stream.state` give the state after the stream, covering its
+  prompt and *every* token it emitted (the last one and a stop token included: one extra batched call over
+  the ending rows feeds it), so the next turn's prompt is just the new input;
+* ``submit(prompt, prefix=handle)`` starts from a copy of a prefix's state (:meth:`Scheduler.register_prefix`
+  prefilled it once): the stream's prompt is what follows the prefix;
+* ``submit(prompt, conversation=id)`` resumes the conversation's latest state from the scheduler's
+  :class:`~rnnx.runtime.serving.conversations.ConversationStore` (a new id starts from the zero state, or from
+  ``state`` / ``prefix`` when given) and, when the stream ends (stop, ``max_new_tokens`` or cancelled; not on an
+  error or close), stores its final state there. One turn of a conversation runs at a time.
+
+The rule for "a resumed conversation equals one piece": turn k of a conversation yields exactly what
+``Session.generate`` yields for the whole history so far (every earlier prompt and emitted token, then this
+turn's prompt) given as one prompt, with this turn's own options and ``seed``. Each turn draws from its own
+generator, seeded by its ``seed`` as row 0 of ``Session.generate`` is; no random state is carried between turns.
+
 What a stream sees is what ``Session.generate`` gives for its prompt alone: the same greedy tokens, and
 for ``temperature > 0`` the same draws for the same ``seed`` (up to the float rounding of a different
 batch size). Memory is bounded: at most ``max_streams`` rows
@@ -40,12 +59,14 @@ While a scheduler runs it is the only user of its backend.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Optional, Union
 
@@ -53,11 +74,15 @@ import numpy as np
 
 from ..backends.base import Backend, InputError, RnnxRuntimeError
 from ..sampling import SamplingOptions, check_max_new_tokens
-from ..session import StatefulSession
+from ..session import Session, StatefulSession
+from ..state import HostState, State, read_state_file
+from .conversations import ConversationStore, check_conversation_id
 from .slots import StatePool
 
 #: Why a stream ended: a stop token, ``max_new_tokens`` reached, cancelled, the scheduler closed, an error.
 FINISH_REASONS = ("stop", "max_new_tokens", "cancelled", "closed", "error")
+#: The finish reasons after which a stream's final state is kept (``keep_state``) and a conversation stored.
+KEEP_STATE_REASONS = ("stop", "max_new_tokens", "cancelled")
 
 _END = object()
 
@@ -85,6 +110,21 @@ class StreamOptions:
 
 
 Callback = Callable[["Stream", Optional[int]], None]
+StartState = Union[State, str, os.PathLike]
+
+
+@dataclass(frozen=True, eq=False)
+class PrefixHandle:
+    """A prefix prefilled once by :meth:`Scheduler.register_prefix`: ``tokens`` and the state after them (one
+    row on the scheduler's device, ``nbytes`` bytes whatever the prefix's length). Streams submitted with it
+    start from a copy of that state. It lives as long as the handle."""
+
+    tokens: tuple[int, ...]
+    state: State = field(repr=False)
+    nbytes: int
+
+    def __len__(self) -> int:
+        return len(self.tokens)
 
 
 class Stream:
@@ -97,11 +137,18 @@ class Stream:
 
     def __init__(
         self, stream_id: int, prompt: list[int], options: StreamOptions, callback: Optional[Callback],
-        scheduler: Scheduler,
+        scheduler: Scheduler, start: Optional[Union[State, HostState]] = None, keep_state: bool = False,
+        conversation: Optional[str] = None,
     ) -> None:  # fmt: skip
         self.id = stream_id
         self.prompt = prompt
         self.options = options
+        self.conversation = conversation
+        self.keep_state = keep_state
+        self._start = start  # None: the zero state; a prefix's State; a resumed HostState
+        self._fed = 0  # emitted tokens already fed into the stream's row
+        self._last_logits: Optional[np.ndarray] = None  # (1, V) after the last fed token (kept streams only)
+        self._state: Optional[State] = None
         self.tokens: list[int] = []
         self.finish_reason: Optional[str] = None
         self.error: Optional[BaseException] = None
@@ -144,6 +191,18 @@ class Stream:
         self._raise_error()
         return list(self.tokens)
 
+    def state(self, timeout: Optional[float] = None) -> State:
+        """Waits for the end of the stream and returns its final :class:`State` (one row on the scheduler's
+        backend): its start state advanced by the prompt and every emitted token. Needs ``keep_state=True``
+        (or a ``conversation``); raises the stream's error, :class:`RnnxRuntimeError` when it ended without
+        a state (closed, or cancelled before it was admitted), TimeoutError after ``timeout`` seconds."""
+        if not (self.keep_state or self.conversation is not None):
+            raise InputError(f"stream {self.id}: submitted without keep_state=True, so its state was not kept")
+        self.result(timeout)
+        if self._state is None:
+            raise RnnxRuntimeError(f"stream {self.id}: ended ({self.finish_reason}) before it had a state to keep")
+        return self._state
+
     def _raise_error(self) -> None:
         """Re-raises the stream's error, if any, with the traceback it had when it ended: every call raises
         it afresh, so the traceback never grows and keeps no earlier caller's frames alive."""
@@ -159,6 +218,8 @@ class Stream:
     def _finish(self, reason: str, error: Optional[BaseException] = None) -> None:
         if self._done.is_set():
             return
+        self._start = None  # a resumed state or a prefix is not kept alive by a finished stream
+        self._scheduler._conversation_done(self)
         self.finish_reason, self.error = reason, error
         self._error_traceback = None if error is None else error.__traceback__
         self._events.put(_END)
@@ -175,7 +236,8 @@ class SchedulerStats:
     """A snapshot: ``running`` streams (each holding one row of device state), ``waiting`` streams
     (host only), ``held_rows`` (rows of the device state: equal to ``running`` between ticks),
     ``ticks`` (batched decode steps), ``prefills`` (batched prefill calls), ``finished`` (streams
-    ended, any reason)."""
+    ended, any reason), ``prefill_tokens`` (prompt tokens computed by prefills, registered prefixes
+    included: the prefill work)."""
 
     running: int
     waiting: int
@@ -183,6 +245,7 @@ class SchedulerStats:
     ticks: int
     prefills: int
     finished: int
+    prefill_tokens: int
 
 
 class Scheduler:
@@ -191,7 +254,9 @@ class Scheduler:
     ``model``: a :class:`Session` (from :func:`rnnx.runtime.load`) or a :class:`Backend`.
     ``max_streams``: slots, i.e. rows of device state, at most; ``max_waiting``: streams queued beyond
     them (0: :class:`SchedulerFull` as soon as every slot is taken); ``max_prefill``: prompts prefilled
-    in one call at most (default ``max_streams``).
+    in one call at most (default ``max_streams``). ``conversations``: where ``submit(conversation=...)``
+    parks states: a :class:`ConversationStore` of this model, a directory (a store over it), or None (a
+    memory-only store).
     """
 
     def __init__(
@@ -200,6 +265,7 @@ class Scheduler:
         max_streams: int = 64,
         max_waiting: int = 1024,
         max_prefill: Optional[int] = None,
+        conversations: Optional[Union[ConversationStore, str, os.PathLike]] = None,
     ) -> None:
         backend = model.backend if isinstance(model, StatefulSession) else model
         if not isinstance(backend, Backend):
@@ -218,8 +284,17 @@ class Scheduler:
         self._running: list[Stream] = []  # the streams holding a row of self._pool
         self._admitting = 0  # streams taken from the queue whose prefill is under way
         self._pool = StatePool(backend)  # refuses a non-LM export and a growing (KV-cache) state
+        if isinstance(conversations, ConversationStore):
+            if conversations.backend.signature != backend.signature:
+                raise InputError("conversations: the store holds states of a different model")
+            self.conversations = conversations
+        else:
+            self.conversations = ConversationStore(backend, conversations)
+        self._session = Session(backend)  # the worker's, for prefixes
+        self._busy: set[str] = set()  # conversations with a turn in flight
+        self._jobs: deque[tuple[Callable[[], object], Future]] = deque()  # run on the worker
         self._closed = False
-        self._counts = {"ticks": 0, "prefills": 0, "finished": 0}
+        self._counts = {"ticks": 0, "prefills": 0, "finished": 0, "prefill_tokens": 0}
         self._worker = threading.Thread(target=self._loop, name="rnnx-scheduler", daemon=True)
         self._worker.start()
 
@@ -239,12 +314,25 @@ class Scheduler:
         stop_tokens: Sequence[int] = (),
         seed: Optional[int] = None,
         callback: Optional[Callback] = None,
+        *,
+        state: Optional[StartState] = None,
+        prefix: Optional[PrefixHandle] = None,
+        conversation: Optional[str] = None,
+        keep_state: bool = False,
     ) -> Stream:
         """Queues a stream and returns its handle at once. Options as in ``Session.generate``, per
         stream. ``callback(stream, token)`` runs on the worker thread for every new token and once
         with ``None`` when the stream ends (an exception from it ends that stream with the error).
-        Raises :class:`InputError` for a bad prompt or option, :class:`SchedulerFull` when every slot
-        and waiting place is taken, :class:`SchedulerClosed` after :meth:`close`."""
+
+        Where it starts (see the module doc): ``state`` (a :class:`State` of one row of this model, any
+        backend, or a state file; read now, so a bad file raises here), else ``prefix`` (a
+        :class:`PrefixHandle` of this scheduler; ``prompt`` is what follows it), else ``conversation``'s latest
+        state (a new id: the zero state). ``conversation``: the stream's final state is stored under that id.
+        ``keep_state``: :meth:`Stream.state` returns the final state.
+
+        Raises :class:`InputError` for a bad prompt, option or start state (one line; a conversation keeps
+        its previous state), :class:`SchedulerFull` when every slot and waiting place is taken,
+        :class:`SchedulerClosed` after :meth:`close`."""
         tokens = self._check_prompt(prompt)
         try:
             sampling = SamplingOptions(float(temperature), top_k, top_p, seed)
@@ -252,18 +340,82 @@ class Scheduler:
             options = StreamOptions(check_max_new_tokens(max_new_tokens), stops, sampling)
         except ValueError as error:
             raise InputError(str(error)) from None
+        if state is not None and prefix is not None:
+            raise InputError("submit: give either a start state or a prefix, not both")
+        if prefix is not None and (not isinstance(prefix, PrefixHandle) or prefix.state.backend is not self.backend):
+            raise InputError(f"prefix: expected a PrefixHandle registered with this scheduler, got {prefix!r}")
+        conversation = None if conversation is None else check_conversation_id(conversation)
         with self._lock:
             if self._closed:
                 raise SchedulerClosed("the scheduler is closed")
-            stream = Stream(next(self._ids), tokens, options, callback, self)
-            self._streams[stream.id] = stream
-            if options.max_new_tokens == 0:
-                self._counts["finished"] += 1
-            else:
-                self._queue(stream)
+            if conversation is not None:
+                if conversation in self._busy:
+                    raise InputError(f"conversation {conversation!r}: a turn is already in flight; one at a time")
+                self._busy.add(conversation)
+        try:
+            start = prefix.state if prefix is not None else self._start_state(state, conversation)
+            with self._lock:
+                if self._closed:
+                    raise SchedulerClosed("the scheduler is closed")
+                stream = Stream(next(self._ids), tokens, options, callback, self, start, bool(keep_state), conversation)
+                self._streams[stream.id] = stream
+                if options.max_new_tokens == 0:
+                    self._counts["finished"] += 1
+                else:
+                    self._queue(stream)
+        except BaseException:
+            with self._lock:
+                self._busy.discard(conversation)
+            raise
         if options.max_new_tokens == 0:
             stream._finish("max_new_tokens")  # outside the lock: the callback may call the scheduler
         return stream
+
+    def _start_state(self, state: Optional[StartState], conversation: Optional[str]) -> Optional[HostState]:
+        """The host copy of a stream's start state: ``state`` (a State or a file), else the conversation's."""
+        if state is None:
+            return None if conversation is None else self.conversations.get_host(conversation)
+        if isinstance(state, State):
+            if state.inner.signature != self.backend.signature:
+                raise InputError("state: belongs to a different model than the scheduler's")
+            host = HostState.of(state)
+        elif isinstance(state, (str, os.PathLike)):
+            host = read_state_file(self.backend, state)
+        else:
+            raise InputError(f"state: expected a State or a state file path, got {type(state).__name__}")
+        if host.batch != 1:
+            raise InputError(f"state: a stream starts from one row, the state has {host.batch}")
+        return host
+
+    def register_prefix(self, tokens: Sequence[int], timeout: Optional[float] = 60.0) -> PrefixHandle:
+        """Prefills ``tokens`` once (on the worker, between ticks) and returns its handle; streams submitted
+        with ``prefix=handle`` start from a copy of its state and equal streams that prefilled ``tokens``
+        themselves. Blocks until the prefill is done (TimeoutError after ``timeout`` seconds); from a
+        callback, it runs at once."""
+        ids = self._check_prompt(tokens)
+
+        def prefill() -> PrefixHandle:
+            state = self._session.prefill([ids])
+            self._session.state = None
+            with self._lock:
+                self._counts["prefill_tokens"] += len(ids)
+            return PrefixHandle(tuple(ids), state, HostState.of(state).nbytes)
+
+        if threading.current_thread() is self._worker:
+            return prefill()
+        done: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise SchedulerClosed("the scheduler is closed")
+            self._jobs.append((prefill, done))
+            self._wake.notify()
+        return done.result(timeout)
+
+    def _conversation_done(self, stream: Stream) -> None:
+        """A stream ended: its conversation may take its next turn."""
+        if stream.conversation is not None:
+            with self._lock:
+                self._busy.discard(stream.conversation)
 
     def _queue(self, stream: Stream) -> None:
         """Appends ``stream`` to the waiting queue (the lock held); SchedulerFull past the bounds."""
@@ -328,13 +480,20 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._lock:
-                while not self._closed and not self._waiting and not self._running:
+                while not self._closed and not self._waiting and not self._running and not self._jobs:
                     self._wake.wait()
                 if self._closed:
                     break
+                jobs = list(self._jobs)
+                self._jobs.clear()
                 room = self.max_streams - len(self._running)
                 admit = [self._waiting.popleft() for _ in range(min(room, self.max_prefill, len(self._waiting)))]
                 self._admitting = len(admit)
+            for job, done in jobs:
+                try:
+                    done.set_result(job())
+                except BaseException as error:  # the caller gets it; the worker goes on
+                    done.set_exception(error)
             try:
                 self._tick(admit)
             except BaseException as error:  # the worker never dies silently: its streams end with the error
@@ -342,6 +501,9 @@ class Scheduler:
             del admit  # the idle wait must not keep the streams admitted last (and what their callbacks hold) alive
         with self._lock:
             left = [*self._running, *self._waiting]
+            for _, done in self._jobs:
+                done.set_exception(SchedulerClosed("the scheduler is closed"))
+            self._jobs.clear()
             self._running = []
             self._pool.clear()
             self._waiting.clear()
@@ -374,10 +536,13 @@ class Scheduler:
 
     def _release_finished(self) -> None:
         """Drops the rows of streams that are ending (one row selection), frees their slots, and only then
-        ends them: when a stream's end is visible, its slot is already free."""
+        ends them: when a stream's end is visible, its slot is already free (and its state kept or stored)."""
         ended = [s for s in self._running if s._ending is not None]
         if not ended:
             return
+        kept = [s for s in ended if (s.keep_state or s.conversation is not None) and s._ending[0] in KEEP_STATE_REASONS]
+        if kept:
+            self._keep_states(kept)
         with self._lock:
             self._pool.release([s.id for s in ended])
             self._counts["finished"] += len(ended)
@@ -385,10 +550,31 @@ class Scheduler:
         for stream in ended:
             stream._finish(*stream._ending)
 
+    def _keep_states(self, kept: list[Stream]) -> None:
+        """Takes the rows of ``kept`` out of the pool, fed the tokens they emitted last (one call over these
+        rows), as their final states; stores conversations' (a failure ends that stream with the error)."""
+        try:
+            with self._lock:
+                states = self._pool.take([s.id for s in kept], [s.tokens[s._fed :] for s in kept])
+        except Exception as error:
+            for stream in kept:
+                stream._ending = ("error", error)
+            return
+        for stream, state in zip(kept, states):
+            if state.last_logits is None:
+                state.last_logits = stream._last_logits
+            stream._fed, stream._state = len(stream.tokens), state
+            if stream.conversation is not None:
+                try:
+                    self.conversations.put(stream.conversation, state)
+                except Exception as error:
+                    stream._ending = ("error", error)
+
     def _prefill(self, admit: list[Stream]) -> None:
         """One batched prefill of the admitted prompts into new rows; each samples its first token."""
         try:
-            logits = self._pool.admit([s.id for s in admit], [s.prompt for s in admit])
+            starts = [s._start.to_state(self.backend) if isinstance(s._start, HostState) else s._start for s in admit]
+            logits = self._pool.admit([s.id for s in admit], [s.prompt for s in admit], starts)
         except Exception as error:  # the failure ends these streams, never the worker
             with self._lock:
                 self._counts["finished"] += len(admit)
@@ -396,8 +582,11 @@ class Scheduler:
             for stream in admit:
                 stream._finish("error", error)
             return
+        for stream in admit:
+            stream._start = None  # its row holds a copy: the start state is not kept alive by the stream
         with self._lock:
             self._counts["prefills"] += 1
+            self._counts["prefill_tokens"] += sum(len(s.prompt) for s in admit)
             self._running, self._admitting = [*self._running, *admit], 0
         self._advance(admit, logits)
 
@@ -410,6 +599,8 @@ class Scheduler:
             return
         with self._lock:
             self._counts["ticks"] += 1
+        for stream in self._running:
+            stream._fed = len(stream.tokens)
         self._advance(self._running, logits)
         self._release_finished()
 
@@ -419,6 +610,8 @@ class Scheduler:
         for stream, row in zip(streams, logits):
             if stream.done or stream._ending is not None:
                 continue
+            if stream.keep_state or stream.conversation is not None:
+                stream._last_logits = row[None].copy()
             if stream._cancel_requested:
                 stream._ending = ("cancelled", None)
                 continue

@@ -3,13 +3,18 @@
 :class:`StatePool` is the batching core that :class:`~rnnx.runtime.serving.scheduler.Scheduler` (in-process
 continuous batching) and the Triton Python-backend model (streams keyed by correlation id) share:
 
-* :meth:`StatePool.admit` prefills new streams' prompts in one batched call from a fresh state and
-  appends their rows (one device concatenation; the other rows are copied unchanged);
+* :meth:`StatePool.admit` prefills new streams' prompts in one batched call, each from a fresh state or a
+  given one (a resumed conversation, a fork of a prefix's state), and appends their rows (one device
+  concatenation; the other rows are copied unchanged);
 * :meth:`StatePool.feed` advances any subset of the streams by any number of tokens each in one
   batched call over the pool: rows not fed, and positions past a row's own tokens, are pads
   (``attention_mask = 0``), which never change a row's state;
 * :meth:`StatePool.release` drops streams' rows (one device row selection); the pool stays dense, so a
-  call costs the streams held and freed rows are reused by the next admission.
+  call costs the streams held and freed rows are reused by the next admission;
+* :meth:`StatePool.take` drops streams' rows and hands each back as a :class:`~rnnx.runtime.state.State`
+  of one row (after feeding it a last few tokens, in one call over those rows only): what a stream that
+  keeps its state, or a conversation parked in a
+  :class:`~rnnx.runtime.serving.conversations.ConversationStore`, gets.
 
 Each call returns, per stream, the logits after its last real token (``(k, V)`` float32, the order
 of the keys given). Only O(1) recurrent states can share a batch: an export whose state grows with
@@ -26,6 +31,7 @@ import numpy as np
 from ..backends.base import Backend, BackendState, InputError
 from ..contract.artifact import ATTENTION_MASK, INPUT_IDS, LOGITS
 from ..session import Session
+from ..state import State
 
 
 class StatePool:
@@ -62,15 +68,23 @@ class StatePool:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def admit(self, keys: Sequence[Hashable], prompts: Sequence[Sequence[int]]) -> np.ndarray:
+    def admit(
+        self,
+        keys: Sequence[Hashable],
+        prompts: Sequence[Sequence[int]],
+        starts: Optional[Sequence[Optional[State]]] = None,
+    ) -> np.ndarray:
         """Prefills ``prompts`` (one per new key, any lengths) in one call and appends their rows; returns
-        the logits after each prompt's last token, (k, V). Nothing changes when it raises."""
+        the logits after each prompt's last token, (k, V). ``starts``: per key, None (a fresh state) or a
+        :class:`State` of one row of this model on this backend to continue (read, never changed: the pool
+        holds a copy). Nothing changes when it raises."""
         if len(keys) != len(prompts) or not keys:
             raise InputError(f"admit: expected one prompt per key, got {len(keys)} keys and {len(prompts)} prompts")
         taken = [k for k in keys if k in self._rows]
         if taken or len(set(keys)) != len(keys):
             raise InputError(f"admit: streams {taken or list(keys)} already hold a row (or are repeated)")
-        state = self._prefill.prefill([list(p) for p in prompts])
+        start = None if starts is None or all(s is None for s in starts) else self._start_rows(keys, starts)
+        state = self._prefill.prefill([list(p) for p in prompts], state=start, donate=True)
         self._prefill.state = None  # the rows live in the pool from here; the session keeps no reference
         joined = state.inner if self._state is None else self.backend.concat_rows([self._state, state.inner])
         self._state = joined
@@ -78,6 +92,25 @@ class StatePool:
             self._rows[key] = len(self._keys)
             self._keys.append(key)
         return state.last_logits
+
+    def _start_rows(self, keys: Sequence[Hashable], starts: Sequence[Optional[State]]) -> State:
+        """One new state whose row i copies ``starts[i]`` (a fresh row where None)."""
+        if len(starts) != len(keys):
+            raise InputError(f"admit: expected one start per key, got {len(keys)} keys and {len(starts)} starts")
+        rows = []
+        for key, start in zip(keys, starts):
+            if start is None:
+                rows.append(self.backend.init_state(1))
+                continue
+            inner = start.inner
+            if inner.signature != self.backend.signature or inner.backend != self.backend.name or inner.batch != 1:
+                raise InputError(
+                    f"admit: stream {key!r}: the start state must be one row of this model on backend "
+                    f"{self.backend.name!r}, got {start!r}"
+                )
+            rows.append(inner)
+        inner = self.backend.copy_state(rows[0]) if len(rows) == 1 else self.backend.concat_rows(rows)
+        return State(self.backend, inner)
 
     def feed(self, keys: Sequence[Hashable], tokens: Sequence[Sequence[int]]) -> np.ndarray:
         """Advances the streams ``keys`` by their ``tokens`` (one list each, non-empty) in one call over the
@@ -116,6 +149,36 @@ class StatePool:
         self._state = None if not keep else self.backend.select_rows(self._state, keep)
         self._keys = [self._keys[i] for i in keep]
         self._rows = {k: i for i, k in enumerate(self._keys)}
+
+    def take(self, keys: Sequence[Hashable], tokens: Optional[Sequence[Sequence[int]]] = None) -> list[State]:
+        """Drops the rows of ``keys`` (each must hold one) and returns each as a :class:`State` of one row, in
+        the order given. ``tokens``: per key, tokens to feed first (possibly none), in one call over these
+        rows only; a state's ``last_logits`` are the logits after its last token fed here, None when it
+        was fed none (the caller knows them). Nothing changes when it raises."""
+        missing = [k for k in keys if k not in self._rows]
+        if missing or len(set(keys)) != len(keys) or not keys:
+            raise InputError(f"take: streams {missing or list(keys)} hold no row (or are repeated, or none given)")
+        tokens = [[] for _ in keys] if tokens is None else [list(t) for t in tokens]
+        if len(tokens) != len(keys):
+            raise InputError(f"take: expected one token list per key, got {len(keys)} keys and {len(tokens)} lists")
+        rows = self.backend.select_rows(self._state, [self._rows[k] for k in keys])
+        logits: list[Optional[np.ndarray]] = [None] * len(keys)
+        fed = [i for i, t in enumerate(tokens) if t]
+        if fed:
+            width = max(len(t) for t in tokens)
+            ids = np.zeros((len(keys), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for i in fed:
+                ids[i, : len(tokens[i])], mask[i, : len(tokens[i])] = tokens[i], 1
+            outputs, rows = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, rows, donate=True)
+            for i in fed:
+                logits[i] = outputs[LOGITS][i, len(tokens[i]) - 1][None].copy()
+        states = [
+            State(self.backend, rows if len(keys) == 1 else self.backend.select_rows(rows, [i]), logits[i])
+            for i in range(len(keys))
+        ]
+        self.release(keys)
+        return states
 
     def clear(self) -> None:
         """Drops every row."""

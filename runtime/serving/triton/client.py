@@ -6,7 +6,8 @@ options), then one request per new token feeding the previous ``next_token``, th
 
     python -m rnnx.runtime.serving.triton.client parse   < {"configs": [path, ...]}
     python -m rnnx.runtime.serving.triton.client streams < {"url", "model", "streams": [{"id", "prompt", "steps",
-                                                    options..., "bad_at": step or null}], "max_pause_s"}
+                                                    options..., "conversation_id", "bad_at": step or null}],
+                                                    "max_pause_s"}
     python -m rnnx.runtime.serving.triton.client probe   < {"url", "model", "id", "tokens", "start", "end"}
 
 ``parse`` parses each config.pbtxt into Triton's own ``ModelConfig`` protobuf and prints what it holds.
@@ -28,10 +29,12 @@ from typing import Any
 import numpy as np
 
 from ...contract.artifact import INPUT_IDS
-from .config import PYTHON_INPUTS, PYTHON_OUTPUTS
+from .config import CONVERSATION_ID, PYTHON_INPUTS, PYTHON_OUTPUTS
 
 #: Triton type (without ``TYPE_``) -> numpy dtype, for the option inputs.
-NUMPY_TYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64}
+NUMPY_TYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64, "STRING": np.object_}
+#: Config types whose name on the wire differs (a config's ``TYPE_STRING`` travels as ``BYTES``).
+WIRE_TYPES = {"STRING": "BYTES"}
 
 
 def parse(payload: dict) -> list[dict]:
@@ -83,8 +86,9 @@ def _request(client: Any, model: str, seq_id: int, tokens: list[int], start: boo
     for name, (triton_type, _, _) in PYTHON_INPUTS.items():
         if start and name in options:
             kind = triton_type.removeprefix("TYPE_")
-            t = grpc.InferInput(name, [1, 1], kind)
-            t.set_data_from_numpy(np.asarray([[options[name]]], dtype=NUMPY_TYPES[kind]))
+            t = grpc.InferInput(name, [1, 1], WIRE_TYPES.get(kind, kind))
+            value = str(options[name]).encode() if kind == "STRING" else options[name]
+            t.set_data_from_numpy(np.asarray([[value]], dtype=NUMPY_TYPES[kind]))
             inputs.append(t)
     result = client.infer(model, inputs, sequence_id=seq_id, sequence_start=start, sequence_end=end)
     return tuple(int(result.as_numpy(name).reshape(-1)[0]) for name in PYTHON_OUTPUTS)
@@ -101,7 +105,7 @@ def streams(payload: dict) -> dict:
     def run(spec: dict) -> None:
         client = grpc.InferenceServerClient(url)
         rng = random.Random(spec["id"])
-        options = {k: spec[k] for k in ("temperature", "top_k", "top_p", "seed") if k in spec}
+        options = {k: spec[k] for k in ("temperature", "top_k", "top_p", "seed", CONVERSATION_ID) if k in spec}
         tokens, held, errors, latencies = [], [], [], []
         barrier.wait()
         feed = list(spec["prompt"])

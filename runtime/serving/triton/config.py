@@ -23,6 +23,7 @@ All names below are defined once here and used by the repository writer, the Pyt
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -39,19 +40,26 @@ CONTROL_INPUTS = {
 }
 START, END, READY, CORRID = CONTROL_INPUTS
 
+#: The Python variant's request input naming a conversation (read at START): the sequence resumes that
+#: conversation's parked state and parks its final state under the id at END.
+CONVERSATION_ID = "conversation_id"
 #: The Python variant's request inputs: name -> (Triton type, dims, optional). ``input_ids`` is the
-#: contract's name for tokens; the options are read at START (defaults: greedy, no top-k / top-p).
+#: contract's name for tokens; the options and the conversation id are read at START (defaults: greedy, no
+#: top-k / top-p, no conversation).
 PYTHON_INPUTS = {
     INPUT_IDS: ("TYPE_INT64", (-1,), False),
     "temperature": ("TYPE_FP32", (1,), True),
     "top_k": ("TYPE_INT32", (1,), True),
     "top_p": ("TYPE_FP32", (1,), True),
     "seed": ("TYPE_INT64", (1,), True),
+    CONVERSATION_ID: ("TYPE_STRING", (1,), True),
 }
 #: The Python variant's outputs: name -> (Triton type, dims).
 PYTHON_OUTPUTS = {"next_token": ("TYPE_INT64", (1,)), "held_streams": ("TYPE_INT64", (1,))}
 #: ``parameters`` keys of the Python variant's config.
 PARAM_EXPORT_DIR, PARAM_BACKEND, PARAM_MAX_STREAMS = "rnnx_export_dir", "rnnx_backend", "rnnx_max_streams"
+#: ``parameters`` key of the Python variant's conversation store directory (shared by instances and servers).
+PARAM_CONVERSATION_DIR = "rnnx_conversation_dir"
 
 #: The tensorrt variant's model file (a serialized engine) in the version directory.
 PLAN_FILE = "model.plan"
@@ -256,15 +264,22 @@ def python_config(
     queue_delay_us: int = DEFAULT_QUEUE_DELAY_US,
     backend: str = "onnxruntime",
     export_dir: str = "export",
+    conversation_dir: Optional[str] = None,
 ) -> str:
     """``config.pbtxt`` text of the ``python`` variant: the model in ``<version>/model.py`` serves up to
     ``max_streams`` streams per instance from the export in ``<version>/<export_dir>`` on rnnx backend
-    ``backend``."""
+    ``backend``; conversations park in ``conversation_dir`` (an absolute path; None: each instance's memory)."""
     # ragged: requests of different lengths (a prompt beside one-token steps) still share a batch
     inputs = [_tensor(n, t, d, opt, ragged=n == INPUT_IDS) for n, (t, d, opt) in PYTHON_INPUTS.items()]
     outputs = [_tensor(n, t, d) for n, (t, d) in PYTHON_OUTPUTS.items()]
     params = {PARAM_EXPORT_DIR: export_dir, PARAM_BACKEND: backend, PARAM_MAX_STREAMS: str(max_streams)}
-    parameters = [f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in params.items()]
+    if conversation_dir is not None:
+        params[PARAM_CONVERSATION_DIR] = conversation_dir
+    # json's quoting is protobuf text format's for these strings (a path may hold quotes or backslashes)
+    parameters = [
+        f"  {{ key: {json.dumps(k)} value: {{ string_value: {json.dumps(v, ensure_ascii=False)} }} }}"
+        for k, v in params.items()
+    ]
     parts = [
         f'name: "{name}"',
         'backend: "python"',
@@ -279,7 +294,8 @@ def python_config(
 
 
 __all__ = [
-    "CONTROL_INPUTS", "CORRID", "END", "PYTHON_INPUTS", "PYTHON_OUTPUTS", "READY", "START", "TRITON_TYPES",
+    "CONTROL_INPUTS", "CONVERSATION_ID", "CORRID", "END", "PARAM_CONVERSATION_DIR", "PYTHON_INPUTS", "PYTHON_OUTPUTS",
+    "READY", "START", "TRITON_TYPES",
     "DEFAULT_VARIANTS", "ONNXRUNTIME_VARIANT", "PYTHON_VARIANT", "TENSORRT_VARIANT", "TritonConfigError", "VARIANTS",
     "VARIANT_RECORDS", "Variant", "batch_first", "graph_config", "python_config", "variant",
 ]  # fmt: skip

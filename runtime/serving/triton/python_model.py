@@ -11,12 +11,23 @@ to ``max_batch_size`` different streams at once; per call the model
 1. answers padding requests (READY = 0, the ``direct`` strategy's) with an empty response,
 2. validates every request on its own (a malformed one gets a Triton error; the others go on),
 3. admits the START requests together (one batched prefill; a restarted CORRID first loses its row,
-   valid request or not), as many as there are free slots (the rest get an error),
+   valid request or not), as many as there are free slots (the rest get an error); a START request with a
+   ``conversation_id`` starts from that conversation's parked state (a new id: the zero state),
 4. feeds the other requests' tokens together (one batched call over the pool); a batched call that
    fails is retried request by request, so only the request that cannot run gets the error,
 5. samples each stream's ``next_token`` with the options of its START request and its own generator,
 6. frees the rows of END requests (a malformed END request's too) and of streams silent for longer
-   than the sequence batcher's idle timeout (Triton forgets such a sequence without telling the model).
+   than the sequence batcher's idle timeout (Triton forgets such a sequence without telling the model); an
+   END request of a conversation first parks the row, fed its last ``next_token`` (one batched call over those
+   rows), as the conversation's latest state.
+
+Conversations live in a :class:`~rnnx.runtime.serving.conversations.ConversationStore`: in the directory of the
+config's ``rnnx_conversation_dir`` parameter, shared by every instance and by every server given that
+directory, so a conversation continues across sequences, instances and servers; without it, in the
+instance's memory. A sequence is one turn: the state parked at END covers the whole sequence and its last
+``next_token``, so the next sequence's ``input_ids`` are only the new input. A conversation's state is
+written only by a sequence that ends well (END answered); an expired or failed sequence leaves the previous
+state in place. Two sequences of one conversation at once: the last to end wins.
 
 ``held_streams`` in every response is the number of streams holding a row of state on this instance
 after the request, so a client can see that ended streams hold nothing.
@@ -34,19 +45,35 @@ import numpy as np
 from ...backends.base import InputError
 from ...contract.artifact import INPUT_IDS
 from ...sampling import SamplingOptions
+from ...state import State
+from ..conversations import ConversationStore, check_conversation_id
 from ..slots import StatePool
-from .config import CORRID, END, PARAM_BACKEND, PARAM_EXPORT_DIR, PARAM_MAX_STREAMS, PYTHON_OUTPUTS, READY, START
+from .config import (
+    CONVERSATION_ID,
+    CORRID,
+    END,
+    PARAM_BACKEND,
+    PARAM_CONVERSATION_DIR,
+    PARAM_EXPORT_DIR,
+    PARAM_MAX_STREAMS,
+    PYTHON_OUTPUTS,
+    READY,
+    START,
+)
 
 NEXT_TOKEN, HELD_STREAMS = PYTHON_OUTPUTS
 
 
 class _Stream:
-    """One sequence's sampling options, generator and last activity (monotonic seconds)."""
+    """One sequence's sampling options, generator, last activity (monotonic seconds), and its conversation
+    (id and start state, None for a sequence of its own)."""
 
-    def __init__(self, options: SamplingOptions):
+    def __init__(self, options: SamplingOptions, conversation: Optional[str] = None, start: Optional[State] = None):
         self.options = options
         self.rng = options.generators(1)[0]
         self.seen = time.monotonic()
+        self.conversation = conversation
+        self.start = start
 
     def sample(self, logits: np.ndarray) -> int:
         return int(self.options.sample(logits[None], [self.rng])[0])
@@ -70,6 +97,7 @@ class TritonPythonModel:
             device = f"cuda:{args.get('model_instance_device_id', 0)}"
         session = load(export_dir, backend=params.get(PARAM_BACKEND, "onnxruntime"), device=device)
         self.pool = StatePool(session.backend)
+        self.conversations = ConversationStore(session.backend, params.get(PARAM_CONVERSATION_DIR) or None)
         self.vocab_size = int(session.vocab_size)
         self.max_streams = int(params.get(PARAM_MAX_STREAMS, config.get("max_batch_size") or 64))
         idle_us = config.get("sequence_batching", {}).get("max_sequence_idle_microseconds")
@@ -89,7 +117,7 @@ class TritonPythonModel:
         value = np.asarray(tensor.as_numpy()).reshape(-1)
         if value.size != 1:
             raise InputError(f"{name}: expected one value, got shape {tuple(np.shape(tensor.as_numpy()))}")
-        return value[0].item()
+        return value[0].item() if isinstance(value[0], np.generic) else value[0]  # a string input: bytes
 
     def _tokens(self, request: Any) -> list[int]:
         tensor = self._pb.get_input_tensor_by_name(request, INPUT_IDS)
@@ -128,9 +156,19 @@ class TritonPythonModel:
             return tokens, None
         scalars = {n: self._scalar(request, n) for n in ("temperature", "top_k", "top_p", "seed")}
         try:
-            return tokens, _Stream(SamplingOptions.from_request(**scalars))
+            options = SamplingOptions.from_request(**scalars)
         except ValueError as error:
             raise InputError(str(error)) from None
+        conversation = self._scalar(request, CONVERSATION_ID)
+        if conversation is None:
+            return tokens, _Stream(options)
+        if isinstance(conversation, bytes):
+            try:
+                conversation = conversation.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{CONVERSATION_ID}: expected UTF-8 text") from None
+        conversation = check_conversation_id(conversation)
+        return tokens, _Stream(options, conversation, self.conversations.get(conversation))
 
     # -- a batch of requests ------------------------------------------------------------------------
 
@@ -141,6 +179,23 @@ class TritonPythonModel:
         self.pool.release(corrids)
         for c in corrids:
             self.streams.pop(c, None)
+
+    def _park(self, ending: list[int], parsed: dict, tokens: dict[int, int], responses: list) -> None:
+        """Parks the conversations of the END requests ``ending`` (indices that sampled a token): their rows,
+        fed that token in one call, become their conversations' latest states. A failure is the error of those
+        requests (their conversations keep the previous state)."""
+        ending = [i for i in ending if self.streams[parsed[i][0]].conversation is not None]
+        if not ending:
+            return
+        corrids = [parsed[i][0] for i in ending]
+        try:
+            states = self.pool.take(corrids, [[tokens[i]] for i in ending])
+            for corrid, state in zip(corrids, states):
+                self.conversations.put(self.streams[corrid].conversation, state)
+        except Exception as error:  # the requests get it; the model goes on
+            for i in ending:
+                del tokens[i]
+                responses[i] = self._error(f"conversation not stored: {type(error).__name__}: {error}")
 
     def _expire_idle(self, margin_s: float = 0.0) -> None:
         """Frees the streams silent for longer than the idle timeout (less ``margin_s``): Triton forgot
@@ -203,13 +258,20 @@ class TritonPythonModel:
         for i in starts[max(room, 0) :]:
             responses[i] = self._error(f"all {self.max_streams} stream slots of this instance are taken")
         starts = starts[: max(room, 0)]
-        logits = self._run(starts, self.pool.admit, parsed, responses)
+
+        start_of = {parsed[i][0]: parsed[i][1].start for i in starts}
+
+        def admit(keys: list, prompts: list) -> np.ndarray:
+            return self.pool.admit(keys, prompts, [start_of[k] for k in keys])
+
+        logits = self._run(starts, admit, parsed, responses)
         for i in logits:
             self.streams[parsed[i][0]] = parsed[i][1]
         logits.update(self._run([i for i, p in parsed.items() if not p[3]], self.pool.feed, parsed, responses))
         tokens = {i: self.streams[parsed[i][0]].sample(row) for i, row in logits.items()}
         for i in logits:
             self.streams[parsed[i][0]].seen = now
+        self._park([i for i in tokens if parsed[i][0] in ended], parsed, tokens, responses)
         self._release(ended)
         held = np.array([[len(self.pool)]], dtype=np.int64)
         for i, token in tokens.items():

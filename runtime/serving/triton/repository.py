@@ -71,6 +71,7 @@ def write_repository(
     backend: str = "onnxruntime",
     plan: Optional[Union[str, os.PathLike]] = None,
     plugin_library: Optional[Union[str, os.PathLike]] = None,
+    conversation_dir: Optional[Union[str, os.PathLike]] = None,
 ) -> Path:
     """Writes ``repo_dir/<name>`` for the export in ``export_dir`` and returns that directory.
 
@@ -78,7 +79,9 @@ def write_repository(
     instance, rnnx backend ``backend``), ``onnxruntime`` (Triton's ONNX Runtime backend with implicit
     state, ``max_batch_size``) or ``tensorrt`` (Triton's TensorRT backend: ``plan`` is the engine file
     built for the serving GPU, e.g. by ``export-model --engine``, and ``plugin_library`` the
-    self-registering rnnx plugin library, default the built one). Raises
+    self-registering rnnx plugin library, default the built one). ``conversation_dir`` (python variant): the
+    directory of parked conversations that every instance, and every server given the same directory, shares
+    (default: each instance keeps them in its memory). Raises
     :class:`~rnnx.runtime.serving.triton.config.TritonConfigError` (one line) for what cannot be served.
     """
     record = as_variant(variant)
@@ -94,6 +97,8 @@ def write_repository(
     for what, value in (("max_batch_size", max_batch_size), ("max_streams", max_streams), ("instances", instances)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if what == "max_batch_size" else 1):
             raise TritonConfigError(f"{what}: expected a positive integer, got {value!r}")
+    if conversation_dir is not None and record.platform is not None:
+        raise TritonConfigError(f"conversation_dir: only the python variant parks conversations, not {record.name}")
     sources: dict[str, Path] = {}
     if record.needs_engine:
         if plan is None or not Path(plan).is_file():
@@ -119,7 +124,10 @@ def write_repository(
     else:
         files = [f for f in (*EXPORT_FILES, METADATA_FILE) if (export_dir / f).is_file()]
         sources = {f"{VERSION}/export/{f}": export_dir / f for f in files}
-        config = python_config(name, max_streams, instances, idle_timeout_s, backend=backend, export_dir="export")
+        shared = None if conversation_dir is None else str(Path(conversation_dir).resolve())
+        config = python_config(
+            name, max_streams, instances, idle_timeout_s, backend=backend, export_dir="export", conversation_dir=shared
+        )
     repo_dir = Path(repo_dir)
     repo_dir.mkdir(parents=True, exist_ok=True)
     # Built beside the repository (Triton would take a directory inside it for a model), on the same
