@@ -482,7 +482,7 @@ for step in "${RUN[@]}"; do
         ctest) run_step ctest build ctest --test-dir "$BUILD_DIR" --output-on-failure -R '^(plugin_unit_tests|plugin_library_dlopen)$' ;;
         enqueue) run_step enqueue kernels "$ENQUEUE" ;;
         pytest-gpu)
-            run_step pytest-gpu kernels "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rs \
+            run_step pytest-gpu kernels "$PYTHON" -m pytest -o addopts="" -q -m gpu -p no:cacheprovider -rs \
                 tests/test_cuda_kernels.py tests/test_sru_scan_op.py
             ;;
         memcheck-*)
@@ -497,7 +497,7 @@ for step in "${RUN[@]}"; do
             run_step "$step" sanitizers "$SANITIZER" --tool synccheck --error-exitcode 3 \
                 "$ENQUEUE" --dtype "${step#synccheck-}" CausalLinearAttention
             ;;
-        trt-pytest) run_step trt-pytest tensorrt "$PYTHON" -m pytest -q -m tensorrt -p no:cacheprovider -rs tests/ ;;
+        trt-pytest) run_step trt-pytest tensorrt "$PYTHON" -m pytest -o addopts="" -q -m tensorrt -p no:cacheprovider -rs tests/ ;;
         trt-*) run_step "$step" tensorrt "$PYTHON" "$CASES_PY" run "${step#trt-}" --work "$WORK/trt" ;;
         bench) run_step bench bench "$PYTHON" benchmarks/bench_cuda_kernels.py ;;
     esac

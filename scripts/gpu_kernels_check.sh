@@ -115,7 +115,7 @@ say "build: PASS ($(grep -E '^built ' "$LOG" | tail -n 1 | sed 's/.* in /in /'))
 # --- 2. pytest ---------------------------------------------------------------------------------------------------
 say "pytest: -m gpu tests/test_cuda_kernels.py $* (limit ${TEST_LIMIT_S}s)"
 cd "$REPO" || exit 2
-timeout "$TEST_LIMIT_S" "$PYTHON" -m pytest -q -m gpu -p no:cacheprovider -rfEs --durations=5 \
+timeout "$TEST_LIMIT_S" "$PYTHON" -m pytest -o addopts="" -q -m gpu -p no:cacheprovider -rfEs --durations=5 \
     tests/test_cuda_kernels.py "$@" >"$WORK/pytest.log" 2>&1
 rc=$?
 cat "$WORK/pytest.log" >>"$LOG"
