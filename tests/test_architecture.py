@@ -192,6 +192,7 @@ ARROWS = {
     "tensorrt": {"runtime", "contract", "plugins"},
     "native": {"runtime"},
     "plugins": {"ops", "runtime", "native"},
+    "js": set(),  # runtime/js/: JavaScript, no Python module; it reads rnnx.json only
 }
 #: Arrows allowed only from these modules (a room-wide arrow would be too broad): room pair -> modules.
 NARROW_ARROWS = {
