@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .serving.conversations import ConversationStore
     from .serving.scheduler import PrefixHandle, Scheduler, SchedulerClosed, SchedulerFull, Stream
     from .session import Session, StatefulSession
-    from .state import State
+    from .state import HostState, State
 
 
 def __getattr__(name: str) -> Any:

@@ -112,6 +112,16 @@ def write_state_file(
     """Writes ``host`` (a state of ``backend``'s model) to ``path`` as an rnnx state file: safetensors, written
     whole (a temporary file in the same directory, then a rename), so a failed write never replaces a good
     file. ``metadata``: extra header strings (the standard fields win). Returns the path written."""
+    write_state_file_stat(path, backend, host, metadata)
+    return Path(path)
+
+
+def write_state_file_stat(
+    path: Union[str, Path], backend: Backend, host: HostState, metadata: Optional[dict[str, str]] = None
+) -> os.stat_result:
+    """:func:`write_state_file`, returning the ``os.stat`` of the file written, taken from the temporary file
+    just before the rename (a rename keeps inode, size and modification time): the written file's own, even
+    when another process replaces ``path`` right after."""
     from safetensors.numpy import save_file
 
     path = Path(path)
@@ -128,11 +138,12 @@ def write_state_file(
     os.close(fd)
     try:
         save_file(arrays, tmp, metadata=header)
+        written = os.stat(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return written
 
 
 def check_host_state(backend: Backend, arrays: dict[str, np.ndarray], where: str) -> tuple[int, int]:

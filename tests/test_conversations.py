@@ -79,6 +79,9 @@ def test_a_resumed_conversation_equals_one_piece(case, mode, sessions, tmp_path)
                 assert got == want, f"conversation {c}, turn {k}"
                 histories[c] += got
         stats = scheduler.stats()
+        # past_length: the positions of the conversation itself, never the pads of the rows it shared calls with
+        parked = [scheduler.conversations.get_host(f"chat-{c}") for c in range(3)]
+        assert [host.past_length for host in parked] == [len(h) for h in histories]
     # every turn prefilled only its own prompt: resuming costs no re-prefill of the history
     assert stats.prefill_tokens == sum(len(t) for conv in turns for t in conv)
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == [f"chat-{c}.safetensors" for c in range(3)]
@@ -221,3 +224,92 @@ def test_bad_state_files_are_refused_and_the_previous_state_kept(sessions, tmp_p
         ConversationStore(session.backend, store_dir).get_host("c")
     assert "\n" not in str(error.value)
     assert (store_dir / "c.safetensors").read_bytes() == written[:100]
+
+
+def test_a_turn_of_no_new_tokens_feeds_its_prompt(sessions):
+    """``max_new_tokens=0`` with a conversation or ``keep_state``: the prompt is still prefilled and kept, so a
+    0-token turn followed by a turn equals the whole history in one piece, and ``state()`` covers the prompt.
+    Without either, a 0-token stream ends at once and computes nothing. A conversation stream without
+    ``keep_state`` does not hold its state (the store does)."""
+    session = sessions[(DEMO_CHECKPOINTS[0], "onnxruntime")]
+    p1, p2, p3 = prompts_for(session, 3, seed=60)
+    ended: list = []
+    with Scheduler(session) as scheduler:
+        feed = scheduler.submit(p1, 0, conversation="c", callback=lambda s, t: ended.append(t))
+        assert feed.result(TIMEOUT) == [] and feed.finish_reason == "max_new_tokens" and ended == [None]
+        reply = scheduler.submit(p2, 5, temperature=0.0, conversation="c")
+        assert reply.result(TIMEOUT) == one_piece(session, p1 + p2, 5, temperature=0.0)
+        with pytest.raises(InputError, match="keep_state"):
+            reply.state()
+        assert scheduler.conversations.get_host("c").past_length == len(p1 + p2) + 5
+        kept = scheduler.submit(p3, 0, keep_state=True)
+        state = kept.state(TIMEOUT)
+        assert kept.result() == [] and state.past_length == len(p3)
+        np.testing.assert_allclose(state.last_logits, session.prefill([p3]).last_logits, rtol=1e-4, atol=1e-4)
+        resumed = scheduler.submit(p1, 4, temperature=0.9, seed=2, state=state)
+        assert resumed.result(TIMEOUT) == one_piece(session, p3 + p1, 4, temperature=0.9, seed=2)
+        before = scheduler.stats().prefill_tokens
+        plain = scheduler.submit(p1, 0)
+        assert plain.result(TIMEOUT) == [] and plain.finish_reason == "max_new_tokens"
+        assert scheduler.stats().prefill_tokens == before
+
+
+def test_store_file_names_ids_and_forgotten_ids(sessions, tmp_path, monkeypatch):
+    """Ids differing only in case never share a file (case-insensitive filesystems), nor do Windows device
+    names become file names; an id UTF-8 cannot encode (a lone surrogate) is a one-line InputError; a
+    memory-only store remembers at most FORGOTTEN_LIMIT forgotten ids (the most recent)."""
+    from rnnx.runtime.serving import conversations
+
+    session = sessions[(DEMO_CHECKPOINTS[0], "torch")]
+    states = [session.prefill([[1 + i, 2, 3]]) for i in range(4)]
+    store = ConversationStore(session.backend, tmp_path / "store")
+    for i, name in enumerate(["chat", "Chat", "con", "NUL.txt"]):
+        store.put(name, states[i])
+    names = sorted(p.name for p in (tmp_path / "store").iterdir())
+    assert len(names) == 4 and "chat.safetensors" in names and sum(n.startswith("~") for n in names) == 3
+    fresh = ConversationStore(session.backend, tmp_path / "store")
+    for i, name in enumerate(["chat", "Chat", "con", "NUL.txt"]):
+        np.testing.assert_array_equal(fresh.get_host(name).last_logits, states[i].last_logits)
+    for call in (lambda: store.put("a\ud800b", states[0]), lambda: store.get_host("\udc80")):
+        with pytest.raises(InputError, match="UTF-8") as error:
+            call()
+        assert "\n" not in str(error.value)
+    with Scheduler(session) as scheduler, pytest.raises(InputError, match="UTF-8"):
+        scheduler.submit([1, 2], 2, conversation="\ud800")
+    monkeypatch.setattr(conversations, "FORGOTTEN_LIMIT", 2)
+    size = HostState.of(states[0]).nbytes
+    memory = ConversationStore(session.backend, None, max_memory_bytes=size)
+    for i, state in enumerate(states):
+        memory.put(f"c{i}", state)  # each put drops the one before: c0, c1, c2 forgotten, c0 past the limit
+    assert memory.get_host("c0") is None
+    for gone in ("c1", "c2"):
+        with pytest.raises(InputError, match="dropped from the memory-only store"):
+            memory.get_host(gone)
+
+
+def test_a_put_keeps_the_stamp_of_its_own_file(sessions, tmp_path, monkeypatch):
+    """Another process replaces a conversation's file right after this store's rename (simulated by a second
+    store writing inside the rename): this store must not pair its memory copy with the other's file, so the
+    next read returns the other writer's (newer) state from disk."""
+    import rnnx.runtime.state as state_module
+
+    session = sessions[(DEMO_CHECKPOINTS[0], "torch")]
+    mine, theirs = session.prefill([[1, 2, 3]]), session.prefill([[4, 5, 6, 7]])
+    store = ConversationStore(session.backend, tmp_path / "store")
+    other = ConversationStore(session.backend, tmp_path / "store")
+    real_replace = state_module.os.replace
+    raced: list[bool] = []
+
+    def replace_then_race(src, dst):
+        real_replace(src, dst)
+        if not raced:  # once, right after this store's rename: the other writer's whole put
+            raced.append(True)
+            other.put("c", theirs)
+
+    monkeypatch.setattr(state_module.os, "replace", replace_then_race)
+    store.put("c", mine)
+    monkeypatch.setattr(state_module.os, "replace", real_replace)
+    assert raced
+    back = store.get_host("c")
+    np.testing.assert_array_equal(back.last_logits, theirs.last_logits)
+    assert back.past_length == 4

@@ -11,13 +11,15 @@ costs exactly its state's bytes (plus one row of last logits): no device slot, n
   :meth:`rnnx.runtime.State.save`, readable by the C API's ``rnnx_state_load``), written on every
   :meth:`~ConversationStore.put` (write-through, atomically: a temporary file, then a rename), so the store
   survives a restart of the process and several processes (Triton instances) can share the directory.
-  A memory copy is used only while its file is unchanged (same inode, size and modification time); a file
-  rewritten by another process is read again.
+  A memory copy is used only while its file is unchanged (same inode, size and modification time, taken from
+  the file this store wrote, never from a later one); a file rewritten by another process is read again.
 
 A file that cannot be read (corrupted, truncated, another model's state) is refused with a one-line
 :class:`~rnnx.runtime.backends.base.InputError` naming it; nothing is deleted or overwritten, so the
-conversation's previous good state (in memory, or the file once repaired) is kept. Thread-safe (one lock);
-across processes the last writer of a conversation wins.
+conversation's previous good state (in memory, or the file once repaired) is kept. Thread-safe: one lock for
+the memory, and per conversation (striped locks) a write or a read of its file with the memory update that
+goes with it, so two threads never pair one's state with the other's file; across processes the last writer
+of a conversation wins.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..backends.base import Backend, InputError
-from ..state import HostState, State, read_state_file, write_state_file
+from ..state import HostState, State, read_state_file, write_state_file_stat
 
 #: Default memory budget of a store: parked states held in host memory, in bytes.
 DEFAULT_MAX_MEMORY_BYTES = 256 << 20
@@ -39,23 +41,36 @@ DEFAULT_MAX_MEMORY_BYTES = 256 << 20
 SUFFIX = ".safetensors"
 #: Header field (safetensors metadata) holding the conversation id of a parked state.
 CONVERSATION_FIELD = "conversation"
+#: A memory-only store remembers this many ids it dropped past its budget (most recent), to refuse resuming them.
+FORGOTTEN_LIMIT = 1 << 16
 _Stamp = tuple[int, int, int]
-_SAFE_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+#: Ids used as file names as they are: lowercase (ids differing only in case must not share a file on a
+#: case-insensitive filesystem), not starting with a dot
+_PLAIN_ID = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,127}")
+#: Names Windows reserves for devices, with any extension (``con``, ``nul.txt``): never file names
+_RESERVED_ID = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?")
+_ID_LOCKS = 64  # striped per-conversation locks of a store
 
 
 def conversation_filename(conversation: str) -> str:
-    """The file name of ``conversation``'s state: the id itself when it is a plain name (letters, digits,
-    ``._-``, not starting with a dot, up to 128 characters), else ``~`` + a SHA-256 of it."""
-    if _SAFE_ID.fullmatch(conversation):
+    """The file name of ``conversation``'s state: the id itself when it is a plain name (lowercase letters,
+    digits, ``._-``, not starting with a dot, up to 128 characters, not a name Windows reserves such as
+    ``con``), else ``~`` + a SHA-256 of its UTF-8 bytes (so ``Chat`` and ``chat`` never share a file)."""
+    if _PLAIN_ID.fullmatch(conversation) and not _RESERVED_ID.fullmatch(conversation):
         return conversation + SUFFIX
     return "~" + hashlib.sha256(conversation.encode()).hexdigest()[:40] + SUFFIX
 
 
 def check_conversation_id(conversation: object) -> str:
-    """``conversation`` as a non-empty string; InputError otherwise."""
+    """``conversation`` as a non-empty string that UTF-8 can encode (no lone surrogates); InputError otherwise."""
     if isinstance(conversation, bool) or not isinstance(conversation, (str, int)) or str(conversation) == "":
         raise InputError(f"conversation: expected a non-empty string id, got {conversation!r}")
-    return str(conversation)
+    conversation = str(conversation)
+    try:
+        conversation.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"conversation: expected UTF-8 text ({error.reason}), got {conversation!r}") from None
+    return conversation
 
 
 class ConversationStore:
@@ -77,10 +92,11 @@ class ConversationStore:
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
         self.max_memory_bytes = max_memory_bytes
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the memory (and _forgotten)
+        self._id_locks = [threading.Lock() for _ in range(_ID_LOCKS)]  # a conversation's file + its memory entry
         self._memory: OrderedDict[str, tuple[HostState, Optional[_Stamp]]] = OrderedDict()  # id -> (state, file stamp)
         self._memory_bytes = 0
-        self._forgotten: set[str] = set()  # memory-only: ids dropped past the budget
+        self._forgotten: OrderedDict[str, None] = OrderedDict()  # memory-only: ids dropped past the budget (LRU)
 
     def __repr__(self) -> str:
         return (
@@ -117,26 +133,28 @@ class ConversationStore:
         conversation a memory-only store forgot."""
         conversation = check_conversation_id(conversation)
         path = self.path(conversation)
-        stamp = _stamp(path) if path is not None else None
-        with self._lock:
-            held = self._memory.get(conversation)
-            if held is not None and (path is None or held[1] == stamp):
-                self._memory.move_to_end(conversation)
-                return held[0]
-            if path is None:
-                if conversation in self._forgotten:
-                    raise InputError(
-                        f"conversation {conversation!r}: dropped from the memory-only store past its "
-                        f"{self.max_memory_bytes}-byte budget (give the store a directory to park states on disk)"
-                    )
+        with self._id_lock(conversation):
+            stamp = _stamp(path) if path is not None else None
+            with self._lock:
+                held = self._memory.get(conversation)
+                if held is not None and (path is None or held[1] == stamp):
+                    self._memory.move_to_end(conversation)
+                    return held[0]
+                if path is None:
+                    if conversation in self._forgotten:
+                        raise InputError(
+                            f"conversation {conversation!r}: dropped from the memory-only store past its "
+                            f"{self.max_memory_bytes}-byte budget (give the store a directory to park states on "
+                            f"disk)"
+                        )
+                    return None
+            if stamp is None:
                 return None
-        if stamp is None:
-            return None
-        host = read_state_file(self.backend, path)  # one-line InputError for a bad file; the memory copy stays
-        if host.batch != 1:
-            raise InputError(f"{path}: a conversation's state has one row, this file has {host.batch}")
-        with self._lock:
-            self._hold(conversation, host, stamp)
+            host = read_state_file(self.backend, path)  # one-line InputError for a bad file; the memory copy stays
+            if host.batch != 1:
+                raise InputError(f"{path}: a conversation's state has one row, this file has {host.batch}")
+            with self._lock:
+                self._hold(conversation, host, stamp)
         return host
 
     def get(self, conversation: str) -> Optional[State]:
@@ -160,13 +178,13 @@ class ConversationStore:
         if host.batch != 1:
             raise InputError(f"conversation {conversation!r}: a conversation's state has one row, got {host.batch}")
         path = self.path(conversation)
-        stamp = None
-        if path is not None:
-            write_state_file(path, self.backend, host, {CONVERSATION_FIELD: conversation})
-            stamp = _stamp(path)
-        with self._lock:
-            self._forgotten.discard(conversation)
-            self._hold(conversation, host, stamp)
+        with self._id_lock(conversation):  # the file and the memory entry change together
+            stamp = None
+            if path is not None:  # the stamp of the file written here, even if another process replaces it now
+                stamp = _stat_stamp(write_state_file_stat(path, self.backend, host, {CONVERSATION_FIELD: conversation}))
+            with self._lock:
+                self._forgotten.pop(conversation, None)
+                self._hold(conversation, host, stamp)
 
     def put_file(self, conversation: str, path: Union[str, os.PathLike]) -> None:
         """Makes the state file ``path`` (:meth:`State.save`, the C API's ``rnnx_state_save``) the latest state
@@ -177,14 +195,19 @@ class ConversationStore:
     def delete(self, conversation: str) -> None:
         """Forgets ``conversation`` (memory and file); a no-op for an unknown id."""
         conversation = check_conversation_id(conversation)
-        with self._lock:
-            held = self._memory.pop(conversation, None)
-            if held is not None:
-                self._memory_bytes -= held[0].nbytes
-            self._forgotten.discard(conversation)
         path = self.path(conversation)
-        if path is not None:
-            path.unlink(missing_ok=True)
+        with self._id_lock(conversation):
+            with self._lock:
+                held = self._memory.pop(conversation, None)
+                if held is not None:
+                    self._memory_bytes -= held[0].nbytes
+                self._forgotten.pop(conversation, None)
+            if path is not None:
+                path.unlink(missing_ok=True)
+
+    def _id_lock(self, conversation: str) -> threading.Lock:
+        """The lock of ``conversation``'s file and memory entry (one of a fixed set, by a hash of the id)."""
+        return self._id_locks[hash(conversation) % _ID_LOCKS]
 
     def _hold(self, conversation: str, host: HostState, stamp: Optional[_Stamp]) -> None:
         """Puts ``host`` in memory as most recently used and evicts past the budget (the lock held)."""
@@ -197,14 +220,20 @@ class ConversationStore:
             gone, (dropped, _) = self._memory.popitem(last=False)
             self._memory_bytes -= dropped.nbytes
             if self.directory is None:
-                self._forgotten.add(gone)
+                self._forgotten[gone] = None
+                self._forgotten.move_to_end(gone)
+                if len(self._forgotten) > FORGOTTEN_LIMIT:
+                    self._forgotten.popitem(last=False)
+
+
+def _stat_stamp(st: os.stat_result) -> _Stamp:
+    """(inode, size, modification time in ns): every atomic write makes a new inode."""
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _stamp(path: Path) -> Optional[_Stamp]:
-    """(inode, size, modification time in ns) of ``path`` (every atomic write makes a new inode), None when
-    there is no such file."""
+    """The stamp of ``path`` (see :func:`_stat_stamp`), None when there is no such file."""
     try:
-        st = path.stat()
+        return _stat_stamp(path.stat())
     except FileNotFoundError:
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns

@@ -40,6 +40,10 @@ state, and hand its final state back:
   ``state`` / ``prefix`` when given) and, when the stream ends (stop, ``max_new_tokens`` or cancelled; not on an
   error or close), stores its final state there. One turn of a conversation runs at a time.
 
+A stream that keeps its state (``keep_state`` or a ``conversation``) with ``max_new_tokens=0`` is still queued
+and prefilled: it emits nothing and ends with ``"max_new_tokens"``, its state covering its prompt (a turn that
+only feeds input). Without either, it ends at once and computes nothing.
+
 The rule for "a resumed conversation equals one piece": turn k of a conversation yields exactly what
 ``Session.generate`` yields for the whole history so far (every earlier prompt and emitted token, then this
 turn's prompt) given as one prompt, with this turn's own options and ``seed``. Each turn draws from its own
@@ -194,9 +198,11 @@ class Stream:
     def state(self, timeout: Optional[float] = None) -> State:
         """Waits for the end of the stream and returns its final :class:`State` (one row on the scheduler's
         backend): its start state advanced by the prompt and every emitted token. Needs ``keep_state=True``
-        (or a ``conversation``); raises the stream's error, :class:`RnnxRuntimeError` when it ended without
-        a state (closed, or cancelled before it was admitted), TimeoutError after ``timeout`` seconds."""
-        if not (self.keep_state or self.conversation is not None):
+        (a ``conversation`` alone stores its state in the scheduler's store, read it with
+        ``scheduler.conversations.get``; the stream does not hold it); raises the stream's error,
+        :class:`RnnxRuntimeError` when it ended without a state (closed, or cancelled before it was admitted),
+        TimeoutError after ``timeout`` seconds."""
+        if not self.keep_state:
             raise InputError(f"stream {self.id}: submitted without keep_state=True, so its state was not kept")
         self.result(timeout)
         if self._state is None:
@@ -352,6 +358,8 @@ class Scheduler:
                 if conversation in self._busy:
                     raise InputError(f"conversation {conversation!r}: a turn is already in flight; one at a time")
                 self._busy.add(conversation)
+        # a stream that keeps its state runs even for 0 new tokens: its prompt must reach the state it keeps
+        at_once = options.max_new_tokens == 0 and not keep_state and conversation is None
         try:
             start = prefix.state if prefix is not None else self._start_state(state, conversation)
             with self._lock:
@@ -359,7 +367,7 @@ class Scheduler:
                     raise SchedulerClosed("the scheduler is closed")
                 stream = Stream(next(self._ids), tokens, options, callback, self, start, bool(keep_state), conversation)
                 self._streams[stream.id] = stream
-                if options.max_new_tokens == 0:
+                if at_once:
                     self._counts["finished"] += 1
                 else:
                     self._queue(stream)
@@ -367,7 +375,7 @@ class Scheduler:
             with self._lock:
                 self._busy.discard(conversation)
             raise
-        if options.max_new_tokens == 0:
+        if at_once:
             stream._finish("max_new_tokens")  # outside the lock: the callback may call the scheduler
         return stream
 
@@ -553,9 +561,8 @@ class Scheduler:
     def _keep_states(self, kept: list[Stream]) -> None:
         """Takes the rows of ``kept`` out of the pool, fed the tokens they emitted last (one call over these
         rows), as their final states; stores conversations' (a failure ends that stream with the error)."""
-        try:
-            with self._lock:
-                states = self._pool.take([s.id for s in kept], [s.tokens[s._fed :] for s in kept])
+        try:  # no lock needed: the pool is the worker's (stats reads its row count only)
+            states = self._pool.take([s.id for s in kept], [s.tokens[s._fed :] for s in kept])
         except Exception as error:
             for stream in kept:
                 stream._ending = ("error", error)
@@ -563,7 +570,9 @@ class Scheduler:
         for stream, state in zip(kept, states):
             if state.last_logits is None:
                 state.last_logits = stream._last_logits
-            stream._fed, stream._state = len(stream.tokens), state
+            stream._fed = len(stream.tokens)
+            if stream.keep_state:  # only then does the stream hold its device state (Stream.state)
+                stream._state = state
             if stream.conversation is not None:
                 try:
                     self.conversations.put(stream.conversation, state)
@@ -616,6 +625,9 @@ class Scheduler:
                 stream._ending = ("cancelled", None)
                 continue
             o = stream.options
+            if o.max_new_tokens == 0:  # a turn that only feeds its prompt (kept state): nothing to sample
+                stream._ending = ("max_new_tokens", None)
+                continue
             token = int(o.sampling.sample(row[None], [stream._rng])[0])
             try:
                 stream._emit(token)

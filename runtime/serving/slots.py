@@ -17,8 +17,10 @@ continuous batching) and the Triton Python-backend model (streams keyed by corre
   :class:`~rnnx.runtime.serving.conversations.ConversationStore`, gets.
 
 Each call returns, per stream, the logits after its last real token (``(k, V)`` float32, the order
-of the keys given). Only O(1) recurrent states can share a batch: an export whose state grows with
-the context (a softmax KV cache) is refused with :class:`InputError`. Not thread-safe: one owner.
+of the keys given). The pool counts each stream's own positions (its start state's, its prompt, the tokens
+fed to it), so a taken state's ``past_length`` is its stream's, never the pads of the calls it shared. Only
+O(1) recurrent states can share a batch: an export whose state grows with the context (a softmax KV cache) is
+refused with :class:`InputError`. Not thread-safe: one owner.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class StatePool:
         self._prefill = Session(backend)
         self._keys: list[Hashable] = []  # row i holds self._keys[i]
         self._rows: dict[Hashable, int] = {}
+        self._past: dict[Hashable, int] = {}  # key -> positions fed to that stream (pads excluded)
         self._state: Optional[BackendState] = None
 
     @property
@@ -88,9 +91,11 @@ class StatePool:
         self._prefill.state = None  # the rows live in the pool from here; the session keeps no reference
         joined = state.inner if self._state is None else self.backend.concat_rows([self._state, state.inner])
         self._state = joined
-        for key in keys:
+        for i, key in enumerate(keys):
             self._rows[key] = len(self._keys)
             self._keys.append(key)
+            start_past = 0 if starts is None or starts[i] is None else starts[i].past_length
+            self._past[key] = start_past + len(prompts[i])
         return state.last_logits
 
     def _start_rows(self, keys: Sequence[Hashable], starts: Sequence[Optional[State]]) -> State:
@@ -138,6 +143,8 @@ class StatePool:
             raise InputError(f"tokens: token {int(bad[0])} out of vocabulary; expected 0 <= token < {vocab}")
         outputs, state = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, self._state, donate=True)
         self._state = state
+        for key, length in zip(keys, lengths):
+            self._past[key] += length
         return outputs[LOGITS][rows, np.asarray(lengths) - 1]
 
     def release(self, keys: Sequence[Hashable]) -> None:
@@ -149,12 +156,14 @@ class StatePool:
         self._state = None if not keep else self.backend.select_rows(self._state, keep)
         self._keys = [self._keys[i] for i in keep]
         self._rows = {k: i for i, k in enumerate(self._keys)}
+        self._past = {k: self._past[k] for k in self._keys}
 
     def take(self, keys: Sequence[Hashable], tokens: Optional[Sequence[Sequence[int]]] = None) -> list[State]:
         """Drops the rows of ``keys`` (each must hold one) and returns each as a :class:`State` of one row, in
         the order given. ``tokens``: per key, tokens to feed first (possibly none), in one call over these
         rows only; a state's ``last_logits`` are the logits after its last token fed here, None when it
-        was fed none (the caller knows them). Nothing changes when it raises."""
+        was fed none (the caller knows them); its ``past_length`` is its stream's own positions (pads
+        excluded). Nothing changes when it raises."""
         missing = [k for k in keys if k not in self._rows]
         if missing or len(set(keys)) != len(keys) or not keys:
             raise InputError(f"take: streams {missing or list(keys)} hold no row (or are repeated, or none given)")
@@ -173,13 +182,14 @@ class StatePool:
             outputs, rows = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, rows, donate=True)
             for i in fed:
                 logits[i] = outputs[LOGITS][i, len(tokens[i]) - 1][None].copy()
-        states = [
-            State(self.backend, rows if len(keys) == 1 else self.backend.select_rows(rows, [i]), logits[i])
-            for i in range(len(keys))
-        ]
+        states = []
+        for i, key in enumerate(keys):
+            inner = rows if len(keys) == 1 else self.backend.select_rows(rows, [i])
+            inner.past_length = self._past[key] + len(tokens[i])
+            states.append(State(self.backend, inner, logits[i]))
         self.release(keys)
         return states
 
     def clear(self) -> None:
         """Drops every row."""
-        self._keys, self._rows, self._state = [], {}, None
+        self._keys, self._rows, self._past, self._state = [], {}, {}, None

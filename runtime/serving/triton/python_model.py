@@ -66,7 +66,7 @@ NEXT_TOKEN, HELD_STREAMS = PYTHON_OUTPUTS
 
 class _Stream:
     """One sequence's sampling options, generator, last activity (monotonic seconds), and its conversation
-    (id and start state, None for a sequence of its own)."""
+    (id, None for a sequence of its own; and its start state until the sequence is admitted)."""
 
     def __init__(self, options: SamplingOptions, conversation: Optional[str] = None, start: Optional[State] = None):
         self.options = options
@@ -168,7 +168,11 @@ class TritonPythonModel:
             except UnicodeDecodeError:
                 raise InputError(f"{CONVERSATION_ID}: expected UTF-8 text") from None
         conversation = check_conversation_id(conversation)
-        return tokens, _Stream(options, conversation, self.conversations.get(conversation))
+        try:
+            start = self.conversations.get(conversation)
+        except OSError as error:  # an unreadable file fails this request only, never the batch
+            raise InputError(f"conversation {conversation!r}: cannot read its state: {error}") from None
+        return tokens, _Stream(options, conversation, start)
 
     # -- a batch of requests ------------------------------------------------------------------------
 
@@ -265,6 +269,9 @@ class TritonPythonModel:
             return self.pool.admit(keys, prompts, [start_of[k] for k in keys])
 
         logits = self._run(starts, admit, parsed, responses)
+        start_of.clear()
+        for i in starts:  # the pool holds a copy: the device start state is not kept for the whole sequence
+            parsed[i][1].start = None
         for i in logits:
             self.streams[parsed[i][0]] = parsed[i][1]
         logits.update(self._run([i for i, p in parsed.items() if not p[3]], self.pool.feed, parsed, responses))
