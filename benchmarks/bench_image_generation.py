@@ -3,6 +3,7 @@
     python benchmarks/bench_image_generation.py [--dataset mnist|cifar10|both] [--steps N] [--batch B]
                                                 [--variants recompute,kv-cache,ft-recurrent,rnnx-torch,...]
                                                 [--max-seconds S] [--windows K] [--window-steps N]
+                                                [--max-load X] [--load-wait S]
 
 The model (random weights: timing only): input = Embedding(256 pixel values, 128) concatenated with a
 128-wide sinusoidal position encoding -> post-norm encoder layers built with fast-transformers'
@@ -40,14 +41,33 @@ on t, get one window). When that estimate is at most ``--max-seconds``, the whol
 then generated for real, end to end with sampling, and the measured time is reported ("measured");
 otherwise the estimate is reported, marked "extrapolated". ``--steps N`` times only the first N steps
 of each image (smoke tests; the figures then are for N-step "images"). Seconds per image = wall time /
-batch; images/s = batch / wall time. Threads: torch's and ONNX Runtime's defaults (all cores).
+batch; images/s = batch / wall time. Threads: torch's and ONNX Runtime's defaults (all cores for torch; for
+ONNX Runtime rnnx's choice, one thread under 32 MiB of weights, else the pool).
+
+Load. The load average (``os.getloadavg``) and the CPU count are printed at the start and around each
+dataset's timing, and the tables carry the 1-minute load before and after it. ``--max-load X`` waits, up to
+``--load-wait`` seconds (printing what it waits for), for the 1-minute load to drop below X before each
+dataset is timed; when it does not, the run goes on and says it timed above X (times inflated by others).
+
+Weight read (the ONNX Runtime decoders, batch 1). The bytes a decode step reads: the export's initializers
+(read with onnx, external data included; each named initializer once, so weights tied or shared in PyTorch,
+one initializer, count once) less the tables only gathered from (the pixel embedding and the position table:
+a step reads one row). The read bandwidth, measured right then: each of the session's threads sums its
+slice of a 512 MiB float64 array (16x the 32 MiB last-level cache), 7 passes; the best pass is used (the
+least disturbed by other processes: the machine's bandwidth, so bytes / best is the strictest weight-read
+time) and the median shown beside. Weight-read time = bytes / best bandwidth. Then the bare graph step
+(``InferenceSession.run`` of one pixel, feeds made once, no runtime or sampling; median and best of 7
+blocks of 50 calls) and the image's per-step time are divided by it (issue 30's goal: <= 1.2x). The
+recurrent state (33 KiB a layer, read and written) is left out of the bytes.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -58,13 +78,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+import onnx
 import torch
 from fast_transformers.builders import RecurrentEncoderBuilder, TransformerEncoderBuilder
 from fast_transformers.masking import TriangularCausalMask
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import machine_line, markdown_table, measure
+from timing import load_line, machine_line, markdown_table, measure, read_bandwidth, wait_for_load
 
 import rnnx.runtime
 from rnnx.export import export
@@ -166,6 +187,8 @@ class Variant:
     new: Callable[[int, int], Any]
     step: Callable[[np.ndarray, int, Any], tuple[np.ndarray, Any]]
     constant_step: bool  # the step cost does not depend on the position
+    session: Optional[rnnx.runtime.StatefulSession] = None  # the ONNX Runtime decoders' session
+    model_path: Optional[Path] = None  # and the ONNX file it runs
 
 
 def softmax_variants(frontend: Frontend, layers: int, max_length: int) -> dict[str, Variant]:
@@ -209,8 +232,10 @@ def linear_variants(
     parallel = parallel.get().eval()
     variants: dict[str, Variant] = {}
 
-    def constant(name: str, new: Callable[[int], Any], step: Callable[..., tuple[np.ndarray, Any]]) -> None:
-        variants[name] = Variant(name, lambda batch, past: new(batch), step, True)
+    def constant(
+        name: str, new: Callable[[int], Any], step: Callable[..., tuple[np.ndarray, Any]], **extra: Any
+    ) -> None:
+        variants[name] = Variant(name, lambda batch, past: new(batch), step, True, **extra)
 
     if "ft-recurrent" in names:
         recurrent = RecurrentEncoderBuilder.from_kwargs(n_layers=layers, attention_type="causal-linear", **ENCODER)
@@ -255,7 +280,8 @@ def linear_variants(
             params = session.run(pixels=pixels[:, None], positions=positions, state=state)["params"]
             return params[:, 0], session.state
 
-        constant(name, ort_new, ort_step)
+        model_path = out_dir / session.metadata["model_file"]
+        constant(name, ort_new, ort_step, session=session, model_path=model_path)
     return variants
 
 
@@ -329,6 +355,94 @@ def check_same(variants: dict[str, Variant], names: list[str], steps: int, seed:
     return f"{', '.join(present)}: same {first.size} pixels for seed {seed} ({steps} steps x 2 images)"
 
 
+@dataclass
+class WeightBytes:
+    """The weights of an ONNX export, from its initializers (external data included)."""
+
+    total: int  # sum of every initializer's nbytes, each named initializer once
+    gathered: int  # of which tables only ever read through Gather / GatherND input 0 (a step reads a few rows)
+    count: int  # initializers
+    duplicate: int  # bytes in initializers whose contents equal an earlier one's (counted again: a separate buffer)
+
+    @property
+    def read(self) -> int:
+        """The weight bytes a decode step reads: every initializer but the gathered-only tables."""
+        return self.total - self.gathered
+
+
+GATHERS = ("Gather", "GatherND")
+
+
+def initializer_bytes(model_path: Path) -> WeightBytes:
+    """The weight bytes of the ONNX model at ``model_path``, read with onnx (external data loaded from the model's
+    folder). An initializer is one named tensor however many nodes read it, so weights shared or tied in PyTorch
+    (one parameter, one initializer) count once; equal contents under two names are two buffers and count twice
+    (reported in ``duplicate``)."""
+    model = onnx.load(str(model_path), load_external_data=True)
+    graph = model.graph
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for node in graph.node:
+        for index, name in enumerate(node.input):
+            uses.setdefault(name, []).append((node.op_type, index))
+    total = gathered = duplicate = 0
+    seen: set[bytes] = set()
+    for initializer in graph.initializer:
+        array = onnx.numpy_helper.to_array(initializer)
+        total += array.nbytes
+        node_uses = uses.get(initializer.name, [])
+        if node_uses and all(op in GATHERS and index == 0 for op, index in node_uses):
+            gathered += array.nbytes
+        digest = hashlib.sha1(np.ascontiguousarray(array).tobytes()).digest() + str(array.dtype).encode()
+        if digest in seen:
+            duplicate += array.nbytes
+        seen.add(digest)
+    return WeightBytes(total, gathered, len(graph.initializer), duplicate)
+
+
+def graph_step_seconds(session: rnnx.runtime.StatefulSession, blocks: int = 7, calls: int = 50) -> tuple[float, float]:
+    """(median, best) seconds of one bare ``InferenceSession.run`` of a batch-1 decode step (pixels / positions
+    (1, 1), a zero state (1, ...), the feeds made once; no rnnx runtime, no sampling): ``blocks`` blocks of
+    ``calls`` calls after 10 warm-up calls, seconds per call of each block."""
+    ort_session = session.backend.session
+    feeds = {}
+    for spec in ort_session.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+        feeds[spec.name] = np.full(shape, 5, np.int64) if spec.type == "tensor(int64)" else np.zeros(shape, np.float32)
+    names = [o.name for o in ort_session.get_outputs()]
+    for _ in range(10):
+        ort_session.run(names, feeds)
+    samples = []
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for _ in range(calls):
+            ort_session.run(names, feeds)
+        samples.append((time.perf_counter() - start) / calls)
+    return statistics.median(samples), min(samples)
+
+
+def weight_read(variant: Variant, log: Callable[[str], None]) -> dict:
+    """The weight-read figures of an ONNX Runtime decoder at batch 1: weight bytes a step reads, the read bandwidth
+    with the session's thread count (measured now), bytes / best bandwidth, and the bare graph step against it."""
+    assert variant.session is not None and variant.model_path is not None, variant.name
+    weights = initializer_bytes(variant.model_path)
+    threads = variant.session.backend.threads or os.cpu_count() or 1  # 0: ONNX Runtime's pool, one per core
+    best, median = read_bandwidth(threads)
+    graph_median, graph_best = graph_step_seconds(variant.session)
+    row = dict(
+        weights=weights, threads=threads, bandwidth=best, bandwidth_median=median, weight_read=weights.read / best,
+        graph=graph_median, graph_best=graph_best,
+    )  # fmt: skip
+    log(
+        f"  {variant.name} weights: {weights.count} initializers, {weights.total / 1e6:.2f} MB, of which "
+        f"{weights.gathered / 1e6:.2f} MB gathered-only tables -> {weights.read / 1e6:.2f} MB read per step "
+        f"({weights.duplicate} bytes with duplicate contents); read bandwidth on {threads} thread(s) best "
+        f"{best / 1e9:.2f} GB/s, median {median / 1e9:.2f} GB/s -> weight-read {row['weight_read'] * 1e3:.2f} ms; "
+        f"bare graph step {graph_median * 1e3:.2f} ms (best {graph_best * 1e3:.2f} ms) = "
+        f"{graph_median / row['weight_read']:.2f}x the weight-read time"
+    )
+    return row
+
+
 def paper_figure(dataset: str, name: str) -> Optional[float]:
     """The paper's CPU seconds per image for a variant (its linear figure for every linear decoder)."""
     return PAPER[dataset]["linear" if name in LINEAR else name]
@@ -350,6 +464,11 @@ def run_dataset(dataset: str, args: argparse.Namespace, export_dir: Path, log: C
         line = check_same(variants, group, min(args.check_steps, steps), args.seed)
         if line:
             log(f"  {line}")
+    quiet = None
+    if args.max_load is not None:
+        quiet, _ = wait_for_load(args.max_load, args.load_wait, log)
+    load = dict(before=os.getloadavg()[0], quiet=quiet)
+    log(f"  {dataset} timing starts: {load_line()}")
     rows = []
     for batch in sorted({1, args.batch}):
         for name, variant in variants.items():
@@ -361,10 +480,17 @@ def run_dataset(dataset: str, args: argparse.Namespace, export_dir: Path, log: C
                 seconds, kind = guess, f"extrapolated ({how})"
             rows.append(
                 dict(
-                    dataset=dataset, variant=name, batch=batch, steps=steps, seconds=seconds, kind=kind, estimate=guess
+                    dataset=dataset, variant=name, batch=batch, steps=steps, seconds=seconds, kind=kind, estimate=guess,
+                    load=load,
                 )
-            )
+            )  # fmt: skip
             log(f"  {dataset} {name} batch {batch}: {seconds:.2f} s for {steps} steps, {kind} (estimate {guess:.2f} s)")
+    for row in rows:
+        variant = variants[row["variant"]]
+        if row["batch"] == 1 and variant.session is not None:
+            row["weight_read"] = weight_read(variant, log)
+    load["after"] = os.getloadavg()[0]
+    log(f"  {dataset} timing done: {load_line()}")
     return rows
 
 
@@ -381,18 +507,26 @@ def tables(rows: list[dict], args: argparse.Namespace) -> str:
             if one is None:
                 continue
             per_image = one["seconds"]
-            row = [name, f"{per_image:,.2f}", one["kind"], f"{paper_figure(dataset, name):,.1f}"]
+            row = [name, f"{per_image:,.2f}", f"{per_image / steps * 1e3:.2f}", one["kind"]]
+            row.append(f"{paper_figure(dataset, name):,.1f}")
             row.append(f"{per_image / paper_figure(dataset, name):.2f}" if full else "n/a")
             if args.batch > 1:
                 big = mine.get((name, args.batch))
                 row += [f"{big['seconds'] / args.batch:,.2f}", f"{args.batch / big['seconds']:.3f}", big["kind"]]
             body.append(row)
-        header = ["variant", "s / image (batch 1)", "how", "paper s / image", "ours / paper"]
+        header = ["variant", "s / image (batch 1)", "ms / step (batch 1)", "how", "paper s / image", "ours / paper"]
         if args.batch > 1:
             header += [f"s / image (batch {args.batch})", f"images / s (batch {args.batch})", "how"]
         layers, full_steps = DATASETS[dataset]
         what = f"{steps} of {full_steps} steps per image" if not full else f"{full_steps} steps per image"
-        out.append(f"### {dataset}: {layers} layers, {what}\n\n" + markdown_table(header, body))
+        load = next(iter(mine.values()))["load"]
+        load_text = f"1-minute load average {load['before']:.2f} before timing, {load['after']:.2f} after"
+        if load["quiet"] is False:
+            load_text += f" (timed above --max-load {args.max_load:.2f}: times inflated by other processes)"
+        out.append(f"### {dataset}: {layers} layers, {what}\n\n{load_text}\n\n" + markdown_table(header, body))
+        reads = [(name, one) for (name, batch), one in mine.items() if batch == 1 and "weight_read" in one]
+        if reads:
+            out.append(weight_read_table(reads))
         ratios = []
         for a, b, paper in (
             ("kv-cache", "ft-recurrent", PAPER[dataset]["kv-cache"] / PAPER[dataset]["linear"]),
@@ -412,6 +546,40 @@ def tables(rows: list[dict], args: argparse.Namespace) -> str:
     return "\n\n".join(out)
 
 
+def weight_read_table(reads: list[tuple[str, dict]]) -> str:
+    """The weight-read rows: weight bytes per step, read bandwidth, bytes / bandwidth, the bare graph step and the
+    image's step against it (batch 1)."""
+    body = []
+    for name, one in reads:
+        w = one["weight_read"]
+        image_step = one["seconds"] / one["steps"]
+        body.append(
+            [
+                f"{name} (batch 1)",
+                f"{w['weights'].read / 1e6:.2f} of {w['weights'].total / 1e6:.2f}",
+                w["threads"],
+                f"{w['bandwidth'] / 1e9:.2f} ({w['bandwidth_median'] / 1e9:.2f})",
+                f"{w['weight_read'] * 1e3:.2f}",
+                f"{w['graph'] * 1e3:.2f} ({w['graph_best'] * 1e3:.2f})",
+                f"**{w['graph'] / w['weight_read']:.2f}x** ({w['graph_best'] / w['weight_read']:.2f}x)",
+                f"{image_step * 1e3:.2f}",
+                f"{image_step / w['weight_read']:.2f}x",
+            ]
+        )
+    header = [
+        "weight read",
+        "MB read / step (of initializers)",
+        "threads",
+        "read GB/s best (median)",
+        "weight-read ms",
+        "graph ms / step median (best)",
+        "graph / weight-read (goal <= 1.2x)",
+        "image ms / step",
+        "image step / weight-read",
+    ]
+    return markdown_table(header, body)
+
+
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", choices=["mnist", "cifar10", "both"], default="both")
@@ -429,6 +597,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--check-steps", type=int, default=32, help="steps of the same-pixels check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--export-dir", default=None, help="where the exports go (default: a temp dir)")
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="before timing each dataset, wait for the 1-minute load average to drop below this (default: no wait)",
+    )
+    parser.add_argument("--load-wait", type=float, default=60.0, help="seconds to wait at most for --max-load")
     args = parser.parse_args(argv)
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(args.variants) - set(VARIANTS))
@@ -436,6 +611,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         parser.error(f"unknown variants {unknown}; choose from {VARIANTS}")
     if args.batch < 1 or args.steps < 0:
         parser.error("--batch must be >= 1 and --steps >= 0")
+    if args.load_wait < 0 or (args.max_load is not None and args.max_load <= 0):
+        parser.error("--load-wait must be >= 0 and --max-load > 0")
     return args
 
 
@@ -444,6 +621,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     start = time.perf_counter()
     print(f"# image generation, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
     print(f"machine: {machine_line()}")
+    print(f"{load_line()} (os.getloadavg; a CPU-bound process adds about 1)")
     print(f"command: python benchmarks/bench_image_generation.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     datasets = ["mnist", "cifar10"] if args.dataset == "both" else [args.dataset]
     rows = []
