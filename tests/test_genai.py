@@ -78,13 +78,40 @@ def user_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def with_genai_variant(name: str, export_dir: Path, dest: Path) -> Path:
+    """A copy of the shared export of demo ``name`` (made without --genai) with the genai variant added by the step
+    ``export_model(..., genai=True)`` runs (``genai_step`` on the plan and options export_model builds for it): the
+    files that export would write, without tracing ``model.onnx`` a second time, and paid only by the worker that
+    runs this file. The user's LM below goes through ``export(..., genai=True)`` end to end."""
+    import shutil
+
+    from rnnx.export.exporter import export_options, lm_plan
+    from rnnx.export.genai import GenaiOptions, genai_step
+    from rnnx.models.checkpoint import demo_checkpoint_path
+    from rnnx.runtime import parity
+    from rnnx.runtime.contract.artifact import DEFAULT_OPSET, EXTERNAL_DATA_FILE
+
+    shutil.copytree(export_dir, dest)
+    options = export_options("onnxruntime", "fp32", DEFAULT_OPSET, check=False)
+    plan = lm_plan(str(demo_checkpoint_path(name)), options.precision, parity.DEFAULT_DECODE_STEPS)
+    tmp = dest.parent / f".{dest.name}.genai"
+    tmp.mkdir()
+    one_file = not (dest / EXTERNAL_DATA_FILE).exists()
+    try:
+        written = genai_step(plan, options, GenaiOptions())(tmp, one_file, lambda _: None)
+    finally:
+        plan.restore()
+    for file in written:
+        (tmp / file).replace(dest / file)
+    return dest
+
+
 @pytest.fixture(scope="module")
-def exports(demo_exports, user_export) -> dict[str, Path]:
-    return {
-        "linear_transformer_copy": demo_exports[("linear_transformer_copy", "onnxruntime")],
-        "srupp_linear_copy": demo_exports[("srupp_linear_copy", "onnxruntime")],
-        "user_srupp_lm": user_export,
-    }
+def exports(demo_exports, user_export, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("demo-genai")
+    demos = {name: with_genai_variant(name, demo_exports[(name, "onnxruntime")], root / name)
+             for name in ("linear_transformer_copy", "srupp_linear_copy")}  # fmt: skip
+    return {**demos, "user_srupp_lm": user_export}
 
 
 def rnnx_greedy(export_dir: Path, prompts: list[list[int]], pad: int) -> list[list[int]]:
