@@ -49,6 +49,7 @@ from ..runtime.contract.artifact import (
     INPUT_IDS,
     LENGTH,
     LOGITS,
+    ORT_SESSION_CONFIG,
     PAST_PREFIX,
     PRESENT_PREFIX,
     QUANTIZATION_BUDGETS,
@@ -228,6 +229,13 @@ class GenaiAdapter(nn.Module):
         return (outputs[0], *pack(self.slots, self.states, present, list(slots)))
 
 
+#: The ``session_options`` keys of ``genai_config.json`` that genai reads itself; onnxruntime-genai 0.18 hands every
+#: other (string-valued) key to ONNX Runtime as a session config entry, which is how the config carries
+#: :data:`~rnnx.runtime.contract.artifact.ORT_SESSION_CONFIG` (tests/test_genai.py holds genai to that).
+GENAI_SESSION_KEYS = ("log_id", "provider_options", "custom_ops_library")
+#: ``session_options.log_id`` of the configs rnnx writes: marks a ``genai_config.json`` as rnnx's.
+GENAI_LOG_ID = "rnnx-genai"
+
 #: genai's ``attention_mask`` axis: every position so far (past and current).
 TOTAL_LENGTH = "total_length"
 #: ``model.context_length`` / ``search.max_length`` written to the config: genai's cap on a sequence (prompt plus
@@ -320,7 +328,7 @@ def genai_config(slots: list[Slot], plan: ExportPlan, options: GenaiOptions, lib
     for kind in kinds:
         inputs[f"past_{kind}_names"] = PAST_PREFIX + slot_template(kind)
         outputs[f"present_{kind}_names"] = PRESENT_PREFIX + slot_template(kind)
-    session: dict[str, Any] = {"log_id": "rnnx-genai", "provider_options": []}
+    session: dict[str, Any] = {"log_id": GENAI_LOG_ID, "provider_options": [], **ORT_SESSION_CONFIG}
     if library is not None:
         session["custom_ops_library"] = library
     layers = max(sum(slot.kind == kind for slot in slots) for kind in kinds)
@@ -349,6 +357,27 @@ def genai_config(slots: list[Slot], plan: ExportPlan, options: GenaiOptions, lib
     }
 
 
+def session_config_entries(config: dict[str, Any]) -> dict[str, str]:
+    """The ONNX Runtime session config entries a ``genai_config.json`` (parsed) makes genai open its graph with: the
+    decoder's ``session_options`` keys other than genai's own (:data:`GENAI_SESSION_KEYS`)."""
+    session = config["model"]["decoder"]["session_options"]
+    return {key: value for key, value in session.items() if key not in GENAI_SESSION_KEYS}
+
+
+def copied_library(out_dir: Path) -> Optional[str]:
+    """The file name of the op library an earlier ``--genai --native-ops`` export copied into ``out_dir``: the one
+    its ``genai_config.json`` names, when rnnx wrote that config (``log_id`` :data:`GENAI_LOG_ID`) and the name is a
+    plain file name. None otherwise (no config, an unreadable one, one rnnx did not write, a path)."""
+    try:
+        session = json.loads((out_dir / GENAI_CONFIG_FILE).read_text())["model"]["decoder"]["session_options"]
+        name = session["custom_ops_library"] if session["log_id"] == GENAI_LOG_ID else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or name in ("", ".", "..") or name != Path(name).name:
+        return None
+    return name
+
+
 def _library() -> Path:
     """rnnx's ONNX Runtime op library, built; ExportError saying how to build it when it is not."""
     library = ortops.find_library()
@@ -370,19 +399,19 @@ def _right_padded(prompts: list[list[int]], pad: int) -> tuple[Tensor, Tensor]:
 
 @torch.no_grad()
 def check_genai(
-    plan: ExportPlan, slots: list[Slot], path: Path, mask_dtype: Optional[torch.dtype], pad: int, tolerance: float,
-    steps: int = 8,
+    plan: ExportPlan, slots: list[Slot], path: Path, mask_dtype: Optional[torch.dtype], config: dict[str, Any],
+    tolerance: float, steps: int = 8,
 ) -> float:  # fmt: skip
-    """Runs the genai graph at ``path`` on ONNX Runtime as genai does (the mask growing by a column per call, each
-    row decoding from its last token) against :class:`GenaiAdapter` around the fp32 PyTorch module: a right-padded
-    prefill of two rows and ``steps`` greedy steps. Returns the worst logits error (max abs over max abs reference,
-    per call); ExportError past ``tolerance``."""
+    """Runs the genai graph at ``path`` on ONNX Runtime as genai does (the session options genai builds from
+    ``config``, the ``genai_config.json``: ONNX Runtime's defaults plus its :func:`session_config_entries`; the mask
+    growing by a column per call, each row decoding from its last token) against :class:`GenaiAdapter` around the
+    fp32 PyTorch module: a right-padded prefill of two rows and ``steps`` greedy steps. Returns the worst logits
+    error (max abs over max abs reference, per call); ExportError past ``tolerance``."""
     import onnxruntime as ort
 
-    from ..runtime.contract.artifact import ORT_SESSION_CONFIG
-
+    pad = config["model"]["pad_token_id"]
     options = ort.SessionOptions()
-    for key, value in ORT_SESSION_CONFIG.items():
+    for key, value in session_config_entries(config).items():
         options.add_session_config_entry(key, value)
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     reference = GenaiAdapter(plan.reference, plan.states, slots, mask_dtype)
@@ -449,7 +478,7 @@ def genai_step(plan: ExportPlan, options: Any, genai: GenaiOptions) -> stages.Ex
             tolerance = options.precision.tolerance
             if options.quantize is not None:
                 tolerance = max(tolerance, QUANTIZATION_BUDGETS[options.quantize.scheme]["max_rel"])
-            worst = check_genai(plan, slots, path, mask_dtype, config["model"]["pad_token_id"], tolerance)
+            worst = check_genai(plan, slots, path, mask_dtype, config, tolerance)
             log(f"genai graph vs PyTorch: worst relative logits error {worst:.3g} (tolerance {tolerance:g})")
         data = tmp / GENAI_DATA_FILE
         if data.is_file() and one_file:

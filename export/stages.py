@@ -239,13 +239,16 @@ def publish(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
     """os.replace each file into out_dir, in order (the external data before the model, the metadata
     last); then removes the export files that this export did not write (a stale parity report must not
     describe a new model, nor a stale data file sit beside a single-file one, nor a genai graph of an older
-    model beside a new one)."""
+    model beside a new one, nor the op library an older ``--genai --native-ops`` export copied in)."""
+    from .genai import copied_library  # genai's step imports this module
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    library = copied_library(out_dir)  # read before the new genai_config.json replaces the old
     moved = []
     for name in names:
         os.replace(tmp / name, out_dir / name)
         moved.append(out_dir / name)
-    for stale in {*EXPORT_FILES, *GENAI_FILES} - set(names):
+    for stale in {*EXPORT_FILES, *GENAI_FILES, *([library] if library else [])} - set(names):
         (out_dir / stale).unlink(missing_ok=True)
     return moved
 

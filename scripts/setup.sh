@@ -102,6 +102,8 @@ PYEOF
 
 # onnxruntime-genai 0.18.0 for tests/test_genai.py (export-model --genai, docs/genai.md). Its wheel needs
 # onnxruntime>=1.31, which the main environment has, so it goes there, without letting pip touch onnxruntime.
+# It runs in the foreground before the lanes start: the peers lane pip-installs into the same environment, and
+# two pip processes must never write one environment at once (one wheel, a few seconds).
 onnxruntime_genai() {
   if "$PY" -c "import onnxruntime_genai" 2>/dev/null; then
     echo "setup: keeping onnxruntime-genai $("$PY" -c 'import importlib.metadata as m; print(m.version("onnxruntime-genai"))')"
@@ -168,8 +170,8 @@ peers() {
   fast_transformers
   triton_venv
 }
+onnxruntime_genai
 lane peers peers
-lane genai onnxruntime_genai
 lane js js_packages
 lane kernels "$PY" -m rnnx.plugins.build --only cpu-kernel,libtorch-ops
 echo "setup: building the other native libraries (python3 -m rnnx.plugins.build)"

@@ -4,8 +4,9 @@ Exporting is the slowest thing the suite does, so every test that needs an expor
 takes it from here instead of exporting its own copy:
 
 * ``demo_exports``: ``{(demo name, target): export dir}`` for every shipped demo and both targets,
-  exported without the parity check (the tests run their own); the onnxruntime ones with the
-  onnxruntime-genai variant (``genai=True``: ``genai.onnx`` + ``genai_config.json`` beside ``model.onnx``);
+  exported without the parity check (the tests run their own) and without the onnxruntime-genai variant
+  (tests/test_genai.py adds it to copies of the onnxruntime ones, so only the worker that runs that file
+  traces a genai graph);
 * ``demo_cli_export``: ``export-model`` with no arguments, run in an empty working directory (the main
   job of the README): ``(cwd, click result)``; its export has the parity files;
 * ``softmax_srupp_export``: a small SRU++ language model with softmax attention (a KV cache that grows), random
@@ -39,7 +40,6 @@ def demo_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, st
             root / f"{name}-{target}",
             target=target,
             check=False,
-            genai=target == "onnxruntime",
         ).out_dir
         for name, target in DEMO_EXPORT_CASES
     }

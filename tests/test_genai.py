@@ -78,13 +78,40 @@ def user_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def with_genai_variant(name: str, export_dir: Path, dest: Path) -> Path:
+    """A copy of the shared export of demo ``name`` (made without --genai) with the genai variant added by the step
+    ``export_model(..., genai=True)`` runs (``genai_step`` on the plan and options export_model builds for it): the
+    files that export would write, without tracing ``model.onnx`` a second time, and paid only by the worker that
+    runs this file. The user's LM below goes through ``export(..., genai=True)`` end to end."""
+    import shutil
+
+    from rnnx.export.exporter import export_options, lm_plan
+    from rnnx.export.genai import GenaiOptions, genai_step
+    from rnnx.models.checkpoint import demo_checkpoint_path
+    from rnnx.runtime import parity
+    from rnnx.runtime.contract.artifact import DEFAULT_OPSET, EXTERNAL_DATA_FILE
+
+    shutil.copytree(export_dir, dest)
+    options = export_options("onnxruntime", "fp32", DEFAULT_OPSET, check=False)
+    plan = lm_plan(str(demo_checkpoint_path(name)), options.precision, parity.DEFAULT_DECODE_STEPS)
+    tmp = dest.parent / f".{dest.name}.genai"
+    tmp.mkdir()
+    one_file = not (dest / EXTERNAL_DATA_FILE).exists()
+    try:
+        written = genai_step(plan, options, GenaiOptions())(tmp, one_file, lambda _: None)
+    finally:
+        plan.restore()
+    for file in written:
+        (tmp / file).replace(dest / file)
+    return dest
+
+
 @pytest.fixture(scope="module")
-def exports(demo_exports, user_export) -> dict[str, Path]:
-    return {
-        "linear_transformer_copy": demo_exports[("linear_transformer_copy", "onnxruntime")],
-        "srupp_linear_copy": demo_exports[("srupp_linear_copy", "onnxruntime")],
-        "user_srupp_lm": user_export,
-    }
+def exports(demo_exports, user_export, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("demo-genai")
+    demos = {name: with_genai_variant(name, demo_exports[(name, "onnxruntime")], root / name)
+             for name in ("linear_transformer_copy", "srupp_linear_copy")}  # fmt: skip
+    return {**demos, "user_srupp_lm": user_export}
 
 
 def rnnx_greedy(export_dir: Path, prompts: list[list[int]], pad: int) -> list[list[int]]:
@@ -214,6 +241,29 @@ def test_native_ops_library_is_copied_and_loaded(tmp_path):
     assert got == until_eos(rnnx_greedy(out, [[1, 2, 3, 4]], 12)[0][:5], 12)
 
 
+@needs_genai
+def test_genai_opens_the_graph_with_the_configs_session_entries(exports, tmp_path):
+    """genai_config.json's session_options carry rnnx's ONNX Runtime session config entries (ORT_SESSION_CONFIG,
+    which the fp16 graphs need), and onnxruntime-genai 0.18 hands such keys to ONNX Runtime: an entry that makes
+    ONNX Runtime read the graph as an ORT-format file makes og.Model fail, so genai did pass it on."""
+    import shutil
+
+    import onnxruntime_genai as og
+
+    from rnnx.export.genai import session_config_entries
+    from rnnx.runtime.contract.artifact import ORT_SESSION_CONFIG
+
+    source = exports["user_srupp_lm"]
+    config = json.loads((source / GENAI_CONFIG_FILE).read_text())
+    assert session_config_entries(config) == ORT_SESSION_CONFIG
+    probe = tmp_path / "probe"
+    shutil.copytree(source, probe)
+    config["model"]["decoder"]["session_options"]["session.load_model_format"] = "ORT"
+    (probe / GENAI_CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(Exception, match="ORT model verification failed"):
+        og.Model(str(probe))
+
+
 # -- without genai: the layout and the export's refusals ------------------------------------------------------
 
 
@@ -282,14 +332,46 @@ def test_what_genai_cannot_run_is_refused_before_writing(tmp_path, module, input
     assert not out.exists()
 
 
-def test_reexport_without_genai_removes_the_genai_files(demo_exports, tmp_path):
-    import shutil
+def _config(session_options: dict) -> str:
+    return json.dumps({"model": {"decoder": {"session_options": session_options}}})
 
-    from rnnx.export import export_model
-    from rnnx.models.checkpoint import demo_checkpoint_path
 
-    out = tmp_path / "lt"
-    shutil.copytree(demo_exports[("linear_transformer_copy", "onnxruntime")], out)
-    assert (out / GENAI_MODEL_FILE).is_file()
-    export_model(str(demo_checkpoint_path("linear_transformer_copy")), out, target="onnxruntime", check=False)
-    assert not (out / GENAI_MODEL_FILE).exists() and not (out / GENAI_CONFIG_FILE).exists()
+@pytest.mark.parametrize("old_config, library_removed", [
+    ({"log_id": "rnnx-genai", "custom_ops_library": "librnnx_ort_ops.so"}, True),  # rnnx copied it: stale
+    ({"log_id": "rnnx-genai"}, False),  # genai without --native-ops: the library file is the user's
+    ({"log_id": "mine", "custom_ops_library": "librnnx_ort_ops.so"}, False),  # a config rnnx did not write
+    ({"log_id": "rnnx-genai", "custom_ops_library": "../librnnx_ort_ops.so"}, False),  # not a file of the export
+])  # fmt: skip
+def test_publish_removes_what_an_older_export_wrote(tmp_path, old_config, library_removed):
+    """stages.publish on fake files: an export without --genai removes the genai files and the op library an older
+    ``--genai --native-ops`` export copied in (named by its genai_config.json), and nothing else of the folder's."""
+    from rnnx.export import stages
+    from rnnx.runtime.contract.artifact import GENAI_DATA_FILE, METADATA_FILE, MODEL_FILE, PARITY_FILE
+
+    out, new = tmp_path / "out", tmp_path / "new"
+    out.mkdir()
+    new.mkdir()
+    old = [MODEL_FILE, METADATA_FILE, PARITY_FILE, GENAI_MODEL_FILE, GENAI_DATA_FILE, "librnnx_ort_ops.so", "notes.txt"]
+    for name in old:
+        (out / name).write_text("old")
+    (out / GENAI_CONFIG_FILE).write_text(_config(old_config))
+    for name in (MODEL_FILE, METADATA_FILE):
+        (new / name).write_text("new")
+    stages.publish(new, out, [MODEL_FILE, METADATA_FILE])
+    kept = {MODEL_FILE, METADATA_FILE, "notes.txt", *(() if library_removed else ("librnnx_ort_ops.so",))}
+    assert {p.name for p in out.iterdir()} == kept
+    assert (out / MODEL_FILE).read_text() == "new"
+
+
+def test_publish_keeps_the_library_a_new_native_ops_export_writes(tmp_path):
+    from rnnx.export import stages
+
+    out, new = tmp_path / "out", tmp_path / "new"
+    out.mkdir()
+    new.mkdir()
+    (out / GENAI_CONFIG_FILE).write_text(_config({"log_id": "rnnx-genai", "custom_ops_library": "librnnx_ort_ops.so"}))
+    (out / "librnnx_ort_ops.so").write_text("old")
+    (new / "librnnx_ort_ops.so").write_text("new")
+    (new / GENAI_CONFIG_FILE).write_text(_config({"log_id": "rnnx-genai", "custom_ops_library": "librnnx_ort_ops.so"}))
+    stages.publish(new, out, ["librnnx_ort_ops.so", GENAI_CONFIG_FILE])
+    assert (out / "librnnx_ort_ops.so").read_text() == "new"

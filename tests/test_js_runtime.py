@@ -32,16 +32,28 @@ pytest.importorskip("onnxruntime")
 REPO = Path(__file__).resolve().parents[1]
 JS = REPO / "runtime" / "js"
 NODE_MODULES = Path(os.environ.get("RNNX_JS_MODULES", REPO / ".cache" / "js" / "node_modules"))
-PACKAGES = ("onnxruntime-node", "onnxruntime-web", "puppeteer-core", "@sparticuz/chromium")
+#: The ONNX Runtime packages every test needs; the browser ones only the page test needs.
+ORT_PACKAGES = ("onnxruntime-node", "onnxruntime-web")
+BROWSER_PACKAGES = ("puppeteer-core", "@sparticuz/chromium")
 NODE = shutil.which("node")
+
+
+def _missing_packages(packages: tuple[str, ...]) -> list[str]:
+    return [p for p in packages if not (NODE_MODULES / p / "package.json").is_file()]
+
 
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="node is not installed: the JavaScript runtime cannot run"),
     pytest.mark.skipif(
-        not all((NODE_MODULES / p / "package.json").is_file() for p in PACKAGES),
-        reason=f"the npm packages of runtime/js/package.json are not in {NODE_MODULES}: run scripts/setup.sh",
+        bool(_missing_packages(ORT_PACKAGES)),
+        reason=f"{_missing_packages(ORT_PACKAGES)} of runtime/js/package.json not in {NODE_MODULES}: run setup.sh",
     ),
 ]
+needs_browser = pytest.mark.skipif(
+    bool(_missing_packages(BROWSER_PACKAGES)),
+    reason=f"the page test's browser packages {_missing_packages(BROWSER_PACKAGES)} are not in {NODE_MODULES}: run "
+    "scripts/setup.sh",
+)
 
 #: A copy-task prompt whose copy holds a 0 (the stop token below: that row stops after 10 tokens) and one without.
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 10], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 10]]
@@ -119,6 +131,54 @@ def test_seeded_sampling_equals_python_and_repeats(name: str, exports, python_to
     assert want != python_tokens[name, "greedy", 2], "the sampled run should differ from greedy"
     runs = [js_generate(exports[name], PROMPTS, *sampled_options(), f"--stop={STOP[0]}") for _ in range(2)]
     assert runs[0] == runs[1] == want
+
+
+def test_a_seed_past_2_to_the_53_is_kept_exactly(exports) -> None:
+    """generate.mjs --seed reads a big integer as a BigInt: 2^60 + 1 samples what Python's seed 2^60 + 1 does, and
+    not what 2^60 does (a Number would round the two to one seed)."""
+    name, seed = DEMO_CHECKPOINTS[0], 2**60 + 1
+    options = {**SAMPLED, "temperature": 3.0, "top_k": None, "top_p": None}
+    session = rt.load(exports[name], backend="onnxruntime")
+    want = {s: session.generate_all(PROMPTS[:1], MAX_NEW, **{**options, "seed": s}) for s in (seed, seed - 1)}
+    assert want[seed] != want[seed - 1], "two seeds should give different samples at temperature 3"
+    assert js_generate(exports[name], PROMPTS[:1], "--temperature=3", f"--seed={seed}") == want[seed]
+    bad = node(str(JS / "generate.mjs"), str(exports[name]), "--prompt", "1,2", "--seed", "1.5", check=False)
+    assert bad.returncode == 2 and '--seed: expected a non-negative integer, got "1.5"' in bad.stderr
+
+
+def test_gpu_buffer_states_are_disposed(exports) -> None:
+    """stateLocation 'gpu-buffer': each generate() disposes the previous state, a caller's early stop keeps the state
+    as model.state until reset(), takeState() hands one out (disposeState frees it, a step on it then fails with
+    one line), and a state a second generate() replaced while the first ran is freed when the first ends. No GPU
+    here: tests/js/state_disposal.mjs stands in for WebGPU's buffers (a test double of the GPU only; the numbers
+    come from a real onnxruntime-node session), counting the live ones; its greedy tokens equal the CPU run's."""
+    name = DEMO_CHECKPOINTS[1]
+    out = node(str(REPO / "tests" / "js" / "state_disposal.mjs"), str(exports[name]), json.dumps(PROMPTS[0]), "12")
+    result = json.loads(out.stdout)
+    n = result["states"]
+    assert n > 0 and result["disposalGreedy"] == result["greedy"]
+    checks = result["checks"]
+    assert checks["interleaved"] == {"first": result["greedy"], "second": result["greedy"]}
+    assert {k: v for k, v in checks.items() if k != "interleaved"} == {
+        "afterOne": n, "afterTwo": n, "afterBreak": n, "afterReset": 0, "afterTake": 2 * n, "afterDisposeTaken": n,
+        "stepOnDisposed": "state: disposed (disposeState, reset or a later generate freed it)",
+        "afterInterleaved": n, "afterFinalReset": 0,
+    }  # fmt: skip
+
+
+def test_demo_server_answers_a_bad_escape_and_keeps_serving(exports) -> None:
+    """serve.mjs: /export/%E0 (not UTF-8) is a 404, not a crash; the server serves the next request."""
+    script = (
+        "import { serve } from " + json.dumps((JS / "demo" / "serve.mjs").as_uri()) + ";\n"
+        "const { server, url } = await serve(process.argv[1], { port: 0 });\n"
+        "const codes = [];\n"
+        "for (const path of ['export/%E0', 'export/%2e%2e%2frnnx.json', 'export/rnnx.json'])\n"
+        "  codes.push((await fetch(url + path)).status);\n"
+        "server.close();\n"
+        "console.log(JSON.stringify(codes));\n"
+    )
+    codes = json.loads(node("--input-type=module", "-e", script, str(exports[DEMO_CHECKPOINTS[0]])).stdout)
+    assert codes == [404, 404, 200]
 
 
 def test_the_module_names_are_the_contracts() -> None:
@@ -204,6 +264,7 @@ def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
         assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, (label, result.stderr)
 
 
+@needs_browser
 def test_demo_page_generates_in_chromium(exports, python_tokens) -> None:
     """One Chromium launch: the page's greedy run and a seeded sampled run on onnxruntime-web's wasm provider, and a
     greedy run on its WebGPU provider with the state kept on the GPU (SwiftShader's software adapter: no GPU here),

@@ -43,6 +43,16 @@ function number(text, what) {
   return value;
 }
 
+/**
+ * --seed: a non-negative integer of any size, as a BigInt: numpy seeds with every bit of it (Python's seed is an
+ * int), and a Number would round one past 2^53 to another seed.
+ */
+function seedArg(text) {
+  if (text === undefined) return null;
+  if (!/^\s*\d+\s*$/.test(text)) throw new RnnxError(`--seed: expected a non-negative integer, got "${text}"`);
+  return BigInt(text.trim());
+}
+
 async function main() {
   const { values, positionals } = parseArgs({ options: OPTIONS, allowPositionals: true });
   if (positionals.length !== 1) throw new RnnxError('usage: generate.mjs EXPORT_DIR --prompt 1,2,3 [options] (one export folder)');
@@ -61,7 +71,7 @@ async function main() {
     temperature: number(values.temperature, '--temperature'),
     topK: number(values['top-k'], '--top-k'),
     topP: number(values['top-p'], '--top-p'),
-    seed: number(values.seed, '--seed'),
+    seed: seedArg(values.seed),
     stopTokens: numbers(values.stop, '--stop'),
   });
   if (values.json) {

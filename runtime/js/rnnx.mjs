@@ -351,6 +351,25 @@ function resolveDim(dim, dims, where) {
   return total;
 }
 
+/** Whether an ort.Tensor lives outside the CPU's memory (stateLocation 'gpu-buffer'): only those need dispose(). */
+function onDevice(tensor) {
+  return tensor.location !== undefined && tensor.location !== 'cpu';
+}
+
+/**
+ * Frees a state's GPU buffers (every tensor not on the CPU; CPU tensors are left to the garbage collector) and
+ * marks the state disposed: a later prefill/step with it throws RnnxError. null or a disposed state: nothing.
+ */
+export function disposeState(state) {
+  if (state === null || state === undefined || state.disposed) return;
+  for (const tensor of Object.values(state.tensors)) {
+    if (onDevice(tensor)) tensor.dispose();
+  }
+  state.tensors = {};
+  state.lastLogits = null;
+  state.disposed = true;
+}
+
 /** A language-model export on one ONNX Runtime session: prefill, step, generate (rnnx.runtime's Session). */
 export class RnnxModel {
   /**
@@ -374,8 +393,28 @@ export class RnnxModel {
     if (missing.length) {
       throw new RnnxError(`${where}: the model has no output(s) ${missing.join(', ')} that rnnx.json lists`);
     }
-    /** The state of the last generate() (rnnx.runtime's session.state). */
+    /**
+     * The state of the last generate() (rnnx.runtime's session.state), owned by this model: the next generate()
+     * or reset() disposes it. takeState() hands it to the caller, who then disposes it (disposeState).
+     */
     this.state = null;
+    /** The states that running generate() loops step (not disposed under them). */
+    this.running = new Set();
+  }
+
+  /** Disposes the current state (its GPU buffers) unless a running generate() still steps it. */
+  reset() {
+    const state = this.state;
+    this.state = null;
+    if (state !== null && !this.running.has(state)) disposeState(state);
+  }
+
+  /** Hands the current state to the caller (who disposes it: disposeState) and forgets it; null if none. */
+  takeState() {
+    const state = this.state;
+    this.state = null;
+    if (state !== null) state.handedOut = true;
+    return state;
   }
 
   /**
@@ -445,6 +484,7 @@ export class RnnxModel {
 
   /** One graph call: ids and mask (B*L each, row-major) from `state` -> logits (B*L*V numbers); state advanced. */
   async run(ids, mask, batch, length, state) {
+    if (state.disposed) throw new RnnxError('state: disposed (disposeState, reset or a later generate freed it)');
     const shape = [batch, length];
     const feeds = { ...state.tensors };
     feeds[INPUT_IDS] = new this.ort.Tensor('int64', BigInt64Array.from(ids, BigInt), shape);
@@ -453,7 +493,7 @@ export class RnnxModel {
     const tensors = {};
     for (const spec of this.states) tensors[spec.input] = outputs[spec.output];
     for (const old of Object.values(state.tensors)) {
-      if (old.location !== undefined && old.location !== 'cpu') old.dispose(); // a GPU buffer nothing else reads
+      if (onDevice(old)) old.dispose(); // a GPU buffer nothing else reads
     }
     state.tensors = tensors;
     state.pastLength += length;
@@ -514,7 +554,10 @@ export class RnnxModel {
    * Streams generation: yields one array of B entries per step, entry b the new token of row b or null once
    * row b has stopped. A row stops after a token in `stopTokens` (which is yielded) or `maxNewTokens`.
    * temperature 0 is greedy; row b draws from its own generator seeded by (seed, b). Options are checked
-   * before anything runs.
+   * before anything runs. The previous generate()'s state is disposed as this one starts (takeState() keeps it);
+   * this one's state becomes `this.state` and stays there, ended or stopped early by the caller, until the next
+   * generate() or reset(). A state that a later generate() replaced while this one ran is disposed when this
+   * one ends.
    */
   async *generate(prompts, { maxNewTokens, temperature = 1.0, topK = null, topP = null, stopTokens = [], seed = null } = {}) {
     const sampling = { temperature, topK, topP };
@@ -530,16 +573,23 @@ export class RnnxModel {
     }
     if (maxNewTokens === 0) return;
     const stops = new Set(stopTokens);
+    this.reset();
     const state = await this.prefill(prompts);
     this.state = state;
-    const rngs = rowGenerators(seed, state.batch);
-    const active = new Array(state.batch).fill(true);
-    for (let i = 0; i < maxNewTokens; i++) {
-      const tokens = state.lastLogits.map((row, b) => sampleRow(row, rngs[b], sampling));
-      yield tokens.map((t, b) => (active[b] ? t : null));
-      tokens.forEach((t, b) => { if (stops.has(t)) active[b] = false; });
-      if (!active.some(Boolean) || i === maxNewTokens - 1) return;
-      await this.step(tokens.map((t, b) => (active[b] ? t : 0)), state, active);
+    this.running.add(state);
+    try {
+      const rngs = rowGenerators(seed, state.batch);
+      const active = new Array(state.batch).fill(true);
+      for (let i = 0; i < maxNewTokens; i++) {
+        const tokens = state.lastLogits.map((row, b) => sampleRow(row, rngs[b], sampling));
+        yield tokens.map((t, b) => (active[b] ? t : null));
+        tokens.forEach((t, b) => { if (stops.has(t)) active[b] = false; });
+        if (!active.some(Boolean) || i === maxNewTokens - 1) return;
+        await this.step(tokens.map((t, b) => (active[b] ? t : 0)), state, active);
+      }
+    } finally { // ended, stopped early (break / return) or failed
+      this.running.delete(state);
+      if (this.state !== state && !state.handedOut) disposeState(state); // replaced meanwhile: nothing reaches it
     }
   }
 

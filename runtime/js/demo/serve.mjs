@@ -23,14 +23,23 @@ export function ortWebDist() {
   return dirname(createRequire(import.meta.url).resolve('onnxruntime-web'));
 }
 
-/** The file a request path maps to, or null (unknown path, or a name with a folder in it). */
-function route(path, exportDir, ortDir) {
+/** A percent-decoded path segment, or null when it is not valid percent-encoded UTF-8 (/export/%E0). */
+function decoded(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
+/** The file a request path maps to, or null (unknown path, a name with a folder in it, a bad %-escape). */
+export function route(path, exportDir, ortDir) {
   const folders = { '/ort/': ortDir, '/export/': exportDir };
   if (path === '/' || path === '/index.html') return join(HERE, 'index.html');
   if (path === '/rnnx.mjs') return join(HERE, '..', 'rnnx.mjs');
   for (const [prefix, folder] of Object.entries(folders)) {
     if (path.startsWith(prefix)) {
-      const name = decodeURIComponent(path.slice(prefix.length));
+      const name = decoded(path.slice(prefix.length));
       return name && name === basename(name) && !name.startsWith('.') ? join(folder, name) : null;
     }
   }
@@ -45,13 +54,18 @@ export async function serve(exportDir, { port = 8000, host = '127.0.0.1' } = {})
   }
   const ortDir = ortWebDist();
   const server = createServer(async (request, response) => {
-    const file = route(new URL(request.url, 'http://localhost').pathname, root, ortDir);
-    const body = file && (await readFile(file).catch(() => null));
-    if (!body) {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-      return;
+    try {
+      const file = route(new URL(request.url, 'http://localhost').pathname, root, ortDir);
+      const body = file && (await readFile(file).catch(() => null));
+      if (!body) {
+        response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+        return;
+      }
+      response.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(body);
+    } catch (error) { // one bad request answers 500; it never takes the server down
+      if (!response.headersSent) response.writeHead(500, { 'content-type': 'text/plain' });
+      response.end(`error: ${error.message}\n`);
     }
-    response.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(body);
   });
   await new Promise((ready, fail) => server.once('error', fail).listen(port, host, ready));
   return { server, url: `http://${host}:${server.address().port}/` };
