@@ -45,6 +45,7 @@ from ..runtime.contract.artifact import (
     CAUSAL_LM,
     GENAI_CONFIG_FILE,
     GENAI_DATA_FILE,
+    GENAI_LOG_ID,
     GENAI_MODEL_FILE,
     INPUT_IDS,
     LENGTH,
@@ -233,8 +234,6 @@ class GenaiAdapter(nn.Module):
 #: other (string-valued) key to ONNX Runtime as a session config entry, which is how the config carries
 #: :data:`~rnnx.runtime.contract.artifact.ORT_SESSION_CONFIG` (tests/test_genai.py holds genai to that).
 GENAI_SESSION_KEYS = ("log_id", "provider_options", "custom_ops_library")
-#: ``session_options.log_id`` of the configs rnnx writes: marks a ``genai_config.json`` as rnnx's.
-GENAI_LOG_ID = "rnnx-genai"
 
 #: genai's ``attention_mask`` axis: every position so far (past and current).
 TOTAL_LENGTH = "total_length"
@@ -362,20 +361,6 @@ def session_config_entries(config: dict[str, Any]) -> dict[str, str]:
     decoder's ``session_options`` keys other than genai's own (:data:`GENAI_SESSION_KEYS`)."""
     session = config["model"]["decoder"]["session_options"]
     return {key: value for key, value in session.items() if key not in GENAI_SESSION_KEYS}
-
-
-def copied_library(out_dir: Path) -> Optional[str]:
-    """The file name of the op library an earlier ``--genai --native-ops`` export copied into ``out_dir``: the one
-    its ``genai_config.json`` names, when rnnx wrote that config (``log_id`` :data:`GENAI_LOG_ID`) and the name is a
-    plain file name. None otherwise (no config, an unreadable one, one rnnx did not write, a path)."""
-    try:
-        session = json.loads((out_dir / GENAI_CONFIG_FILE).read_text())["model"]["decoder"]["session_options"]
-        name = session["custom_ops_library"] if session["log_id"] == GENAI_LOG_ID else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(name, str) or name in ("", ".", "..") or name != Path(name).name:
-        return None
-    return name
 
 
 def _library() -> Path:

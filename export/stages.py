@@ -47,6 +47,7 @@ from ..runtime.contract.artifact import (
     PARITY_FILE,
     PARITY_REFERENCE_FILE,
     TensorSpec,
+    genai_copied_library,
     model_signature,
     numpy_dtype,
     write_metadata,
@@ -240,10 +241,8 @@ def publish(tmp: Path, out_dir: Path, names: list[str]) -> list[Path]:
     last); then removes the export files that this export did not write (a stale parity report must not
     describe a new model, nor a stale data file sit beside a single-file one, nor a genai graph of an older
     model beside a new one, nor the op library an older ``--genai --native-ops`` export copied in)."""
-    from .genai import copied_library  # genai's step imports this module
-
     out_dir.mkdir(parents=True, exist_ok=True)
-    library = copied_library(out_dir)  # read before the new genai_config.json replaces the old
+    library = genai_copied_library(out_dir)  # read before the new genai_config.json replaces the old
     moved = []
     for name in names:
         os.replace(tmp / name, out_dir / name)

@@ -124,10 +124,27 @@ GENAI_MODEL_FILE = "genai.onnx"
 GENAI_DATA_FILE = GENAI_MODEL_FILE + ".data"
 GENAI_CONFIG_FILE = "genai_config.json"
 GENAI_FILES = (GENAI_DATA_FILE, GENAI_MODEL_FILE, GENAI_CONFIG_FILE)
+#: ``session_options.log_id`` of the ``genai_config.json`` rnnx writes: marks a config as rnnx's.
+GENAI_LOG_ID = "rnnx-genai"
 #: Every file an export writes (the genai variant's aside); an export removes the ones, these and
 #: :data:`GENAI_FILES`, that a new export of the same dir did not rewrite.
 EXPORT_FILES = (EXTERNAL_DATA_FILE, MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS,
                 POLYGRAPHY_OUTPUTS, METADATA_FILE)  # fmt: skip
+
+
+def genai_copied_library(out_dir: Path) -> Optional[str]:
+    """The file name of the op library an earlier ``--genai --native-ops`` export copied into ``out_dir``: the one
+    its ``genai_config.json`` names, when rnnx wrote that config (``log_id`` :data:`GENAI_LOG_ID`) and the name is a
+    plain file name. None otherwise (no config, an unreadable one, one rnnx did not write, a path)."""
+    try:
+        session = json.loads((Path(out_dir) / GENAI_CONFIG_FILE).read_text())["model"]["decoder"]["session_options"]
+        name = session["custom_ops_library"] if session["log_id"] == GENAI_LOG_ID else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or name in ("", ".", "..") or name != Path(name).name:
+        return None
+    return name
+
 
 # -- opsets ----------------------------------------------------------------------------------------------
 
