@@ -75,3 +75,16 @@ def softmax_srupp_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
               "attention": "softmax"}  # fmt: skip
     model = build_model("srupp", config)
     return export_model(model, tmp_path_factory.mktemp("softmax_srupp"), target=ONNXRUNTIME.name, check=False).out_dir
+
+
+@pytest.fixture(scope="module")
+def demo_sessions(demo_exports) -> dict:
+    """(demo, backend) -> a fresh ``Session`` per test module: the checkpoint on torch, and the ``onnxruntime``-target
+    export on ONNX Runtime."""
+    import rnnx.runtime as rt
+
+    out = {}
+    for name in DEMO_CHECKPOINTS:
+        out[(name, "torch")] = rt.load(demo_checkpoint_path(name))
+        out[(name, "onnxruntime")] = rt.load(demo_exports[(name, "onnxruntime")], backend="onnxruntime")
+    return out

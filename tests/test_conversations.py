@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.models.training.copy_task import task_prompts
 from rnnx.runtime.backends.base import InputError
 from rnnx.runtime.serving.conversations import ConversationStore
@@ -32,12 +32,9 @@ SAMPLING = {"greedy": {"temperature": 0.0}, "seeded": {"temperature": 1.0, "top_
 
 
 @pytest.fixture(scope="module")
-def sessions(demo_exports):
-    out = {}
-    for name in DEMO_CHECKPOINTS:
-        out[(name, "torch")] = rt.load(demo_checkpoint_path(name))
-        out[(name, "onnxruntime")] = rt.load(demo_exports[(name, "onnxruntime")], backend="onnxruntime")
-    return out
+def sessions(demo_sessions):
+    """(demo, backend) -> Session (tests/conftest.py's ``demo_sessions``)."""
+    return demo_sessions
 
 
 def prompts_for(session: rt.Session, n: int, seed: int) -> list[list[int]]:

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
-from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
+from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.models.lm import SRUppLM
 from rnnx.models.training.copy_task import task_prompts
 from rnnx.runtime.backends.ort_backend import OrtBackend
@@ -34,13 +34,9 @@ CASES = [(name, backend) for name in DEMO_CHECKPOINTS for backend in BACKENDS]
 
 
 @pytest.fixture(scope="module")
-def sessions(demo_exports):
-    """(demo, backend) -> Session; the onnxruntime one on the ``onnxruntime``-target export."""
-    out = {}
-    for name in DEMO_CHECKPOINTS:
-        out[(name, "torch")] = rt.load(demo_checkpoint_path(name))
-        out[(name, "onnxruntime")] = rt.load(demo_exports[(name, "onnxruntime")], backend="onnxruntime")
-    return out
+def sessions(demo_sessions):
+    """(demo, backend) -> Session (tests/conftest.py's ``demo_sessions``)."""
+    return demo_sessions
 
 
 def prompts_for(session: rt.Session, n: int, seed: int = 0) -> list[list[int]]:
