@@ -181,15 +181,53 @@ TEST_CASE("output data types: activations follow the first input, state is fp32"
     CHECK_EQ(attention->getNbOutputs(), 3);
 }
 
+//! The roles of a plugin's tensors (inputs then outputs) for its format-combination rules.
+enum Role
+{
+    kAct,
+    kState,
+    kMask
+};
+
+//! Every (first activation type, position, type at that position) combination of ``plugin``'s tensors, all linear and
+//! of shape ``dims``: supported exactly when the position's role allows the type (activations fp32 / fp16 / bf16 and
+//! all like the first, states fp32, masks bool / uint8), and never in kCHW32. Returns how many were checked.
+template <typename Plugin>
+int32_t checkFormatCombinations(
+    Plugin& plugin, std::vector<Role> const& roles, int32_t nbInputs, std::vector<int64_t> const& dims)
+{
+    int32_t const nbOutputs = static_cast<int32_t>(roles.size()) - nbInputs;
+    int32_t checked = 0;
+    for (DataType first : kAllTypes)
+    {
+        for (size_t pos = 0; pos < roles.size(); ++pos)
+        {
+            for (DataType t : kAllTypes)
+            {
+                DataType const type = pos == 0 ? first : t;
+                std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc(dims, first)));
+                io[pos] = dynDesc(desc(dims, type));
+                bool expected = false;
+                switch (roles[pos])
+                {
+                case kAct: expected = isActivation(type) && type == first; break;
+                case kState: expected = type == DataType::kFLOAT; break;
+                case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
+                }
+                CHECK_EQ(plugin.supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, nbOutputs),
+                    expected);
+                io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
+                CHECK(!plugin.supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, nbOutputs));
+                ++checked;
+            }
+        }
+    }
+    return checked;
+}
+
 TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike; state fp32; mask bool/uint8")
 {
     // Every variant: U, x (read or dummy), weight_c, bias, c0, mask_pad | h, c_last
-    enum Role
-    {
-        kAct,
-        kState,
-        kMask
-    };
     std::vector<Role> const roles{kAct, kAct, kAct, kAct, kState, kMask, kAct, kState};
     int32_t const nbInputs = 6;
     int32_t checked = 0;
@@ -200,30 +238,7 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     for (Variant variant : {Variant{3, 1}, Variant{3, 0}, Variant{4, 1}, Variant{4, 0}})
     {
         auto plugin = makeSru(4, 1, variant.matrices, variant.skip);
-        for (DataType first : kAllTypes)
-        {
-            for (size_t pos = 0; pos < roles.size(); ++pos)
-            {
-                for (DataType t : kAllTypes)
-                {
-                    std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc({2, 2}, first)));
-                    io[pos] = dynDesc(desc({2, 2}, pos == 0 ? first : t));
-                    DataType const type = pos == 0 ? first : t;
-                    bool expected = false;
-                    switch (roles[pos])
-                    {
-                    case kAct: expected = isActivation(type) && type == first; break;
-                    case kState: expected = type == DataType::kFLOAT; break;
-                    case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
-                    }
-                    CHECK_EQ(
-                        plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2), expected);
-                    io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
-                    CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 2));
-                    ++checked;
-                }
-            }
-        }
+        checked += checkFormatCombinations(*plugin, roles, nbInputs, {2, 2});
     }
     CHECK(checked > 3600);
     auto plugin = makeSru(4);
@@ -259,42 +274,13 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
 TEST_CASE("CausalLinearAttention format combinations: linear; q, k, v, out alike; state fp32; mask bool/uint8")
 {
     // q, k, v, S0, z0, mask_pad | out, S_last, z_last
-    enum Role
-    {
-        kAct,
-        kState,
-        kMask
-    };
     std::vector<Role> const roles{kAct, kAct, kAct, kState, kState, kMask, kAct, kState, kState};
     int32_t const nbInputs = 6;
     int32_t checked = 0;
     for (int32_t timeMajor : {0, 1})
     {
         auto plugin = makeAttention(2, 1e-6F, timeMajor);
-        for (DataType first : kAllTypes)
-        {
-            for (size_t pos = 0; pos < roles.size(); ++pos)
-            {
-                for (DataType t : kAllTypes)
-                {
-                    std::vector<nvinfer1::DynamicPluginTensorDesc> io(roles.size(), dynDesc(desc({1, 1, 2}, first)));
-                    DataType const type = pos == 0 ? first : t;
-                    io[pos] = dynDesc(desc({1, 1, 2}, type));
-                    bool expected = false;
-                    switch (roles[pos])
-                    {
-                    case kAct: expected = isActivation(type) && type == first; break;
-                    case kState: expected = type == DataType::kFLOAT; break;
-                    case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
-                    }
-                    CHECK_EQ(
-                        plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 3), expected);
-                    io[pos].desc.format = nvinfer1::TensorFormat::kCHW32;
-                    CHECK(!plugin->supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, 3));
-                    ++checked;
-                }
-            }
-        }
+        checked += checkFormatCombinations(*plugin, roles, nbInputs, {1, 1, 2});
     }
     CHECK(checked > 2000);
     auto plugin = makeAttention();
