@@ -17,7 +17,7 @@ them, so both users of the kernels build from the installed package as well as f
                                                   ``IPluginRegistry.load_library`` and ``trtexec --dynamicPlugins``
                                                   (rnnx's own engine builder and TensorRT backend use it)
   ``plugin_library_path(kind="dlopen")``          ``librnnx_trt_plugins_static.so``: registers its creators from a
-                                                  static initialiser, exports nothing; for loaders that only
+                                                  static initialiser, no getCreators; for loaders that only
                                                   dlopen: ``polygraphy --plugins``, ``trtexec --staticPlugins``
   ==============================================  ==============================================================
 
@@ -26,19 +26,31 @@ them, so both users of the kernels build from the installed package as well as f
 
     polygraphy run model.onnx --trt --plugins "$(python -m rnnx.plugins)"
 
-The libraries are built into :func:`default_build_dir`: ``<repo>/build/plugins`` in a source checkout, else
-``$XDG_CACHE_HOME/rnnx/plugins/<rnnx version>`` (``~/.cache`` when unset). See docs/tensorrt.md.
+One build per TensorRT major. TensorRT 11 removed ``IPluginRegistry``'s V2-creator methods and made ``ILogger`` an
+``IVersionedInterface`` (other vtables), so a library compiled against TensorRT 10 headers cannot serve TensorRT 11
+and the reverse. Both libraries record the headers they were compiled against: the exported
+``rnnx_trt_plugins_tensorrt_major()`` and the string ``rnnx-trt-plugins:tensorrt-headers=<major>.<minor>.<patch>``
+in the file, which :func:`library_tensorrt_version` reads without loading the library and
+:func:`check_library_major` compares with the TensorRT of the process (:class:`PluginLibraryMismatch`).
+
+The libraries are built into :func:`default_build_dir`: ``<repo>/build/plugins/tensorrt-<major>`` in a source
+checkout, else ``$XDG_CACHE_HOME/rnnx/plugins/<rnnx version>/tensorrt-<major>`` (``~/.cache`` when unset), the
+major being :func:`target_tensorrt_major`'s: the installed TensorRT's, else that of the headers the build finds.
+See docs/tensorrt.md.
 """
 
 from __future__ import annotations
 
+import functools
+import mmap
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 #: The library for ``IPluginRegistry.load_library`` / ``trtexec --dynamicPlugins`` (exports getCreators).
 LIBRARY_NAME = "librnnx_trt_plugins.so"
@@ -68,6 +80,24 @@ KERNEL_SOURCES = tuple(sorted(OPS_DIR.glob("*/cuda/*.cu")))
 LIBRARY_ENV = "RNNX_TRT_PLUGINS"
 STATIC_LIBRARY_ENV = "RNNX_TRT_PLUGINS_STATIC"
 LIBRARY_ENVS = {"load_library": LIBRARY_ENV, "dlopen": STATIC_LIBRARY_ENV}
+#: Exported by both libraries: ``int32_t rnnx_trt_plugins_tensorrt_major()``, NV_TENSORRT_MAJOR of their headers.
+TENSORRT_MAJOR_SYMBOL = "rnnx_trt_plugins_tensorrt_major"
+#: Exported by both libraries: ``char const* rnnx_trt_plugins_tensorrt_version()``, "<major>.<minor>.<patch>".
+TENSORRT_VERSION_SYMBOL = "rnnx_trt_plugins_tensorrt_version"
+#: Precedes "<major>.<minor>.<patch>\0" of the headers compiled against in both libraries' bytes.
+TENSORRT_HEADERS_MARKER = b"rnnx-trt-plugins:tensorrt-headers="
+_MARKER_PATTERN = re.compile(re.escape(TENSORRT_HEADERS_MARKER) + rb"(\d+)\.(\d+)\.(\d+)\x00")
+#: The major built for when no TensorRT is installed and no headers are found: that of the headers
+#: ``bash scripts/setup.sh`` fetches (10.14), which CI builds against.
+FALLBACK_TENSORRT_MAJOR = 10
+#: Where CMake looks for the TensorRT headers when TENSORRT_ROOT is unset (plugins/CMakeLists.txt: find_path with
+#: PATH_SUFFIXES tensorrt over the system prefixes), in its order; then the headers setup.sh fetches.
+SYSTEM_INCLUDE_DIRS = (
+    Path("/usr/local/include/x86_64-linux-gnu"),
+    Path("/usr/local/include"),
+    Path("/usr/include/x86_64-linux-gnu"),
+    Path("/usr/include"),
+)
 
 
 def find_nvcc() -> Optional[str]:
@@ -83,13 +113,175 @@ class PluginLibraryNotFound(FileNotFoundError):
     """The plugin library has not been built (the message says how to build it)."""
 
 
-def default_build_dir() -> Path:
-    """Where the plugin library is built by default: ``<repo>/build/plugins`` in a source checkout, else
-    ``($XDG_CACHE_HOME or ~/.cache)/rnnx/plugins/<rnnx version>`` (the installed package is read-only)."""
+class PluginLibraryMismatch(RuntimeError):
+    """The plugin library was built against the headers of another TensorRT major than the TensorRT it is being
+    loaded into, or before rnnx recorded the major (the message is one line: both majors, the build command)."""
+
+
+def _tensorrt_root(cmake_args: Sequence[str] = ()) -> Optional[str]:
+    """The TENSORRT_ROOT a build uses: ``-DTENSORRT_ROOT=`` of ``cmake_args``, else ``$TENSORRT_ROOT`` (None: unset)."""
+    for arg in reversed(list(cmake_args)):
+        if arg.startswith(("-DTENSORRT_ROOT=", "-DTENSORRT_ROOT:PATH=")):
+            return arg.split("=", 1)[1] or None
+    return os.environ.get("TENSORRT_ROOT") or None
+
+
+def tensorrt_header_dirs(tensorrt_root: Optional[str] = None) -> list[Path]:
+    """The folders searched for the TensorRT headers, in plugins/CMakeLists.txt's order: with ``tensorrt_root``
+    (default ``$TENSORRT_ROOT``) its ``include/`` and itself only; else each of :data:`SYSTEM_INCLUDE_DIRS` with
+    ``tensorrt/`` below it first, then ``<repo>/.cache/tensorrt/include`` (setup.sh's 10.14 headers). CMake's own
+    search of the system also covers ``CMAKE_PREFIX_PATH`` and the like; an existing build keeps what it found."""
+    root = tensorrt_root if tensorrt_root is not None else os.environ.get("TENSORRT_ROOT")
+    if root:
+        return [Path(root) / "include", Path(root)]
+    dirs = [d for system in SYSTEM_INCLUDE_DIRS for d in (system / "tensorrt", system)]
     if REPO_ROOT is not None:
-        return REPO_ROOT / "build" / "plugins"
+        dirs.append(REPO_ROOT / ".cache" / "tensorrt" / "include")
+    return dirs
+
+
+def find_tensorrt_headers(tensorrt_root: Optional[str] = None) -> Optional[Path]:
+    """The first folder of :func:`tensorrt_header_dirs` with ``NvInferRuntime.h`` (what CMake's find_path looks
+    for), or None."""
+    for folder in tensorrt_header_dirs(tensorrt_root):
+        if (folder / "NvInferRuntime.h").is_file():
+            return folder
+    return None
+
+
+def read_tensorrt_header_version(header: Path) -> Optional[tuple[int, int, int]]:
+    """(major, minor, patch) from a ``NvInferVersion.h``: ``#define NV_TENSORRT_MAJOR 8`` (a number), or, as in
+    10.x and 11.x, ``#define NV_TENSORRT_MAJOR TRT_MAJOR_ENTERPRISE`` with ``#define TRT_MAJOR_ENTERPRISE 11``.
+    None when the file is missing or lacks one of the three."""
+    try:
+        text = header.read_text(errors="replace")
+    except OSError:
+        return None
+    defines = dict(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+(\w+)", text, flags=re.MULTILINE))
+    parts = []
+    for part in ("MAJOR", "MINOR", "PATCH"):
+        value = defines.get(f"NV_TENSORRT_{part}")
+        for _ in range(4):  # follow a macro name to its number (TRT_MAJOR_ENTERPRISE)
+            if value is None or value.isdigit():
+                break
+            value = defines.get(value)
+        if value is None or not value.isdigit():
+            return None
+        parts.append(int(value))
+    return parts[0], parts[1], parts[2]
+
+
+def headers_tensorrt_version(tensorrt_root: Optional[str] = None) -> Optional[tuple[int, int, int]]:
+    """(major, minor, patch) of the TensorRT headers a fresh build finds (:func:`find_tensorrt_headers`), or None
+    when none are found."""
+    folder = find_tensorrt_headers(tensorrt_root)
+    return read_tensorrt_header_version(folder / "NvInferVersion.h") if folder is not None else None
+
+
+#: Distribution names of TensorRT's Python wheels besides ``tensorrt``: ``tensorrt-cu12``, ``tensorrt_cu13``,
+#: ``tensorrt-cu12-bindings``, ``tensorrt-cu13-libs``, ... (all carry the TensorRT version).
+_TENSORRT_DISTRIBUTION = re.compile(r"tensorrt[-_.]cu\d+(?:[-_.](?:bindings|libs))?", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=1)
+def installed_tensorrt_version() -> Optional[str]:
+    """The version of the installed TensorRT Python package ("10.14.1.48"), read from distribution metadata (no
+    import): the ``tensorrt`` distribution, else one named like ``tensorrt-cuNN`` / ``tensorrt_cuNN`` (``-bindings``
+    preferred to the bare name, then ``-libs``). None when none is installed. Cached for the process
+    (``installed_tensorrt_version.cache_clear()`` after installing one)."""
+    from importlib.metadata import PackageNotFoundError, distributions, version
+
+    try:
+        return version("tensorrt")
+    except PackageNotFoundError:
+        pass
+    found: dict[str, str] = {}
+    for dist in distributions():
+        name = dist.metadata["Name"] or ""
+        if _TENSORRT_DISTRIBUTION.fullmatch(name):
+            found.setdefault(name.lower().replace("_", "-").replace(".", "-"), dist.version)
+    for suffix in ("-bindings", "", "-libs"):
+        for name in sorted(found):
+            if re.fullmatch(r"tensorrt-cu\d+" + suffix, name):
+                return found[name]
+    return None
+
+
+def parse_tensorrt_version(version: str) -> tuple[int, ...]:
+    """``"10.14.1.48"`` -> ``(10, 14, 1, 48)``: the leading dot-separated integers (``()`` when none). The one
+    parser of TensorRT version strings (``rnnx.runtime.tensorrt`` uses it too)."""
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", str(version))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def tensorrt_major_of(version: str) -> int:
+    """The major of a TensorRT version string: 11 for "11.4.0.106". ValueError when it does not start with one."""
+    parsed = parse_tensorrt_version(version)
+    if not parsed:
+        raise ValueError(f"not a TensorRT version: {version!r} (expected e.g. '10.14.1.48')")
+    return parsed[0]
+
+
+def target_tensorrt_major() -> int:
+    """The TensorRT major the plugins are built for by default: the installed TensorRT's
+    (:func:`installed_tensorrt_version`), else that of the headers a build finds (:func:`headers_tensorrt_version`),
+    else :data:`FALLBACK_TENSORRT_MAJOR`."""
+    installed = installed_tensorrt_version()
+    if installed:
+        return tensorrt_major_of(installed)
+    headers = headers_tensorrt_version()
+    return headers[0] if headers is not None else FALLBACK_TENSORRT_MAJOR
+
+
+def default_build_dir(major: Optional[int] = None) -> Path:
+    """Where the plugin libraries for TensorRT ``major`` (default :func:`target_tensorrt_major`) are built:
+    ``<repo>/build/plugins/tensorrt-<major>`` in a source checkout, else
+    ``($XDG_CACHE_HOME or ~/.cache)/rnnx/plugins/<rnnx version>/tensorrt-<major>`` (the installed package is
+    read-only). One folder per major: a build serves one TensorRT major."""
+    folder = f"tensorrt-{target_tensorrt_major() if major is None else int(major)}"
+    if REPO_ROOT is not None:
+        return REPO_ROOT / "build" / "plugins" / folder
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "rnnx" / "plugins" / _rnnx_version()
+    return Path(cache) / "rnnx" / "plugins" / _rnnx_version() / folder
+
+
+def library_tensorrt_version(path: Union[str, Path]) -> Optional[tuple[int, int, int]]:
+    """(major, minor, patch) of the TensorRT headers a plugin library was compiled against, read from the file's
+    bytes (the ``rnnx-trt-plugins:tensorrt-headers=`` marker) without loading it: loading the self-registering
+    library would register its creators. None for a file without the marker (a library built before rnnx
+    recorded it). OSError when the file cannot be read."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            match = _MARKER_PATTERN.search(data)
+            if match is None:
+                return None
+            return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def _build_command(major: int) -> str:
+    return f"TENSORRT_ROOT=<TensorRT {major} dir> python -m rnnx.plugins"
+
+
+def check_library_major(path: Union[str, Path], tensorrt_version: str) -> None:
+    """Raises :class:`PluginLibraryMismatch` (one line naming both majors and the build command) unless the
+    plugin library at ``path`` was compiled against headers of the major of ``tensorrt_version`` (the TensorRT it
+    is about to be loaded into, e.g. ``tensorrt.__version__`` "11.4.0.106"); a library without the marker
+    (:func:`library_tensorrt_version`) is refused too. Reads the file only: nothing is loaded."""
+    wanted = tensorrt_major_of(tensorrt_version)
+    built = library_tensorrt_version(path)
+    if built is None:
+        raise PluginLibraryMismatch(
+            f"{path} was built before rnnx recorded its TensorRT major: rebuild it for TensorRT {tensorrt_version} "
+            f"with `{_build_command(wanted)}`"
+        )
+    if built[0] != wanted:
+        raise PluginLibraryMismatch(
+            f"{path} was built against TensorRT {built[0]} headers ({'.'.join(map(str, built))}) but is being "
+            f"loaded into TensorRT {tensorrt_version}: build the plugins for TensorRT {wanted} with "
+            f"`{_build_command(wanted)}`"
+        )
 
 
 def _rnnx_version() -> str:
@@ -127,6 +319,12 @@ def plugin_library_path(build_dir: Optional[Path] = None, kind: str = "load_libr
     return path
 
 
+def _major_of_build_dir(build: Path) -> Optional[int]:
+    """N for a build folder named ``tensorrt-N`` (:func:`default_build_dir`'s naming), else None."""
+    match = re.fullmatch(r"tensorrt-(\d+)", build.name)
+    return int(match.group(1)) if match else None
+
+
 def build_plugins(
     build_dir: Optional[Path] = None,
     build_type: str = "Release",
@@ -134,24 +332,31 @@ def build_plugins(
     jobs: Optional[int] = None,
     targets: Sequence[str] = (),
     quiet: bool = False,
+    tensorrt_major: Optional[int] = None,
 ) -> Path:
     """Configures and builds :data:`SOURCE_DIR` with CMake into ``build_dir`` (default
-    :func:`default_build_dir`; incremental); returns the path of the ``load_library`` library (the
-    ``dlopen`` one is built next to it, see :func:`plugin_library_path`).
+    :func:`default_build_dir` of ``tensorrt_major``; incremental); returns the path of the ``load_library``
+    library (the ``dlopen`` one is built next to it, see :func:`plugin_library_path`).
 
-    ``cmake_args`` are passed to the configure step (e.g. ``-DTENSORRT_ROOT=...``,
-    ``-DCMAKE_CUDA_ARCHITECTURES=90``; ``-DCMAKE_CUDA_COMPILER`` defaults to :func:`find_nvcc`);
-    ``targets`` limits the build (default: everything, tests included). Raises ``RuntimeError`` with CMake's
-    output when a step fails.
+    ``tensorrt_major``: the TensorRT major the build is for, passed as ``-DRNNX_TENSORRT_MAJOR`` (CMake refuses
+    headers of another major). Default: N for a ``build_dir`` named ``tensorrt-N``, :func:`target_tensorrt_major`
+    without ``build_dir``, else unchecked (the headers found decide). ``cmake_args`` are passed to the configure
+    step (e.g. ``-DTENSORRT_ROOT=...``, ``-DCMAKE_CUDA_ARCHITECTURES=90``; ``-DCMAKE_CUDA_COMPILER`` defaults to
+    :func:`find_nvcc`); ``targets`` limits the build (default: everything, tests included). Raises
+    ``RuntimeError`` with CMake's output when a step fails.
     """
     cmake = shutil.which("cmake")
     if cmake is None:
         raise RuntimeError("cmake not found on PATH; install CMake >= 3.25 to build the rnnx plugins")
-    build = Path(build_dir or default_build_dir())
+    if tensorrt_major is None:
+        tensorrt_major = target_tensorrt_major() if build_dir is None else _major_of_build_dir(Path(build_dir))
+    build = Path(build_dir or default_build_dir(tensorrt_major))
     build.mkdir(parents=True, exist_ok=True)
     nvcc = find_nvcc()
     if nvcc and not any(a.startswith("-DCMAKE_CUDA_COMPILER=") for a in cmake_args):
         cmake_args = [*cmake_args, f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+    if tensorrt_major is not None and not any(a.startswith("-DRNNX_TENSORRT_MAJOR") for a in cmake_args):
+        cmake_args = [*cmake_args, f"-DRNNX_TENSORRT_MAJOR={int(tensorrt_major)}"]
     steps = [
         [cmake, "-S", str(SOURCE_DIR), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}", *cmake_args],
         [
@@ -174,10 +379,39 @@ def build_plugins(
     return build / LIBRARY_NAME
 
 
+def _configured_include_dir(build: Path) -> Optional[Path]:
+    """TENSORRT_INCLUDE_DIR of an existing CMake build folder (what its next configure reuses), or None."""
+    try:
+        text = (build / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^TENSORRT_INCLUDE_DIR:PATH=(.+)$", text, flags=re.MULTILINE)
+    return Path(match.group(1).strip()) if match and not match.group(1).endswith("-NOTFOUND") else None
+
+
+def missing_build_message(major: int, cmake_args: Sequence[str] = ()) -> Optional[str]:
+    """One line when the build for TensorRT ``major`` cannot be made because the headers it would use are of
+    another major (which build is missing, and the command that makes it), else None (the build can go ahead, or
+    fails with CMake's own message: no headers at all)."""
+    build = default_build_dir(major)
+    root = _tensorrt_root(cmake_args)
+    configured = _configured_include_dir(build) if root is None else None
+    folder = configured or find_tensorrt_headers(root)
+    headers = read_tensorrt_header_version(folder / "NvInferVersion.h") if folder is not None else None
+    if headers is None or headers[0] == major:
+        return None
+    return (
+        f"the rnnx plugins for TensorRT {major} ({build}) are not built and cannot be built from the TensorRT "
+        f"headers found ({folder}: {'.'.join(map(str, headers))}, TensorRT {headers[0]}): make that build with "
+        f"`{_build_command(major)}`"
+    )
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rnnx.plugins [--kind dlopen|load_library] [cmake configure args...]``: builds, prints the
-    path of the library of that kind (default ``dlopen``: the one ``polygraphy --plugins`` and
-    ``trtexec --staticPlugins`` take)."""
+    """``python -m rnnx.plugins [--kind dlopen|load_library] [cmake configure args...]``: builds for
+    :func:`target_tensorrt_major` (the installed TensorRT's, else the headers'), prints the path of the library of
+    that kind (default ``dlopen``: the one ``polygraphy --plugins`` and ``trtexec --staticPlugins`` take). When only
+    headers of another major are found, says which build is missing and how to make it (exit status 1)."""
     args = list(sys.argv[1:] if argv is None else argv)
     kind = "dlopen"
     if args and args[0].startswith("--kind"):
@@ -191,8 +425,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if kind not in LIBRARY_KINDS:
         print(f"error: --kind must be one of: {', '.join(LIBRARY_KINDS)} (got {kind!r})", file=sys.stderr)
         return 2
+    major = target_tensorrt_major()
+    missing = missing_build_message(major, args)
+    if missing is not None:
+        print(f"error: {missing}", file=sys.stderr)
+        return 1
     try:
-        path = _build_reporting_to_stderr(args, kind)
+        path = _build_reporting_to_stderr(args, kind, major)
     except (RuntimeError, PluginLibraryNotFound) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -200,12 +439,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _build_reporting_to_stderr(cmake_args: Sequence[str], kind: str) -> Path:
-    """Builds with CMake's progress on stderr so stdout carries only the path (for ``$(...)``)."""
+def _build_reporting_to_stderr(cmake_args: Sequence[str], kind: str, major: int) -> Path:
+    """Builds for TensorRT ``major`` with CMake's progress on stderr so stdout carries only the path (for
+    ``$(...)``)."""
     stdout = os.dup(1)
     try:
         os.dup2(2, 1)
-        built = build_plugins(cmake_args=cmake_args)
+        built = build_plugins(cmake_args=cmake_args, tensorrt_major=major)
     finally:
         os.dup2(stdout, 1)
         os.close(stdout)

@@ -6,7 +6,8 @@ order, skips one whose tools are missing with the reason, and prints one line pe
     cpu-kernel        the SRU scan's CPU kernel (torch extension)          rnnx.models.ops.sru.cpu_kernel
     libtorch-ops      librnnx_torch_ops, the ops for libtorch programs      rnnx.models.ops.libtorch
     cuda-kernels      the ops' CUDA kernels as a torch extension            rnnx.models.ops.cuda (needs a GPU)
-    tensorrt-plugins  librnnx_trt_plugins (+ the C++ unit tests)            rnnx.plugins (needs nvcc, cmake)
+    tensorrt-plugins  librnnx_trt_plugins (+ the C++ unit tests)            rnnx.plugins (needs nvcc, cmake), into
+                      build/plugins/tensorrt-<major> (the installed TensorRT's major, else the headers')
     ort-ops           librnnx_ort_ops, the ONNX Runtime custom ops          rnnx.runtime.ortops (headers via npm)
     native-runtime    librnnx_runtime (C API), rnnx-generate, + ASan build  rnnx.runtime.native (needs cmake)
 
@@ -79,6 +80,13 @@ def _tensorrt_plugins() -> Path:
         raise Skip("nvcc not found: install the CUDA toolkit, then: python3 -m rnnx.plugins")
     if shutil.which("cmake") is None:
         raise Skip("cmake not found: install CMake >= 3.25, then: python3 -m rnnx.plugins")
+    missing = plugins.missing_build_message(plugins.target_tensorrt_major())
+    headers = plugins.headers_tensorrt_version()
+    if missing is not None and headers is not None:
+        # The installed TensorRT's major has no headers here: build for the headers' major (the build the tests
+        # use, build/plugins/tensorrt-<major>) and say what is missing.
+        print(f"build: tensorrt-plugins: note: {missing}", flush=True)
+        return plugins.build_plugins(tensorrt_major=headers[0])
     return plugins.build_plugins()
 
 

@@ -72,8 +72,9 @@ def load(
     ``native_ops`` (onnxruntime only): rnnx's ONNX Runtime op library (native SRU scan; see
     :mod:`.ortops`): None (default) uses it on the CPU when built, True requires it, False runs the ops'
     function bodies. ``threads`` (onnxruntime only): intra-op threads; None (default) runs a small export on
-    one thread on the CPU and a large one on ONNX Runtime's default pool, 0 asks for that pool, N for N threads
-    (see :class:`.backends.ort_backend.OrtBackend`). Setting any of the three for another backend (including
+    one thread on the CPU (its calls of 1,024 tokens or more on a second session on ONNX Runtime's default pool)
+    and a large one on that pool, 0 asks for that pool, N for N threads (see
+    :class:`.backends.ort_backend.OrtBackend`). Setting any of the three for another backend (including
     the one ``auto`` picks) raises :class:`InputError`."""
     from .backends import create_backend
     from .contract.artifact import CAUSAL_LM, interface_of

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks of rnnx in one command, for a machine with a CUDA device (run from anywhere in the checkout):
 #
-#   bash scripts/gpu_check.sh                     # full: needs TensorRT (>= 10.7, < 11) as well as CUDA
+#   bash scripts/gpu_check.sh                     # full: needs TensorRT (10.7-10.x or 11.x) as well as CUDA
 #   bash scripts/gpu_check.sh --kernels-only      # what needs only CUDA: the kernels and plugins, no TensorRT
 #   bash scripts/gpu_check.sh [--kernels-only] --only STEP[,STEP...]    # some steps or groups (below)
 #   bash scripts/gpu_check.sh [--kernels-only] [--only ...] --list      # the steps it would run; runs nothing
@@ -10,8 +10,9 @@
 # lists one), and what the selected steps need (cmake, nvcc and the TensorRT headers -- TENSORRT_ROOT, the
 # system's or .cache/tensorrt/include -- for the build; compute-sanitizer for the sanitizer steps; torch with
 # CUDA for the Python steps; in full mode TensorRT's Python package, onnx, onnxruntime, polygraphy and the ONNX
-# Runtime headers in .cache/onnxruntime/include). When one is missing it prints one line naming what is
-# missing (without TensorRT: and the --kernels-only option) and exits 2. The GPU machines lent to this project
+# Runtime headers in .cache/onnxruntime/include; and TensorRT headers of the installed TensorRT's major: the
+# plugins are built against them, and one plugin build serves one major). When one is missing it prints one line
+# naming what is missing (without TensorRT: and the --kernels-only option) and exits 2. The GPU machines lent to this project
 # have no TensorRT: run --kernels-only there.
 #
 # Steps, in order, with their time limits (seconds):
@@ -27,8 +28,10 @@
 #   synccheck-DTYPE  120  compute-sanitizer --tool synccheck on the CausalLinearAttention cases (the chunked
 #                         prefill kernel, models/ops/linear_attention/cuda/linear_attention_prefill.cu, and the decode
 #                         kernel) (DTYPE: fp32, fp16, bf16 -- nine sanitizer steps)
+#   trt-mask-types   120  full mode, first: one SRUScan and one CausalLinearAttention node (plugins only) with an
+#                         int32 and a bool pad mask; int32 must build and match the naive twins, bool is reported
 #   trt-pytest       300  full mode: every tensorrt-marked test (pytest -m tensorrt tests/); none may be skipped
-#   trt-CASE         180-300  full mode: the cases of scripts/gpu_check_cases.py (its `list` prints them): a
+#   trt-CASE         180-300  full mode: the other cases of scripts/gpu_check_cases.py (`list` prints them): a
 #                         bidirectional SRU, SRU with k = 4, attention head dims 64 and 128 (fp32 and fp16
 #                         engines vs ONNX Runtime), the srupp_linear_copy demo with CUDA graphs, its fp16 engine
 #                         vs ONNX Runtime fp32, rnnx-parity --backend tensorrt, an engine deserialized in a fresh
@@ -37,7 +40,7 @@
 #   bench            what is left (>= 60 s), optional: benchmarks/bench_cuda_kernels.py; only without --only or
 #                    when named
 # Groups for --only: kernels (build ctest enqueue pytest-gpu), memcheck, racecheck, synccheck, sanitizers (the
-# nine), tensorrt (every trt-*), trt-models, trt-demo, all. A step that needs the build gets it first (make is
+# nine), tensorrt (every trt-*), trt-models (mask-types and the four model cases), trt-demo, all. A step that needs the build gets it first (make is
 # incremental on a warm machine).
 #
 # Time: the whole run keeps to a budget of GPU_CHECK_BUDGET_S seconds (default 540, inside the device tool's
@@ -73,7 +76,10 @@
 # tests/test_gpu_check.py runs on the CPU: the prerequisite checks, the arguments, --list, and the runner and
 # its summary on a fake toolchain (fake nvidia-smi, cmake, compute-sanitizer, test binary). Tool names and
 # options follow their documentation: compute-sanitizer --tool memcheck|racecheck|synccheck --error-exitcode,
-# trtexec --staticPlugins --stronglyTyped, polygraphy run --trt --strongly-typed --plugins.
+# trtexec --staticPlugins (10.x: + --stronglyTyped --useCudaGraph; 11.x builds strongly typed and captures CUDA
+# graphs by default, where both flags are deprecated no-ops), polygraphy run --trt --strongly-typed --plugins.
+# TensorRT 10 or 11: the version is read from the tensorrt package, the plugins are built for its major
+# (-DRNNX_TENSORRT_MAJOR; TENSORRT_ROOT must hold that major's headers) and the summary names both.
 set -u
 set -o pipefail
 
@@ -101,7 +107,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --kernels-only) MODE=kernels ;;
         --only)
-            [ $# -ge 2 ] && [ -n "$2" ] || die_usage "--only needs STEP[,STEP...]"
+            if [ $# -lt 2 ] || [ -z "$2" ]; then die_usage "--only needs STEP[,STEP...]"; fi
             ONLY="$2"
             shift
             ;;
@@ -140,12 +146,13 @@ for tool in "${SANITIZER_TOOLS[@]}"; do
     for dtype in "${DTYPES[@]}"; do SANITIZER_STEPS+=("$tool-$dtype"); done
 done
 TRT_STEPS=()
-TRT_MODEL_STEPS=(trt-sru-bidirectional trt-sru-k4 trt-attention-e64 trt-attention-e128)
+TRT_MODEL_STEPS=(trt-mask-types trt-sru-bidirectional trt-sru-k4 trt-attention-e64 trt-attention-e128)
 if [ "$MODE" = full ]; then
-    TRT_STEPS=(trt-pytest)
+    # trt-mask-types first (it answers in seconds whether the plugins build at all), then trt-pytest, then the rest.
+    TRT_STEPS=(trt-mask-types trt-pytest)
     cases="$("$PYTHON" "$CASES_PY" list)" || die_usage "$PYTHON $CASES_PY list failed"
     while IFS=$'\t' read -r name limit what; do
-        TRT_STEPS+=("trt-$name")
+        [ "$name" = mask-types ] || TRT_STEPS+=("trt-$name")
         LIMIT[trt-$name]="$limit" WHAT[trt-$name]="$what"
     done <<<"$cases"
 fi
@@ -226,6 +233,10 @@ find_tool() { # find_tool NAME [CANDIDATE...]: the first executable of PATH's NA
     done
     return 1
 }
+headers_version() { # headers_version DIR: MAJOR.MINOR.PATCH of the TensorRT headers in DIR (rnnx.plugins reads them)
+    "$PYTHON" -c 'import sys; from pathlib import Path; from rnnx.plugins import read_tensorrt_header_version as r
+v = r(Path(sys.argv[1]) / "NvInferVersion.h"); print(".".join(map(str, v)) if v else "")' "$1" 2>/dev/null
+}
 trt_headers() { # the TensorRT headers the plugin build (plugins/CMakeLists.txt) would find, roughly in its order
     local dir
     for dir in ${TENSORRT_ROOT:+"$TENSORRT_ROOT/include" "$TENSORRT_ROOT"} /usr/include /usr/include/x86_64-linux-gnu \
@@ -265,8 +276,10 @@ if [ "$here" != "$REPO/runtime/__init__.py" ]; then
     for part in models export runtime plugins; do ln -sfn "$REPO/$part" "$PYROOT/rnnx/$part"; done
     export PYTHONPATH="$PYROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
+TRT_VERSION=""
+TRT_MAJOR=""
 if [ "$MODE" = full ]; then
-    # rnnx's own check: importable, >= 10.7 and below the next major (one line when not).
+    # rnnx's own check: importable, 10.7-10.x or 11.x (one line when not).
     if ! TRT_MISSING="$("$PYTHON" -c '
 from rnnx.runtime.tensorrt import require_tensorrt
 try:
@@ -274,6 +287,17 @@ try:
 except Exception as e:
     print(str(e).splitlines()[0])' 2>&1)"; then
         TRT_MISSING="$PYTHON cannot import rnnx.runtime.tensorrt: $(echo "$TRT_MISSING" | tail -n 1)"
+    fi
+    if [ -z "$TRT_MISSING" ]; then
+        TRT_VERSION="$("$PYTHON" -c 'import tensorrt; print(tensorrt.__version__)' 2>/dev/null)"
+        TRT_MAJOR="${TRT_VERSION%%.*}"
+        # One plugin build serves one TensorRT major (ILogger's vtable changed in 11): the headers must match.
+        if wants build && dir="$(trt_headers)"; then
+            found="$(headers_version "$dir")"
+            if [ "${found%%.*}" != "$TRT_MAJOR" ]; then
+                MISSING+=("TensorRT $TRT_MAJOR headers for the plugin build (TensorRT $TRT_VERSION is installed; $dir has ${found:-unknown} headers): set TENSORRT_ROOT to TensorRT ${TRT_MAJOR}'s folder (for 11.x, the include/ folder of the NVIDIA/TensorRT repository at that release)")
+            fi
+        fi
     fi
     for module in onnx onnxruntime; do
         "$PYTHON" -c "import $module" 2>/dev/null || MISSING+=("the Python package $module")
@@ -327,6 +351,13 @@ else
     commit="a copy without git history"
 fi
 HEADER="rnnx gpu_check ($MODE) $(date -u +%Y-%m-%dT%H:%M:%SZ) at $commit"
+if dir="$(trt_headers)"; then
+    headers="$(headers_version "$dir")"
+    headers="${headers:-of unknown version} in $dir"
+else
+    headers="none"
+fi
+TRT_LINE="TensorRT: ${TRT_VERSION:-not used (--kernels-only)}; TensorRT headers: $headers"
 DEVICE="$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)"
 {
     echo "$HEADER"
@@ -335,12 +366,13 @@ DEVICE="$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,no
     cmake --version | head -n 1
     echo "compute-sanitizer: ${SANITIZER:-none}"
     "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
-    [ "$MODE" = full ] && "$PYTHON" -c 'import tensorrt; print("tensorrt", tensorrt.__version__)' 2>&1
+    echo "$TRT_LINE"
     echo "PYTHONPATH=${PYTHONPATH:-}"
     echo "steps: ${RUN[*]}"
 } >>"$RESULTS/build.log" 2>&1
 echo "$HEADER"
 echo "device: $DEVICE; building for sm_$CUDA_ARCH; budget ${BUDGET_S}s; steps: ${RUN[*]}"
+echo "$TRT_LINE"
 
 # --- running and recording ----------------------------------------------------------------------------------------
 R_NAME=() R_RESULT=() R_TIME=() R_NOTE=()
@@ -465,16 +497,16 @@ run_step() {
     if [ "$result" = FAIL ]; then tail -n 15 "$log" | sed 's/^/        /'; fi
 }
 
-# shellcheck disable=SC2329 # run by `bash -c build_plugins` under timeout (exported below)
+# shellcheck disable=SC2317,SC2329 # run by `bash -c build_plugins` under timeout (exported below)
 build_plugins() {
     cmake -S plugins -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_COMPILER=$NVCC" \
         "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH}-real" "-DRNNX_CUDA_ARCHITECTURES=${CUDA_ARCH}-real" \
-        "-DCMAKE_CUDA_FLAGS=-lineinfo" \
+        "-DCMAKE_CUDA_FLAGS=-lineinfo" ${TRT_MAJOR:+"-DRNNX_TENSORRT_MAJOR=$TRT_MAJOR"} \
         && cmake --build "$BUILD_DIR" -j "$(nproc)" --target rnnx_trt_plugins rnnx_trt_plugins_static \
             rnnx_plugin_tests rnnx_plugin_library_test plugin_enqueue_gpu
 }
 export -f build_plugins
-export BUILD_DIR NVCC CUDA_ARCH
+export BUILD_DIR NVCC CUDA_ARCH TRT_MAJOR
 
 for step in "${RUN[@]}"; do
     case "$step" in
@@ -511,6 +543,7 @@ done
 {
     echo "$HEADER"
     echo "device: $DEVICE (sm_$CUDA_ARCH); $(nproc) CPU cores; budget ${BUDGET_S}s; total $(elapsed)s"
+    echo "$TRT_LINE"
     printf '%-22s %-6s %6s  %s\n' step result time note
     for i in "${!R_NAME[@]}"; do
         printf '%-22s %-6s %6s  %s\n' "${R_NAME[$i]}" "${R_RESULT[$i]}" "${R_TIME[$i]}" "${R_NOTE[$i]}"

@@ -26,7 +26,7 @@ the decode steps are teacher-forced on ONNX Runtime's greedy tokens):
 * the same engine in a fresh process: tokens identical, logits within :data:`REPLAY_TOLERANCE` = 1e-5;
 * ``rnnx-parity --backend tensorrt`` against the PyTorch checkpoint: ``--tolerance`` 1e-4 (fp32, as above).
 
-NOT RUN YET: written against the documented TensorRT 10 Python API, trtexec and polygraphy command lines
+NOT RUN YET: written against the documented TensorRT 10 / 11 Python API, trtexec and polygraphy command lines
 and rnnx's own runtime API; no machine this was written on has TensorRT (the GPU machines lent to the
 project do not have it either). ``list`` and the pure helpers (:func:`trtexec_shape_args`,
 :func:`polygraphy_trt_command`, the model builders) are tested on the CPU by tests/test_gpu_check.py.
@@ -85,6 +85,8 @@ class Case:
 
 
 CASES = (
+    Case("mask-types", 120, "one SRUScan and one CausalLinearAttention node, plugins only, with an int32 and a bool "
+         "pad mask: the int32 engines build and match the naive twins, the bool ones are refused at build"),
     Case("sru-bidirectional", 240, "a stateless bidirectional SRU tagger (rnnx.export.export; layer 0 k = 4), "
          "fp32 and fp16 engines vs ONNX Runtime fp32"),
     Case("sru-k4", 240, "SRULM with embed_dim 48 != hidden_size 64 (layer 0 k = 4, highway projection), "
@@ -144,6 +146,18 @@ def trtexec_shape_args(profile: Any) -> list[str]:
         "--maxShapes=" + ",".join(parts["max"]),
         "--shapes=" + ",".join(parts["opt"]),
     ]
+
+
+def trtexec_flags(tensorrt_version: str) -> list[str]:
+    """trtexec's flags for a strongly typed build with CUDA graphs on, valid for the installed major: 10.x needs
+    ``--stronglyTyped`` and ``--useCudaGraph``; trtexec 11 builds strongly typed and captures CUDA graphs by
+    default (both flags are deprecated no-ops there; ``--noCudaGraph`` would turn graphs off), so it gets none."""
+    from rnnx.runtime.tensorrt._trt import parse_version
+
+    major = (parse_version(tensorrt_version) or (0,))[0]
+    if major < 11:
+        return ["--stronglyTyped", "--useCudaGraph"]
+    return []
 
 
 def polygraphy_trt_command(base: Sequence[str], model: Path, plugins: Path, profile: Any) -> list[str]:
@@ -684,7 +698,9 @@ def run_trtexec(ctx: Context) -> str:
         path = folder / f"{name}.bin"
         array.tofile(path)
         loads.append(f"{name}:{path}")
-    cmd = [exe, f"--onnx={model}", f"--staticPlugins={ctx.static_plugins}", "--stronglyTyped",
+    from rnnx.runtime.tensorrt._trt import tensorrt_version
+
+    cmd = [exe, f"--onnx={model}", f"--staticPlugins={ctx.static_plugins}", *trtexec_flags(tensorrt_version()),
            *trtexec_shape_args(profile), "--loadInputs=" + ",".join(loads), "--iterations=10", "--warmUp=0",
            "--duration=0"]  # fmt: skip
     say("  " + " ".join(cmd))
@@ -694,7 +710,9 @@ def run_trtexec(ctx: Context) -> str:
         raise CheckFailed(
             f"trtexec --staticPlugins: exit {result.returncode}: {last_line(result.stderr or result.stdout)}"
         )
-    return "trtexec --staticPlugins built and ran the demo with its rnnx nodes as plugins only"
+    return (
+        "trtexec --staticPlugins built and ran the demo (strongly typed, CUDA graphs), its rnnx nodes as plugins only"
+    )
 
 
 def run_polygraphy(ctx: Context) -> str:
@@ -723,7 +741,156 @@ def run_polygraphy(ctx: Context) -> str:
     return f"polygraphy run --trt --plugins: {polygraphy['iterations']} saved calls match, plugins only"
 
 
+#: Mask element types the mask-types case feeds each plugin: int32 is what rnnx's TensorRT layout feeds (it must build
+#: and match the naive twin); bool is what TensorRT documents as unsupported for plugin tensors, so the plugins
+#: advertise int32 only and a bool mask must be refused at build (a bool engine that builds is a failure).
+MASK_TYPES = ("int32", "bool")
+
+
+def plugin_node_model(op_name: str, mask_type: str) -> tuple[Any, dict[str, Any]]:
+    """A one-node ONNX model of the rnnx op ``op_name`` (``SRUScan`` / ``CausalLinearAttention``) with no local
+    function, so TensorRT's parser can only import it as the plugin; every input is a graph input of fixed shape,
+    the pad mask of ``mask_type`` (``int32`` / ``bool``). Returns the model and random fp32 inputs (numpy) with
+    the last two steps of row 1 padded."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from rnnx.runtime.contract import ops
+
+    rng = np.random.default_rng(7)
+    if op_name == ops.SRU_SCAN.onnx_name:
+        spec, (L, B, d) = ops.SRU_SCAN, (6, 2, 8)
+        attrs: dict[str, Any] = {"hidden_size": d, "num_directions": 1, "num_matrices": 3, "has_skip_term": 1,
+                                 "use_tanh": 0, "scale_x": 1.0}  # fmt: skip
+        shapes = {"U": (L, B, 3 * d), "x": (L, B, d), "weight_c": (2 * d,), "bias": (2 * d,), "c0": (B, d),
+                  "mask_pad": (L, B), "h": (L, B, d), "c_last": (B, d)}  # fmt: skip
+        pad = (slice(L - 2, L), 1)
+    elif op_name == ops.CAUSAL_LINEAR_ATTENTION.onnx_name:
+        spec, (B, L, H, E, M) = ops.CAUSAL_LINEAR_ATTENTION, (2, 6, 2, 8, 8)
+        attrs = {"eps": 1e-6, "num_heads": H, "time_major": 0}
+        shapes = {"q": (B, L, H * E), "k": (B, L, H * E), "v": (B, L, H * M), "S0": (B, H, E, M), "z0": (B, H, E),
+                  "mask_pad": (B, L), "out": (B, L, H * M), "S_last": (B, H, E, M), "z_last": (B, H, E)}  # fmt: skip
+        pad = (1, slice(L - 2, L))
+    else:
+        raise ValueError(f"unknown op {op_name!r}")
+    mask_elem = {"int32": TensorProto.INT32, "bool": TensorProto.BOOL}[mask_type]
+    arrays: dict[str, Any] = {}
+    for name in spec.inputs:
+        if name == spec.mask_input:
+            mask = np.zeros(shapes[name], dtype=np.int32 if mask_type == "int32" else np.bool_)
+            mask[pad] = 1
+            arrays[name] = mask
+        else:
+            scale = 0.5 if spec.input(name).role == ops.STATE else 1.0
+            arrays[name] = (scale * rng.standard_normal(shapes[name])).astype(np.float32)
+    inputs = [
+        helper.make_tensor_value_info(n, mask_elem if n == spec.mask_input else TensorProto.FLOAT, shapes[n])
+        for n in spec.inputs
+    ]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in spec.outputs]
+    node = helper.make_node(
+        spec.onnx_name, list(spec.inputs), list(spec.outputs), domain=ops.ONNX_DOMAIN,
+        **attrs, **{ops.PLUGIN_VERSION_ATTR: ops.PLUGIN_VERSION, ops.PLUGIN_NAMESPACE_ATTR: ops.PLUGIN_NAMESPACE},
+    )  # fmt: skip
+    graph = helper.make_graph([node], f"{spec.onnx_name}_{mask_type}_mask", inputs, outputs)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ops.ONNX_DOMAIN, ops.ONNX_DOMAIN_VERSION)],
+    )
+    return model, arrays
+
+
+def plugin_node_reference(op_name: str, arrays: dict[str, Any]) -> dict[str, Any]:
+    """The naive twin's outputs (numpy, by output name) for :func:`plugin_node_model`'s inputs."""
+    import torch
+
+    from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
+    from rnnx.models.ops.sru.naive import sru_scan_naive
+    from rnnx.runtime.contract import ops
+
+    t = {name: torch.from_numpy(a) for name, a in arrays.items()}
+    if op_name == ops.SRU_SCAN.onnx_name:
+        h, c = sru_scan_naive(t["U"], t["x"], t["weight_c"], t["bias"], t["c0"], t["mask_pad"] != 0,
+                              hidden_size=t["c0"].shape[1])  # fmt: skip
+        return {"h": h.numpy(), "c_last": c.numpy()}
+    out, S, z = causal_linear_attention_packed(t["q"], t["k"], t["v"], 2, t["S0"], t["z0"], t["mask_pad"] != 0)
+    return {"out": out.numpy(), "S_last": S.numpy(), "z_last": z.numpy()}
+
+
+def run_plugin_node(trt: Any, model: Any, arrays: dict[str, Any]) -> dict[str, Any]:
+    """Parses ``model`` (every node must become a plugin layer), builds it strongly typed, runs it once on the GPU
+    with ``arrays``; its outputs as numpy. CheckFailed (one line) when the parse or the build fails."""
+    import numpy as np
+    import torch
+
+    from rnnx.runtime.tensorrt._trt import tensorrt_logger
+
+    logger = tensorrt_logger()
+    builder = trt.Builder(logger)
+    flags = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+    network = builder.create_network(0 if flags is None else 1 << int(flags))
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(model.SerializeToString()):
+        errors = "; ".join(str(parser.get_error(i)).splitlines()[0] for i in range(parser.num_errors))
+        raise CheckFailed(f"parse failed: {errors}")
+    kinds = {str(network.get_layer(i).type) for i in range(network.num_layers)}
+    if not all("PLUGIN" in kind for kind in kinds):
+        raise CheckFailed(f"the node was not imported as a plugin (layers: {sorted(kinds)})")
+    serialized = builder.build_serialized_network(network, builder.create_builder_config())
+    if serialized is None:
+        raise CheckFailed("build_serialized_network returned None (see TensorRT's messages above)")
+    engine = trt.Runtime(logger).deserialize_cuda_engine(serialized)
+    context = engine.create_execution_context()
+    tensors = {name: torch.from_numpy(np.ascontiguousarray(a)).cuda() for name, a in arrays.items()}
+    outputs = {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            outputs[name] = torch.empty(tuple(engine.get_tensor_shape(name)), dtype=torch.float32, device="cuda")
+    for name, tensor in {**tensors, **outputs}.items():
+        context.set_tensor_address(name, tensor.data_ptr())
+    stream = torch.cuda.Stream()
+    if not context.execute_async_v3(stream.cuda_stream):
+        raise CheckFailed("execute_async_v3 returned False")
+    stream.synchronize()
+    return {name: tensor.cpu().numpy() for name, tensor in outputs.items()}
+
+
+def run_mask_types(ctx: Context) -> str:
+    from rnnx.runtime.contract import ops
+    from rnnx.runtime.tensorrt import load_plugin_library, require_tensorrt
+
+    trt = require_tensorrt()
+    if ctx.plugins is None:
+        raise CheckFailed("no librnnx_trt_plugins.so (RNNX_TRT_PLUGINS / --plugins)")
+    load_plugin_library(
+        trt, ctx.plugins, [(s.onnx_name, ops.PLUGIN_VERSION, ops.PLUGIN_NAMESPACE) for s in ops.ALL_OPS], say
+    )
+    say(f"  TensorRT {trt.__version__}")
+    results, failed = [], []
+    for spec in ops.ALL_OPS:
+        for mask_type in MASK_TYPES:
+            model, arrays = plugin_node_model(spec.onnx_name, mask_type)
+            try:
+                got = run_plugin_node(trt, model, arrays)
+                want = plugin_node_reference(spec.onnx_name, arrays)
+                worst = max(rel_error(got[name], want[name]) for name in spec.outputs)
+                verdict = f"built, max rel error {worst:.1e}" + ("" if worst <= TOLERANCES["fp32"] else " (too large)")
+                if mask_type != "int32" or worst > TOLERANCES["fp32"]:
+                    failed.append(f"{spec.onnx_name} {mask_type}: {verdict}")
+            except CheckFailed as e:
+                verdict = f"refused: {e}"
+                if mask_type == "int32":
+                    failed.append(f"{spec.onnx_name} int32: {verdict}")
+            say(f"  {spec.onnx_name} with a {mask_type} mask: {verdict}")
+            results.append(f"{spec.onnx_name}/{mask_type}: {verdict.split(':')[0]}")
+    if failed:
+        raise CheckFailed("; ".join(failed))
+    return f"TensorRT {trt.__version__}: " + ", ".join(results)
+
+
 RUNNERS: dict[str, Callable[[Context], str]] = {
+    "mask-types": run_mask_types,
     "sru-bidirectional": run_bidirectional,
     "sru-k4": lambda ctx: run_language_model(ctx, "sru-k4"),
     "attention-e64": lambda ctx: run_language_model(ctx, "attention-e64"),

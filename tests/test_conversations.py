@@ -221,6 +221,11 @@ def test_bad_state_files_are_refused_and_the_previous_state_kept(sessions, tmp_p
         ConversationStore(session.backend, store_dir).get_host("c")
     assert "\n" not in str(error.value)
     assert (store_dir / "c.safetensors").read_bytes() == written[:100]
+    store = ConversationStore(session.backend, store_dir)  # docs/serving.md: it stays refused until replaced or deleted
+    with pytest.raises(InputError, match="c.safetensors: not an rnnx state file"):
+        store.get_host("c")
+    store.delete("c")
+    assert store.get_host("c") is None and not (store_dir / "c.safetensors").exists()
 
 
 def test_a_turn_of_no_new_tokens_feeds_its_prompt(sessions):

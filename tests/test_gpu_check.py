@@ -27,6 +27,8 @@ CASES = REPO / "scripts" / "gpu_check_cases.py"
 sys.path.insert(0, str(REPO / "scripts"))
 import gpu_check_cases  # noqa: E402  (a script beside gpu_check.sh, not a package)
 
+from rnnx.runtime.contract.ops import ALL_OPS  # noqa: E402
+
 KERNEL_STEPS = ["build", "ctest", "enqueue", "pytest-gpu"]
 DTYPES = ("fp32", "fp16", "bf16")
 SANITIZER_STEPS = [f"{tool}-{dtype}" for tool in ("memcheck", "racecheck", "synccheck") for dtype in DTYPES]
@@ -86,6 +88,86 @@ def test_kernels_only_without_a_device_names_the_device(tmp_path: Path) -> None:
     assert not (tmp_path / "build").exists() and not (tmp_path / "out").exists()
 
 
+def _fake_tensorrt(tmp_path: Path, version: str, headers: str) -> dict[str, str]:
+    """TEST DOUBLES (no TensorRT here): a ``tensorrt`` module reporting ``version`` on PYTHONPATH, and a header
+    folder whose NvInferVersion.h says ``headers`` (in TensorRT 10.14's / 11.1's format), given as TENSORRT_ROOT."""
+    module = tmp_path / "fake_trt"
+    module.mkdir()
+    (module / "tensorrt.py").write_text(f"__version__ = {version!r}\n")
+    include = tmp_path / "trt_headers" / "include"
+    include.mkdir(parents=True)
+    (include / "NvInferRuntime.h").write_text("// stand-in\n")
+    major, minor, patch = headers.split(".")
+    (include / "NvInferVersion.h").write_text(
+        f"#define TRT_MAJOR_ENTERPRISE {major}\n#define TRT_MINOR_ENTERPRISE {minor}\n"
+        f"#define TRT_PATCH_ENTERPRISE {patch}\n#define NV_TENSORRT_MAJOR TRT_MAJOR_ENTERPRISE\n"
+        "#define NV_TENSORRT_MINOR TRT_MINOR_ENTERPRISE\n#define NV_TENSORRT_PATCH TRT_PATCH_ENTERPRISE\n"
+    )
+    pythonpath = os.pathsep.join(filter(None, [str(module), os.environ.get("PYTHONPATH", "")]))
+    return {"PYTHONPATH": pythonpath, "TENSORRT_ROOT": str(include.parent)}
+
+
+@pytest.mark.parametrize("installed, headers, refused", [
+    ("11.4.0.106", "10.14.1", True), ("10.14.1.48", "11.1.0", True), ("11.4.0.106", "11.1.0", False),
+    ("10.14.1.48", "10.14.1", False),
+])  # fmt: skip
+def test_full_mode_wants_headers_of_the_installed_major(
+    installed: str, headers: str, refused: bool, tmp_path: Path
+) -> None:
+    """One plugin build serves one TensorRT major: full mode refuses headers of the other major before building,
+    in the one prerequisite line (which also names what else this machine lacks: a GPU, torch with CUDA)."""
+    result, _ = _run([], tmp_path, env=_fake_tensorrt(tmp_path, installed, headers))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = _lines(result.stdout + result.stderr)
+    assert len(lines) == 1, lines
+    major = installed.split(".")[0]
+    wanted = f"TensorRT {major} headers for the plugin build (TensorRT {installed} is installed;"
+    if refused:
+        assert wanted in lines[0] and f"has {headers} headers" in lines[0], lines[0]
+    else:
+        assert "headers for the plugin build" not in lines[0], lines[0]
+    assert "TensorRT (" not in lines[0], "rnnx's version gate accepts 10.7-10.x and 11.x"
+
+
+def test_trtexec_flags_per_major() -> None:
+    """trtexec 10 needs --stronglyTyped (and --useCudaGraph for graphs); trtexec 11 builds strongly typed and
+    captures CUDA graphs by default, both flags being deprecated no-ops there (its sampleOptions.cpp)."""
+    assert gpu_check_cases.trtexec_flags("10.14.1.48") == ["--stronglyTyped", "--useCudaGraph"]
+    assert gpu_check_cases.trtexec_flags("10.7.0") == ["--stronglyTyped", "--useCudaGraph"]
+    assert gpu_check_cases.trtexec_flags("11.4.0.106") == []
+
+
+@pytest.mark.parametrize("op", [s.onnx_name for s in ALL_OPS])
+def test_mask_types_case_models(op: str) -> None:
+    """The mask-types case's one-node models: the op's inputs and attributes from the op record, the mask of the
+    asked type, no local function (TensorRT can only import the plugin); and its naive-twin reference honours the
+    mask the same way for int32 and bool (and differently from no pad at all)."""
+    import numpy as np
+    from onnx import TensorProto
+
+    from rnnx.runtime.contract import ops
+
+    spec = next(s for s in ops.ALL_OPS if s.onnx_name == op)
+    refs = {}
+    for mask_type, elem in (("int32", TensorProto.INT32), ("bool", TensorProto.BOOL)):
+        model, arrays = gpu_check_cases.plugin_node_model(op, mask_type)
+        (node,) = model.graph.node
+        assert (node.op_type, node.domain, list(node.input)) == (op, ops.ONNX_DOMAIN, list(spec.inputs))
+        attrs = {a.name for a in node.attribute}
+        assert set(spec.attributes) | {ops.PLUGIN_VERSION_ATTR, ops.PLUGIN_NAMESPACE_ATTR} == attrs
+        assert not model.functions
+        types = {v.name: v.type.tensor_type.elem_type for v in model.graph.input}
+        assert types[spec.mask_input] == elem
+        assert all(types[n] == TensorProto.FLOAT for n in spec.inputs if n != spec.mask_input)
+        assert int(np.count_nonzero(arrays[spec.mask_input])) == 2
+        refs[mask_type] = gpu_check_cases.plugin_node_reference(op, arrays)
+        unpadded = dict(arrays, **{spec.mask_input: np.zeros_like(arrays[spec.mask_input])})
+        refs["none"] = gpu_check_cases.plugin_node_reference(op, unpadded)
+    for name in spec.outputs:
+        np.testing.assert_array_equal(refs["int32"][name], refs["bool"][name])
+    assert any(not np.allclose(refs["int32"][n], refs["none"][n]) for n in spec.outputs)
+
+
 # -- arguments and --list -------------------------------------------------------------------------------------
 
 
@@ -100,7 +182,9 @@ def test_list_kernels_only_runs_every_cuda_step_in_order(tmp_path: Path) -> None
 
 
 def test_list_full_adds_every_tensorrt_case(tmp_path: Path) -> None:
-    trt = ["trt-pytest", *(f"trt-{c.name}" for c in gpu_check_cases.CASES)]
+    # mask-types first (it answers in seconds whether the plugins build at all), then trt-pytest, then the rest.
+    trt = ["trt-mask-types", "trt-pytest", *(f"trt-{c.name}" for c in gpu_check_cases.CASES[1:])]
+    assert gpu_check_cases.CASES[0].name == "mask-types"
     assert _listed([], tmp_path) == [*KERNEL_STEPS, *SANITIZER_STEPS, *trt, "bench"]
 
 
@@ -122,13 +206,13 @@ def test_only_selects_steps_and_groups(only: str, expected: list[str], tmp_path:
 
 
 def test_only_tensorrt_groups_in_full_mode(tmp_path: Path) -> None:
-    models = ["trt-sru-bidirectional", "trt-sru-k4", "trt-attention-e64", "trt-attention-e128"]
+    models = ["trt-mask-types", "trt-sru-bidirectional", "trt-sru-k4", "trt-attention-e64", "trt-attention-e128"]
     assert _listed(["--only", "trt-models"], tmp_path) == ["build", *models]
     demo = _listed(["--only", "trt-demo"], tmp_path)
     assert demo[0] == "build" and "trt-demo-graphs" in demo and "trt-polygraphy" in demo
     assert not set(demo) & {"trt-pytest", *models}
     everything = _listed(["--only", "tensorrt"], tmp_path)
-    assert everything == ["build", "trt-pytest", *models, *demo[1:]]
+    assert everything == ["build", "trt-mask-types", "trt-pytest", *models[1:], *demo[1:]]
 
 
 @pytest.mark.parametrize(
@@ -250,7 +334,10 @@ def test_runner_table_pass_and_fail(tmp_path: Path, fake_env: dict[str, str]) ->
     out = result.stdout.splitlines()
     table = (tmp_path / "out" / "summary.txt").read_text().splitlines()
     assert out[-len(table) :] == table and table[-1].startswith("RESULT: FAILED")
-    assert [line.split()[0] for line in table[3:-1]] == list(rows)
+    assert table[2] == "TensorRT: not used (--kernels-only); TensorRT headers: of unknown version in " + str(
+        Path(fake_env["TENSORRT_ROOT"]) / "include"
+    )  # the summary names the TensorRT (and headers) it ran with
+    assert [line.split()[0] for line in table[4:-1]] == list(rows)
     # synccheck runs only the attention cases; the dtype reaches the test binary.
     sanitizers = (tmp_path / "out" / "sanitizers.log").read_text()
     assert "args: --dtype fp16 Causal" in sanitizers and "--leak-check full" in sanitizers
@@ -308,7 +395,7 @@ def test_case_list_is_the_table() -> None:
     assert {"sru-bidirectional", "sru-k4", "attention-e64", "attention-e128", "demo-graphs", "demo-fp16",
             "parity-cli", "fresh-process", "native", "trtexec", "polygraphy"} <= names  # fmt: skip
     assert gpu_check_cases.PRECISIONS == ("fp32", "fp16")
-    with pytest.raises(KeyError, match="unknown case 'nope'; known: sru-bidirectional"):
+    with pytest.raises(KeyError, match="unknown case 'nope'; known: mask-types, sru-bidirectional"):
         gpu_check_cases.case_named("nope")
 
 
@@ -397,7 +484,7 @@ def check_dtype_option(executable: Path) -> None:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         wanted = " ".join(d for d in ("fp32", "fp16", "bf16") if d in dtype.split(","))
         assert f"activation types: {wanted} (a case written for another type runs nothing)" in result.stdout
-        assert result.stdout.strip().splitlines()[-1] == "12 passed, 0 failed"
+        assert result.stdout.strip().splitlines()[-1] == "14 passed, 0 failed"
     for bad in (["--dtype", "fp64"], ["--dtype"], ["--dtype", ""], ["--frob"]):
         result = subprocess.run([str(executable), *bad], capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and result.stdout.strip(), (bad, result.stdout)
@@ -421,7 +508,8 @@ def test_enqueue_test_dtype_option_on_the_emulation() -> None:
 
     if plugins.find_nvcc() is None:
         pytest.skip("nvcc not found (CUDA toolkit): cannot configure the plugin build")
-    build = REPO / "build" / "plugins"  # the build tests/test_plugins.py uses (incremental)
+    from test_plugins import BUILD_DIR as build  # the build tests/test_plugins.py uses (incremental)
+
     source = _configured_from(build)
     if source is not None and source.resolve() != plugins.SOURCE_DIR:
         pytest.skip(f"{build} was configured from another checkout ({source}): CMake cannot reuse it")

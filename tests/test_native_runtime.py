@@ -15,10 +15,12 @@ a sanitizer report fails the run). Both runtimes register rnnx's ONNX Runtime op
   of range, a batch mismatch, a truncated or foreign state file, the TensorRT backend where TensorRT is absent.
 * Four threads generating on one model at once give each what it gets alone; a fork continues independently.
 * The TensorRT backend without TensorRT (NOT RUN here: no TensorRT, no GPU): its plugin loader (a stand-in
-  registry) loads a library once per process and skips creators registered by someone else; it looks for
-  libnvinfer in ``$RNNX_TENSORRT_LIBS`` first, then the pip wheels beside the library, and refuses a libnvinfer
-  of another major version; it selects the device named by ``options.device`` (test doubles of libnvinfer and
-  libcudart, compiled here, stand for the real ones).
+  registry) loads a library once per process, skips creators registered by someone else and refuses a plugin
+  library built for another TensorRT major (plugin library doubles); its engine check refuses optimization
+  profiles that are not decode then prefill (over given ranges); it looks for libnvinfer in
+  ``$RNNX_TENSORRT_LIBS`` first, then the pip wheels beside the library, serves 10.7 to 10.x with TensorRT 10
+  headers (N.x with N's) and refuses any other version with one line; it selects the device named by
+  ``options.device`` (test doubles of libnvinfer and libcudart, compiled here, stand for the real ones).
 """
 
 from __future__ import annotations
@@ -213,8 +215,9 @@ def test_the_tensorrt_backend_says_what_is_missing(builds, trt_export, tmp_path:
 # before 10 (major * 1000 + minor * 100 + patch).
 NVINFER_9 = "int getInferLibVersion(void) { return 9300; }\n"
 
-# TEST DOUBLE: a libnvinfer of the headers' version whose createInferRuntime_INTERNAL makes no runtime, so an open
-# gets past the library search, the version check and the device selection, and stops there.
+# TEST DOUBLE: a libnvinfer of version MAJOR.MINOR.0 (the headers' version, or one the version check is tested
+# with) whose createInferRuntime_INTERNAL makes no runtime, so an open that passes the library search, the version
+# check and the device selection stops there.
 NVINFER_SAME = """
 #include <stddef.h>
 int getInferLibMajorVersion(void) { return MAJOR; }
@@ -253,6 +256,18 @@ def tensorrt_major_minor() -> tuple[int, int]:
     return major, minor
 
 
+# TEST DOUBLE: a plugin library built for TensorRT MAJOR, reduced to the function that says so (the real
+# librnnx_trt_plugins.so exports it too; no TensorRT exists here to load a real one, nor do two builds of it for
+# two majors); without -DMAJOR it stands for a library built before rnnx recorded its major.
+PLUGINS_MAJOR = """
+#ifdef MAJOR
+int rnnx_trt_plugins_tensorrt_major(void) { return MAJOR; }
+#else
+int getCreators(void) { return 0; }
+#endif
+"""
+
+
 def fake_library(source: str, path: Path, **defines: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = [f"-D{k}={v}" for k, v in defines.items()]
@@ -275,11 +290,28 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
     """rnnx_trt_plugins_test: src/trt_plugins.cpp against a stand-in registry (a test double). A second open
     of the same library (also through a symlink) loads nothing and gives the same handle; creators registered
     by someone else (Python, a self-registering library) load nothing; a partial set, a failed loadLibrary and a
-    library that registers nothing are errors naming the library and the creators."""
-    result = run(builds["asan"] / "rnnx_trt_plugins_test", str(tmp_path), asan=True)
+    library that registers nothing are errors naming the library and the creators. A plugin library built for
+    another TensorRT major than the loaded one, or not saying which, is refused before loadLibrary (plugin
+    library doubles, PLUGINS_MAJOR); the same major loads. And src/trt_profiles.cpp: an engine's optimization
+    profiles must be decode (length 1) then prefill, given as ranges of input_ids' sequence axis."""
+    doubles = [fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / f"major{m}.so", MAJOR=m) for m in (10, 11)]
+    doubles.append(fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / "unmarked.so"))
+    result = run(builds["asan"] / "rnnx_trt_plugins_test", str(tmp_path), *map(str, doubles), asan=True)
     assert result.returncode == 0 and "Sanitizer" not in result.stderr, result.stdout + result.stderr
     lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
     both = "rnnx::SRUScan v1, rnnx::CausalLinearAttention v1"
+
+    def mismatch(built: int, loaded: int) -> str:
+        return (
+            f"loadLibrary calls 0, status 5: {tmp_path}/built_for_{built}.so: built for TensorRT {built}, but the "
+            f"TensorRT loaded is {loaded}: build the plugins for TensorRT {loaded}: TENSORRT_ROOT=<TensorRT {loaded} "
+            "dir> python -m rnnx.plugins --kind load_library"
+        )
+
+    need = (
+        "; the tensorrt backend needs profile 0 = decode (length 1) and profile 1 = prefill (lengths 1..max), the "
+        "order rnnx.runtime.tensorrt.build_engine builds"
+    )
     assert lines == {
         "first open": "loadLibrary calls 1, handle",
         "second open": "loadLibrary calls 1, handle",
@@ -300,6 +332,24 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
         "older library, an export needing more": f"loadLibrary calls 2, status 5: {tmp_path}/older.so: loaded "
         "before in this process, but rnnx::CausalLinearAttention v1 not registered: the export needs a newer "
         "plugin library",
+        "built for 10, TensorRT 11 loaded": mismatch(10, 11),
+        "built for 11, TensorRT 10 loaded": mismatch(11, 10),
+        "built for 11, TensorRT 11 loaded": "loadLibrary calls 1, handle",
+        "built for 10, TensorRT 10 loaded": "loadLibrary calls 1, handle",
+        "built before the major was recorded": f"loadLibrary calls 0, status 5: {tmp_path}/unmarked.so: built "
+        "before rnnx recorded its TensorRT major (it exports no rnnx_trt_plugins_tensorrt_major): rebuild it for "
+        "TensorRT 11: TENSORRT_ROOT=<TensorRT 11 dir> python -m rnnx.plugins --kind load_library",
+        "profiles decode, prefill": "ok",
+        "profiles of max_length 1": "ok",
+        "profiles decode, prefill from 2": "ok",
+        "profiles decode, prefill, a third": "ok",
+        "profiles prefill, decode": "profile 0 holds input_ids lengths 1..512 (opt 512), profile 1 holds input_ids "
+        "length 1" + need,
+        "profiles decode, prefill from 8": "profile 0 holds input_ids length 1, profile 1 holds input_ids lengths "
+        "8..128 (opt 64)" + need,
+        "profiles prefill only": "it has 1 optimization profile (profile 0 holds input_ids lengths 1..512 (opt 256))"
+        + need,
+        "profiles none": "it has 0 optimization profiles" + need,
         "required_creators": "rnnx::SRUScan v1, rnnx::CausalLinearAttention v2",
         "required_creators without ops": "(none)",
         "required_creators of a bad entry": "status 3: rnnx.json: an 'ops' entry has no 'name'",
@@ -323,10 +373,47 @@ def test_rnnx_tensorrt_libs_is_searched_first_and_another_major_is_refused(
 
     old = fake_library(NVINFER_9, tmp_path / "old" / soname)
     out = check(builds, "tensorrt", str(trt_export), engine, env={"RNNX_TENSORRT_LIBS": f"{empty}:{old.parent}"})
+    oldest = "10.7" if major == 10 else f"{major}.0"
     assert out == (
         f"status 6: {old} is TensorRT 9.3.0; this librnnx_runtime was built with the TensorRT {major}.{minor} "
-        f"headers and needs TensorRT {major} ({soname}): name the folder of one first in $RNNX_TENSORRT_LIBS"
+        f"headers and serves TensorRT {oldest} to {major}.x ({soname}): name the folder of one first in "
+        "$RNNX_TENSORRT_LIBS"
     )
+
+
+def test_a_build_serves_its_tensorrt_headers_major_from_10_7_on(
+    builds, with_tensorrt, trt_export, tmp_path: Path
+) -> None:
+    """With TensorRT 10 headers, libnvinfer 10.7 (the oldest rnnx builds engines with, as Python's
+    MIN_TENSORRT_VERSION) up to the headers' 10.x is accepted by the version check, 10.6 and any other major (11,
+    12) are refused with one line; with N's headers (N > 10), N.0 up is accepted and 10.x / 12.0 refused. The
+    libnvinfer and libcudart are test doubles (NVINFER_SAME reporting the version under test, CUDART): no TensorRT
+    exists here. An accepted version gets past the check to the double's createInferRuntime_INTERNAL, which
+    makes no runtime."""
+    major, minor = tensorrt_major_minor()
+    soname = f"libnvinfer.so.{major}"
+    oldest = (10, 7) if major == 10 else (major, 0)
+    served = f"{oldest[0]}.{oldest[1]} to {major}.x ({soname}"
+    engine = str(tmp_path / "engine.plan")
+
+    def open_with(version: tuple[int, int]) -> tuple[Path, str]:
+        libs = tmp_path / f"trt{version[0]}.{version[1]}"
+        library = fake_library(NVINFER_SAME, libs / soname, MAJOR=version[0], MINOR=version[1])
+        fake_library(CUDART, libs / "libcudart.so.13")
+        return library, check(builds, "tensorrt", str(trt_export), engine, env={"RNNX_TENSORRT_LIBS": str(libs)})
+
+    for version in {oldest, (major, minor)}:
+        assert open_with(version)[1] == "status 5: TensorRT could not create a runtime", version
+    refused = [(12, 0), (11, 0), (10, 14)] if major == 10 else [(12, 0), (10, 14), (10, 7)]
+    refused = [v for v in refused if v[0] != major] + ([(10, 6)] if major == 10 else [])
+    for version in refused:
+        library, out = open_with(version)
+        why = "; 10.7 is the oldest TensorRT rnnx builds engines with" if version == (10, 6) else ""
+        assert out == (
+            f"status 6: {library} is TensorRT {version[0]}.{version[1]}.0; this librnnx_runtime was built with the "
+            f"TensorRT {major}.{minor} headers and serves TensorRT {served}{why}): name the folder of one first in "
+            "$RNNX_TENSORRT_LIBS"
+        ), version
 
 
 def test_the_wheels_beside_an_installed_library_are_searched(builds, with_tensorrt, trt_export, tmp_path: Path) -> None:

@@ -114,14 +114,29 @@ def rnnx_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     return [n for n in model.graph.node if n.domain == spec.ONNX_DOMAIN]
 
 
+def value_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """ONNX element type of every value of the main graph (inputs, initializers, inferred intermediates)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    types.update({t.name: t.data_type for t in graph.initializer})
+    return types
+
+
 def assert_full_layout(model: onnx.ModelProto, node: onnx.NodeProto, op: spec.OpSpec) -> None:
     """The TensorRT target's contract: TensorRT's parser hands a plugin its node's inputs by position, so
-    every input of the op is present (no empty-name slot, none left off); and it keys local functions by
-    name only, so the graph has one function per op and no overloads."""
+    every input of the op is present (no empty-name slot, none left off); it keys local functions by
+    name only, so the graph has one function per op and no overloads; and the mask is int32, whatever the model
+    gave (TensorRT has no bool / uint8 plugin tensors: ``PluginTensorDesc::type``, NvInferRuntimePlugin.h)."""
     assert len(node.input) == len(op.inputs) and all(node.input), list(node.input)
     assert node.overload == ""
     rnnx_functions = [f for f in model.functions if f.domain == spec.ONNX_DOMAIN]
     assert [(f.name, f.overload) for f in rnnx_functions] == [(op.onnx_name, "")]
+    mask = node.input[op.inputs.index(op.mask_input)]
+    elem_type = value_elem_types(model).get(mask)
+    assert elem_type == onnx.TensorProto.INT32, (
+        f"{op.onnx_name} input {mask!r} (mask_pad) is {onnx.TensorProto.DataType.Name(elem_type or 0)}, expected INT32"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- SRU
@@ -135,7 +150,17 @@ SRU_CASES = [
     (1, 3, False, True, torch.uint8, 1.0, torch.float32),
     (2, 3, True, False, torch.bool, 2.0, torch.float16),
     (2, 3, True, True, torch.bool, 1.0, torch.float64),
+    (1, 3, True, False, torch.int64, 1.0, torch.float32),
 ]
+
+#: A pad's value in a mask of each dtype: non-zero, and for float / int64 one that a plain Cast to int32 would turn
+#: into 0 (0.5, 2**32), so a TensorRT-target export that cast the mask naively would lose the pads.
+PAD_VALUES = {torch.float32: 0.5, torch.int64: 2**32}
+
+
+def make_mask(pads: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``pads`` (bool, True = pad) as a mask of ``dtype``: 0 at real steps, PAD_VALUES (else 1 / True) at pads."""
+    return pads.to(dtype) * PAD_VALUES[dtype] if dtype in PAD_VALUES else pads.to(dtype)
 
 
 def sru_inputs(L: int, B: int, D: int, d: int, k: int, skip: bool, mask_dtype, dtype, seed: int) -> tuple:
@@ -149,7 +174,7 @@ def sru_inputs(L: int, B: int, D: int, d: int, k: int, skip: bool, mask_dtype, d
     if mask_dtype is not None:
         mask = torch.rand(L, B, generator=g) < 0.3
         mask[0, 0] = True
-        mask = mask.to(mask_dtype)
+        mask = make_mask(mask, mask_dtype)
     return U, x, weight_c, bias, c0, mask
 
 
@@ -308,12 +333,15 @@ class PackedAttentionModule(torch.nn.Module):
 
 
 @pytest.mark.parametrize(
-    "target,time_major,dtype",
-    [(t, tm, torch.float32) for t in TARGETS for tm in (False, True)] + [("onnxruntime", True, torch.float64)],
+    "target,time_major,dtype,mask_dtype",
+    [(t, tm, torch.float32, torch.bool) for t in TARGETS for tm in (False, True)]
+    + [("onnxruntime", True, torch.float64, torch.bool)]
+    + [("tensorrt", False, torch.float32, torch.float32), ("tensorrt", True, torch.float32, torch.int64)],
 )
-def test_packed_attention_with_pads_runs_on_onnxruntime(tmp_path, target, time_major, dtype):
+def test_packed_attention_with_pads_runs_on_onnxruntime(tmp_path, target, time_major, dtype, mask_dtype):
     """Packed heads and the pad mask go into the node as they are: the graph holds the rnnx node and nothing
-    around it, and stock ONNX Runtime (function bodies: com.microsoft.LinearAttention for fp32 on the onnxruntime
+    around it but, for the TensorRT target, the one Cast that makes the model's mask (bool, float or int64) the
+    plugins' int32; stock ONNX Runtime (function bodies: com.microsoft.LinearAttention for fp32 on the onnxruntime
     target, the standard-op body otherwise) matches the naive recurrence, pads carrying the state."""
     H, E, M = 2, 4, 3
 
@@ -324,7 +352,7 @@ def test_packed_attention_with_pads_runs_on_onnxruntime(tmp_path, target, time_m
         v = torch.randn(*lead, H * M, generator=g).to(dtype)
         S0 = (torch.rand(B, H, E, M, generator=g) * 3).to(state_dtype(dtype))
         z0 = (torch.rand(B, H, E, generator=g) * 3 + 0.5).to(state_dtype(dtype))
-        pad = torch.rand(*lead, generator=g) < 0.4
+        pad = make_mask(torch.rand(*lead, generator=g) < 0.4, mask_dtype)
         return q, k, v, S0, z0, pad
 
     B, L = torch.export.Dim("B"), torch.export.Dim("L")
@@ -333,11 +361,18 @@ def test_packed_attention_with_pads_runs_on_onnxruntime(tmp_path, target, time_m
     path = tmp_path / "attention.onnx"
     model = export(PackedAttentionModule(H, time_major), inputs(2, 5, 0), dyn, target, path)
     (node,) = rnnx_nodes(model)
-    assert [n.op_type for n in model.graph.node if n.domain != spec.ONNX_DOMAIN and n.op_type != "Constant"] == []
+    around = [n for n in model.graph.node if n.domain != spec.ONNX_DOMAIN and n.op_type != "Constant"]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     assert (attrs["num_heads"], attrs["time_major"]) == (H, int(time_major))
     if target == "tensorrt":
         assert_full_layout(model, node, spec.CAUSAL_LINEAR_ATTENTION)
+        # The mask reaches the node through a Cast to int32, of the mask itself (bool) or of Not(Equal(mask, 0)).
+        (cast,) = [n for n in around if n.output[0] == node.input[5]]
+        assert cast.op_type == "Cast" and onnx.helper.get_attribute_value(cast.attribute[0]) == onnx.TensorProto.INT32
+        ops = sorted(n.op_type for n in around if n.op_type != "CastLike")  # CastLike(0, mask) may be folded
+        assert ops == (["Cast"] if mask_dtype == torch.bool else ["Cast", "Equal", "Not"]), ops
+    else:
+        assert around == []
     tol = TOLERANCES[dtype]
     for seed, (batch, steps) in enumerate([(3, 1), (2, 37)], start=1):
         args = inputs(batch, steps, seed)

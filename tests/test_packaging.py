@@ -120,10 +120,14 @@ def test_plugin_build_dir_is_the_checkout_build_folder_or_a_user_cache(monkeypat
     from rnnx import plugins
 
     assert plugins.REPO_ROOT == REPO.resolve()
-    assert plugins.default_build_dir() == REPO.resolve() / "build" / "plugins"
+    # One build folder per TensorRT major (default: the installed TensorRT's, else the headers').
+    major = plugins.target_tensorrt_major()
+    assert plugins.default_build_dir() == REPO.resolve() / "build" / "plugins" / f"tensorrt-{major}"
+    assert plugins.default_build_dir(11) == REPO.resolve() / "build" / "plugins" / "tensorrt-11"
     monkeypatch.setattr(plugins, "REPO_ROOT", None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert plugins.default_build_dir() == tmp_path / "rnnx" / "plugins" / plugins._rnnx_version()
+    assert plugins.default_build_dir(10) == tmp_path / "rnnx" / "plugins" / plugins._rnnx_version() / "tensorrt-10"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert plugins.default_build_dir().parent == tmp_path / "home" / ".cache" / "rnnx" / "plugins"
+    assert plugins.default_build_dir().parent.parent == tmp_path / "home" / ".cache" / "rnnx" / "plugins"
+    assert plugins.default_build_dir().name == f"tensorrt-{major}"

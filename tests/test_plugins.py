@@ -4,12 +4,16 @@ loading both libraries without TensorRT (ctypes, exported symbols: librnnx_trt_p
 load_library / trtexec --dynamicPlugins, librnnx_trt_plugins_static.so for plain-dlopen loaders).
 
 Needs cmake and nvcc (CI has both; no GPU and no TensorRT library needed). The build goes to
-build/plugins and is incremental, so the CUDA kernels compile once per source change.
+build/plugins/tensorrt-<major of the headers found> (build/plugins/tensorrt-10 in CI, with the 10.14 headers) and is
+incremental, so the CUDA kernels compile once per source change; every test module that needs the plugin build
+uses this one (BUILD_DIR).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +27,11 @@ from rnnx.models.ops import spec
 NVCC = plugins.find_nvcc()
 
 REPO = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO / "build" / "plugins"
+#: The TensorRT headers a build finds (TENSORRT_ROOT, the system, .cache/tensorrt/include): 10.14 in CI.
+HEADERS_VERSION = plugins.headers_tensorrt_version()
+HEADERS_MAJOR = HEADERS_VERSION[0] if HEADERS_VERSION is not None else plugins.FALLBACK_TENSORRT_MAJOR
+#: The one plugin build the tests share: the default build folder for the headers' major.
+BUILD_DIR = REPO / "build" / "plugins" / f"tensorrt-{HEADERS_MAJOR}"
 
 
 pytestmark = [
@@ -35,7 +43,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def build() -> Path:
-    library = plugins.build_plugins(BUILD_DIR, quiet=True)
+    library = plugins.build_plugins(BUILD_DIR, quiet=True, tensorrt_major=HEADERS_MAJOR)
     assert library.is_file(), f"{library} was not built"
     return library
 
@@ -173,8 +181,11 @@ def test_exported_symbols(build: Path) -> None:
     assert symbols.get("setLoggerFinder") == "T"
     static_symbols, static_undefined, static_needed = _dynamic_symbols(STATIC_LIBRARY)
     assert "getCreators" not in static_symbols and "setLoggerFinder" not in static_symbols
+    for table in (symbols, static_symbols):  # both record the TensorRT major they were compiled against
+        assert table.get(plugins.TENSORRT_MAJOR_SYMBOL) == "T" and table.get(plugins.TENSORRT_VERSION_SYMBOL) == "T"
+    version_symbols = {plugins.TENSORRT_MAJOR_SYMBOL, plugins.TENSORRT_VERSION_SYMBOL}
     for name, table in (("load_library", symbols), ("self-registering", static_symbols)):
-        leaked = [s for s in table if "rnnx" in s or "nvinfer1" in s]
+        leaked = [s for s in table if ("rnnx" in s or "nvinfer1" in s) and s not in version_symbols]
         assert not leaked, f"C++ symbols leak from the {name} library: {leaked[:10]}"
     for text in (undefined, static_undefined):
         assert "getPluginRegistry" not in text and "nvinfer" not in text.lower()
@@ -208,7 +219,8 @@ def test_main_prints_the_library_polygraphy_needs(build: Path, monkeypatch, caps
     --staticPlugins); ``--kind load_library`` the other."""
     monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
     monkeypatch.delenv(plugins.STATIC_LIBRARY_ENV, raising=False)
-    monkeypatch.setattr(plugins, "build_plugins", lambda cmake_args=(): build)
+    monkeypatch.setattr(plugins, "build_plugins", lambda cmake_args=(), tensorrt_major=None: build)
+    monkeypatch.setattr(plugins, "missing_build_message", lambda major, cmake_args=(): None)
     assert plugins.main([]) == 0
     assert capsys.readouterr().out.strip() == str(STATIC_LIBRARY)
     for args in (["--kind", "load_library"], ["--kind=load_library"]):
@@ -223,7 +235,7 @@ def test_builder_loads_the_load_library_library(build: Path, monkeypatch) -> Non
     from rnnx.runtime.tensorrt.builder import default_plugin_library
 
     monkeypatch.delenv(plugins.LIBRARY_ENV, raising=False)
-    monkeypatch.setattr(plugins, "default_build_dir", lambda: BUILD_DIR)
+    monkeypatch.setattr(plugins, "default_build_dir", lambda major=None: BUILD_DIR)
     assert default_plugin_library() == build
 
 
@@ -299,3 +311,240 @@ def test_emulation_self_tests(build: Path) -> None:
     """The emulation reports the defects it claims to catch (races, divergent warps, misaligned wmma, ...)."""
     result, passed, failed = _run_summary(EMULATION_SELFTEST)
     assert result.returncode == 0 and failed == 0 and passed >= 8, result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# One build per TensorRT major: the libraries record the headers' major; rnnx.plugins reads and checks it
+
+#: A TensorRT version of another major than the headers' (what a process with the other TensorRT reports).
+OTHER_MAJOR = HEADERS_MAJOR + 1 if HEADERS_MAJOR != 11 else 10
+OTHER_VERSION = f"{OTHER_MAJOR}.4.0.106"
+
+
+def test_both_libraries_export_the_headers_major(build: Path) -> None:
+    """rnnx_trt_plugins_tensorrt_major() / _version() of the load_library library, called through ctypes in a fresh
+    process (loading it registers nothing), are the headers' NV_TENSORRT_MAJOR and major.minor.patch; the
+    self-registering one (not loaded: it would register itself) exports both too (its dynamic symbol table)."""
+    assert HEADERS_VERSION is not None, "no TensorRT headers found, yet the plugins built"
+    code = (
+        "import ctypes, sys\n"
+        "lib = ctypes.CDLL(sys.argv[1])\n"
+        f"major = lib.{plugins.TENSORRT_MAJOR_SYMBOL}\n"
+        "major.restype = ctypes.c_int32\n"
+        f"version = lib.{plugins.TENSORRT_VERSION_SYMBOL}\n"
+        "version.restype = ctypes.c_char_p\n"
+        "print(major(), version().decode())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(build)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(HEADERS_MAJOR), ".".join(map(str, HEADERS_VERSION))]
+    if shutil.which("nm") is None:
+        pytest.skip("binutils (nm) not found")
+    static_symbols = _dynamic_symbols(STATIC_LIBRARY)[0]
+    assert static_symbols.get(plugins.TENSORRT_MAJOR_SYMBOL) == "T", sorted(static_symbols)
+    assert static_symbols.get(plugins.TENSORRT_VERSION_SYMBOL) == "T", sorted(static_symbols)
+
+
+def test_library_tensorrt_version_reads_the_marker_without_loading(build: Path) -> None:
+    """Both files carry "rnnx-trt-plugins:tensorrt-headers=<headers' version>" (read from their bytes)."""
+    for library in (build, STATIC_LIBRARY):
+        assert plugins.library_tensorrt_version(library) == HEADERS_VERSION, library
+        text = f"rnnx-trt-plugins:tensorrt-headers={'.'.join(map(str, HEADERS_VERSION))}\0".encode()
+        assert text in library.read_bytes(), library
+
+
+def test_check_library_major_refuses_another_major(build: Path) -> None:
+    """A library of the headers' major passes for TensorRT of that major; for TensorRT of another major it is
+    refused in one line naming both majors and the command that builds the right one."""
+    for library in (build, STATIC_LIBRARY):
+        plugins.check_library_major(library, f"{HEADERS_MAJOR}.14.1.48")
+        with pytest.raises(plugins.PluginLibraryMismatch) as refused:
+            plugins.check_library_major(library, OTHER_VERSION)
+        message = str(refused.value)
+        assert "\n" not in message, message
+        assert message.startswith(f"{library} was built against TensorRT {HEADERS_MAJOR} headers "), message
+        assert f"but is being loaded into TensorRT {OTHER_VERSION}" in message, message
+        assert f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins`" in message, message
+        assert isinstance(refused.value, RuntimeError)
+
+
+def test_library_without_a_marker_gets_the_rebuild_line(build: Path, tmp_path: Path) -> None:
+    """A library built before the marker existed: the built library with its marker overwritten (same size)."""
+    data = build.read_bytes()
+    assert data.count(plugins.TENSORRT_HEADERS_MARKER) == 1
+    old = tmp_path / plugins.LIBRARY_NAME
+    old.write_bytes(data.replace(plugins.TENSORRT_HEADERS_MARKER, b"x" * len(plugins.TENSORRT_HEADERS_MARKER)))
+    assert plugins.library_tensorrt_version(old) is None
+    for version in (f"{HEADERS_MAJOR}.14.1.48", OTHER_VERSION):
+        with pytest.raises(plugins.PluginLibraryMismatch, match="built before rnnx recorded its TensorRT major") as e:
+            plugins.check_library_major(old, version)
+        assert "\n" not in str(e.value) and f"TENSORRT_ROOT=<TensorRT {version.split('.')[0]} dir>" in str(e.value)
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    assert plugins.library_tensorrt_version(empty) is None
+
+
+#: Where a source file may live: code and build files (docs and the changelog may name a soname as an example).
+SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".py", ".sh", ".cmake", ".map", ".js", ".mjs"}
+SKIPPED_DIRS = {"build", "node_modules", "__pycache__"}
+
+
+def _source_files() -> list[Path]:
+    files = []
+    for root, dirs, names in os.walk(REPO):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        files += [Path(root) / n for n in names if Path(n).suffix in SOURCE_SUFFIXES or n == "CMakeLists.txt"]
+    return files
+
+
+def test_the_tensorrt_soname_follows_the_headers_major(build: Path) -> None:
+    """The libraries look for an already loaded libnvinfer.so.<headers' major> (RTLD_NOLOAD): that string is in
+    both, and no source file names TensorRT 10's soname any more (it comes from NV_TENSORRT_MAJOR)."""
+    for library in (build, STATIC_LIBRARY):
+        assert f"libnvinfer.so.{HEADERS_MAJOR}\0".encode() in library.read_bytes(), library
+    pinned = "libnvinfer.so." + "10"  # split so that this file does not name it either
+    sources = _source_files()
+    assert len(sources) > 50 and REPO / "plugins" / "common" / "pluginCommon.cpp" in sources
+    naming = [str(p.relative_to(REPO)) for p in sources if pinned in p.read_text(errors="replace")]
+    assert naming == [], f"source files naming {pinned}: {naming}"
+
+
+def _stand_in_headers(folder: Path, version_h: str) -> Path:
+    """A TensorRT include folder with a stand-in NvInferVersion.h (no TensorRT 11 / 8 headers here; these are
+    not TensorRT's files, only the #defines the version is read from) and an empty NvInferRuntime.h."""
+    include = folder / "include"
+    include.mkdir(parents=True)
+    (include / "NvInferVersion.h").write_text(version_h)
+    (include / "NvInferRuntime.h").write_text("// stand-in: only its presence is looked for\n")
+    return folder
+
+
+#: The 10.x / 11.x layout of NvInferVersion.h (NV_TENSORRT_MAJOR names TRT_MAJOR_ENTERPRISE), as a stand-in.
+STAND_IN_11 = (
+    "#define TRT_MAJOR_ENTERPRISE 11\n#define TRT_MINOR_ENTERPRISE 1\n#define TRT_PATCH_ENTERPRISE 0\n"
+    "#define NV_TENSORRT_MAJOR TRT_MAJOR_ENTERPRISE //!< TensorRT major version.\n"
+    "#define NV_TENSORRT_MINOR TRT_MINOR_ENTERPRISE //!< TensorRT minor version.\n"
+    "#define NV_TENSORRT_PATCH TRT_PATCH_ENTERPRISE //!< TensorRT patch version.\n"
+)
+#: The older layout (plain numbers), as a stand-in.
+STAND_IN_8 = "#define NV_TENSORRT_MAJOR 8 //!< major\n#define NV_TENSORRT_MINOR 6\n#define NV_TENSORRT_PATCH 1\n"
+
+
+def test_default_build_dir_follows_the_target_major(tmp_path: Path, monkeypatch) -> None:
+    """build/plugins/tensorrt-<major>: the installed TensorRT's major wins, else the headers' (TENSORRT_ROOT first)."""
+    assert plugins.default_build_dir(11) == REPO / "build" / "plugins" / "tensorrt-11"
+    assert plugins.default_build_dir(10) == REPO / "build" / "plugins" / "tensorrt-10"
+    monkeypatch.setattr(plugins, "target_tensorrt_major", lambda: 12)
+    assert plugins.default_build_dir() == REPO / "build" / "plugins" / "tensorrt-12"
+    monkeypatch.undo()
+
+    monkeypatch.setattr(plugins, "installed_tensorrt_version", lambda: None)
+    monkeypatch.setenv("TENSORRT_ROOT", str(_stand_in_headers(tmp_path / "trt11", STAND_IN_11)))
+    assert plugins.headers_tensorrt_version() == (11, 1, 0)
+    assert plugins.find_tensorrt_headers() == tmp_path / "trt11" / "include"
+    assert plugins.target_tensorrt_major() == 11
+    assert plugins.default_build_dir() == REPO / "build" / "plugins" / "tensorrt-11"
+    monkeypatch.setenv("TENSORRT_ROOT", str(_stand_in_headers(tmp_path / "trt8", STAND_IN_8)))
+    assert plugins.headers_tensorrt_version() == (8, 6, 1)
+    assert plugins.default_build_dir() == REPO / "build" / "plugins" / "tensorrt-8"
+    monkeypatch.setenv("TENSORRT_ROOT", str(tmp_path / "nothing"))
+    assert plugins.headers_tensorrt_version() is None
+    assert plugins.target_tensorrt_major() == plugins.FALLBACK_TENSORRT_MAJOR
+
+    monkeypatch.setattr(plugins, "installed_tensorrt_version", lambda: "11.4.0.106")
+    assert plugins.target_tensorrt_major() == 11  # the installed TensorRT over the headers
+    assert plugins.default_build_dir() == REPO / "build" / "plugins" / "tensorrt-11"
+
+
+def test_the_real_header_layouts_parse() -> None:
+    """Whatever headers this machine has (10.14 from setup.sh in CI) give the version CMake prints."""
+    folder = plugins.find_tensorrt_headers()
+    if folder is None:
+        pytest.skip("no TensorRT headers found (bash scripts/setup.sh fetches the 10.14 ones)")
+    text = (folder / "NvInferVersion.h").read_text()
+    major = re.search(r"#define TRT_MAJOR_ENTERPRISE (\d+)", text) or re.search(
+        r"#define NV_TENSORRT_MAJOR (\d+)", text
+    )
+    assert major is not None
+    assert plugins.headers_tensorrt_version() == HEADERS_VERSION and HEADERS_VERSION[0] == int(major.group(1))
+
+
+def test_installed_tensorrt_version_reads_distribution_metadata(monkeypatch) -> None:
+    """The ``tensorrt`` distribution's version, else a ``tensorrt-cuNN`` style one's (bindings first). Stand-in
+    metadata: no TensorRT wheel is installed here."""
+    import importlib.metadata as metadata
+
+    class Dist:
+        def __init__(self, name: str, version: str) -> None:
+            self.metadata = {"Name": name}
+            self.version = version
+
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    def check(dists: list, expected) -> None:
+        monkeypatch.setattr(metadata, "distributions", lambda: iter(dists))
+        plugins.installed_tensorrt_version.cache_clear()
+        assert plugins.installed_tensorrt_version() == expected
+
+    try:
+        monkeypatch.setattr(metadata, "version", missing)
+        check([Dist("numpy", "2.0"), Dist("tensorrt-cu12-libs", "10.14.1.48")], "10.14.1.48")
+        check([Dist("tensorrt_cu13_libs", "11.1.0.106"), Dist("tensorrt_cu13_bindings", "11.4.0.106")], "11.4.0.106")
+        check([Dist("tensorrt-lean-cu12", "10.0"), Dist("onnx-tensorrt", "1.0")], None)
+        monkeypatch.setattr(metadata, "version", lambda name: "11.4.0.106" if name == "tensorrt" else missing(name))
+        check([Dist("tensorrt-cu12", "10.14.1.48")], "11.4.0.106")
+        assert plugins.tensorrt_major_of("11.4.0.106") == 11
+        with pytest.raises(ValueError, match="not a TensorRT version"):
+            plugins.tensorrt_major_of("unknown")
+    finally:
+        monkeypatch.undo()
+        plugins.installed_tensorrt_version.cache_clear()
+
+
+def _configure(build: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    cmd = ["cmake", "-S", str(plugins.SOURCE_DIR), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={NVCC}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_cmake_refuses_headers_of_another_major(tmp_path: Path) -> None:
+    """Configure only (fast): with -DRNNX_TENSORRT_MAJOR of another major than the headers found, CMake fails
+    with one message naming both and what to set; it prints the headers' version it found (the real headers, and
+    stand-in ones of the plain-number layout through TENSORRT_ROOT)."""
+    assert HEADERS_VERSION is not None
+    env = {k: v for k, v in os.environ.items() if k != "TENSORRT_ROOT"}
+    version = ".".join(map(str, HEADERS_VERSION))
+    refused = _configure(tmp_path / "mismatch", f"-DRNNX_TENSORRT_MAJOR={OTHER_MAJOR}", env=env)
+    output = " ".join((refused.stdout + refused.stderr).split())  # CMake wraps long messages
+    assert refused.returncode != 0, output
+    assert f"rnnx plugins: TensorRT {version} headers in" in output, output
+    assert (
+        f"are {version} but this build is for TensorRT {OTHER_MAJOR}: set TENSORRT_ROOT to TensorRT "
+        f"{OTHER_MAJOR}'s folder" in output
+    ), output
+    root = _stand_in_headers(tmp_path / "trt8", STAND_IN_8)
+    accepted = _configure(tmp_path / "match", "-DRNNX_TENSORRT_MAJOR=8", env={**env, "TENSORRT_ROOT": str(root)})
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert f"rnnx plugins: TensorRT 8.6.1 headers in {root / 'include'}" in accepted.stdout, accepted.stdout
+
+
+def test_main_names_the_missing_build_of_the_installed_major(tmp_path: Path, monkeypatch, capsys) -> None:
+    """TensorRT of another major installed and only the headers' major found: ``python -m rnnx.plugins`` builds
+    nothing and says which build is missing and the command that makes it."""
+    assert HEADERS_VERSION is not None
+    monkeypatch.delenv("TENSORRT_ROOT", raising=False)
+    monkeypatch.setattr(plugins, "installed_tensorrt_version", lambda: OTHER_VERSION)
+    monkeypatch.setattr(plugins, "default_build_dir", lambda major=None: tmp_path / f"tensorrt-{major}")
+
+    def no_build(**kwargs):
+        raise AssertionError("must not build")
+
+    monkeypatch.setattr(plugins, "build_plugins", no_build)
+    assert plugins.main([]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert f"the rnnx plugins for TensorRT {OTHER_MAJOR} ({tmp_path / f'tensorrt-{OTHER_MAJOR}'}) are not built" in err
+    assert (
+        f"TensorRT {HEADERS_MAJOR})" in err
+        and f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins`" in err
+    )

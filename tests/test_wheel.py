@@ -153,7 +153,7 @@ def test_installed_copy_resolves_and_has_its_sources(site: Path, tmp_path: Path)
     assert info["present"] is True
     assert all(root in Path(path).parents for path in [*info["sources"], info["include"]])
     assert info["repo_root"] is None
-    assert Path(info["build_dir"]).parent == tmp_path / "cache" / "rnnx" / "plugins"
+    assert Path(info["build_dir"]).parent.parent == tmp_path / "cache" / "rnnx" / "plugins"  # .../<version>/tensorrt-N
 
 
 def test_installed_kernel_sources_are_the_checkouts(site: Path) -> None:

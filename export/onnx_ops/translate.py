@@ -7,9 +7,10 @@ the ops called here become nodes of the exported graph.
 * target ``tensorrt``: both ops become rnnx custom nodes (plugins in TensorRT) with every input
   present, at fixed positions, so TensorRT's parser (which hands a plugin its node's inputs by
   position) never sees an empty slot: SRUScan ``U, x, weight_c, bias, c0, mask_pad`` (x a 1-element
-  zero dummy where the attributes say it is unused, mask_pad all false when there is no padding),
-  CausalLinearAttention ``q, k, v, S0, z0, mask_pad`` (zeros when the model gave no initial state, an all-false
-  mask over q's leading axes when it gave none);
+  zero dummy where the attributes say it is unused, mask_pad all zeros when there is no padding),
+  CausalLinearAttention ``q, k, v, S0, z0, mask_pad`` (zeros when the model gave no initial state, an all-zero
+  mask over q's leading axes when it gave none); mask_pad is always int32 (non-zero = pad), whatever dtype the
+  model's mask has, since TensorRT plugins take no bool / uint8 tensors;
 * target ``onnxruntime``: both ops are custom nodes with absent inputs left out; ONNX Runtime runs
   rnnx's native kernels when its op library is registered (:mod:`rnnx.runtime.ortops`), else inlines
   their local functions: the SRUScan ``Scan`` body, and for CausalLinearAttention a body built on
@@ -66,22 +67,44 @@ def _bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) 
             value.dtype = ir.DataType.DOUBLE if double else ir.DataType.FLOAT
 
 
+#: Mask dtypes whose values all fit int32, so a plain Cast keeps "non-zero = pad" exactly.
+_EXACT_INT32_MASKS = frozenset(
+    {ir.DataType.BOOL, ir.DataType.UINT8, ir.DataType.INT8, ir.DataType.UINT16, ir.DataType.INT16}
+)
+
+
+def _int32_mask(mask_pad: Optional[Any], lead: Any) -> Any:
+    """The TensorRT layout's mask_pad: int32, non-zero = pad (docs/ops.md), the shape of the given mask.
+
+    TensorRT has no bool / uint8 plugin tensors (``PluginTensorDesc::type``, NvInferRuntimePlugin.h), so the plugins
+    take int32 only. An absent mask becomes all zeros of shape ``lead`` (a 1-D shape tensor); int32 passes as is;
+    bool and the small integer types are Cast (exact); any other dtype (float, int64, ...) becomes
+    ``Cast(Not(Equal(mask, 0)), int32)``, since a plain Cast would turn 0.5 or 2**32 into 0, an unpadded step.
+    """
+    if mask_pad is None:
+        zero = onnx.helper.make_tensor("zero", onnx.TensorProto.INT32, [1], [0])
+        return op.ConstantOfShape(lead, value=zero)
+    if mask_pad.dtype == ir.DataType.INT32:
+        return mask_pad
+    if mask_pad.dtype in _EXACT_INT32_MASKS:
+        return op.Cast(mask_pad, to=onnx.TensorProto.INT32)
+    is_pad = op.Not(op.Equal(mask_pad, op.CastLike(op.Constant(value_int=0), mask_pad)))
+    return op.Cast(is_pad, to=onnx.TensorProto.INT32)
+
+
 def _full_sru_inputs(U: Any, x: Optional[Any], mask_pad: Optional[Any]) -> tuple[Any, Any]:
-    """The TensorRT layout's x and mask_pad: a 1-element zero in U's dtype for an unused x, an all-false
-    (L, B) mask for an absent one."""
+    """The TensorRT layout's x and mask_pad: a 1-element zero in U's dtype for an unused x; mask_pad (L, B) as int32
+    (:func:`_int32_mask`), all zeros for an absent one."""
     if x is None:
         x = op.CastLike(op.Constant(value_floats=[0.0]), U)
-    if mask_pad is None:
-        false = onnx.helper.make_tensor("false", onnx.TensorProto.BOOL, [1], [False])
-        mask_pad = op.ConstantOfShape(op.Shape(U, end=2), value=false)
-    return x, mask_pad
+    return x, _int32_mask(mask_pad, op.Shape(U, end=2))
 
 
 def _full_attention_inputs(
     q: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], num_heads: int, time_major: bool
 ) -> tuple[Any, Any, Any]:
     """The TensorRT layout's S0 (B, H, E, M) and z0 (B, H, E) (zeros in the state dtype where absent) and mask_pad
-    (all false over q's leading two axes where absent)."""
+    as int32 (:func:`_int32_mask`; all zeros over q's leading two axes where absent)."""
     state = onnx.TensorProto.DOUBLE if q.dtype == ir.DataType.DOUBLE else onnx.TensorProto.FLOAT
     zero = op.Cast(op.Constant(value_float=0.0), to=state)
     if S0 is None or z0 is None:
@@ -92,10 +115,7 @@ def _full_attention_inputs(
             S0 = op.Expand(zero, op.Concat(batch, heads, E, op.Div(op.Shape(v, start=2), heads), axis=0))
         if z0 is None:
             z0 = op.Expand(zero, op.Concat(batch, heads, E, axis=0))
-    if mask_pad is None:
-        false = onnx.helper.make_tensor("false", onnx.TensorProto.BOOL, [1], [False])
-        mask_pad = op.ConstantOfShape(op.Shape(q, end=2), value=false)
-    return S0, z0, mask_pad
+    return S0, z0, _int32_mask(mask_pad, op.Shape(q, end=2))
 
 
 def _sru_scan(

@@ -52,6 +52,19 @@ inline bool toKernelType(nvinfer1::DataType type, kernels::DataType& out) noexce
     }
 }
 
+//! The kernels' element type for a pad mask's descriptor type: kINT32 (what supportsRole accepts and TensorRT
+//! gives), or the one-byte kBOOL / kUINT8 (read as bytes, for callers other than TensorRT); false otherwise.
+inline bool toKernelMaskType(nvinfer1::DataType type, kernels::MaskType& out) noexcept
+{
+    switch (type)
+    {
+    case nvinfer1::DataType::kINT32: out = kernels::MaskType::kINT32; return true;
+    case nvinfer1::DataType::kBOOL:
+    case nvinfer1::DataType::kUINT8: out = kernels::MaskType::kUINT8; return true;
+    default: return false;
+    }
+}
+
 //! One row of a plugin's field table and the member of its parameter struct holding the value: an int32_t
 //! member makes a kINT field, a float member a kFLOAT field (serialized as kINT32 / kFLOAT32).
 template <typename Parameters> struct Field

@@ -26,19 +26,8 @@ using GetLoggerFn = nvinfer1::ILogger* (*)();
 //! other library's function (and where a Python process's RTLD_LOCAL libnvinfer is not).
 nvinfer1::ILogger* globalTensorRtLogger() noexcept
 {
-    for (char const* library : {"libnvinfer.so.10", "libnvinfer.so"})
-    {
-        if (void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
-        {
-            auto const fn = reinterpret_cast<GetLoggerFn>(dlsym(handle, "getLogger"));
-            dlclose(handle); // drops the reference RTLD_NOLOAD took; the library stays loaded
-            if (fn != nullptr)
-            {
-                return fn();
-            }
-        }
-    }
-    return nullptr;
+    auto const fn = reinterpret_cast<GetLoggerFn>(findLoadedTensorRtSymbol("getLogger"));
+    return fn != nullptr ? fn() : nullptr;
 }
 
 bool isIntType(nvinfer1::PluginFieldType type) noexcept
@@ -126,6 +115,23 @@ bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginFi
 }
 
 } // namespace
+
+void* findLoadedTensorRtSymbol(char const* symbol) noexcept
+{
+    for (char const* library : {kTENSORRT_SONAME, "libnvinfer.so"})
+    {
+        if (void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
+        {
+            void* const address = dlsym(handle, symbol);
+            dlclose(handle); // drops the reference RTLD_NOLOAD took; the library stays loaded
+            if (address != nullptr)
+            {
+                return address;
+            }
+        }
+    }
+    return nullptr;
+}
 
 void setLogSink(LogSink sink) noexcept
 {
@@ -288,7 +294,12 @@ bool supportsRole(
     {
     case TensorRole::kACTIVATION: return isActivationType(desc.type) && desc.type == firstInput.type;
     case TensorRole::kSTATE: return desc.type == nvinfer1::DataType::kFLOAT;
-    case TensorRole::kMASK: return desc.type == nvinfer1::DataType::kBOOL || desc.type == nvinfer1::DataType::kUINT8;
+    // int32 only. TensorRT does not support bool / uint8 plugin tensors ("DataType:kBOOL and DataType::kUINT8
+    // are not supported", PluginTensorDesc::type in NvInferRuntimePlugin.h, 10.x and 11.x): a plugin input of
+    // either type fails to build ("could not find any supported formats consistent with input/output data
+    // types"). So the TensorRT export casts every mask to int32 (export/onnx_ops/translate.py), and the plugins
+    // advertise only what TensorRT can hand them rather than types it never will.
+    case TensorRole::kMASK: return desc.type == nvinfer1::DataType::kINT32;
     }
     return false;
 }

@@ -5,15 +5,40 @@
 #pragma once
 
 #include <NvInferRuntime.h>
+#include <NvInferVersion.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#define RNNX_PLUGIN_STRINGIFY_EXPANDED(x) #x
+//! `x` after macro expansion, as a string literal (NV_TENSORRT_MAJOR -> "10").
+#define RNNX_PLUGIN_STRINGIFY(x) RNNX_PLUGIN_STRINGIFY_EXPANDED(x)
+//! What precedes the header version in kTENSORRT_HEADERS_MARKER (rnnx.plugins.library_tensorrt_version reads it).
+#define RNNX_TENSORRT_HEADERS_MARKER_PREFIX "rnnx-trt-plugins:tensorrt-headers="
 
 namespace rnnx
 {
 namespace plugin
 {
+
+//! Soname of the TensorRT library of the headers compiled against: "libnvinfer.so.<NV_TENSORRT_MAJOR>". A build
+//! serves one TensorRT major (TensorRT 11 changed the registry's and the logger's vtables), so the library only
+//! looks for TensorRT's registry and logger in an already loaded library of that major (findLoadedTensorRtSymbol).
+constexpr char const* kTENSORRT_SONAME{"libnvinfer.so." RNNX_PLUGIN_STRINGIFY(NV_TENSORRT_MAJOR)};
+
+//! "rnnx-trt-plugins:tensorrt-headers=<major>.<minor>.<patch>" of the headers compiled against, NUL-terminated:
+//! kept in both plugin libraries (rnnx_trt_plugins_tensorrt_version() returns its version part), so that a
+//! library's TensorRT major can be read from its bytes without loading it (rnnx.plugins.library_tensorrt_version).
+constexpr char kTENSORRT_HEADERS_MARKER[]{RNNX_TENSORRT_HEADERS_MARKER_PREFIX RNNX_PLUGIN_STRINGIFY(
+    NV_TENSORRT_MAJOR) "." RNNX_PLUGIN_STRINGIFY(NV_TENSORRT_MINOR) "." RNNX_PLUGIN_STRINGIFY(NV_TENSORRT_PATCH)};
+//! Length of RNNX_TENSORRT_HEADERS_MARKER_PREFIX: kTENSORRT_HEADERS_MARKER + this is "<major>.<minor>.<patch>".
+constexpr size_t kTENSORRT_HEADERS_MARKER_PREFIX_LENGTH{sizeof(RNNX_TENSORRT_HEADERS_MARKER_PREFIX) - 1};
+
+//! `symbol` of the TensorRT library already loaded in this process (kTENSORRT_SONAME, else "libnvinfer.so"; looked
+//! up with RTLD_NOLOAD, so nothing is ever loaded), or nullptr when none is loaded or it lacks `symbol`.
+void* findLoadedTensorRtSymbol(char const* symbol) noexcept;
 
 //! Namespace and version every rnnx plugin carries (runtime/contract/ops.py: PLUGIN_NAMESPACE, PLUGIN_VERSION).
 constexpr char const* kPLUGIN_NAMESPACE{"rnnx"};
@@ -72,7 +97,7 @@ enum class TensorRole : int32_t
     kACTIVATION = 0,
     //! Recurrent state, always fp32.
     kSTATE = 1,
-    //! Pad mask: bool or uint8, non-zero = pad.
+    //! Pad mask: int32, non-zero = pad (TensorRT has no bool / uint8 plugin tensors; see supportsRole).
     kMASK = 2,
 };
 

@@ -17,8 +17,13 @@
  *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing.
  *
  * Neither library links libnvinfer: the registry (self-registering library) and the global logger are found
- * with dlsym, first in the global scope, then in an already loaded libnvinfer (RTLD_NOLOAD; Python loads it
- * with local scope).
+ * with dlsym, first in the global scope, then in an already loaded libnvinfer of the TensorRT major compiled
+ * against (kTENSORRT_SONAME, RTLD_NOLOAD; Python loads it with local scope).
+ *
+ * Both libraries export rnnx_trt_plugins_tensorrt_major() and rnnx_trt_plugins_tensorrt_version(): the TensorRT
+ * headers they were compiled against. TensorRT 11 changed the vtables of IPluginRegistry and ILogger, so a library
+ * serves one TensorRT major only; loaders compare these (or the marker string, read from the file) with the
+ * TensorRT in the process before loading.
  */
 #include "linear_attention/tensorrt/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
@@ -54,17 +59,9 @@ using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
 nvinfer1::IPluginRegistry* findPluginRegistry() noexcept
 {
     auto fn = reinterpret_cast<GetPluginRegistryFn>(dlsym(RTLD_DEFAULT, "getPluginRegistry"));
-    for (char const* library : {"libnvinfer.so.10", "libnvinfer.so"})
+    if (fn == nullptr)
     {
-        if (fn != nullptr)
-        {
-            break;
-        }
-        if (void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
-        {
-            fn = reinterpret_cast<GetPluginRegistryFn>(dlsym(handle, "getPluginRegistry"));
-            dlclose(handle);
-        }
+        fn = reinterpret_cast<GetPluginRegistryFn>(findLoadedTensorRtSymbol("getPluginRegistry"));
     }
     return fn != nullptr ? fn() : nullptr;
 }
@@ -98,6 +95,19 @@ SelfRegistration const gSelfRegistration;
 } // namespace
 } // namespace plugin
 } // namespace rnnx
+
+//! NV_TENSORRT_MAJOR of the headers this library was compiled against (exported by both libraries).
+extern "C" RNNX_PLUGIN_EXPORT int32_t rnnx_trt_plugins_tensorrt_major()
+{
+    return NV_TENSORRT_MAJOR;
+}
+
+//! "<major>.<minor>.<patch>" of the headers compiled against: the version part of kTENSORRT_HEADERS_MARKER, which this
+//! keeps in the binary (rnnx.plugins.library_tensorrt_version reads the marker from the file without loading it).
+extern "C" RNNX_PLUGIN_EXPORT char const* rnnx_trt_plugins_tensorrt_version()
+{
+    return rnnx::plugin::kTENSORRT_HEADERS_MARKER + rnnx::plugin::kTENSORRT_HEADERS_MARKER_PREFIX_LENGTH;
+}
 
 #if !RNNX_PLUGIN_SELF_REGISTER
 

@@ -158,6 +158,116 @@ TEST_CASE("CausalLinearAttention output shapes: six inputs q, k, v, S0, z0, mask
     }
 }
 
+TEST_CASE("SRUScan getOutputShapes refuses constant extents that do not fit the fields")
+{
+    // hidden_size 8, D = 2, k = 3 with the skip term: U (L, B, 48), x (L, B, 16), weight_c / bias 32, c0 (B, 16).
+    auto plugin = makeSru(8, 2, 3, 1);
+    REQUIRE(plugin != nullptr);
+    TestExprBuilder b;
+    auto const* L = b.symbol("L");
+    auto const* B = b.symbol("B");
+    auto const good = [&]
+    {
+        return std::vector<nvinfer1::DimsExprs>{exprs({L, B, b.constant(48)}), exprs({L, B, b.constant(16)}),
+            exprs({b.constant(32)}), exprs({b.constant(32)}), exprs({B, b.constant(16)}), exprs({L, B})};
+    };
+    nvinfer1::DimsExprs out[2]{};
+    REQUIRE(plugin->getOutputShapes(good().data(), 6, nullptr, 0, out, 2, b) == 0);
+    // Constant batch / length agreeing with each other pass too.
+    std::vector<nvinfer1::DimsExprs> constants = good();
+    constants[0] = exprs({b.constant(5), b.constant(3), b.constant(48)});
+    constants[1] = exprs({b.constant(5), b.constant(3), b.constant(16)});
+    constants[4] = exprs({b.constant(3), b.constant(16)});
+    constants[5] = exprs({b.constant(5), b.constant(3)});
+    REQUIRE(plugin->getOutputShapes(constants.data(), 6, nullptr, 0, out, 2, b) == 0);
+    struct Bad
+    {
+        char const* what;
+        int32_t input;
+        nvinfer1::DimsExprs dims;
+    };
+    std::vector<Bad> const bad{
+        {"U's last extent is not D*d*k", 0, exprs({L, B, b.constant(64)})},
+        {"x's last extent is not D*d", 1, exprs({L, B, b.constant(8)})},
+        {"weight_c is not 2*D*d", 2, exprs({b.constant(16)})},
+        {"bias is not 2*D*d", 3, exprs({b.constant(2), b.constant(8)})},
+        {"c0's last extent is not D*d", 4, exprs({B, b.constant(8)})},
+        {"c0's batch is not U's", 4, exprs({b.constant(4), b.constant(16)})},
+        {"mask_pad's batch is not U's", 5, exprs({L, b.constant(4)})},
+    };
+    for (Bad const& c : bad)
+    {
+        std::vector<nvinfer1::DimsExprs> in = c.input == 4 || c.input == 5 ? constants : good();
+        in[static_cast<size_t>(c.input)] = c.dims;
+        takeLoggedMessages();
+        RNNX_CHECK_OR(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 2, b) != 0, c.what, );
+        RNNX_CHECK_OR(takeLoggedMessages().find("do not match hidden_size 8") != std::string::npos, c.what, );
+    }
+    // x is a dummy of any shape when it is not read (k = 4).
+    auto k4 = makeSru(8, 2, 4, 1);
+    std::vector<nvinfer1::DimsExprs> k4in = good();
+    k4in[0] = exprs({L, B, b.constant(64)});
+    k4in[1] = exprs({b.constant(1)});
+    CHECK(k4->getOutputShapes(k4in.data(), 6, nullptr, 0, out, 2, b) == 0);
+}
+
+TEST_CASE("CausalLinearAttention getOutputShapes refuses constant extents that disagree")
+{
+    // num_heads 4: q, k (B, L, 4*16), v (B, L, 4*8), S0 (B, 4, 16, 8), z0 (B, 4, 16), mask_pad (B, L).
+    for (int32_t timeMajor : {0, 1})
+    {
+        auto plugin = makeAttention(4, 1e-6F, timeMajor);
+        REQUIRE(plugin != nullptr);
+        TestExprBuilder b;
+        auto const* B = b.constant(2);
+        auto const* L = b.symbol("L");
+        auto const* d0 = timeMajor != 0 ? L : B;
+        auto const* d1 = timeMajor != 0 ? B : L;
+        auto const good = [&]
+        {
+            return std::vector<nvinfer1::DimsExprs>{exprs({d0, d1, b.constant(64)}), exprs({d0, d1, b.constant(64)}),
+                exprs({d0, d1, b.constant(32)}), exprs({B, b.constant(4), b.constant(16), b.constant(8)}),
+                exprs({B, b.constant(4), b.constant(16)}), exprs({d0, d1})};
+        };
+        nvinfer1::DimsExprs out[3]{};
+        REQUIRE(plugin->getOutputShapes(good().data(), 6, nullptr, 0, out, 3, b) == 0);
+        // A symbolic head dim in the state passes (checked at onShapeChange).
+        std::vector<nvinfer1::DimsExprs> symbolic = good();
+        symbolic[3] = exprs({b.symbol("B"), b.constant(4), b.symbol("E"), b.symbol("M")});
+        CHECK(plugin->getOutputShapes(symbolic.data(), 6, nullptr, 0, out, 3, b) == 0);
+        struct Bad
+        {
+            char const* what;
+            int32_t input;
+            nvinfer1::DimsExprs dims;
+        };
+        std::vector<Bad> const bad{
+            {"q's last extent is not a multiple of num_heads", 0, exprs({d0, d1, b.constant(66)})},
+            {"k's last extent is not q's", 1, exprs({d0, d1, b.constant(32)})},
+            {"v's last extent is not a multiple of num_heads", 2, exprs({d0, d1, b.constant(30)})},
+            {"v's batch is not q's", 2,
+                timeMajor != 0 ? exprs({d0, b.constant(3), b.constant(32)})
+                               : exprs({b.constant(3), d1, b.constant(32)})},
+            {"S0's heads are not num_heads", 3, exprs({B, b.constant(2), b.constant(16), b.constant(8)})},
+            {"S0's E is not q's head dim", 3, exprs({B, b.constant(4), b.constant(8), b.constant(8)})},
+            {"S0's M is not v's head dim", 3, exprs({B, b.constant(4), b.constant(16), b.constant(16)})},
+            {"S0's batch is not q's", 3, exprs({b.constant(5), b.constant(4), b.constant(16), b.constant(8)})},
+            {"z0's E is not q's head dim", 4, exprs({B, b.constant(4), b.constant(32)})},
+            {"z0's heads are not num_heads", 4, exprs({B, b.constant(1), b.constant(16)})},
+            {"mask_pad's batch is not q's", 5,
+                timeMajor != 0 ? exprs({d0, b.constant(3)}) : exprs({b.constant(3), d1})},
+        };
+        for (Bad const& c : bad)
+        {
+            std::vector<nvinfer1::DimsExprs> in = good();
+            in[static_cast<size_t>(c.input)] = c.dims;
+            takeLoggedMessages();
+            RNNX_CHECK_OR(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 3, b) != 0, c.what, );
+            RNNX_CHECK_OR(takeLoggedMessages().find("do not match num_heads 4") != std::string::npos, c.what, );
+        }
+    }
+}
+
 TEST_CASE("output data types: activations follow the first input, state is fp32")
 {
     auto sru = makeSru(4);
@@ -191,7 +301,9 @@ enum Role
 
 //! Every (first activation type, position, type at that position) combination of ``plugin``'s tensors, all linear and
 //! of shape ``dims``: supported exactly when the position's role allows the type (activations fp32 / fp16 / bf16 and
-//! all like the first, states fp32, masks bool / uint8), and never in kCHW32. Returns how many were checked.
+//! all like the first, states fp32, masks int32 only: TensorRT has no bool / uint8 plugin tensors, "DataType:kBOOL and
+//! DataType::kUINT8 are not supported", PluginTensorDesc::type in NvInferRuntimePlugin.h), and never in kCHW32.
+//! Returns how many were checked.
 template <typename Plugin>
 int32_t checkFormatCombinations(
     Plugin& plugin, std::vector<Role> const& roles, int32_t nbInputs, std::vector<int64_t> const& dims)
@@ -212,7 +324,7 @@ int32_t checkFormatCombinations(
                 {
                 case kAct: expected = isActivation(type) && type == first; break;
                 case kState: expected = type == DataType::kFLOAT; break;
-                case kMask: expected = type == DataType::kBOOL || type == DataType::kUINT8; break;
+                case kMask: expected = type == DataType::kINT32; break;
                 }
                 CHECK_EQ(plugin.supportsFormatCombination(static_cast<int32_t>(pos), io.data(), nbInputs, nbOutputs),
                     expected);
@@ -225,7 +337,7 @@ int32_t checkFormatCombinations(
     return checked;
 }
 
-TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike; state fp32; mask bool/uint8")
+TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike; state fp32; mask int32 only")
 {
     // Every variant: U, x (read or dummy), weight_c, bias, c0, mask_pad | h, c_last
     std::vector<Role> const roles{kAct, kAct, kAct, kAct, kState, kMask, kAct, kState};
@@ -248,7 +360,7 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 3, 2));
     // The old count-based layouts are refused at every position (5 inputs: no mask, or k = 4 without x).
     io[4] = dynDesc(desc({2}, DataType::kFLOAT));
-    io[5] = dynDesc(desc({2}, DataType::kBOOL));
+    io[5] = dynDesc(desc({2}, DataType::kINT32));
     for (int32_t pos = 0; pos < 7; ++pos)
     {
         CHECK(!plugin->supportsFormatCombination(pos, io.data(), 5, 2));
@@ -258,12 +370,19 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     std::vector<nvinfer1::DynamicPluginTensorDesc> k4io(8, dynDesc(desc({2, 3, 16}, DataType::kHALF)));
     k4io[1] = dynDesc(desc({1}, DataType::kHALF));
     k4io[4] = dynDesc(desc({3, 4}, DataType::kFLOAT));
-    k4io[5] = dynDesc(desc({2, 3}, DataType::kBOOL));
+    k4io[5] = dynDesc(desc({2, 3}, DataType::kINT32));
     k4io[7] = dynDesc(desc({3, 4}, DataType::kFLOAT));
     for (int32_t pos = 0; pos < 8; ++pos)
     {
         CHECK(k4->supportsFormatCombination(pos, k4io.data(), 6, 2));
     }
+    // The mask as TensorRT gives it is int32; bool and uint8 (no TensorRT plugin tensor types) are refused.
+    for (DataType byteMask : {DataType::kBOOL, DataType::kUINT8})
+    {
+        k4io[5] = dynDesc(desc({2, 3}, byteMask));
+        CHECK(!k4->supportsFormatCombination(5, k4io.data(), 6, 2));
+    }
+    k4io[5] = dynDesc(desc({2, 3}, DataType::kINT32));
     k4io[1] = dynDesc(desc({1}, DataType::kFLOAT));
     CHECK(!k4->supportsFormatCombination(1, k4io.data(), 6, 2));
     k4io[1] = dynDesc(desc({1}, DataType::kHALF));
@@ -271,7 +390,7 @@ TEST_CASE("SRUScan format combinations: linear; activations fp32/fp16/bf16 alike
     CHECK(!k4->supportsFormatCombination(4, k4io.data(), 6, 2));
 }
 
-TEST_CASE("CausalLinearAttention format combinations: linear; q, k, v, out alike; state fp32; mask bool/uint8")
+TEST_CASE("CausalLinearAttention format combinations: linear; q, k, v, out alike; state fp32; mask int32 only")
 {
     // q, k, v, S0, z0, mask_pad | out, S_last, z_last
     std::vector<Role> const roles{kAct, kAct, kAct, kState, kState, kMask, kAct, kState, kState};
@@ -297,18 +416,21 @@ TEST_CASE("CausalLinearAttention format combinations: linear; q, k, v, out alike
         }
     }
     CHECK(!plugin->supportsFormatCombination(0, io.data(), 6, 2));
-    // The node as the exporter emits it: fp16 q, k, v, fp32 state, a bool (B, L) mask.
+    // The node as the exporter emits it: fp16 q, k, v, fp32 state, an int32 (B, L) mask.
     std::vector<nvinfer1::DynamicPluginTensorDesc> node{dynDesc(desc({2, 5, 64}, DataType::kHALF)),
         dynDesc(desc({2, 5, 64}, DataType::kHALF)), dynDesc(desc({2, 5, 32}, DataType::kHALF)),
         dynDesc(desc({2, 2, 32, 16}, DataType::kFLOAT)), dynDesc(desc({2, 2, 32}, DataType::kFLOAT)),
-        dynDesc(desc({2, 5}, DataType::kBOOL)), dynDesc(desc({2, 5, 32}, DataType::kHALF)),
+        dynDesc(desc({2, 5}, DataType::kINT32)), dynDesc(desc({2, 5, 32}, DataType::kHALF)),
         dynDesc(desc({2, 2, 32, 16}, DataType::kFLOAT)), dynDesc(desc({2, 2, 32}, DataType::kFLOAT))};
     for (int32_t pos = 0; pos < 9; ++pos)
     {
         CHECK(plugin->supportsFormatCombination(pos, node.data(), 6, 3));
     }
-    node[5] = dynDesc(desc({2, 5}, DataType::kHALF));
-    CHECK(!plugin->supportsFormatCombination(5, node.data(), 6, 3));
+    for (DataType wrongMask : {DataType::kHALF, DataType::kBOOL, DataType::kUINT8, DataType::kINT64})
+    {
+        node[5] = dynDesc(desc({2, 5}, wrongMask));
+        CHECK(!plugin->supportsFormatCombination(5, node.data(), 6, 3));
+    }
     node[0].desc.format = nvinfer1::TensorFormat::kHWC8;
     CHECK(!plugin->supportsFormatCombination(0, node.data(), 6, 3));
 }
@@ -336,13 +458,13 @@ TEST_CASE("SRUScan configurePlugin takes exactly six inputs in every variant and
     }
 }
 
-TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0, mask_pad; workspace from the kernels")
+TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0, mask_pad; asks for no workspace")
 {
     auto plugin = makeAttention(4);
     auto const q = dynDesc(desc({2, 16, 4 * 32}, DataType::kHALF));
     auto const S = dynDesc(desc({2, 4, 32, 32}, DataType::kFLOAT));
     auto const z = dynDesc(desc({2, 4, 32}, DataType::kFLOAT));
-    auto const mask = dynDesc(desc({2, 16}, DataType::kBOOL));
+    auto const mask = dynDesc(desc({2, 16}, DataType::kINT32));
     std::vector<nvinfer1::DynamicPluginTensorDesc> out{q, S, z};
     std::vector<nvinfer1::DynamicPluginTensorDesc> all{q, q, q, S, z, mask};
     REQUIRE(plugin->configurePlugin(all.data(), 6, out.data(), 3) == 0);
@@ -358,16 +480,10 @@ TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0, 
         CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 6 inputs") != std::string::npos);
         CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
     }
+    // No workspace, whatever the kernels would report: they need one only to copy z0 when z_last aliases it, and
+    // TensorRT gives z_last its own buffer (no in-place I/O declared). enqueue passes the kernel no workspace.
     kernelsDouble().workspaceSize = 12345;
-    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 6, out.data(), 3), size_t{12345});
-    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 5, out.data(), 3), size_t{0});
-    std::vector<nvinfer1::DynamicPluginTensorDesc> badType{
-        dynDesc(desc({2, 16, 4 * 32}, DataType::kINT8)), q, q, S, z, mask};
-    CHECK_EQ(plugin->getWorkspaceSize(badType.data(), 6, out.data(), 3), size_t{0});
-    // A last axis that num_heads does not divide has no kernel sizes.
-    std::vector<nvinfer1::DynamicPluginTensorDesc> indivisible{
-        dynDesc(desc({2, 16, 130}, DataType::kHALF)), q, q, S, z, mask};
-    CHECK_EQ(plugin->getWorkspaceSize(indivisible.data(), 6, out.data(), 3), size_t{0});
+    CHECK_EQ(plugin->getWorkspaceSize(all.data(), 6, out.data(), 3), size_t{0});
     auto sru = makeSru(4);
     CHECK_EQ(sru->getWorkspaceSize(all.data(), 6, out.data(), 2), size_t{0});
 }

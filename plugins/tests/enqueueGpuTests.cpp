@@ -7,11 +7,11 @@
  * getFieldsToSerialize -> createPlugin (kRUNTIME) -> attachToContext, then onShapeChange + enqueue on a
  * cudaStream_t with cudaMalloc'ed buffers. The outputs are compared with naive loops of docs/ops.md written
  * here (fp64 accumulation, from the same rounded inputs), for random shapes, fp32 / fp16 / bf16 activations,
- * mask_pad (bool and uint8) for both ops, both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones),
- * the attention's heads packed batch-first and time-major, state
- * the model did not give (zeros), and prefill-then-step with the state fed back through two buffers (ping-pong,
- * as the runtime binds it: the plugins declare no aliasing, so a call never writes the state buffer it reads,
- * which is checked). The kernels' in-place mode is tested on the kernels directly (tests/test_cuda_kernels*.py).
+ * mask_pad (int32, what TensorRT hands the plugins; also bool and uint8 bound by hand, equal to int32) for both ops,
+ * both directions, k = 3 / 4, head dims 32 / 64 / 128 (and generic ones), the attention's heads packed batch-first and
+ * time-major, state the model did not give (zeros), and prefill-then-step with the state fed back through two buffers
+ * (ping-pong, as the runtime binds it: the plugins declare no aliasing, so a call never writes the state buffer it
+ * reads, which is checked). The kernels' in-place mode is tested on the kernels directly (tests/test_cuda_kernels*.py).
  *
  * Every call uses the TensorRT node layout the exporter emits: SRUScan with exactly six inputs (U, x, weight_c,
  * bias, c0, mask_pad; x a 1-element NaN dummy unless num_matrices = 3 with the skip term, mask_pad all false
@@ -56,7 +56,7 @@ void printingSink(nvinfer1::ILogger::Severity severity, char const* message)
 {
     if (severity <= nvinfer1::ILogger::Severity::kERROR)
     {
-        countLoggedError();
+        countLoggedError(message);
         std::cout << "  plugin error: " << message << "\n";
     }
 }
@@ -435,7 +435,11 @@ std::unique_ptr<Plugin> buildThenDeserialize(Fields& fields, std::vector<PluginT
     }
     for (int32_t pos = 0; pos < nIn + nOut; ++pos)
     {
-        CHECK(build->supportsFormatCombination(pos, dyn.data(), nIn, nOut));
+        // Every descriptor is supported but a bool / uint8 mask_pad (only a mask takes these types here): TensorRT
+        // has no bool / uint8 plugin tensors, so the plugins advertise int32 masks only. A case binding a byte mask
+        // goes on as a caller other than TensorRT would; enqueue reads it as bytes.
+        bool const byteMask = pos < nIn && (in[pos].type == DataType::kBOOL || in[pos].type == DataType::kUINT8);
+        CHECK(build->supportsFormatCombination(pos, dyn.data(), nIn, nOut) == !byteMask);
     }
     REQUIRE(build->configurePlugin(dyn.data(), nIn, dyn.data() + nIn, nOut) == 0);
     workspace = build->getWorkspaceSize(dyn.data(), nIn, dyn.data() + nIn, nOut);
@@ -491,6 +495,64 @@ void* byteOffset(void* base, size_t bytes)
     return static_cast<uint8_t*>(base) + bytes;
 }
 
+//! The element type a case binds mask_pad in. TensorRT hands the plugins int32 only (supportsFormatCombination
+//! refuses bool / uint8: TensorRT has no such plugin tensors); bool / uint8 are bound by hand here, as a caller
+//! other than TensorRT could, and must give the same results.
+enum class MaskKind
+{
+    kInt32,
+    kUint8,
+    kBool
+};
+
+char const* name(MaskKind m)
+{
+    return m == MaskKind::kInt32 ? "int32" : m == MaskKind::kUint8 ? "uint8" : "bool";
+}
+
+DataType trtMaskType(MaskKind m)
+{
+    return m == MaskKind::kInt32 ? DataType::kINT32 : m == MaskKind::kUint8 ? DataType::kUINT8 : DataType::kBOOL;
+}
+
+size_t maskElementSize(MaskKind m)
+{
+    return m == MaskKind::kInt32 ? 4 : 1;
+}
+
+MaskKind randomMaskKind()
+{
+    return static_cast<MaskKind>(randInt(0, 2));
+}
+
+//! Pad flags (non-zero = pad) as mask_pad bytes of `kind`. A pad is never just 1 where the type allows more: uint8
+//! pads are 1..255, int32 pads include values whose low bytes are all zero (256, 65536, 2^24, INT32_MIN) and -1, so
+//! a kernel reading int32 as bytes, or only an element's low byte, misses pads.
+std::vector<uint8_t> maskBytes(std::vector<uint8_t> const& pads, MaskKind kind)
+{
+    static int32_t const kInt32Pads[] = {1, 256, 65536, 1 << 24, -1, INT32_MIN, 7};
+    std::vector<uint8_t> bytes(pads.size() * maskElementSize(kind), 0);
+    for (size_t i = 0; i < pads.size(); ++i)
+    {
+        if (pads[i] == 0)
+        {
+            continue;
+        }
+        switch (kind)
+        {
+        case MaskKind::kInt32:
+        {
+            int32_t const value = kInt32Pads[i % (sizeof(kInt32Pads) / sizeof(kInt32Pads[0]))];
+            std::memcpy(&bytes[i * 4], &value, 4);
+            break;
+        }
+        case MaskKind::kUint8: bytes[i] = static_cast<uint8_t>(1 + (i * 37) % 255); break;
+        case MaskKind::kBool: bytes[i] = 1; break;
+        }
+    }
+    return bytes;
+}
+
 // ------------------------------------------------------------------------------------------------------------
 // SRU scan: reference and cases.
 
@@ -498,7 +560,8 @@ struct SruConfig
 {
     int32_t L, B, d, D, k;
     //! mask: real padding; without it mask_pad is still an input, all false.
-    bool skip, tanh, mask, maskUint8;
+    bool skip, tanh, mask;
+    MaskKind maskKind{MaskKind::kInt32};
     float scaleX;
     Act act;
     //! The value of the 1-element dummy bound at x when x is not read (NaN: a read would show).
@@ -516,7 +579,7 @@ struct SruConfig
     {
         std::ostringstream s;
         s << name(act) << " L=" << L << " B=" << B << " d=" << d << " D=" << D << " k=" << k << " skip=" << skip
-          << " tanh=" << tanh << " mask=" << (mask ? "padded " : "all-false ") << (maskUint8 ? "uint8" : "bool")
+          << " tanh=" << tanh << " mask=" << (mask ? "padded " : "all-false ") << name(maskKind)
           << " scale_x=" << scaleX << (hasX() ? "" : " x=dummy(" + std::to_string(dummyX) + ")");
         return s.str();
     }
@@ -526,6 +589,7 @@ struct SruConfig
 struct SruData
 {
     std::vector<double> U, x, w, b, c0;
+    //! Pad flags (L, B), 1 = pad; bound as mask_pad in the case's MaskKind (maskBytes).
     std::vector<uint8_t> mask;
 };
 
@@ -547,14 +611,7 @@ SruData sruData(SruConfig const& c)
             for (int32_t t = 0; t < c.L; ++t)
             {
                 bool const pad = t >= c.L - rightPad || randInt(0, 9) == 0;
-                in.mask[static_cast<size_t>(t) * c.B + b] = pad ? static_cast<uint8_t>(randInt(1, 255)) : 0;
-            }
-        }
-        if (!c.maskUint8)
-        {
-            for (uint8_t& m : in.mask)
-            {
-                m = m != 0 ? 1 : 0;
+                in.mask[static_cast<size_t>(t) * c.B + b] = pad ? 1 : 0;
             }
         }
     }
@@ -627,8 +684,7 @@ void sruDescs(SruConfig const& c, int32_t length, std::vector<PluginTensorDesc>&
     DataType const t = trtType(c.act);
     int32_t const W = c.width();
     in = {desc({length, c.B, W * c.k}, t), c.hasX() ? desc({length, c.B, W}, t) : desc({1}, t), desc({2 * W}, t),
-        desc({2 * W}, t), desc({c.B, W}, DataType::kFLOAT),
-        desc({length, c.B}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL)};
+        desc({2 * W}, t), desc({c.B, W}, DataType::kFLOAT), desc({length, c.B}, trtMaskType(c.maskKind))};
     out = {desc({length, c.B, W}, t), desc({c.B, W}, DataType::kFLOAT)};
 }
 
@@ -648,7 +704,7 @@ struct SruDevice
         b = upload(encode(in.b, c.act));
         c0Bytes = encodeF32(in.c0);
         c0 = upload(c0Bytes);
-        mask = upload(in.mask);
+        mask = upload(maskBytes(in.mask, c.maskKind));
         h = DeviceBuffer(static_cast<size_t>(c.L) * c.B * c.width() * elementSize(c.act));
         cLast = DeviceBuffer(c0Bytes.size());
     }
@@ -660,7 +716,8 @@ struct SruDevice
         size_t const es = elementSize(c.act);
         size_t const rowElems = static_cast<size_t>(t0) * c.B * c.width();
         inPtr = {byteOffset(U.get(), rowElems * c.k * es), c.hasX() ? byteOffset(x.get(), rowElems * es) : dummyX.get(),
-            w.get(), b.get(), state, byteOffset(mask.get(), static_cast<size_t>(t0) * c.B)};
+            w.get(), b.get(), state,
+            byteOffset(mask.get(), static_cast<size_t>(t0) * c.B * maskElementSize(c.maskKind))};
         outPtr = {byteOffset(h.get(), rowElems * es), cOut};
     }
 };
@@ -681,7 +738,7 @@ SruConfig randomSruConfig(Act act, int32_t D, int32_t k, bool skip, bool mask)
     c.k = k;
     c.skip = skip;
     c.mask = mask;
-    c.maskUint8 = randInt(0, 1) == 1;
+    c.maskKind = randomMaskKind();
     c.tanh = randInt(0, 1) == 1;
     c.scaleX = static_cast<float>(randu(1, 0.5, 1.5)[0]);
     int32_t const pick = randInt(0, 5);
@@ -808,6 +865,54 @@ void sruRandomShapes(Act act)
     CHECK_EQ(runs, 16);
 }
 
+/*
+ * The same SRU problems with mask_pad bound as int32 (what TensorRT gives the plugin), uint8 and bool: each matches
+ * the reference, and the three give bitwise the same h and c_last. A mask of another type (fp32) is refused by
+ * enqueue with one logged error, naming mask_pad.
+ */
+void sruMaskTypes()
+{
+    int32_t runs = 0;
+    for (Act act : selectedActs())
+    {
+        for (int32_t D : {1, 2})
+        {
+            SruConfig c = randomSruConfig(act, D, D == 1 ? 3 : 4, true, true);
+            c.L = randInt(9, 40);
+            SruData const in = sruData(c);
+            c.maskKind = MaskKind::kInt32;
+            auto const int32Result = sruOnePass(c, in);
+            for (MaskKind kind : {MaskKind::kUint8, MaskKind::kBool})
+            {
+                SruConfig other = c;
+                other.maskKind = kind;
+                auto const result = sruOnePass(other, in);
+                std::string const what = std::string(", int32 vs ") + name(kind) + " mask [" + c.str() + "]";
+                CHECK_MSG(bitwiseEqual("h" + what, int32Result.first, result.first));
+                CHECK_MSG(bitwiseEqual("c_last" + what, int32Result.second, result.second));
+            }
+            ++runs;
+        }
+    }
+    CHECK_EQ(runs, 2 * static_cast<int32_t>(selectedActs().size()));
+
+    SruConfig c = randomSruConfig(selectedActs()[0], 1, 3, true, true);
+    SruData in = sruData(c);
+    SruDevice dev(c, in);
+    std::vector<PluginTensorDesc> inDesc, outDesc;
+    auto plugin = sruPlugin(c, inDesc, outDesc);
+    inDesc[5].type = DataType::kFLOAT;
+    std::vector<void const*> inPtr;
+    std::vector<void*> outPtr;
+    dev.pointers(c, 0, dev.c0.get(), dev.cLast.get(), inPtr, outPtr);
+    Stream stream;
+    REQUIRE(plugin->onShapeChange(inDesc.data(), 6, outDesc.data(), 2) == 0);
+    takeLoggedMessages();
+    CHECK(plugin->enqueue(inDesc.data(), outDesc.data(), inPtr.data(), outPtr.data(), nullptr, stream.get()) != 0);
+    CHECK_EQ(takeLoggedErrors(), 1);
+    CHECK(takeLoggedMessages().find("mask_pad (input 5) must be int32") != std::string::npos);
+}
+
 //! Prefill n steps then single steps, c fed back through two buffers (ping-pong, never in place), against the
 //! reference over all L steps and bitwise against one enqueue over all steps.
 void sruPrefillThenStep(Act act)
@@ -875,7 +980,8 @@ struct AttentionConfig
     //! q, k, v, out (L, B, H*.) and mask_pad (L, B); else batch-first.
     bool timeMajor;
     //! mask: real padding (pads at both ends and in the middle); without it mask_pad is still an input, all false.
-    bool mask, maskUint8;
+    bool mask;
+    MaskKind maskKind{MaskKind::kInt32};
     float eps;
     Act act;
 
@@ -885,7 +991,7 @@ struct AttentionConfig
         s << name(act) << " B=" << B << " H=" << H << " L=" << L << " E=" << E << " M=" << M
           << (timeMajor ? " time-major" : " batch-first") << " inputs=q,k,v,S0,z0,mask_pad (S0 "
           << (hasS0 ? "given" : "zeros") << ", z0 " << (hasZ0 ? "given" : "zeros") << ", mask "
-          << (mask ? "padded " : "all-false ") << (maskUint8 ? "uint8" : "bool") << ") eps=" << eps;
+          << (mask ? "padded " : "all-false ") << name(maskKind) << ") eps=" << eps;
         return s.str();
     }
 
@@ -901,6 +1007,7 @@ struct AttentionConfig
 struct AttentionData
 {
     std::vector<double> q, k, v, S0, z0;
+    //! Pad flags in mask_pad's layout, 1 = pad; bound in the case's MaskKind (maskBytes).
     std::vector<uint8_t> mask;
 };
 
@@ -1027,7 +1134,7 @@ void attentionDescs(
     auto const vd = desc({d0, d1, c.H * c.M}, t);
     auto const Sd = desc({c.B, c.H, c.E, c.M}, DataType::kFLOAT);
     auto const zd = desc({c.B, c.H, c.E}, DataType::kFLOAT);
-    auto const md = desc({d0, d1}, c.maskUint8 ? DataType::kUINT8 : DataType::kBOOL);
+    auto const md = desc({d0, d1}, trtMaskType(c.maskKind));
     // The TensorRT node's six inputs, whatever the model gave (absent state is bound as zeros, no padding as an
     // all-false mask).
     in = {qd, qd, vd, Sd, zd, md};
@@ -1078,9 +1185,9 @@ void timeScatter(std::vector<double>& full, std::vector<double> const& part, boo
     }
 }
 
-void attentionOnePass(AttentionConfig const& c)
+//! One attention problem in a single enqueue, against the reference; returns out, S_last and z_last as bytes.
+std::vector<std::vector<uint8_t>> attentionOnePass(AttentionConfig const& c, AttentionData in)
 {
-    AttentionData in = attentionData(c);
     size_t const es = elementSize(c.act);
     DeviceBuffer q = upload(encode(in.q, c.act));
     DeviceBuffer k = upload(encode(in.k, c.act));
@@ -1089,7 +1196,7 @@ void attentionOnePass(AttentionConfig const& c)
     auto const z0Bytes = encodeF32(in.z0);
     DeviceBuffer S0 = upload(S0Bytes);
     DeviceBuffer z0 = upload(z0Bytes);
-    DeviceBuffer mask = upload(in.mask);
+    DeviceBuffer mask = upload(maskBytes(in.mask, c.maskKind));
     std::vector<double> outRef, SRef, zRef;
     attentionReference(c, in, outRef, SRef, zRef);
 
@@ -1120,6 +1227,12 @@ void attentionOnePass(AttentionConfig const& c)
         attentionStateTolerance(c.act, zRef)));
     CHECK_MSG(bitwiseEqual("S0 after an out-of-place run", download(S0.get(), S0.bytes()), S0Bytes));
     CHECK_MSG(bitwiseEqual("z0 after an out-of-place run", download(z0.get(), z0.bytes()), z0Bytes));
+    return {download(out.get(), out.bytes()), download(S.get(), S.bytes()), download(z.get(), z.bytes())};
+}
+
+void attentionOnePass(AttentionConfig const& c)
+{
+    attentionOnePass(c, attentionData(c));
 }
 
 int32_t randomLength()
@@ -1155,7 +1268,7 @@ void attentionRandomShapes(Act act)
             c.hasZ0 = (variant & 2) != 0;
             c.timeMajor = (variant & 4) != 0;
             c.mask = (variant & 8) != 0;
-            c.maskUint8 = randInt(0, 1) == 1;
+            c.maskKind = randomMaskKind();
             c.eps = randInt(0, 3) == 0 ? 0.25F : 1e-6F;
             variant = (variant + 5) % 16;
             attentionOnePass(c);
@@ -1188,7 +1301,7 @@ void attentionNodeLayouts()
                     c.hasZ0 = given;
                     c.timeMajor = timeMajor;
                     c.mask = (runs / 2) % 2 == 1;
-                    c.maskUint8 = runs % 3 == 0;
+                    c.maskKind = static_cast<MaskKind>(runs % 3);
                     c.eps = 1e-6F;
                     attentionOnePass(c);
                     ++runs;
@@ -1220,11 +1333,58 @@ void attentionGenericDims(Act act)
         c.hasZ0 = true;
         c.timeMajor = i % 2 == 1;
         c.mask = true;
-        c.maskUint8 = i % 3 == 0;
+        c.maskKind = static_cast<MaskKind>(i % 3);
         c.eps = 1e-6F;
         attentionOnePass(c);
         ++i;
     }
+}
+
+/*
+ * The same attention problems with mask_pad bound as int32 (what TensorRT gives the plugin), uint8 and bool, for
+ * the chunked prefill (E = M = 32, L > 64), the per-token kernel (E = 16, M = 8) and L = 1 decode, both layouts:
+ * each matches the reference, and the three give bitwise the same out, S_last and z_last.
+ */
+void attentionMaskTypes()
+{
+    struct Dims
+    {
+        int32_t E, M, L;
+    };
+    int32_t runs = 0;
+    for (Act act : selectedActs())
+    {
+        for (Dims d : {Dims{32, 32, 70}, Dims{16, 8, 9}, Dims{32, 32, 1}})
+        {
+            AttentionConfig c{};
+            c.act = act;
+            c.B = randInt(1, 3);
+            c.H = randInt(1, 2);
+            c.L = d.L;
+            c.E = d.E;
+            c.M = d.M;
+            c.hasS0 = true;
+            c.hasZ0 = true;
+            c.timeMajor = runs % 2 == 1;
+            c.mask = true;
+            c.eps = 1e-6F;
+            c.maskKind = MaskKind::kInt32;
+            AttentionData const in = attentionData(c);
+            auto const int32Result = attentionOnePass(c, in);
+            for (MaskKind kind : {MaskKind::kUint8, MaskKind::kBool})
+            {
+                AttentionConfig other = c;
+                other.maskKind = kind;
+                auto const result = attentionOnePass(other, in);
+                std::string const what = std::string(", int32 vs ") + name(kind) + " mask [" + c.str() + "]";
+                CHECK_MSG(bitwiseEqual("out" + what, int32Result[0], result[0]));
+                CHECK_MSG(bitwiseEqual("S_last" + what, int32Result[1], result[1]));
+                CHECK_MSG(bitwiseEqual("z_last" + what, int32Result[2], result[2]));
+            }
+            ++runs;
+        }
+    }
+    CHECK_EQ(runs, 3 * static_cast<int32_t>(selectedActs().size()));
 }
 
 /*
@@ -1251,7 +1411,7 @@ void attentionPrefillThenStep(Act act, bool givenState)
         c.hasZ0 = givenState;
         c.timeMajor = i++ % 2 == (givenState ? 0 : 1);
         c.mask = true;
-        c.maskUint8 = D == 64;
+        c.maskKind = D == 64 ? MaskKind::kUint8 : MaskKind::kInt32;
         c.eps = 1e-6F;
         int32_t const n = c.L - randInt(3, 8);
         int32_t const QK = c.H * c.E, VO = c.H * c.M;
@@ -1310,7 +1470,8 @@ void attentionPrefillThenStep(Act act, bool givenState)
             DeviceBuffer q = upload(encode(qPart, act));
             DeviceBuffer k = upload(encode(kPart, act));
             DeviceBuffer v = upload(encode(vPart, act));
-            DeviceBuffer mask = upload(timeSlice(in.mask, c.timeMajor, c.B, c.L, 1, t0, t0 + len));
+            DeviceBuffer mask =
+                upload(maskBytes(timeSlice(in.mask, c.timeMajor, c.B, c.L, 1, t0, t0 + len), c.maskKind));
             DeviceBuffer out(vPart.size() * es);
             bool const statefulCall = givenState || !first;
             attentionDescs(statefulCall ? stepConfig : c, len, inDesc, outDesc);
@@ -1373,6 +1534,7 @@ test::Registrar const kTestCases[] = {
     {"SRUScan fp16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kF16, sruRandomShapes)},
     {"SRUScan bf16 enqueue: random shapes, D=1/2, k=3/4, skip, mask_pad", forType(Act::kBF16, sruRandomShapes)},
     {"SRUScan prefill-then-step, state ping-pong (out of place), all dtypes", forSelectedTypes(sruPrefillThenStep)},
+    {"SRUScan mask_pad int32 (TensorRT's type), uint8 and bool give the same results; fp32 refused", sruMaskTypes},
     {"CausalLinearAttention TensorRT node layouts: six inputs, state given or zeros, mask, both layouts",
         attentionNodeLayouts},
     {"CausalLinearAttention fp32 enqueue: head dims 32/64/128, state inputs, layouts, mask_pad, random shapes",
@@ -1383,6 +1545,8 @@ test::Registrar const kTestCases[] = {
         forType(Act::kBF16, attentionRandomShapes)},
     {"CausalLinearAttention generic head dims and L=1 decode with mask_pad, all dtypes",
         forSelectedTypes(attentionGenericDims)},
+    {"CausalLinearAttention mask_pad int32 (TensorRT's type), uint8 and bool give the same results",
+        attentionMaskTypes},
     {"CausalLinearAttention prefill-then-step with mask_pad, state ping-pong (out of place), all dtypes",
         forSelectedTypes([](Act a) { attentionPrefillThenStep(a, true); })},
     {"CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes",

@@ -17,7 +17,7 @@ namespace kernels
 {
 
 cudaError_t sruScanForward(const SruScanParams& params, DataType type, const void* U, const void* x,
-    const void* weight_c, const void* bias, const float* c0, const uint8_t* mask_pad, void* h, float* c_last,
+    const void* weight_c, const void* bias, const float* c0, const void* mask_pad, void* h, float* c_last,
     cudaStream_t stream)
 {
     test::SruScanCall& call = test::kernelsDouble().sru;
@@ -31,7 +31,7 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 }
 
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
-    const void* k, const void* v, const float* S0, const float* z0, const uint8_t* mask_pad, void* out, float* S_last,
+    const void* k, const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last,
     float* z_last, void* workspace, cudaStream_t stream)
 {
     test::AttentionCall& call = test::kernelsDouble().attention;

@@ -21,7 +21,7 @@ struct SruScanCall
     void const* weightC{};
     void const* bias{};
     float const* c0{};
-    uint8_t const* maskPad{};
+    void const* maskPad{};
     void* h{};
     float* cLast{};
     cudaStream_t stream{};
@@ -37,7 +37,7 @@ struct AttentionCall
     void const* v{};
     float const* S0{};
     float const* z0{};
-    uint8_t const* maskPad{};
+    void const* maskPad{};
     void* out{};
     float* SLast{};
     float* zLast{};

@@ -8,6 +8,9 @@
  *    after which the library's static initialiser has registered each creator once; it exports no
  *    getCreators, and a second dlopen of the same path registers nothing more.
  *
+ * Both also export rnnx_trt_plugins_tensorrt_major() / rnnx_trt_plugins_tensorrt_version(), the TensorRT headers
+ * they were compiled against (this test's own); the test compiles against TensorRT 10 and 11 headers alike.
+ *
  * Test double: this executable exports a getPluginRegistry() returning a stand-in registry (no real registry
  * exists without the TensorRT library), found by the self-registering library's dlsym(RTLD_DEFAULT). Like
  * TensorRT's registry, it refuses a second creator with the same name, version and namespace; it counts every
@@ -31,6 +34,8 @@ namespace
 
 using GetCreatorsFn = nvinfer1::IPluginCreatorInterface* const* (*)(int32_t&);
 using SetLoggerFinderFn = void (*)(nvinfer1::ILoggerFinder*);
+using TensorRtMajorFn = int32_t (*)();
+using TensorRtVersionFn = char const* (*)();
 
 int gFailures = 0;
 int gChecks = 0;
@@ -58,9 +63,12 @@ std::string creatorKey(nvinfer1::IPluginCreatorInterface& creator, char const* n
 }
 
 //! Stand-in for TensorRT's plugin registry: records V3 creator registrations, refuses duplicates by key.
+//! TensorRT 10's registry also has the IPluginCreator (V2) methods, which TensorRT 11 removed; rnnx only registers
+//! V3 creators, so the double refuses V2 ones (and counts the call) under TensorRT 10 headers.
 class RegistryDouble : public nvinfer1::IPluginRegistry
 {
 public:
+#if NV_TENSORRT_MAJOR < 11
     bool registerCreator(nvinfer1::IPluginCreator&, char const* const) noexcept override
     {
         ++calls;
@@ -77,15 +85,16 @@ public:
         ++calls;
         return nullptr;
     }
-    void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
-    nvinfer1::IErrorRecorder* getErrorRecorder() const noexcept override
-    {
-        return nullptr;
-    }
     bool deregisterCreator(nvinfer1::IPluginCreator const&) noexcept override
     {
         ++calls;
         return false;
+    }
+#endif
+    void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
+    nvinfer1::IErrorRecorder* getErrorRecorder() const noexcept override
+    {
+        return nullptr;
     }
     bool isParentSearchEnabled() const override
     {
@@ -255,6 +264,25 @@ void* dlopenFresh(char const* title, char const* path, char const* what)
     return handle;
 }
 
+//! Both libraries export the TensorRT major and version of the headers they were compiled against (those of this
+//! test): what a loader compares with the TensorRT in its process before handing the library over.
+void checkTensorRtVersion(void* handle)
+{
+    auto major = reinterpret_cast<TensorRtMajorFn>(dlsym(handle, "rnnx_trt_plugins_tensorrt_major"));
+    auto version = reinterpret_cast<TensorRtVersionFn>(dlsym(handle, "rnnx_trt_plugins_tensorrt_version"));
+    check(major != nullptr, "rnnx_trt_plugins_tensorrt_major is exported");
+    check(version != nullptr, "rnnx_trt_plugins_tensorrt_version is exported");
+    if (major == nullptr || version == nullptr)
+    {
+        return;
+    }
+    std::string const expected = std::to_string(NV_TENSORRT_MAJOR) + "." + std::to_string(NV_TENSORRT_MINOR) + "."
+        + std::to_string(NV_TENSORRT_PATCH);
+    std::printf("  compiled against TensorRT %d headers (%s)\n", major(), version());
+    check(major() == NV_TENSORRT_MAJOR, "rnnx_trt_plugins_tensorrt_major() is NV_TENSORRT_MAJOR of the headers");
+    check(expected == version(), "rnnx_trt_plugins_tensorrt_version() is the headers' major.minor.patch");
+}
+
 //! IPluginRegistry::loadLibrary's mechanism: dlopen, setLoggerFinder, getCreators, the loader registers.
 void loadLibraryShape(char const* path)
 {
@@ -271,6 +299,7 @@ void loadLibraryShape(char const* path)
     check(getCreators != nullptr, "getCreators is exported");
     check(setLoggerFinder != nullptr, "setLoggerFinder is exported");
     check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
+    checkTensorRtVersion(handle);
     if (getCreators == nullptr || setLoggerFinder == nullptr)
     {
         return;
@@ -315,6 +344,7 @@ void plainDlopenShape(char const* path)
     check(dlsym(handle, "getCreators") == nullptr, "getCreators is not exported (no second mechanism)");
     check(dlsym(handle, "setLoggerFinder") == nullptr, "setLoggerFinder is not exported");
     check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
+    checkTensorRtVersion(handle);
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
     check(gRegistry.registerCalls == 2 && gRegistry.keys.size() == 2, "a second dlopen registered nothing more");

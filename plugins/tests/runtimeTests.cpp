@@ -34,7 +34,8 @@ TEST_CASE("SRUScan enqueue passes sizes, attributes and pointers; x only when re
     {
         for (int32_t skip : {0, 1})
         {
-            for (DataType maskType : {DataType::kBOOL, DataType::kUINT8})
+            // int32: what TensorRT gives; bool / uint8: bound by a caller other than TensorRT, read as bytes.
+            for (DataType maskType : {DataType::kINT32, DataType::kBOOL, DataType::kUINT8})
             {
                 int32_t const D = 2;
                 auto plugin = makeSru(d, D, matrices, skip, 1, 0.75F);
@@ -67,6 +68,8 @@ TEST_CASE("SRUScan enqueue passes sizes, attributes and pointers; x only when re
                 CHECK(call.bias == inPtr[3]);
                 CHECK(call.c0 == inPtr[4]);
                 CHECK(call.maskPad == inPtr[5]);
+                CHECK(call.params.mask_type
+                    == (maskType == DataType::kINT32 ? kernels::MaskType::kINT32 : kernels::MaskType::kUINT8));
                 CHECK(call.h == outPtr[0]);
                 CHECK(static_cast<void*>(call.cLast) == outPtr[1]);
                 CHECK(call.stream == kStream);
@@ -192,12 +195,12 @@ TEST_CASE("SRUScan enqueue reports a kernel error and an unconfigured plugin wit
     CHECK(takeLoggedErrors() > 0);
 }
 
-TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, heads, layout, state and mask pointers, the workspace")
+TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, heads, layout, state and mask pointers, mask type")
 {
     int32_t const B = 2, H = 3, L = 7, E = 16, M = 8;
     for (int32_t timeMajor : {0, 1})
     {
-        for (DataType maskType : {DataType::kBOOL, DataType::kUINT8})
+        for (DataType maskType : {DataType::kINT32, DataType::kBOOL, DataType::kUINT8})
         {
             int32_t const d0 = timeMajor != 0 ? L : B, d1 = timeMajor != 0 ? B : L;
             auto const q = desc({d0, d1, H * E}, DataType::kFLOAT);
@@ -230,8 +233,11 @@ TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, heads, layout, state
             CHECK(static_cast<void const*>(call.S0) == inPtr[3]);
             CHECK(static_cast<void const*>(call.z0) == inPtr[4]);
             CHECK(static_cast<void const*>(call.maskPad) == inPtr[5]);
+            CHECK(call.params.mask_type
+                == (maskType == DataType::kINT32 ? kernels::MaskType::kINT32 : kernels::MaskType::kUINT8));
             CHECK(call.out == outPtr[0] && call.SLast == outPtr[1] && call.zLast == outPtr[2]);
-            CHECK(call.workspace == address(20) && call.stream == kStream);
+            // No workspace (the plugin asks for none; the kernels need one only for an aliased z0).
+            CHECK(call.workspace == nullptr && call.stream == kStream);
         }
     }
 }

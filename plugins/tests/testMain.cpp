@@ -36,7 +36,7 @@ void discardingSink(nvinfer1::ILogger::Severity, char const*) {}
 using nvinfer1::DataType;
 using IoDescs = std::vector<nvinfer1::DynamicPluginTensorDesc>;
 
-//! The role supportsFormatCombination allows at `pos` while the first input is fp16: "mask" (takes bool),
+//! The role supportsFormatCombination allows at `pos` while the first input is fp16: "mask" (takes int32),
 //! "activation" (takes fp16) or "state" (takes fp32 only).
 std::string probeRole(nvinfer1::IPluginV3OneBuild& build, int32_t pos, int32_t nbInputs, int32_t nbOutputs)
 {
@@ -46,7 +46,7 @@ std::string probeRole(nvinfer1::IPluginV3OneBuild& build, int32_t pos, int32_t n
         io[static_cast<size_t>(pos)] = dynDesc(desc({1}, type));
         return build.supportsFormatCombination(pos, io.data(), nbInputs, nbOutputs);
     };
-    if (accepts(DataType::kBOOL))
+    if (accepts(DataType::kINT32))
     {
         return "mask";
     }
@@ -111,7 +111,7 @@ std::string pluginFacts(nvinfer1::IPluginV3& plugin)
         if (pos < nbInputs)
         {
             inputTypes.push_back(
-                role == "mask" ? DataType::kBOOL : (role == "state" ? DataType::kFLOAT : DataType::kHALF));
+                role == "mask" ? DataType::kINT32 : (role == "state" ? DataType::kFLOAT : DataType::kHALF));
         }
     }
     std::vector<DataType> types(static_cast<size_t>(nbOutputs), DataType::kINT32);

@@ -18,6 +18,7 @@ backend of the same model that keeps them elsewhere (move it with ``to_host`` / 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -39,6 +40,17 @@ _FLOAT32 = np.dtype(np.float32)
 #: docs/onnxruntime.md for the measurements behind the number.
 ONE_THREAD_BELOW_BYTES = 32 << 20
 
+#: ``threads=None`` on the CPU for a small export (one intra-op thread): a call of at least this many tokens
+#: (batch rows x sequence length) runs on a second session on ONNX Runtime's default pool. Measured on the two
+#: demos (2-core Xeon, onnxruntime 1.32, benchmarks/bench_ort_prefill_threads.py, docs/benchmarks.md 2026-11-27):
+#: on idle cores the pool runs a call 1.4-1.6x faster than one thread from 64 tokens and 1.8-1.9x from 1,024
+#: (srupp_linear_copy 4,096 tokens: 72.8 against 38.7 ms; 4 x 256 and 8 x 128 like 1 x 1,024, hence tokens, not
+#: length), while with one busy process beside it the pool runs 0.55-1.07x as fast at every length. Below 1,024
+#: tokens the pool saves at most 3-4 ms a call, against its one-time open (10-50 ms) and the same risk under load;
+#: from 1,024 a call saves 5-7 ms and more, and a 4,096-token prompt 34 ms, more than the open. Batched decode
+#: steps (one token per row) of up to 1,023 rows stay on one thread.
+POOL_FROM_TOKENS = 1024
+
 
 def _host_output(value: Any) -> np.ndarray:
     """A data output as the backend returns it: a floating one as fp32 (no copy when it already is), any other
@@ -59,7 +71,22 @@ class OrtBackend(Backend):
     so when other processes share the cores a small model's step runs 2-3x slower on the pool than on one
     thread, while on idle cores the pool gains it at most about 1.6x (a demo's decode step nothing);
     docs/onnxruntime.md "Threads" has the measurements. 0 asks for ONNX Runtime's pool, N for N threads; the
-    resolved count is :attr:`threads` (0: the pool).
+    resolved count is :attr:`threads` (0: the pool), the count of :attr:`session`.
+
+    Long calls of a small export (``threads=None`` on the CPU): ONNX Runtime cannot change a session's threads
+    per call, so a call of :data:`POOL_FROM_TOKENS` tokens or more (batch rows x sequence length: a long
+    prefill) runs on a second session, :attr:`pool_session`, on ONNX Runtime's default pool, opened on the
+    first such call and kept; the decode step and every shorter call stay on the one-thread :attr:`session`.
+    :attr:`pool_from_tokens` is that threshold (None: every call runs on :attr:`session`, as with any explicit
+    ``threads``, a large export and CUDA). Both sessions are opened by :meth:`_open_session` (the same config
+    entries, op library and providers) and take and return the same state (numpy arrays or CPU OrtValues), so
+    a state moves between them freely; they give the same numbers. The second session holds its own copy of
+    the weights, under :data:`ONE_THREAD_BELOW_BYTES` by construction, and its own memory arena: measured on
+    srupp_linear_copy (1.7 MB of weights) it adds 3.1 MiB of resident memory after its first 4,096-token prefill
+    and 6.0 MiB after more calls (to 82 MiB that the process holds above its imports), so the weights are not
+    shared: ONNX Runtime shares an initializer only when the caller hands it over as an OrtValue
+    (``SessionOptions.add_initializer``), which means reading the weights out of the ONNX file, and this
+    runtime never imports onnx.
 
     ``io_binding``: True runs every call through IO binding with the state as OrtValues on
     ``device``, False through ``InferenceSession.run`` with numpy state, None (default) picks True on
@@ -110,19 +137,24 @@ class OrtBackend(Backend):
             providers: list[Any] = [("CUDAExecutionProvider", {"device_id": self._device_id}), "CPUExecutionProvider"]
         else:
             providers = ["CPUExecutionProvider"]
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        for key, value in ort_session_config(self.metadata).items():  # what the export asks of ONNX Runtime
-            options.add_session_config_entry(key, value)
-        self.native_ops = self._register_native_ops(options, native_ops)
+        self._providers = providers
+        self._session_config = ort_session_config(self.metadata)  # what the export asks of ONNX Runtime
+        self.native_ops = self._use_native_ops(native_ops)
         self.threads = self._resolve_threads(threads)
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        # Opened by path, never from bytes: ONNX Runtime resolves an export's external data
-        # (model.onnx.data) relative to the model file's directory.
-        self.session = ort.InferenceSession(
-            str(self.model_dir / self.metadata["model_file"]), options, providers=providers
+        #: Calls of at least this many tokens run on :attr:`pool_session` (ONNX Runtime's pool); None: every
+        #: call runs on :attr:`session` (see the class doc).
+        self.pool_from_tokens: Optional[int] = (
+            POOL_FROM_TOKENS if threads is None and self.threads == 1 and self._device_type == "cpu" else None
         )
+        self._pool_session: Any = None
+        self._pool_lock = threading.Lock()
+        self.session = self._open_session(self.threads)
+        if self.native_ops:
+            from .. import ortops
+
+            older = ortops.ops_written_before(self.metadata)
+            if older:
+                ortops.note_older_ops(str(self.model_dir), older)
         self.vocab_size = self.metadata.get("vocab_size")
         self.state_specs = state_specs(self.metadata)
         self._data_outputs = [t.name for t in self.outputs]
@@ -133,12 +165,22 @@ class OrtBackend(Backend):
         self._feed_size = len(self.inputs) + len(self._state_inputs)
 
     def describe(self) -> str:
-        """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound and ``, native rnnx ops`` when
-        the rnnx custom-op library is registered."""
+        """:meth:`Backend.describe` plus ``, IO binding`` when calls run bound, ``, native rnnx ops`` when the
+        rnnx custom-op library is registered, then where calls run: ``, 1 intra-op thread`` (``N intra-op
+        threads``, ``ONNX Runtime's intra-op pool``), and for a backend with a pool session ``, calls of >= 1024
+        tokens on ONNX Runtime's pool (open)`` (``(opens on first use)`` before the first such call)."""
+        if self.threads:
+            threads = f", {self.threads} intra-op thread" + ("s" if self.threads > 1 else "")
+        else:
+            threads = ", ONNX Runtime's intra-op pool"
+        if self.pool_from_tokens is not None:
+            opened = "open" if self._pool_session is not None else "opens on first use"
+            threads += f", calls of >= {self.pool_from_tokens} tokens on ONNX Runtime's pool ({opened})"
         return (
             super().describe()
             + (", IO binding" if self.io_binding else "")
             + (", native rnnx ops" if self.native_ops else "")
+            + threads
         )
 
     def weight_bytes(self) -> int:
@@ -159,11 +201,11 @@ class OrtBackend(Backend):
             raise InputError(f"threads: expected None or an integer >= 0, got {threads!r}")
         return int(threads)
 
-    def _register_native_ops(self, options: Any, native_ops: Optional[bool]) -> bool:
-        """Registers rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan and causal
-        linear attention, CPU kernels for every precision) when asked (True: required), or by default (None)
-        on the CPU when it is built and this onnxruntime can load it; False keeps the ops' function bodies.
-        Returns whether it is registered."""
+    def _use_native_ops(self, native_ops: Optional[bool]) -> bool:
+        """Whether to register rnnx's ONNX Runtime op library (:mod:`rnnx.runtime.ortops`: native SRU scan and
+        causal linear attention, CPU kernels for every precision) with every session: when asked (True:
+        required, :meth:`_open_session` raises when it cannot load), or by default (None) on the CPU when it is
+        built and this onnxruntime can load it; False keeps the ops' function bodies."""
         from .. import ortops
 
         if native_ops is not None and not isinstance(native_ops, bool):
@@ -176,14 +218,46 @@ class OrtBackend(Backend):
             if self.metadata.get("ops"):
                 ortops.note_missing()
             return False
-        try:
-            ortops.register(options)
-        except ortops.OrtOpsError as error:
-            raise BackendUnavailable(str(error)) from None
-        older = ortops.ops_written_before(self.metadata)
-        if older:
-            ortops.note_older_ops(str(self.model_dir), older)
         return True
+
+    def _open_session(self, threads: int) -> Any:
+        """An ``InferenceSession`` of the export on :attr:`device` with ``threads`` intra-op threads (0: ONNX
+        Runtime's default pool). Every session of this backend is opened here, so they share everything else:
+        the export's session config entries, rnnx's op library when :attr:`native_ops`, the providers."""
+        from .. import ortops
+
+        options = self._ort.SessionOptions()
+        options.log_severity_level = 3
+        for key, value in self._session_config.items():
+            options.add_session_config_entry(key, value)
+        if self.native_ops:
+            try:
+                ortops.register(options)
+            except ortops.OrtOpsError as error:
+                raise BackendUnavailable(str(error)) from None
+        if threads:
+            options.intra_op_num_threads = threads
+        # Opened by path, never from bytes: ONNX Runtime resolves an export's external data
+        # (model.onnx.data) relative to the model file's directory.
+        return self._ort.InferenceSession(
+            str(self.model_dir / self.metadata["model_file"]), options, providers=self._providers
+        )
+
+    @property
+    def pool_session(self) -> Any:
+        """The session on ONNX Runtime's default pool that runs calls of :attr:`pool_from_tokens` tokens and
+        more, or None: not opened yet (it opens on the first such call) or never used (``pool_from_tokens`` is
+        None)."""
+        return self._pool_session
+
+    def _pool(self) -> Any:
+        """:attr:`pool_session`, opened on the first call that needs it (a call of :attr:`pool_from_tokens` tokens
+        or more: batch rows x sequence length)."""
+        if self._pool_session is None:
+            with self._pool_lock:  # two threads' first long calls open it once
+                if self._pool_session is None:
+                    self._pool_session = self._open_session(0)
+        return self._pool_session
 
     def _state(self, tensors: dict[str, Any], batch: int, past_length: int) -> BackendState:
         return BackendState(tensors, batch, past_length, self.name, self.signature, {"placement": self._placement})
@@ -222,31 +296,33 @@ class OrtBackend(Backend):
                 f"state: holds {placement}, this onnxruntime backend keeps {self._placement} (io_binding="
                 f"{self.io_binding}, device {self.device!r}); use session.import_state(state.to_host())"
             )
+        length = 0
+        for name, axis in self._length_axes:  # Backend.call_length, its specs read once
+            if name in inputs:
+                length = axis_size(inputs[name], axis)
+                break
+        pool_from = self.pool_from_tokens  # the decode step's test, inline: None, or a step far below it
+        session = self.session if pool_from is None or length * state.batch < pool_from else self._pool()
         n = len(self._data_outputs)
         if self.io_binding:
-            data, present = self._run_bound(inputs, state)
+            data, present = self._run_bound(inputs, state, session)
         else:
-            data = self._run_unbound(inputs, state)
+            data = self._run_unbound(inputs, state, session)
             present = data[n:]
         first = data[0] if n == 1 else None
         if type(first) is np.ndarray and first.dtype is _FLOAT32:  # a language model's logits
             outputs = {self._data_outputs[0]: first}
         else:
             outputs = {name: _host_output(v) for name, v in zip(self._data_outputs, data)}
-        length = 0
-        for name, axis in self._length_axes:  # Backend.call_length, its specs read once
-            if name in inputs:
-                length = axis_size(inputs[name], axis)
-                break
         tensors = dict(zip(self._state_names, present))
         return outputs, BackendState(
             tensors, state.batch, state.past_length + length, self.name, self.signature, {"placement": self._placement}
         )
 
-    def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState) -> list[Any]:
-        """``InferenceSession.run`` on numpy state -> every output, graph order: the data outputs, then the
-        present state as numpy arrays (spec order). The state's arrays are fed as they are: the previous call's
-        outputs, no copy.
+    def _run_unbound(self, inputs: dict[str, np.ndarray], state: BackendState, session: Any) -> list[Any]:
+        """``session.run`` (``InferenceSession.run``) on numpy state -> every output, graph order: the data
+        outputs, then the present state as numpy arrays (spec order). The state's arrays are fed as they are:
+        the previous call's outputs, no copy.
 
         On the CPU the call goes straight to the compiled run that ``InferenceSession.run`` ends in (its
         ``_sess``; a session without one, another onnxruntime's or a stand-in, gets the public call). The
@@ -258,16 +334,17 @@ class OrtBackend(Backend):
         the runtime's Python layer together."""
         feed = dict(inputs)
         feed.update(zip(self._state_inputs, map(state.tensors.__getitem__, self._state_names)))
-        session = self.session
         compiled = getattr(session, "_sess", None) if self._device_type == "cpu" else None
         if compiled is not None and len(feed) == self._feed_size:
             return compiled.run(self._outputs, feed, None)
         return session.run(self._outputs, feed)
 
-    def _run_bound(self, inputs: dict[str, np.ndarray], state: BackendState) -> tuple[list[Any], list[Any]]:
-        """One IO-bound call -> (data outputs on the host, present OrtValues on the backend's device,
-        spec order). The same code for every device: only ``(device_type, device_id)`` differ."""
-        binding = self.session.io_binding()
+    def _run_bound(
+        self, inputs: dict[str, np.ndarray], state: BackendState, session: Any
+    ) -> tuple[list[Any], list[Any]]:
+        """One IO-bound call of ``session`` -> (data outputs on the host, present OrtValues on the backend's
+        device, spec order). The same code for every device: only ``(device_type, device_id)`` differ."""
+        binding = session.io_binding()
         for name, value in inputs.items():
             binding.bind_cpu_input(name, value)
         for s in self.state_specs:
@@ -276,7 +353,7 @@ class OrtBackend(Backend):
             binding.bind_output(name, "cpu")
         for s in self.state_specs:
             binding.bind_output(s.output, self._device_type, self._device_id)
-        self.session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         outs = binding.get_outputs()
         n = len(self._data_outputs)
         return [self._host(v) for v in outs[:n]], list(outs[n:])

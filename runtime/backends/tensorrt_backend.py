@@ -2,7 +2,12 @@
 
 * The engine comes from :func:`rnnx.runtime.tensorrt.build_engine` (cached), with a decode and a
   prefill optimization profile (:mod:`rnnx.runtime.tensorrt.profiles`); a one-token call uses the
-  decode profile.
+  decode profile. An engine given by path (``engine_path=``, built elsewhere) is checked when it is
+  opened (:func:`check_engine_profiles`): profile 0 must cover the decode ranges and 1 the prefill ones,
+  else one line names the engine and what its profiles hold.
+* The plugin library goes through :func:`rnnx.runtime.tensorrt.load_plugin_library` (the builder's loader,
+  which refuses a library of another TensorRT major first), and the backend uses the process's one
+  ``trt.Logger`` (:func:`rnnx.runtime.tensorrt._trt.tensorrt_logger`).
 * **Execution contexts, each fixed on one profile.** Every context is created with
   ``ExecutionContextAllocationStrategy.USER_MANAGED`` on one shared block of activation memory (sized
   ``engine.device_memory_size_v2``: the calls are serialized on the backend's stream, so they can share
@@ -41,13 +46,13 @@
   States carry their backend's token: a state of another TensorRT backend (another engine, GPU or
   instance) is refused, never read without ordering or recycled into this pool.
 
-NOT RUN IN CI: this machine has no GPU and no TensorRT. Written against the documented TensorRT 10
-Python API (``deserialize_cuda_engine``, ``create_execution_context(strategy)``, ``device_memory_size_v2``,
-``set_device_memory``, ``num_io_tensors`` / ``get_tensor_name`` / ``get_tensor_mode``,
-``set_optimization_profile_async``, ``set_input_shape``, ``set_tensor_address``, ``get_tensor_shape``,
-``execute_async_v3``) and ``torch.cuda.graph``; the context, state and graph logic runs on CPU against
-labelled stand-ins in tests/test_runtime_donation.py; tests marked ``tensorrt`` exercise it where
-TensorRT is installed.
+NOT RUN IN CI: this machine has no GPU and no TensorRT. Written against the documented TensorRT 10 Python API,
+in the part TensorRT 11 keeps (``deserialize_cuda_engine``, ``create_execution_context(strategy)``,
+``device_memory_size_v2``, ``set_device_memory``, ``num_io_tensors`` / ``get_tensor_name`` /
+``get_tensor_mode``, ``set_optimization_profile_async``, ``set_input_shape``, ``set_tensor_address``,
+``get_tensor_shape``, ``execute_async_v3``, ``num_optimization_profiles`` / ``get_tensor_profile_shape``) and
+``torch.cuda.graph``; the context, state and graph logic runs on CPU against labelled stand-ins in
+tests/test_runtime_donation.py; tests marked ``tensorrt`` exercise it where TensorRT is installed.
 """
 
 from __future__ import annotations
@@ -64,11 +69,11 @@ from typing import Any, Optional, TypeVar, Union
 import numpy as np
 
 from ..contract.artifact import MetadataError, StateSpec, read_metadata, state_specs
-from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt
+from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt, tensorrt_logger
 from ..tensorrt.bindings import plan_bindings
 from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library, required_creators
 from ..tensorrt.graphs import CAPTURE, GRAPH_READING, REPLAY, PingPong, StaleState, StepPlan
-from ..tensorrt.profiles import DECODE, ProfileError, ProfileLimits, build_profiles, select_profile
+from ..tensorrt.profiles import DECODE, Profile, ProfileError, ProfileLimits, build_profiles, select_profile
 from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
 
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
@@ -95,6 +100,38 @@ def _to_host(tensor: Any) -> np.ndarray:
 
     dtype = torch.float32 if tensor.is_floating_point() else tensor.dtype
     return tensor.to("cpu", dtype=dtype, copy=True).numpy()
+
+
+def check_engine_profiles(engine: Any, profiles: list[Profile], engine_name: str) -> None:
+    """RnnxRuntimeError (one line) unless optimization profile ``i`` of ``engine`` covers ``profiles[i]`` for every
+    input (``engine.get_tensor_profile_shape(name, i)`` -> min / opt / max; covered: the engine's min <= ours and
+    its max >= ours, per dimension): profile 0 = decode, 1 = prefill, as :func:`build_engine` builds them. An
+    engine built elsewhere with its profiles in another order, or for smaller limits, would otherwise fail on
+    its first call (or run every call on the wrong profile)."""
+    count = int(engine.num_optimization_profiles)
+    order = ", ".join(f"{i} = {p.name}" for i, p in enumerate(profiles))
+    if count < len(profiles):
+        raise RnnxRuntimeError(
+            f"{engine_name}: the engine has {count} optimization profile(s); rnnx needs {len(profiles)} ({order}): "
+            "build it with rnnx.runtime.tensorrt.build_engine"
+        )
+
+    def shown(name: str, low: Any, high: Any) -> str:
+        return f"{name} {list(low)}..{list(high)}"
+
+    for index, profile in enumerate(profiles):
+        for name, want in profile.shapes.items():
+            got = [tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, index)]
+            low, high = got[0], got[-1]
+            covered = len(low) == len(want.min) == len(high) and all(
+                lo <= w_lo and hi >= w_hi for lo, hi, w_lo, w_hi in zip(low, high, want.min, want.max)
+            )
+            if not covered:
+                raise RnnxRuntimeError(
+                    f"{engine_name}: optimization profile {index} should be {profile.name} "
+                    f"({shown(name, want.min, want.max)}) but holds {shown(name, low, high)}; rnnx needs profiles "
+                    f"{order} for these limits: build the engine with rnnx.runtime.tensorrt.build_engine"
+                )
 
 
 def _locked(method: _F) -> _F:
@@ -174,7 +211,7 @@ class TensorRTBackend(Backend):
             engine_path = build_engine(
                 model_dir, precision, self.profiles, plugin, cache_dir=cache_dir, device=self.device
             )
-        self._logger = trt.Logger(trt.Logger.WARNING)
+        self._logger = tensorrt_logger(trt)  # the process's one logger, the builder's too
         if plugin is not None and self.metadata["ops"]:
             # The same loader as build_engine's: a no-op when it already loaded this library in this process.
             load_plugin_library(trt, plugin, required_creators(self.metadata))
@@ -184,6 +221,7 @@ class TensorRTBackend(Backend):
             if engine is None:
                 raise RnnxRuntimeError(f"{engine_path}: TensorRT could not deserialize the engine")
             self._attach(trt, engine, torch.cuda.Stream(device=self._torch_device), cuda_graphs)
+            check_engine_profiles(engine, self.profiles, str(engine_path))
 
     def _describe_model(self, metadata: dict[str, Any], device: str, limits: Optional[ProfileLimits]) -> None:
         """What the backend knows before TensorRT: the export, its state, the engine's limits and profiles."""
@@ -521,8 +559,12 @@ class TensorRTBackend(Backend):
         context.graph = graph
 
     def _disable(self, ring: DecodeRing, batch: int, error: BaseException) -> None:
-        """Turns CUDA graphs off for ``batch`` after ``error`` (logged once), dropping its ring contexts."""
+        """Turns CUDA graphs off for ``batch`` after ``error`` (logged once), dropping its ring contexts and
+        graphs once the stream has finished what they enqueued (a context must outlive its work in flight)."""
         ring.disabled = True
+        self.stream.synchronize()
+        for context in ring.contexts.values():
+            context.graph = None
         ring.contexts.clear()
         _logger.warning("rnnx: TensorRT CUDA graphs off for batch %d, the calls stay eager: %s", batch, error)
 

@@ -11,9 +11,11 @@ Pure Python (tested without TensorRT):
 
 Needs TensorRT (imported lazily; :class:`TensorRTNotInstalled` otherwise):
 
-* :func:`build_engine` (:mod:`.builder`) — build or reuse a cached engine (TensorRT >=
-  :data:`MIN_TENSORRT_VERSION`, strongly typed, every rnnx node checked to be a plugin layer);
-  :func:`load_plugin_library` — the one place the plugin library is loaded (once per process and path);
+* :func:`build_engine` (:mod:`.builder`) — build or reuse a cached engine (TensorRT 10.7 to 10.x or 11.x:
+  :data:`MIN_TENSORRT_VERSION` up to below :data:`MAX_TENSORRT_MAJOR`; strongly typed, every rnnx node checked
+  to be a plugin layer); :func:`load_plugin_library` — the one place the plugin library is loaded (once per
+  process and path; a library of another TensorRT major is refused); :func:`tensorrt_logger` — the process's
+  one ``trt.Logger``;
 * :class:`TensorRTBackend` (:mod:`rnnx.runtime.backends.tensorrt_backend`) — the runtime backend.
 """
 
@@ -22,12 +24,15 @@ from __future__ import annotations
 from typing import Any
 
 from ._trt import (
+    MAX_TENSORRT_MAJOR,
     MIN_TENSORRT_VERSION,
     NOT_INSTALLED,
     TensorRTNotInstalled,
+    TensorRTTooNew,
     TensorRTTooOld,
     require_tensorrt,
     tensorrt_available,
+    tensorrt_logger,
 )
 from .bindings import BindingError, BindingPlan, BufferSpec, plan_bindings
 from .builder import (
@@ -42,8 +47,8 @@ from .cache import CACHE_ENV, EngineCache, KeyParts, Lookup, default_cache_dir
 from .profiles import DECODE, PREFILL, Profile, ProfileError, ProfileLimits, ShapeRange, build_profiles, select_profile
 
 __all__ = [
-    "MIN_TENSORRT_VERSION", "NOT_INSTALLED", "TensorRTNotInstalled", "TensorRTTooOld", "require_tensorrt",
-    "tensorrt_available",
+    "MAX_TENSORRT_MAJOR", "MIN_TENSORRT_VERSION", "NOT_INSTALLED", "TensorRTNotInstalled", "TensorRTTooNew",
+    "TensorRTTooOld", "require_tensorrt", "tensorrt_available", "tensorrt_logger",
     "BindingError", "BindingPlan", "BufferSpec", "plan_bindings",
     "ENGINE_PRECISIONS", "EngineBuildError", "build_engine", "check_plugin_layers", "load_plugin_library",
     "required_creators",

@@ -8,7 +8,10 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   ``load_library`` at most once per library per process: a second ``load_library`` of a library whose
   creators are registered fails in TensorRT (it returns None). The builder and the TensorRT backend both
   go through it. It loads ``librnnx_trt_plugins.so`` (``rnnx.plugins.plugin_library_path()``), the library
-  that exports ``getCreators`` and registers nothing by itself (docs/tensorrt.md).
+  that exports ``getCreators`` and registers nothing by itself (docs/tensorrt.md). Before anything else, also
+  for a library this process already loaded, ``rnnx.plugins.check_library_major`` refuses a library compiled
+  against another TensorRT major than the running one (one line), and every call checks that the creators the
+  export needs are registered (an export of an older plugin version is told to re-export).
 * **No silent fallback.** Every rnnx node also carries its ONNX local function (the slow reference body).
   After parsing, :func:`check_plugin_layers` requires that each ``rnnx`` node of the graph became an
   ``IPluginV3`` layer (``LayerType.PLUGIN_V3``); the parser names a node's layer after the node
@@ -16,14 +19,20 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   taken). Otherwise the build fails with one line naming the node and why. The node list is read from the
   ONNX file by :func:`read_rnnx_nodes`, a small protobuf wire-format reader (stdlib only: ``onnx`` is not a
   runtime dependency, and the check must not depend on whether it happens to be installed).
-* **Strongly typed precisions.** The network is created ``STRONGLY_TYPED``: the engine computes in the
-  ONNX file's types, so an fp16 engine is built from an fp16 export, without ``BuilderFlag.FP16``
-  (deprecated for strongly typed networks). Asking for another precision than the export's is an error
-  that says how to export it. The exporter writes fp32 and fp16 (:data:`ENGINE_PRECISIONS`).
+* **Strongly typed precisions.** The network is created ``STRONGLY_TYPED`` (TensorRT 10; TensorRT 11's
+  networks are always strongly typed and its flag, deprecated and ignored, is passed only while the enum
+  has it): the engine computes in the ONNX file's types, so an fp16 engine is built from an fp16 export,
+  without ``BuilderFlag.FP16`` (deprecated for strongly typed networks in 10, removed in 11, as are
+  ``BF16`` / ``INT8`` / ``OBEY_PRECISION_CONSTRAINTS``: no precision flag is ever set). Asking for another
+  precision than the export's is an error that says how to export it. The exporter writes fp32 and fp16
+  (:data:`ENGINE_PRECISIONS`).
 * **No TF32 in fp32 engines.** ``BuilderFlag.TF32`` is on by default and strong typing does not turn it
   off: fp32 matmuls and convolutions would then run in TF32 (about 1e-3 relative error on Ampere and
   Hopper, against the fp32 parity tolerance of 1e-4). An fp32 engine clears it (:func:`builder_flags`).
-* **Cache key.** TensorRT version, GPU name, compute capability and index, precision, the builder flags
+* **Timing cache.** A timing cache TensorRT refuses (another GPU or TensorRT: ``set_timing_cache`` returns
+  False) is logged in one line and the build uses a fresh one; a timing cache that cannot be read back or
+  saved is logged and never costs the built engine.
+* **Cache key.** TensorRT version and major, GPU name, compute capability and index, precision, the builder flags
   set or cleared, profiles, workspace limit, the plugin library's sha256, the ONNX file's sha256 and, for
   an export with external data, the data file's sha256 (:class:`~.cache.KeyParts`).
 * **External data.** An export past 2 GB keeps its weights in ``model.onnx.data`` beside ``model.onnx``
@@ -31,12 +40,14 @@ optimization profiles, timing cache). The contract with TensorRT, each part chec
   model's path; nothing here reads the model into memory and parses it without its data
   (:func:`read_rnnx_nodes` reads only the graph's nodes, and ``model.onnx`` holds only references then).
 
-TensorRT >= 10.7 is required (:data:`._trt.MIN_TENSORRT_VERSION`: from 10.7 the parser prefers a
-registered plugin over the node's local function).
+TensorRT 10.7 to 10.x or 11.x is required (:data:`._trt.MIN_TENSORRT_VERSION`: from 10.7 the parser prefers a
+registered plugin over the node's local function; :data:`._trt.MAX_TENSORRT_MAJOR`). The builder and the
+backend share one ``trt.Logger`` (:func:`._trt.tensorrt_logger`).
 
-NOT RUN IN CI: this machine has no GPU and no TensorRT. The code follows the documented
-TensorRT 10 Python API; tests/test_tensorrt_contract.py drives it with labelled stand-ins and the tests
-that need the real thing are marked ``tensorrt`` and skip without it.
+NOT RUN IN CI: this machine has no GPU and no TensorRT. The code follows the documented TensorRT 10
+Python API, in the part that TensorRT 11 keeps; tests/test_tensorrt_contract.py drives it with labelled
+stand-ins (TensorRT 10 and 11 shaped) and the tests that need the real thing are marked ``tensorrt`` and
+skip without it.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ from ..contract.artifact import MetadataError, read_metadata, sha256_file
 from ..contract.ops import PLUGIN_VERSION
 from ..contract.targets import ENGINE_PRECISIONS, PRECISION_RECORDS, Precision, exported_precision, exported_target
 from ..contract.targets import precision as as_precision
-from ._trt import MIN_TENSORRT_VERSION, require_tensorrt
+from ._trt import MIN_TENSORRT_VERSION, require_tensorrt, tensorrt_logger
 from .cache import EngineCache, KeyParts, atomic_write_bytes
 from .profiles import Profile, ProfileLimits, build_profiles
 
@@ -143,6 +154,31 @@ def _creator_names(creators: Iterable[tuple[str, str, str]]) -> str:
     return ", ".join(f"{ns}::{name} v{version}" for name, version, ns in creators)
 
 
+def _check_creators(registry: Any, path: Path, creators: Sequence[tuple[str, str, str]]) -> None:
+    """EngineBuildError (one line) unless every creator of ``creators`` is registered: names the missing ones and,
+    when they are of another plugin version than this rnnx's, says to re-export the model."""
+    missing = [c for c in creators if not _registered(registry, c)]
+    if not missing:
+        return
+    old = sorted({version for _, version, _ in missing if version != PLUGIN_VERSION})
+    hint = (
+        f": the export was written for plugin version {', '.join(old)} and this rnnx's plugins are version "
+        f"{PLUGIN_VERSION} (docs/ops.md); re-export the model with this rnnx"
+        if old
+        else ""
+    )
+    raise EngineBuildError(f"{path}: loaded, but {_creator_names(missing)} not registered by it{hint}")
+
+
+def _check_library_major(path: Path, trt: Any) -> None:
+    """``rnnx.plugins.check_library_major(path, trt.__version__)``: PluginLibraryMismatch (one line) when the
+    library at ``path`` was compiled against another TensorRT major than the running one, or carries no
+    version marker (built by an older rnnx: rebuild it)."""
+    from rnnx import plugins
+
+    plugins.check_library_major(path, str(getattr(trt, "__version__", "unknown")))
+
+
 def load_plugin_library(
     trt: Any, path: Union[str, Path], creators: Sequence[tuple[str, str, str]] = (), log: Optional[Log] = None,
 ) -> Any:  # fmt: skip
@@ -150,19 +186,23 @@ def load_plugin_library(
     (None when the creators were already registered by someone else). ``creators``: (name, version,
     namespace) of those the caller needs, :func:`required_creators` of the export.
 
-    Order: a path this process already loaded is not loaded again; when every creator in ``creators`` is
-    already registered (``registry.get_creator``), nothing is loaded; when only some are, EngineBuildError
-    (another rnnx library is loaded, and ``load_library`` would fail); otherwise
-    ``trt.get_plugin_registry().load_library(path)`` once, and EngineBuildError when it returns None or
-    the creators are not registered after it.
+    Order: first ``rnnx.plugins.check_library_major`` (``PluginLibraryMismatch`` for a library of another
+    TensorRT major, on every call); a path this process already loaded is not loaded again, and its creators are
+    checked (EngineBuildError naming the missing ones, with the re-export hint for an export of another plugin
+    version); when every creator in ``creators`` is already registered (``registry.get_creator``), nothing is
+    loaded; when only some are, EngineBuildError (another rnnx library is loaded, and ``load_library`` would
+    fail); otherwise ``trt.get_plugin_registry().load_library(path)`` once, and EngineBuildError when it returns
+    None or the creators are not registered after it.
     """
     log = log or (lambda message: None)
     path = Path(path)
+    _check_library_major(path, trt)
     key = os.path.realpath(path)
     with _LOAD_LOCK:
-        if key in _LOADED:
-            return _LOADED[key]
         registry = trt.get_plugin_registry()
+        if key in _LOADED:
+            _check_creators(registry, path, creators)
+            return _LOADED[key]
         present = [c for c in creators if _registered(registry, c)]
         if creators and len(present) == len(creators):
             log(f"rnnx plugin creators already registered; not loading {path} again")
@@ -180,17 +220,8 @@ def load_plugin_library(
             if path.name.endswith("_static.so"):
                 hint = " (the self-registering library is for plain dlopen; load_library takes librnnx_trt_plugins.so)"
             raise EngineBuildError(f"{path}: TensorRT could not load the plugin library{hint}")
-        missing = [c for c in creators if not _registered(registry, c)]
-        if missing:
-            old = sorted({version for _, version, _ in missing if version != PLUGIN_VERSION})
-            hint = (
-                f": the export was written for plugin version {', '.join(old)} and this rnnx's plugins are version "
-                f"{PLUGIN_VERSION} (docs/ops.md); re-export the model with this rnnx"
-                if old
-                else ""
-            )
-            raise EngineBuildError(f"{path}: loaded, but {_creator_names(missing)} not registered by it{hint}")
-        _LOADED[key] = handle
+        _LOADED[key] = handle  # loaded: never load_library it again, even when the check below fails
+        _check_creators(registry, path, creators)
         log(f"plugin library loaded: {path}")
         return handle
 
@@ -454,7 +485,7 @@ def build_engine(
     if found.problem:
         log(f"discarding cache entry: {found.problem}")
         cache.remove(parts)
-    logger = trt.Logger(trt.Logger.WARNING)
+    logger = tensorrt_logger(trt)
     if plugin is not None:
         load_plugin_library(trt, plugin, required_creators(meta), log=log)
     import torch
@@ -466,14 +497,72 @@ def build_engine(
     return path
 
 
-def apply_builder_flags(trt: Any, config: Any, precision: str) -> None:
-    """Sets / clears :func:`builder_flags` on an ``IBuilderConfig``."""
+def apply_builder_flags(trt: Any, config: Any, precision: str, log: Optional[Log] = None) -> None:
+    """Sets / clears :func:`builder_flags` on an ``IBuilderConfig``. A flag this TensorRT's ``BuilderFlag`` enum
+    lacks (a major that removed it) cannot be on: clearing it is skipped with a log line; setting it is an
+    EngineBuildError (one line)."""
+    log = log or (lambda message: None)
     for name, on in builder_flags(precision).items():
-        flag = getattr(trt.BuilderFlag, name)
+        flag = getattr(trt.BuilderFlag, name, None)
+        if flag is None:
+            if on:
+                raise EngineBuildError(
+                    f"TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{name}, which a {precision} "
+                    "engine needs"
+                )
+            log(f"TensorRT {getattr(trt, '__version__', '?')} has no BuilderFlag.{name}: nothing to clear")
+            continue
         if on:
             config.set_flag(flag)
         else:
             config.clear_flag(flag)
+
+
+def network_creation_flags(trt: Any) -> int:
+    """The ``create_network`` flags: ``1 << STRONGLY_TYPED`` where ``NetworkDefinitionCreationFlag`` has it
+    (TensorRT 10; deprecated and ignored in 11, whose networks are always strongly typed), else 0."""
+    flags = getattr(trt, "NetworkDefinitionCreationFlag", None)
+    strongly_typed = getattr(flags, "STRONGLY_TYPED", None) if flags is not None else None
+    return 0 if strongly_typed is None else 1 << int(strongly_typed)
+
+
+def _set_timing_cache(config: Any, path: Optional[Path], log: Log) -> None:
+    """Gives ``config`` the timing cache read from ``path`` (a fresh one when there is no file, or when TensorRT
+    cannot read it or refuses it: ``set_timing_cache`` returns False for a cache of another GPU or TensorRT).
+    Each fallback is one log line; when TensorRT refuses a fresh cache too, the build runs without one."""
+
+    def use(blob: bytes) -> bool:
+        try:
+            tcache = config.create_timing_cache(blob)
+            return tcache is not None and bool(config.set_timing_cache(tcache, ignore_mismatch=False))
+        except Exception:  # the Python API raises where the C++ API returns null / false
+            return False
+
+    blob = b""
+    if path is not None and path.is_file():
+        try:
+            blob = path.read_bytes()
+        except OSError as e:
+            log(f"timing cache {path} unreadable ({e}); building with a fresh one")
+    if blob:
+        if use(blob):
+            return
+        log(f"timing cache {path}: TensorRT refused it (made on another GPU or TensorRT?); building with a fresh one")
+    if not use(b""):
+        log("TensorRT refused a fresh timing cache; building without one")
+
+
+def _save_timing_cache(config: Any, path: Path, log: Log) -> None:
+    """Writes the config's timing cache to ``path``; any problem (no cache, serialization, the write) is one log
+    line: the engine that was just built is never lost to its timing cache."""
+    try:
+        tcache = config.get_timing_cache()
+        if tcache is None:
+            log(f"timing cache not saved to {path}: the build had none")
+            return
+        atomic_write_bytes(path, bytes(memoryview(tcache.serialize())))
+    except Exception as e:  # a cache problem never costs the engine
+        log(f"timing cache not saved to {path}: {type(e).__name__}: {e}")
 
 
 def _build(
@@ -483,7 +572,7 @@ def _build(
     """Parses ``onnx_path`` into a strongly typed network, checks its plugin layers and builds it."""
     builder = trt.Builder(logger)
     # Strongly typed: the ONNX file's types are the engine's (an fp16 export gives an fp16 engine).
-    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    network = builder.create_network(network_creation_flags(trt))
     parser = trt.OnnxParser(network, logger)
     log(f"parsing {onnx_path} ({precision}, strongly typed)")
     if not parser.parse_from_file(str(onnx_path)):
@@ -492,7 +581,7 @@ def _build(
         raise EngineBuildError(f"TensorRT's ONNX parser failed: {first}")
     check_plugin_layers(trt, network, read_rnnx_nodes(onnx_path))
     config = builder.create_builder_config()
-    apply_builder_flags(trt, config, precision)
+    apply_builder_flags(trt, config, precision, log)
     if workspace_bytes is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     for profile in profiles:
@@ -500,13 +589,12 @@ def _build(
         if index < 0:
             raise EngineBuildError(f"TensorRT rejected optimization profile {profile.name!r}")
     cache_path = Path(timing_cache) if timing_cache is not None else None
-    blob = cache_path.read_bytes() if cache_path is not None and cache_path.is_file() else b""
-    tcache = config.create_timing_cache(blob)
-    config.set_timing_cache(tcache, ignore_mismatch=False)
+    _set_timing_cache(config, cache_path, log)
     log(f"building the engine ({precision}, profiles: {', '.join(p.name for p in profiles)})")
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise EngineBuildError("TensorRT's builder failed (see the TensorRT log above)")
+    data = bytes(memoryview(serialized))
     if cache_path is not None:
-        atomic_write_bytes(cache_path, bytes(memoryview(config.get_timing_cache().serialize())))
-    return bytes(memoryview(serialized))
+        _save_timing_cache(config, cache_path, log)
+    return data

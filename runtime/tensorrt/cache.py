@@ -1,7 +1,8 @@
 """The on-disk engine cache: keys, atomic writes, and detection of corrupt or foreign entries.
 
 A TensorRT engine is valid only for the exact ONNX file (its sha256, and its external data file's
-sha256 for an export with external data: the weights live there), TensorRT version, GPU (name,
+sha256 for an export with external data: the weights live there), TensorRT version (and its major, an
+explicit part: an engine of TensorRT 10 is never served to 11, whatever the version strings), GPU (name,
 compute capability and device index), precision, optimization profiles, workspace limit and plugin
 library (the sha256 of the file, not its path) it was built with. :class:`KeyParts` holds those;
 :meth:`KeyParts.key` is the sha256 of their canonical JSON and names the files::
@@ -27,11 +28,13 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ..contract.artifact import atomic_write_bytes, sha256_file
+from ._trt import tensorrt_major as major_of_version
 from .profiles import Profile
 
 CACHE_ENV = "RNNX_ENGINE_CACHE"
 SIDECAR_FORMAT = "rnnx-trt-engine"
-SIDECAR_VERSION = 2
+#: 3: the key parts hold ``tensorrt_major``.
+SIDECAR_VERSION = 3
 
 
 def default_cache_dir() -> Path:
@@ -53,7 +56,9 @@ class KeyParts:
     ``workspace_bytes`` is the builder's workspace limit (None: TensorRT's default); ``plugin_sha256`` is the
     sha256 of the plugin library file, None when no plugin library is needed; ``external_data_sha256`` is
     the sha256 of the ONNX file's external data file (its weights), None for a single-file model;
-    ``builder_flags`` the ``BuilderFlag`` s set (True) or cleared (False) beyond TensorRT's defaults."""
+    ``builder_flags`` the ``BuilderFlag`` s set (True) or cleared (False) beyond TensorRT's defaults;
+    ``tensorrt_major`` the major of ``tensorrt_version`` (filled in from it when not given; an engine never
+    crosses a major: the plugin library and the engine format are per major)."""
 
     model_sha256: str
     tensorrt_version: str
@@ -66,6 +71,11 @@ class KeyParts:
     workspace_bytes: Optional[int] = None
     external_data_sha256: Optional[str] = None
     builder_flags: tuple[tuple[str, bool], ...] = ()
+    tensorrt_major: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.tensorrt_major is None:  # ValueError for a version string without a major
+            object.__setattr__(self, "tensorrt_major", major_of_version(self.tensorrt_version))
 
     @classmethod
     def create(
@@ -143,7 +153,13 @@ class EngineCache:
             or info.get("format_version") != SIDECAR_VERSION
         ):
             return Lookup(None, f"{sidecar.name}: not an rnnx engine sidecar")
-        if info.get("key") != parts.key() or info.get("parts") != json.loads(json.dumps(parts.to_dict())):
+        recorded = info.get("parts")
+        if isinstance(recorded, dict) and recorded.get("tensorrt_major") != parts.tensorrt_major:
+            return Lookup(
+                None, f"{sidecar.name}: built with TensorRT {recorded.get('tensorrt_version')} (major "
+                f"{recorded.get('tensorrt_major')}), this is TensorRT {parts.tensorrt_version} (foreign entry)"
+            )  # fmt: skip
+        if info.get("key") != parts.key() or recorded != json.loads(json.dumps(parts.to_dict())):
             return Lookup(None, f"{sidecar.name}: built for other key parts (foreign entry)")
         size = engine.stat().st_size
         if size != info.get("engine_bytes"):

@@ -54,7 +54,9 @@ class EngineStep:
 
     def run(self, out_dir: Path, log: Optional[Log] = None) -> Path:
         """The engine for the export in ``out_dir``, built or found in the cache."""
+        from rnnx.plugins import PluginLibraryMismatch  # a plugin library of another TensorRT major
+
         try:
             return Path(build_engine(out_dir, limits=self.limits, cache_dir=self.cache_dir, log=log))
-        except (EngineBuildError, ProfileError, TensorRTNotInstalled, ValueError) as e:
+        except (EngineBuildError, PluginLibraryMismatch, ProfileError, TensorRTNotInstalled, ValueError) as e:
             raise EngineStepError(f"engine build failed (the ONNX export in {out_dir} is kept): {e}") from e

@@ -72,6 +72,22 @@ __device__ __forceinline__ float sigmoid(float x)
     return 1.f / (1.f + expf(-x));
 }
 
+//! Whether element `i` of a pad mask of element type `type` is a pad step (non-zero); never with no mask. The
+//! branch on `type` is uniform over a launch (it comes from the launch's params).
+__device__ __forceinline__ bool isPad(const void* mask_pad, MaskType type, size_t i)
+{
+    if (mask_pad == nullptr)
+        return false;
+    return type == MaskType::kINT32 ? static_cast<const int32_t*>(mask_pad)[i] != 0
+                                    : static_cast<const uint8_t*>(mask_pad)[i] != 0;
+}
+
+//! Whether `type` is a MaskType the kernels read.
+inline bool validMaskType(MaskType type)
+{
+    return type == MaskType::kUINT8 || type == MaskType::kINT32;
+}
+
 //! Calls fn(T{}) with T the device type of `type`: float, __half or __nv_bfloat16.
 template <typename Fn> cudaError_t dispatchType(DataType type, Fn&& fn)
 {

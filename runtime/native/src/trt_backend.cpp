@@ -6,15 +6,23 @@
 // attention_mask and the logits. So a decode loop allocates nothing after its first step (a growing KV cache
 // reallocates a logarithmic number of times), and nothing is freed before the state or the model is.
 //
-// NOT RUN: no GPU with TensorRT has run this file; it is compiled wherever the headers exist, and the library
-// search, the version check and the device selection (with test doubles of libnvinfer and libcudart) and the
-// plugin loader (trt_plugins.cpp, with a stand-in registry) are tested without TensorRT.
+// One build serves one TensorRT major, its headers' (10.7 to 10.x with TensorRT 10 headers, 11.x with 11's): it
+// loads libnvinfer.so.<that major>, refuses any other major (the interfaces' vtables differ between majors) and
+// a plugin library built for another major (trt_plugins.cpp), and checks that the engine's optimization
+// profiles are decode then prefill (trt_profiles.cpp).
+//
+// NOT RUN: no GPU with TensorRT has run this file; it is compiled wherever the headers exist (TensorRT 10.14 and
+// 11.1 so far), and the library search, the version check and the device selection (with test doubles of
+// libnvinfer and libcudart), the plugin loader and the plugin library's major (trt_plugins.cpp, with a stand-in
+// registry and plugin library doubles) and the profile order (trt_profiles.cpp, over given ranges) are tested
+// without TensorRT.
 #include "backend.h"
 #include "error.h"
 
 #if RNNX_WITH_TENSORRT
 
 #include "trt_plugins.h"
+#include "trt_profiles.h"
 
 #include <NvInferRuntime.h>
 
@@ -204,6 +212,23 @@ bool library_version(void* handle, TrtVersion& version, std::string& file)
     return true;
 }
 
+// The oldest TensorRT of the headers' major that this backend serves: 10.7 for TensorRT 10, as Python's
+// rnnx.runtime.tensorrt MIN_TENSORRT_VERSION (below 10.7 TensorRT's ONNX parser imports an rnnx node's local
+// function instead of the registered plugin, so rnnx builds no engine with it; and an engine is deserialized
+// only by the TensorRT that built it, so a 10.6 would fail later with a less clear message); N.0 for any later
+// major N.
+constexpr TrtVersion kMinimum{NV_TENSORRT_MAJOR, NV_TENSORRT_MAJOR == 10 ? 7 : 0, 0};
+
+// What this build serves: "10.7 to 10.x (libnvinfer.so.<major>)" for the 10.x headers; `why`: the minimum's
+// reason in the parentheses.
+std::string served(bool why)
+{
+    const std::string major = std::to_string(kMinimum.major);
+    const std::string minimum = major + "." + std::to_string(kMinimum.minor);
+    return minimum + " to " + major + ".x (libnvinfer.so." + major
+        + (why ? "; " + minimum + " is the oldest TensorRT rnnx builds engines with" : "") + ")";
+}
+
 struct Nvinfer
 {
     void* handle = nullptr;
@@ -212,7 +237,8 @@ struct Nvinfer
 };
 
 // Loads libnvinfer once per process (a failure is not kept: the next open searches again). The first library
-// found is checked against the headers' major version (RNNX_ERROR_UNAVAILABLE naming it on a mismatch), then
+// found is checked against the headers' major version and kMinimum (RNNX_ERROR_UNAVAILABLE naming it, one line:
+// a binary built with the headers of one major never drives another, whose interfaces' vtables differ), then
 // made global (the rnnx plugin library finds TensorRT's registry through the global symbols).
 const Nvinfer& nvinfer()
 {
@@ -230,15 +256,16 @@ const Nvinfer& nvinfer()
         Nvinfer found;
         found.file = candidate;
         const bool known = library_version(handle, found.version, found.file);
-        if (!known || found.version.major != NV_TENSORRT_MAJOR)
+        const TrtVersion& v = found.version;
+        const bool too_old = known && v.major == kMinimum.major && v.minor < kMinimum.minor;
+        if (!known || v.major != NV_TENSORRT_MAJOR || too_old)
         {
             ::dlclose(handle);
             throw Error(RNNX_ERROR_UNAVAILABLE,
-                found.file + (known ? " is TensorRT " + found.version.text() : " has no getInferLibVersion")
+                found.file + (known ? " is TensorRT " + v.text() : " has no getInferLibVersion")
                     + "; this librnnx_runtime was built with the TensorRT " + std::to_string(NV_TENSORRT_MAJOR) + "."
-                    + std::to_string(NV_TENSORRT_MINOR) + " headers and needs TensorRT "
-                    + std::to_string(NV_TENSORRT_MAJOR) + " (libnvinfer.so." + std::to_string(NV_TENSORRT_MAJOR)
-                    + "): name the folder of one first in $" + kLibsVariable);
+                    + std::to_string(NV_TENSORRT_MINOR) + " headers and serves TensorRT " + served(too_old)
+                    + ": name the folder of one first in $" + kLibsVariable);
         }
         void* global = ::dlopen(found.file.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
         if (global != nullptr)
@@ -518,7 +545,8 @@ public:
         if (registry == nullptr)
             throw Error(RNNX_ERROR_UNAVAILABLE, nvinfer_.file + " has no plugin registry (getPluginRegistry)");
         if (!options.trt_plugin_library.empty())
-            load_plugin_library(*registry, options.trt_plugin_library, creators, [this] { return logger_.last(); });
+            load_plugin_library(*registry, options.trt_plugin_library, creators, nvinfer_.version.major,
+                [this] { return logger_.last(); });
         else if (const auto missing = missing_creators(*registry, creators); !missing.empty())
             throw Error(RNNX_ERROR_INVALID_ARGUMENT,
                 artifact_.directory + ": the export needs the plugin creators " + creator_names(missing)
@@ -531,6 +559,7 @@ public:
         if (!engine_)
             throw Error(RNNX_ERROR_BACKEND,
                 options.trt_engine + ": TensorRT could not deserialize the engine" + logger_.says());
+        check_profiles(options.trt_engine);
         context_.reset(engine_->createExecutionContext());
         if (!context_)
             throw Error(RNNX_ERROR_BACKEND, "TensorRT could not create an execution context" + logger_.says());
@@ -683,6 +712,29 @@ private:
         state->cuda = cuda_holder_;
         state->device = device_;
         return state;
+    }
+
+    // run() selects profile 0 for a one-token call and 1 for any other: an engine built elsewhere must have
+    // them in that order (RNNX_ERROR_METADATA naming the engine file and what its profiles hold otherwise).
+    void check_profiles(const std::string& file) const
+    {
+        const std::string& ids = artifact_.input_names[0]; // (batch, length)
+        std::vector<SequenceRange> ranges;
+        for (int32_t p = 0; p < engine_->getNbOptimizationProfiles(); ++p)
+        {
+            using Select = nvinfer1::OptProfileSelector;
+            const nvinfer1::Dims lo = engine_->getProfileShape(ids.c_str(), p, Select::kMIN);
+            const nvinfer1::Dims opt = engine_->getProfileShape(ids.c_str(), p, Select::kOPT);
+            const nvinfer1::Dims hi = engine_->getProfileShape(ids.c_str(), p, Select::kMAX);
+            if (lo.nbDims != 2 || opt.nbDims != 2 || hi.nbDims != 2)
+                throw Error(RNNX_ERROR_METADATA,
+                    file + ": the engine has no input '" + ids + "' of 2 dimensions (batch, length) in profile "
+                        + std::to_string(p) + "; rnnx.json names it first: the engine is of another export");
+            ranges.push_back({lo.d[1], opt.d[1], hi.d[1]});
+        }
+        const std::string problem = profile_order_problem(ids, ranges);
+        if (!problem.empty())
+            throw Error(RNNX_ERROR_METADATA, file + ": " + problem);
     }
 
     // The engine's shape for an output, given the bound inputs, must be the one its buffer was sized for.

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <map>
 #include <mutex>
 
@@ -36,6 +37,17 @@ std::string real_path(const std::string& path)
 {
     char resolved[PATH_MAX];
     return ::realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix)
+{
+    return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The command that builds the loadLibrary kind of the plugin library for TensorRT `major`.
+std::string build_command(int major)
+{
+    return "TENSORRT_ROOT=<TensorRT " + std::to_string(major) + " dir> python -m rnnx.plugins --kind load_library";
 }
 
 // What this process loaded (or found registered by someone else: nullptr), by real path.
@@ -88,8 +100,40 @@ std::vector<PluginCreator> missing_creators(
     return out;
 }
 
+int plugin_library_major(const std::string& path)
+{
+    void* handle = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    if (handle == nullptr)
+    {
+        const char* why = ::dlerror();
+        throw Error(RNNX_ERROR_BACKEND,
+            path + ": cannot be loaded to read the TensorRT major it was built for"
+                + (why != nullptr ? std::string(" (") + why + ")" : std::string()));
+    }
+    using MajorFn = int32_t (*)();
+    auto major = reinterpret_cast<MajorFn>(::dlsym(handle, kPluginMajorSymbol));
+    const int value = major != nullptr ? static_cast<int>(major()) : -1;
+    ::dlclose(handle);
+    return value;
+}
+
+void check_plugin_library_major(const std::string& path, int tensorrt_major)
+{
+    const int built = plugin_library_major(path);
+    if (built == -1)
+        throw Error(RNNX_ERROR_BACKEND,
+            path + ": built before rnnx recorded its TensorRT major (it exports no " + kPluginMajorSymbol
+                + "): rebuild it for TensorRT " + std::to_string(tensorrt_major) + ": "
+                + build_command(tensorrt_major));
+    if (built != tensorrt_major)
+        throw Error(RNNX_ERROR_BACKEND,
+            path + ": built for TensorRT " + std::to_string(built) + ", but the TensorRT loaded is "
+                + std::to_string(tensorrt_major) + ": build the plugins for TensorRT " + std::to_string(tensorrt_major)
+                + ": " + build_command(tensorrt_major));
+}
+
 void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string& path,
-    const std::vector<PluginCreator>& creators, const std::function<std::string()>& detail)
+    const std::vector<PluginCreator>& creators, int tensorrt_major, const std::function<std::string()>& detail)
 {
     const std::string key = real_path(path);
     std::lock_guard<std::mutex> lock(loaded_mutex);
@@ -120,12 +164,13 @@ void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string
                 + " not: another rnnx plugin library is loaded in this process, and TensorRT's loadLibrary would "
                   "fail");
     }
+    // The self-registering library is not opened to read its major: a dlopen registers its creators.
+    const bool is_static = ends_with(path, "_static.so");
+    if (!is_static)
+        check_plugin_library_major(path, tensorrt_major);
     void* handle = registry.loadLibrary(path.c_str());
     if (handle == nullptr)
     {
-        const std::string suffix = "_static.so";
-        const bool is_static =
-            path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
         const std::string why = detail ? detail() : std::string();
         throw Error(RNNX_ERROR_BACKEND,
             path + ": TensorRT could not load the plugin library"

@@ -37,17 +37,36 @@ std::string creator_names(const std::vector<PluginCreator>& creators);
 std::vector<PluginCreator> missing_creators(
     nvinfer1::IPluginRegistry& registry, const std::vector<PluginCreator>& creators);
 
+// The symbol a plugin library exports (plugins/common/pluginRegistration.cpp): extern "C" int32_t
+// rnnx_trt_plugins_tensorrt_major(), the NV_TENSORRT_MAJOR it was compiled with.
+inline constexpr const char* kPluginMajorSymbol = "rnnx_trt_plugins_tensorrt_major";
+
+// The TensorRT major the plugin library at `path` was compiled with: dlopen(RTLD_LAZY | RTLD_LOCAL), dlsym of
+// kPluginMajorSymbol, call, dlclose. Only for librnnx_trt_plugins.so (the loadLibrary kind, which registers
+// nothing when it is loaded): the self-registering librnnx_trt_plugins_static.so would register its creators.
+// -1 when the library does not export the symbol (built before rnnx recorded it); Error(RNNX_ERROR_BACKEND)
+// naming the file and dlerror's reason when it cannot be loaded.
+int plugin_library_major(const std::string& path);
+
+// Error(RNNX_ERROR_BACKEND), one line, when the plugin library at `path` was built for another TensorRT major
+// than `tensorrt_major` (the loaded libnvinfer's) or does not say which (plugin_library_major's -1); the line
+// names both majors and the command that builds the library for `tensorrt_major`. A binary built with the
+// headers of one major never drives another: the plugin interfaces' vtables differ between 10 and 11.
+void check_plugin_library_major(const std::string& path, int tensorrt_major);
+
 // Registers the creators of the plugin library at `path` once per process; returns loadLibrary's handle, or
-// nullptr when the creators were registered by someone else. In order, under one process-wide lock:
+// nullptr when the creators were registered by someone else. `tensorrt_major`: the major of the libnvinfer
+// loaded (the one `registry` belongs to). In order, under one process-wide lock:
 //  - a library whose real path (realpath; the path itself when it has none) this function already loaded or
 //    skipped is not loaded again (Error when `creators` names one it did not register);
 //  - when every entry of `creators` is already registered, nothing is loaded;
 //  - when only some are, Error naming both sets (another rnnx plugin library is loaded, and loadLibrary
 //    would fail);
-//  - otherwise registry.loadLibrary(path) once; Error when it returns nullptr or the creators are not
-//    registered after it.
+//  - otherwise check_plugin_library_major(path, tensorrt_major) (skipped for a file named *_static.so, which
+//    loadLibrary refuses, see below), then registry.loadLibrary(path) once; Error when it returns nullptr (a
+//    hint for a *_static.so) or the creators are not registered after it.
 // Errors are Error(RNNX_ERROR_BACKEND); `detail`, when given, adds TensorRT's last message to loadLibrary's.
 void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string& path,
-    const std::vector<PluginCreator>& creators, const std::function<std::string()>& detail = {});
+    const std::vector<PluginCreator>& creators, int tensorrt_major, const std::function<std::string()>& detail = {});
 
 } // namespace rnnx

@@ -1,6 +1,14 @@
-// rnnx_trt_plugins_test DIR: the TensorRT backend's plugin loader (src/trt_plugins.cpp) against a stand-in
-// plugin registry, without TensorRT. DIR is a writable folder; the program makes empty files there to stand for
-// plugin libraries (the loader keys them by real path; the stand-in registry never opens them).
+// rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED: the TensorRT backend's plugin loader (src/trt_plugins.cpp)
+// against a stand-in plugin registry, and its engine profile order check (src/trt_profiles.cpp), without
+// TensorRT. DIR is a writable folder; the program copies plugin library doubles there to stand for plugin
+// libraries (the loader keys them by real path and reads the TensorRT major they were built for; the stand-in
+// registry never opens them).
+//
+// TEST DOUBLES (no TensorRT and no plugin library built for two majors exist here): LIB10 and LIB11 are shared
+// libraries whose only function is rnnx_trt_plugins_tensorrt_major(), returning 10 and 11, as
+// librnnx_trt_plugins.so built with the TensorRT 10 or 11 headers does; LIB_UNMARKED exports no such function, as
+// a plugin library built before rnnx recorded its major. tests/test_native_runtime.py compiles them. The loader
+// is given the major of "the loaded TensorRT" as an argument, so every case runs with either header set.
 //
 // It prints one line per case (what loadLibrary was asked, and the handle or the error's status and message)
 // for tests/test_native_runtime.py to compare, "FAILED <what>" for a check of its own that fails, and exits 1
@@ -15,6 +23,7 @@
 #include "error.h"
 #include "json.h"
 #include "trt_plugins.h"
+#include "trt_profiles.h"
 
 #include <cstdio>
 #include <fstream>
@@ -92,8 +101,9 @@ public:
         return nullptr;
     }
 
-    // The rest of the interface: not used by the loader. The pure virtual interface includes TensorRT's deprecated
-    // IPluginCreator (V2) methods, which must be overridden all the same.
+    // The rest of the interface: not used by the loader. In TensorRT 10 the pure virtual interface includes the
+    // deprecated IPluginCreator (V2) methods, which must be overridden all the same; TensorRT 11 removed them.
+#if NV_TENSORRT_MAJOR < 11
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     bool registerCreator(nvinfer1::IPluginCreator&, const char* const) noexcept override
@@ -110,16 +120,17 @@ public:
     {
         return nullptr;
     }
-    void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
-    nvinfer1::IErrorRecorder* getErrorRecorder() const noexcept override
-    {
-        return nullptr;
-    }
     bool deregisterCreator(const nvinfer1::IPluginCreator&) noexcept override
     {
         return false;
     }
 #pragma GCC diagnostic pop
+#endif
+    void setErrorRecorder(nvinfer1::IErrorRecorder* const) noexcept override {}
+    nvinfer1::IErrorRecorder* getErrorRecorder() const noexcept override
+    {
+        return nullptr;
+    }
     bool isParentSearchEnabled() const override
     {
         return false;
@@ -159,22 +170,34 @@ private:
 
 const std::vector<PluginCreator> kCreators{{"SRUScan", "1", "rnnx"}, {"CausalLinearAttention", "1", "rnnx"}};
 
-std::string make_file(const std::string& dir, const std::string& name)
+// The plugin library doubles (see the file's comment), set by main.
+std::string lib10;
+std::string lib11;
+std::string lib_unmarked;
+
+// A file at dir/name: a copy of `library` (a plugin library double), or an empty file when `library` is "".
+std::string make_file(const std::string& dir, const std::string& name, const std::string& library = lib10)
 {
     const std::string path = dir + "/" + name;
-    std::ofstream(path).put('\0');
+    std::ofstream out(path, std::ios::binary);
+    if (library.empty())
+        out.put('\0');
+    else
+        out << std::ifstream(library, std::ios::binary).rdbuf();
+    check(out.good(), "writing " + path);
     return path;
 }
 
-// One call of the loader: "loadLibrary calls N, <handle | nullptr | status S: message>".
+// One call of the loader, with TensorRT `major` loaded: "loadLibrary calls N, <handle | nullptr | status S:
+// message>".
 std::string load(RegistryDouble& registry, const std::string& path, void** handle = nullptr,
-    const std::vector<PluginCreator>& creators = kCreators)
+    const std::vector<PluginCreator>& creators = kCreators, int major = 10)
 {
     std::string outcome;
     try
     {
-        void* h =
-            rnnx::load_plugin_library(registry, path, creators, [] { return std::string("the last TensorRT error"); });
+        void* h = rnnx::load_plugin_library(
+            registry, path, creators, major, [] { return std::string("the last TensorRT error"); });
         if (handle != nullptr)
             *handle = h;
         outcome = h != nullptr ? "handle" : "nullptr";
@@ -204,16 +227,26 @@ std::string creators_of(const std::string& text)
     }
 }
 
+// The profile order check over the sequence axis' (min, opt, max) of each profile: "ok" or its message.
+std::string order_of(const std::vector<rnnx::SequenceRange>& ranges)
+{
+    const std::string problem = rnnx::profile_order_problem("input_ids", ranges);
+    return problem.empty() ? "ok" : problem;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
-    if (argc != 2)
+    if (argc != 5)
     {
-        std::fprintf(stderr, "usage: rnnx_trt_plugins_test DIR\n");
+        std::fprintf(stderr, "usage: rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED\n");
         return 2;
     }
     const std::string dir = argv[1];
+    lib10 = argv[2];
+    lib11 = argv[3];
+    lib_unmarked = argv[4];
 
     {
         // A process that opens the same TensorRT export twice, the second time through a symlink.
@@ -254,7 +287,7 @@ int main(int argc, char** argv)
         // loadLibrary fails; the self-registering library's name gets a hint.
         RegistryDouble registry;
         print("null handle", load(registry, make_file(dir, "broken.so")));
-        print("static library", load(registry, make_file(dir, "librnnx_trt_plugins_static.so")));
+        print("static library", load(registry, make_file(dir, "librnnx_trt_plugins_static.so", "")));
     }
     {
         // The library loads but does not register what the export needs; the next export needs more.
@@ -267,6 +300,42 @@ int main(int argc, char** argv)
         print("older library", load(registry, older, nullptr, {kCreators[0]}));
         print("older library, an export needing more", load(registry, older));
     }
+    {
+        // The plugin library's TensorRT major against the loaded TensorRT's: checked before loadLibrary.
+        RegistryDouble registry;
+        const std::string built10 = make_file(dir, "built_for_10.so", lib10);
+        const std::string built11 = make_file(dir, "built_for_11.so", lib11);
+        registry.libraries[built10] = kCreators;
+        registry.libraries[built11] = kCreators;
+        check(rnnx::plugin_library_major(built10) == 10 && rnnx::plugin_library_major(built11) == 11,
+            "plugin_library_major reads the doubles' majors");
+        print("built for 10, TensorRT 11 loaded", load(registry, built10, nullptr, kCreators, 11));
+        print("built for 11, TensorRT 10 loaded", load(registry, built11, nullptr, kCreators, 10));
+        print("built for 11, TensorRT 11 loaded", load(registry, built11, nullptr, kCreators, 11));
+        RegistryDouble other;
+        other.libraries[built10] = kCreators;
+        print("built for 10, TensorRT 10 loaded", load(other, built10, nullptr, kCreators, 10));
+        RegistryDouble unmarked;
+        const std::string old = make_file(dir, "unmarked.so", lib_unmarked);
+        unmarked.libraries[old] = kCreators;
+        print("built before the major was recorded", load(unmarked, old, nullptr, kCreators, 11));
+        check(rnnx::plugin_library_major(old) == -1, "plugin_library_major of a library without the symbol");
+        const std::string empty = make_file(dir, "not_a_library.so", "");
+        unmarked.libraries[empty] = kCreators;
+        const std::string outcome = load(unmarked, empty);
+        const std::string expected = "loadLibrary calls 0, status 5: " + empty
+            + ": cannot be loaded to read the TensorRT major it was built for (";
+        check(outcome.rfind(expected, 0) == 0, "not a library: " + outcome);
+    }
+    // The engine's optimization profiles, as (min, opt, max) of input_ids' sequence axis.
+    print("profiles decode, prefill", order_of({{1, 1, 1}, {1, 512, 512}}));
+    print("profiles of max_length 1", order_of({{1, 1, 1}, {1, 1, 1}}));
+    print("profiles decode, prefill from 2", order_of({{1, 1, 1}, {2, 64, 128}}));
+    print("profiles decode, prefill, a third", order_of({{1, 1, 1}, {1, 64, 128}, {1, 8, 16}}));
+    print("profiles prefill, decode", order_of({{1, 512, 512}, {1, 1, 1}}));
+    print("profiles decode, prefill from 8", order_of({{1, 1, 1}, {8, 64, 128}}));
+    print("profiles prefill only", order_of({{1, 256, 512}}));
+    print("profiles none", order_of({}));
     print("required_creators",
         creators_of(R"({"ops": [{"name": "SRUScan", "domain": "rnnx", "version": 1, "plugin_version": "1",
             "plugin_namespace": "rnnx"}, {"name": "CausalLinearAttention", "plugin_version": 2}]})"));

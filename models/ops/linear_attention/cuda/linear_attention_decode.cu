@@ -42,7 +42,7 @@ __device__ float blockSum(float v, float* scratch)
 template <typename T>
 __global__ void __launch_bounds__(kThreads) linearAttentionStepKernel(LinearAttentionParams p, int t,
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const float* S_in, const float* z_in,
-    const uint8_t* __restrict__ mask_pad, T* __restrict__ out, float* S_out, float* z_out)
+    const void* __restrict__ mask_pad, T* __restrict__ out, float* S_out, float* z_out)
 {
     RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
     const int E = p.dim_k, M = p.dim_v;
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) linearAttentionStepKernel(LinearAtte
     const size_t bh = blockIdx.x;
     const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
     const size_t row = TokenRows::of(p, b).row(t);
-    const bool pad = isPad(mask_pad, row);
+    const bool pad = isPad(mask_pad, p.mask_type, row);
     const size_t qk_offset = (row * p.heads + h) * E;
     const size_t vo_offset = (row * p.heads + h) * M;
     const T* qr = q + qk_offset;
@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) linearAttentionStepKernel(LinearAtte
 } // namespace
 
 cudaError_t launchLinearAttentionStep(const LinearAttentionParams& p, DataType type, int t, const void* q,
-    const void* k, const void* v, const float* S_in, const float* z_in, const uint8_t* mask_pad, void* out,
-    float* S_out, float* z_out, cudaStream_t stream)
+    const void* k, const void* v, const float* S_in, const float* z_in, const void* mask_pad, void* out, float* S_out,
+    float* z_out, cudaStream_t stream)
 {
     const size_t blocks = static_cast<size_t>(p.batch) * p.heads;
     if (blocks == 0)

@@ -33,19 +33,13 @@ struct TokenRows
     }
 };
 
-//! Whether `row` is a pad step (mask_pad non-zero there); never with no mask.
-__device__ __forceinline__ bool isPad(const uint8_t* mask_pad, size_t row)
-{
-    return mask_pad != nullptr && mask_pad[row] != 0;
-}
-
 //! One recurrence step for token t of every (batch, head): reads q, k, v (and mask_pad) at position t of
 //! sequences of length params.length in the packed layout of rnnx/kernels.h, the state (S_in, z_in) (nullptr =
 //! zeros), writes out at position t and the new state (S_out, z_out), which may alias (S_in, z_in) exactly. A pad
 //! step copies the state and still writes out. Any E >= 1 and M >= 1.
 cudaError_t launchLinearAttentionStep(const LinearAttentionParams& params, DataType type, int t, const void* q,
-    const void* k, const void* v, const float* S_in, const float* z_in, const uint8_t* mask_pad, void* out,
-    float* S_out, float* z_out, cudaStream_t stream);
+    const void* k, const void* v, const float* S_in, const float* z_in, const void* mask_pad, void* out, float* S_out,
+    float* z_out, cudaStream_t stream);
 
 } // namespace detail
 } // namespace kernels

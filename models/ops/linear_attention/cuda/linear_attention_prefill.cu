@@ -87,7 +87,7 @@ template <typename T, int E, int M> struct PrefillConfig
 template <typename T, int E, int M>
 __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams p, const T* __restrict__ q,
     const T* __restrict__ k, const T* __restrict__ v, const float* S0, const float* z0,
-    const uint8_t* __restrict__ mask_pad, T* __restrict__ out, float* S_last, float* z_last)
+    const void* __restrict__ mask_pad, T* __restrict__ out, float* S_last, float* z_last)
 {
     using Cfg = PrefillConfig<T, E, M>;
     constexpr int C = Cfg::kChunk;
@@ -137,14 +137,16 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
             const size_t row = in ? rowsOf.row(t0 + t) : 0;
             const size_t g = row * ldqk + e;
             Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(qb[g])) : 0.f);
-            Ks[t * Cfg::kLdQK + e] = fromFloat<T>(in && !detail::isPad(mask_pad, row) ? phi(toFloat(kb[g])) : 0.f);
+            Ks[t * Cfg::kLdQK + e] =
+                fromFloat<T>(in && !detail::isPad(mask_pad, p.mask_type, row) ? phi(toFloat(kb[g])) : 0.f);
         }
         for (int i = tid; i < C * TM; i += kThreads)
         {
             const int t = i / TM, m = i % TM;
             const bool in = t < rows;
             const size_t row = in ? rowsOf.row(t0 + t) : 0;
-            Vs[t * Cfg::kLdV + m] = in && !detail::isPad(mask_pad, row) ? vb[row * ldvo + m0 + m] : fromFloat<T>(0.f);
+            Vs[t * Cfg::kLdV + m] =
+                in && !detail::isPad(mask_pad, p.mask_type, row) ? vb[row * ldvo + m0 + m] : fromFloat<T>(0.f);
         }
         __syncthreads();
 
@@ -325,7 +327,7 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
             for (int s = 0; s < rows; ++s)
             {
                 const size_t row = rowsOf.row(t0 + s);
-                if (!detail::isPad(mask_pad, row))
+                if (!detail::isPad(mask_pad, p.mask_type, row))
                     sum += phi(toFloat(kb[row * ldqk + e]));
             }
             zs[e] += sum;
@@ -367,7 +369,7 @@ cudaError_t allowSharedMemory(Kernel* kernel, int bytes, std::atomic<unsigned lo
 
 template <typename T, int E, int M>
 cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     using Cfg = PrefillConfig<T, E, M>;
     static std::atomic<unsigned long long> shared_set{0}; // per instantiation: this kernel's devices
@@ -389,7 +391,7 @@ cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k
 
 template <typename T, int E>
 cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     switch (p.dim_v)
     {
@@ -402,7 +404,7 @@ cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, co
 
 template <typename T>
 cudaError_t dispatchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const uint8_t* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
+    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
 {
     switch (p.dim_k)
     {
@@ -435,10 +437,11 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& p, DataTy
 }
 
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataType type, const void* q, const void* k,
-    const void* v, const float* S0, const float* z0, const uint8_t* mask_pad, void* out, float* S_last, float* z_last,
+    const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last, float* z_last,
     void* workspace, cudaStream_t stream)
 {
-    if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0)
+    if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0
+        || !detail::validMaskType(p.mask_type))
     {
         return cudaErrorInvalidValue;
     }

@@ -1,5 +1,6 @@
 #include "causalLinearAttentionPlugin.h"
 
+#include "common/exprChecks.h"
 #include "rnnx/kernels.h"
 
 #include <cmath>
@@ -106,33 +107,47 @@ int32_t CausalLinearAttentionPlugin::outputShapes(nvinfer1::DimsExprs const* inp
     CausalLinearAttentionInputs const& layout, nvinfer1::DimsExprs* outputs,
     nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
 {
+    nvinfer1::DimsExprs const& q = inputs[layout.q];
+    nvinfer1::DimsExprs const& k = inputs[layout.k];
     nvinfer1::DimsExprs const& v = inputs[layout.v];
-    if (inputs[layout.q].nbDims != 3 || inputs[layout.k].nbDims != 3 || v.nbDims != 3 || inputs[layout.S0].nbDims != 4
-        || inputs[layout.z0].nbDims != 3 || inputs[layout.maskPad].nbDims != 2)
+    nvinfer1::DimsExprs const& S0 = inputs[layout.S0];
+    nvinfer1::DimsExprs const& z0 = inputs[layout.z0];
+    nvinfer1::DimsExprs const& mask = inputs[layout.maskPad];
+    if (q.nbDims != 3 || k.nbDims != 3 || v.nbDims != 3 || S0.nbDims != 4 || z0.nbDims != 3 || mask.nbDims != 2)
     {
         logLayerError("q, k, v must be 3-D (heads packed), S0 4-D, z0 3-D, mask_pad 2-D");
+        return -1;
+    }
+    // Extents known at build time (constants) must agree; symbolic ones are checked on the concrete shapes by
+    // onShapeChange (checkShapes). q, k (d0, d1, H*E), v (d0, d1, H*M), mask_pad (d0, d1), S0 (B, H, E, M),
+    // z0 (B, H, E), with B = d1 when time_major, else d0.
+    int64_t const H = mParams.numHeads;
+    nvinfer1::IDimensionExpr const* batch = mParams.timeMajor != 0 ? q.d[1] : q.d[0];
+    bool ok = dimMayBeMultipleOf(q.d[2], H) && dimMayBeMultipleOf(v.d[2], H);
+    for (int32_t i = 0; i < 3; ++i)
+    {
+        ok = ok && dimsMayMatch(k.d[i], q.d[i]) && (i == 2 || dimsMayMatch(v.d[i], q.d[i]));
+    }
+    ok = ok && dimsMayMatch(mask.d[0], q.d[0]) && dimsMayMatch(mask.d[1], q.d[1]);
+    ok = ok && dimsMayMatch(S0.d[0], batch) && dimMayBe(S0.d[1], H) && dimTimesMayMatch(S0.d[2], H, q.d[2])
+        && dimTimesMayMatch(S0.d[3], H, v.d[2]);
+    ok = ok && dimsMayMatch(z0.d[0], batch) && dimMayBe(z0.d[1], H) && dimTimesMayMatch(z0.d[2], H, q.d[2])
+        && dimsMayMatch(z0.d[2], S0.d[2]) && dimsMayMatch(z0.d[0], S0.d[0]);
+    if (!ok)
+    {
+        std::string const axes = mParams.timeMajor != 0 ? "(L, B, " : "(B, L, ";
+        logLayerError("input extents known at build time do not match num_heads " + std::to_string(H) + ", time_major "
+            + std::to_string(mParams.timeMajor) + ": expected q, k " + axes + "H*E), v " + axes
+            + "H*M) with H*E and H*M multiples of " + std::to_string(H) + ", mask_pad q's two leading extents, S0 (B, "
+            + std::to_string(H) + ", E, M), z0 (B, " + std::to_string(H) + ", E)");
         return -1;
     }
     // out is (d0, d1, H*M), v's shape; the state outputs take the state inputs' shapes (S_last continues S0,
     // z_last continues z0).
     outputs[0] = v;
-    outputs[1] = inputs[layout.S0];
-    outputs[2] = inputs[layout.z0];
+    outputs[1] = S0;
+    outputs[2] = z0;
     return 0;
-}
-
-size_t CausalLinearAttentionPlugin::getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-    nvinfer1::DynamicPluginTensorDesc const* /*outputs*/, int32_t /*nbOutputs*/) const noexcept
-{
-    kernels::DataType type{};
-    kernels::LinearAttentionParams params{};
-    CausalLinearAttentionInputs const layout;
-    if (inputs == nullptr || nbInputs != kNB_INPUTS || !toKernelType(inputs[layout.q].desc.type, type)
-        || !attentionSizes(inputs[layout.q].max, inputs[layout.v].max, mParams, params))
-    {
-        return 0;
-    }
-    return kernels::causalLinearAttentionWorkspaceSize(params, type);
 }
 
 bool CausalLinearAttentionPlugin::checkShapes(
@@ -171,7 +186,7 @@ bool CausalLinearAttentionPlugin::checkShapes(
 }
 
 int32_t CausalLinearAttentionPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
-    void* const* outputs, void* workspace, cudaStream_t stream) noexcept
+    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
 {
     kernels::DataType type{};
     kernels::LinearAttentionParams params{};
@@ -180,11 +195,20 @@ int32_t CausalLinearAttentionPlugin::launch(nvinfer1::PluginTensorDesc const* in
     {
         return notConfigured();
     }
-    // Every input is bound: the state (zeros when the model gave none) and the mask (all false without padding).
+    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, params.mask_type))
+    {
+        logLayerError("mask_pad (input 5) must be int32, got DataType "
+            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
+        return -1;
+    }
+    // Every input is bound: the state (zeros when the model gave none) and the mask (all false without padding;
+    // int32 from TensorRT, read as such). No workspace: the kernels need one only to copy z0 when z_last aliases
+    // z0, and TensorRT gives z_last its own buffer (the plugin declares no in-place I/O), so the plugin asks for
+    // none (PluginBase::getWorkspaceSize) and passes nullptr (the kernel refuses an aliased z0 without workspace).
     return launched(kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q], inputs[mLayout.k],
         inputs[mLayout.v], static_cast<float const*>(inputs[mLayout.S0]), static_cast<float const*>(inputs[mLayout.z0]),
-        static_cast<uint8_t const*>(inputs[mLayout.maskPad]), outputs[0], static_cast<float*>(outputs[1]),
-        static_cast<float*>(outputs[2]), workspace, stream));
+        inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), nullptr,
+        stream));
 }
 
 } // namespace plugin

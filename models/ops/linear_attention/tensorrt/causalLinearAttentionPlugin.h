@@ -7,7 +7,7 @@
  * no empty-name slots for this target), heads packed in the last axis:
  *   0 q, 1 k (B, L, H*E), 2 v (B, L, H*M) in fp32 / fp16 / bf16 -- (L, B, H*.) when time_major;
  *   3 S0 (B, H, E, M) and 4 z0 (B, H, E) in fp32 (zeros when the model gave no state);
- *   5 mask_pad (B, L) -- (L, B) when time_major -- bool / uint8, non-zero = pad (all false without padding).
+ *   5 mask_pad (B, L) -- (L, B) when time_major -- int32, non-zero = pad (all false without padding).
  * E = q's last extent / H, M = v's last extent / H.
  * Outputs: out (d0, d1, H*M) like v in q's type, S_last (B, H, E, M) and z_last (B, H, E) fp32.
  * Outputs never alias inputs: the plugin declares no in-place I/O (no getAliasedInput), so S_last and z_last get
@@ -67,9 +67,8 @@ public:
 
     using PluginBase::PluginBase;
 
-    //! The kernels' workspace for the max profile shapes (PluginBase asks for none).
-    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+    // No getWorkspaceSize of its own: PluginBase asks for none. The kernels use workspace only to copy z0 when
+    // z_last aliases it, and TensorRT never aliases them here (the plugin declares no in-place I/O).
 
 private:
     friend class PluginBase<CausalLinearAttentionPlugin, CausalLinearAttentionParameters, CausalLinearAttentionInputs>;

@@ -21,7 +21,7 @@ constexpr int kStepsPerLoad = 8;
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads) sruScanKernel(SruScanParams p, const T* __restrict__ U,
     const T* __restrict__ x, const T* __restrict__ weight_c, const T* __restrict__ bias, const float* c0,
-    const uint8_t* __restrict__ mask_pad, T* __restrict__ h, float* c_last)
+    const void* __restrict__ mask_pad, T* __restrict__ h, float* c_last)
 {
     using detail::fromFloat;
     using detail::sigmoid;
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) sruScanKernel(SruScanParams p, const
             if (s < L)
             {
                 const size_t t = backward ? static_cast<size_t>(L - 1 - s) : static_cast<size_t>(s);
-                pad[q] = mask_pad != nullptr && mask_pad[t * p.batch + b] != 0;
+                pad[q] = detail::isPad(mask_pad, p.mask_type, t * p.batch + b);
                 const T* u = U + (t * columns + col) * K;
                 ux[q] = toFloat(u[0]);
                 uf[q] = toFloat(u[1]);
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) sruScanKernel(SruScanParams p, const
 
 template <typename T>
 cudaError_t launchSruScan(const SruScanParams& p, const void* U, const void* x, const void* weight_c, const void* bias,
-    const float* c0, const uint8_t* mask_pad, void* h, float* c_last, cudaStream_t stream)
+    const float* c0, const void* mask_pad, void* h, float* c_last, cudaStream_t stream)
 {
     const size_t columns = static_cast<size_t>(p.batch) * p.num_directions * p.hidden_size;
     if (columns == 0)
@@ -117,7 +117,7 @@ cudaError_t launchSruScan(const SruScanParams& p, const void* U, const void* x, 
 } // namespace
 
 cudaError_t sruScanForward(const SruScanParams& params, DataType type, const void* U, const void* x,
-    const void* weight_c, const void* bias, const float* c0, const uint8_t* mask_pad, void* h, float* c_last,
+    const void* weight_c, const void* bias, const float* c0, const void* mask_pad, void* h, float* c_last,
     cudaStream_t stream)
 {
     const SruScanParams& p = params;
@@ -126,6 +126,8 @@ cudaError_t sruScanForward(const SruScanParams& params, DataType type, const voi
     if (p.num_directions != 1 && p.num_directions != 2)
         return cudaErrorInvalidValue;
     if (p.num_matrices != 3 && p.num_matrices != 4)
+        return cudaErrorInvalidValue;
+    if (!detail::validMaskType(p.mask_type))
         return cudaErrorInvalidValue;
     if (p.num_matrices == 3 && p.has_skip_term && x == nullptr && p.length > 0)
     {

@@ -1,5 +1,6 @@
 #include "sruScanPlugin.h"
 
+#include "common/exprChecks.h"
 #include "rnnx/kernels.h"
 
 namespace rnnx
@@ -85,18 +86,55 @@ TensorRole SruScanPlugin::tensorRole(SruScanInputs const& layout, int32_t pos) n
 int32_t SruScanPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, SruScanInputs const& layout,
     nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
 {
-    // x (position 1) is not looked at: a dummy of any shape unless needsX, checked at onShapeChange otherwise.
-    if (inputs[layout.U].nbDims != 3 || inputs[layout.c0].nbDims != 2)
+    nvinfer1::DimsExprs const& U = inputs[layout.U];
+    nvinfer1::DimsExprs const& c0 = inputs[layout.c0];
+    if (U.nbDims != 3 || c0.nbDims != 2)
     {
         logLayerError("U must be (L, B, D*d*k) and c0 (B, D*d)");
         return -1;
     }
-    auto const* width = exprBuilder.constant(static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize);
+    // Extents known at build time (constants) must fit the fields and each other; symbolic ones are checked on
+    // the concrete shapes by onShapeChange (checkShapes).
+    int64_t const widthValue = static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize;
+    int64_t const weightVolume = constantVolume(inputs[layout.weightC]);
+    int64_t const biasVolume = constantVolume(inputs[layout.bias]);
+    nvinfer1::DimsExprs const& mask = inputs[layout.maskPad];
+    bool ok = dimMayBe(U.d[2], widthValue * mParams.numMatrices) && dimMayBe(c0.d[1], widthValue)
+        && dimsMayMatch(c0.d[0], U.d[1]) && (weightVolume < 0 || weightVolume == 2 * widthValue)
+        && (biasVolume < 0 || biasVolume == 2 * widthValue);
+    // mask_pad holds L*B elements ((L, B) as the exporter writes it).
+    int64_t const maskVolume = constantVolume(mask);
+    if (ok && mask.nbDims == 2)
+    {
+        ok = dimsMayMatch(mask.d[0], U.d[0]) && dimsMayMatch(mask.d[1], U.d[1]);
+    }
+    else if (ok && maskVolume >= 0 && isConstantDim(U.d[0]) && isConstantDim(U.d[1]))
+    {
+        ok = maskVolume == U.d[0]->getConstantValue() * U.d[1]->getConstantValue();
+    }
+    // x (position 1): (L, B, D*d) when read; otherwise a dummy of any shape, not looked at.
+    if (ok && layout.readsX)
+    {
+        nvinfer1::DimsExprs const& x = inputs[layout.x];
+        ok = x.nbDims == 3 && dimsMayMatch(x.d[0], U.d[0]) && dimsMayMatch(x.d[1], U.d[1])
+            && dimMayBe(x.d[2], widthValue);
+    }
+    if (!ok)
+    {
+        logLayerError("input extents known at build time do not match hidden_size " + std::to_string(mParams.hiddenSize)
+            + ", num_directions " + std::to_string(mParams.numDirections) + ", num_matrices "
+            + std::to_string(mParams.numMatrices) + ": expected U (L, B, "
+            + std::to_string(widthValue * mParams.numMatrices) + "), x (L, B, " + std::to_string(widthValue)
+            + ") when read, weight_c / bias " + std::to_string(2 * widthValue) + " elements, c0 (B, "
+            + std::to_string(widthValue) + "), mask_pad (L, B)");
+        return -1;
+    }
+    auto const* width = exprBuilder.constant(widthValue);
     outputs[0].nbDims = 3;
-    outputs[0].d[0] = inputs[layout.U].d[0];
-    outputs[0].d[1] = inputs[layout.U].d[1];
+    outputs[0].d[0] = U.d[0];
+    outputs[0].d[1] = U.d[1];
     outputs[0].d[2] = width;
-    outputs[1] = inputs[layout.c0];
+    outputs[1] = c0;
     return 0;
 }
 
@@ -137,6 +175,13 @@ int32_t SruScanPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void 
         logLayerError("unsupported activation type");
         return -1;
     }
+    kernels::MaskType maskType{};
+    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, maskType))
+    {
+        logLayerError("mask_pad (input 5) must be int32, got DataType "
+            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
+        return -1;
+    }
     kernels::SruScanParams params{};
     params.length = static_cast<int>(inputDesc[mLayout.U].dims.d[0]);
     params.batch = static_cast<int>(inputDesc[mLayout.U].dims.d[1]);
@@ -146,11 +191,12 @@ int32_t SruScanPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void 
     params.has_skip_term = mParams.hasSkipTerm != 0;
     params.use_tanh = mParams.useTanh != 0;
     params.scale_x = mParams.scaleX;
+    params.mask_type = maskType; // read in its real element type (int32 from TensorRT)
     // x only when the attributes read it (else its binding is a dummy); the mask always.
     return launched(
         kernels::sruScanForward(params, type, inputs[mLayout.U], mLayout.readsX ? inputs[mLayout.x] : nullptr,
             inputs[mLayout.weightC], inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.c0]),
-            static_cast<uint8_t const*>(inputs[mLayout.maskPad]), outputs[0], static_cast<float*>(outputs[1]), stream));
+            inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), stream));
 }
 
 } // namespace plugin

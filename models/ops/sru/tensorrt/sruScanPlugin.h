@@ -3,7 +3,7 @@
  *
  * Inputs: always exactly six, at fixed positions, whatever the attributes (the TensorRT node layout of
  * docs/ops.md; the exporter emits no empty-name slots for this target):
- *   0 U (L, B, D*d*k), 1 x, 2 weight_c (2*D*d), 3 bias (2*D*d), 4 c0 (B, D*d) fp32, 5 mask_pad (L, B) bool/uint8.
+ *   0 U (L, B, D*d*k), 1 x, 2 weight_c (2*D*d), 3 bias (2*D*d), 4 c0 (B, D*d) fp32, 5 mask_pad (L, B) int32.
  * x is read only when the attributes say so (num_matrices = 3 with has_skip_term): then it is (L, B, D*d);
  * otherwise it is a dummy of any shape in the activation type, neither shape-checked nor read. mask_pad is
  * always a real mask (all false when the model has no padding).

@@ -38,8 +38,8 @@ extern "C"
         rnnx::kernels::DataType type;
         if (!toDataType(dtype, &type))
             return cudaErrorInvalidValue;
-        const rnnx::kernels::SruScanParams p{
-            length, batch, hidden_size, num_directions, num_matrices, has_skip_term != 0, use_tanh != 0, scale_x};
+        const rnnx::kernels::SruScanParams p{length, batch, hidden_size, num_directions, num_matrices,
+            has_skip_term != 0, use_tanh != 0, scale_x, rnnx::kernels::MaskType::kUINT8};
         return rnnx::kernels::sruScanForward(p, type, U, x, weight_c, bias, c0, mask_pad, h, c_last, nullptr);
     }
 
@@ -49,7 +49,8 @@ extern "C"
         rnnx::kernels::DataType type;
         if (!toDataType(dtype, &type))
             return 0;
-        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, 0.f, false};
+        const rnnx::kernels::LinearAttentionParams p{
+            batch, heads, length, dim_k, dim_v, 0.f, false, rnnx::kernels::MaskType::kUINT8};
         return rnnx::kernels::causalLinearAttentionWorkspaceSize(p, type);
     }
 
@@ -62,7 +63,8 @@ extern "C"
         rnnx::kernels::DataType type;
         if (!toDataType(dtype, &type))
             return cudaErrorInvalidValue;
-        const rnnx::kernels::LinearAttentionParams p{batch, heads, length, dim_k, dim_v, eps, time_major != 0};
+        const rnnx::kernels::LinearAttentionParams p{
+            batch, heads, length, dim_k, dim_v, eps, time_major != 0, rnnx::kernels::MaskType::kUINT8};
         return rnnx::kernels::causalLinearAttentionForward(
             p, type, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace, nullptr);
     }

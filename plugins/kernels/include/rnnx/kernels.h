@@ -29,17 +29,28 @@ enum class DataType
     kBF16
 };
 
+//! Element type of a pad mask (mask_pad). Either way an element is a pad step when it is non-zero; the kernels
+//! read it in this type. The PyTorch binding passes uint8 (torch.bool / torch.uint8 storage); the TensorRT
+//! plugins pass what TensorRT gives them, which is int32: TensorRT does not support kBOOL or kUINT8 plugin
+//! tensors (PluginTensorDesc::type, NvInferRuntimePlugin.h), so the TensorRT export casts every mask to int32.
+enum class MaskType
+{
+    kUINT8, //!< one byte per element: uint8 or bool
+    kINT32  //!< int32
+};
+
 //! Attributes of one SRU scan (docs/ops.md, "SRU scan").
 struct SruScanParams
 {
-    int length;         //!< L, time steps
-    int batch;          //!< B
-    int hidden_size;    //!< d, per direction
-    int num_directions; //!< D: 1, or 2 (the second direction walks t from L-1 down to 0)
-    int num_matrices;   //!< k: 3 (x~, f, r) or 4 (x~, f, r, x')
-    bool has_skip_term; //!< h gets the highway term (1 - r) * x'
-    bool use_tanh;      //!< g = tanh, else identity
-    float scale_x;      //!< x' = scale_x * x when k = 3
+    int length;                           //!< L, time steps
+    int batch;                            //!< B
+    int hidden_size;                      //!< d, per direction
+    int num_directions;                   //!< D: 1, or 2 (the second direction walks t from L-1 down to 0)
+    int num_matrices;                     //!< k: 3 (x~, f, r) or 4 (x~, f, r, x')
+    bool has_skip_term;                   //!< h gets the highway term (1 - r) * x'
+    bool use_tanh;                        //!< g = tanh, else identity
+    float scale_x;                        //!< x' = scale_x * x when k = 3
+    MaskType mask_type{MaskType::kUINT8}; //!< element type of mask_pad (ignored without a mask)
 };
 
 //! SRU elementwise recurrence, one thread per (batch, direction, hidden unit) column.
@@ -49,15 +60,16 @@ struct SruScanParams
 //!   weight_c (2*D*d)       act dtype, [v_f (D, d); v_r (D, d)]
 //!   bias     (2*D*d)       act dtype, [b_f (D, d); b_r (D, d)]
 //!   c0       (B, D*d)      fp32 initial cell state, nullptr = zeros
-//!   mask_pad (L, B)        uint8 (or bool), non-zero = pad step: c carried, h = 0; nullptr = none
+//!   mask_pad (L, B)        params.mask_type (uint8 / bool or int32), non-zero = pad step: c carried, h = 0;
+//!                          nullptr = none
 //!   h        (L, B, D*d)   act dtype, output
 //!   c_last   (B, D*d)      fp32 final cell state; may alias c0 exactly (state updated in place)
 //!
 //! Only the final c is written (no per-step state). Returns cudaErrorInvalidValue for
-//! num_matrices not in {3, 4}, num_directions not in {1, 2}, negative sizes, or a missing x
-//! that the configuration needs.
+//! num_matrices not in {3, 4}, num_directions not in {1, 2}, negative sizes, a mask_type not in
+//! MaskType, or a missing x that the configuration needs.
 cudaError_t sruScanForward(const SruScanParams& params, DataType type, const void* U, const void* x,
-    const void* weight_c, const void* bias, const float* c0, const uint8_t* mask_pad, void* h, float* c_last,
+    const void* weight_c, const void* bias, const float* c0, const void* mask_pad, void* h, float* c_last,
     cudaStream_t stream);
 
 //! Attributes of one causal linear attention call (docs/ops.md, "Causal linear attention").
@@ -70,6 +82,7 @@ struct LinearAttentionParams
     int dim_v;       //!< M, head dim of v
     float eps;       //!< added to the denominator phi(q)^T z
     bool time_major; //!< q, k, v, out are (L, B, H*.) and mask_pad (L, B); else (B, L, H*.) and (B, L)
+    MaskType mask_type{MaskType::kUINT8}; //!< element type of mask_pad (ignored without a mask)
 };
 
 //! Bytes of device workspace causalLinearAttentionForward needs (a copy of z0, used when z_last
@@ -84,7 +97,8 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 //!   v         (B, L, H*M)   act dtype; (L, B, H*M) when time_major
 //!   S0        (B, H, E, M)  fp32, nullptr = zeros
 //!   z0        (B, H, E)     fp32, nullptr = zeros
-//!   mask_pad  (B, L)        uint8 (or bool), non-zero = pad step; (L, B) when time_major; nullptr = none.
+//!   mask_pad  (B, L)        params.mask_type (uint8 / bool or int32), non-zero = pad step; (L, B) when
+//!                           time_major; nullptr = none.
 //!                           At a pad step S and z are carried unchanged (its k and v are ignored, as if
 //!                           phi(k) = 0 and v = 0) and out is still phi(q)^T S / (phi(q)^T z + eps).
 //!   out       (B, L, H*M)   act dtype; (L, B, H*M) when time_major
@@ -96,10 +110,10 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 //! the in-chunk matmuls phi(Q) phi(K)^T, A V and the state update K^T V on tensor cores for
 //! fp16 / bf16 (fp32 accumulation; fp32 activations use fp32 FMA), phi(Q) S in fp32, the fp32
 //! state carried between chunks. Other head dims run the decode kernel once per token (slow but
-//! exact). L == 1 runs the decode kernel. Returns cudaErrorInvalidValue for non-positive head dims
-//! or negative sizes.
+//! exact). L == 1 runs the decode kernel. Returns cudaErrorInvalidValue for non-positive head dims,
+//! negative sizes or a mask_type not in MaskType.
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
-    const void* k, const void* v, const float* S0, const float* z0, const uint8_t* mask_pad, void* out, float* S_last,
+    const void* k, const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last,
     float* z_last, void* workspace, cudaStream_t stream);
 
 } // namespace kernels

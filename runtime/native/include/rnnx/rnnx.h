@@ -109,9 +109,14 @@ extern "C"
      * folders in the site-packages above librnnx_runtime.so (tensorrt_libs/; nvidia/cu13/lib,
      * nvidia/cuda_runtime/lib), then the loader's search by soname, then unversioned libnvinfer.so /
      * libcudart.so. RNNX_ERROR_UNAVAILABLE when none loads (the message lists what was tried), when the
-     * libnvinfer found is of another major version (the message names it), or when the device does not exist.
-     * The plugin library is loaded into TensorRT's process-wide registry once per process: opening the same
-     * export again, or one whose plugin creators Python or the application already registered, loads nothing.
+     * libnvinfer found is of another major version than the headers' or, with TensorRT 10 headers, older than
+     * 10.7 (one line naming it: a build serves 10.7 to 10.x with 10 headers, 11.x with 11's), or when the
+     * device does not exist. The plugin library is loaded into TensorRT's process-wide registry once per
+     * process: opening the same export again, or one whose plugin creators Python or the application already
+     * registered, loads nothing; before it is loaded, a library built for another TensorRT major than the one
+     * loaded (its rnnx_trt_plugins_tensorrt_major()), or that does not say, is RNNX_ERROR_BACKEND naming both
+     * majors and the command that builds the right one. An engine whose optimization profiles are not 0 =
+     * decode (sequence length 1), 1 = prefill is RNNX_ERROR_METADATA naming the file and what they hold.
      * Every call that touches the device makes options.device the calling thread's CUDA device for its
      * duration (cudaSetDevice), then restores the thread's previous device. */
     RNNX_API rnnx_status rnnx_model_open(const char* export_dir, const rnnx_open_options* options, rnnx_model** out);
