@@ -222,14 +222,14 @@ def tensorrt_major_of(version: str) -> int:
     return parsed[0]
 
 
-def target_tensorrt_major() -> int:
+def target_tensorrt_major(tensorrt_root: Optional[str] = None) -> int:
     """The TensorRT major the plugins are built for by default: the installed TensorRT's
-    (:func:`installed_tensorrt_version`), else that of the headers a build finds (:func:`headers_tensorrt_version`),
-    else :data:`FALLBACK_TENSORRT_MAJOR`."""
+    (:func:`installed_tensorrt_version`), else that of the headers a build finds (:func:`headers_tensorrt_version`
+    of ``tensorrt_root``, default ``$TENSORRT_ROOT``), else :data:`FALLBACK_TENSORRT_MAJOR`."""
     installed = installed_tensorrt_version()
     if installed:
         return tensorrt_major_of(installed)
-    headers = headers_tensorrt_version()
+    headers = headers_tensorrt_version(tensorrt_root)
     return headers[0] if headers is not None else FALLBACK_TENSORRT_MAJOR
 
 
@@ -261,7 +261,7 @@ def library_tensorrt_version(path: Union[str, Path]) -> Optional[tuple[int, int,
 
 
 def _build_command(major: int) -> str:
-    return f"TENSORRT_ROOT=<TensorRT {major} dir> python -m rnnx.plugins"
+    return f"TENSORRT_ROOT=<TensorRT {major} dir> python -m rnnx.plugins --major {major}"
 
 
 def check_library_major(path: Union[str, Path], tensorrt_version: str) -> None:
@@ -408,24 +408,27 @@ def missing_build_message(major: int, cmake_args: Sequence[str] = ()) -> Optiona
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rnnx.plugins [--kind dlopen|load_library] [cmake configure args...]``: builds for
-    :func:`target_tensorrt_major` (the installed TensorRT's, else the headers'), prints the path of the library of
-    that kind (default ``dlopen``: the one ``polygraphy --plugins`` and ``trtexec --staticPlugins`` take). When only
-    headers of another major are found, says which build is missing and how to make it (exit status 1)."""
+    """``python -m rnnx.plugins [--kind dlopen|load_library] [--major N] [cmake configure args...]``: builds for
+    TensorRT ``N`` (default :func:`target_tensorrt_major`: the installed TensorRT's, else the headers'), prints the
+    path of the library of that kind (default ``dlopen``: the one ``polygraphy --plugins`` and
+    ``trtexec --staticPlugins`` take). When only headers of another major are found, says which build is missing
+    and how to make it (exit status 1)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    kind = "dlopen"
-    if args and args[0].startswith("--kind"):
+    options = {"--kind": "dlopen", "--major": ""}
+    while args and args[0].split("=", 1)[0] in options:
         option = args.pop(0)
-        if "=" in option:
-            kind = option.split("=", 1)[1]
-        elif args:
-            kind = args.pop(0)
-        else:
-            kind = ""
+        name, equals, value = option.partition("=")
+        if not equals:
+            value = args.pop(0) if args else ""
+        options[name] = value
+    kind = options["--kind"]
     if kind not in LIBRARY_KINDS:
         print(f"error: --kind must be one of: {', '.join(LIBRARY_KINDS)} (got {kind!r})", file=sys.stderr)
         return 2
-    major = target_tensorrt_major()
+    if options["--major"] and not options["--major"].isdigit():
+        print(f"error: --major must be a TensorRT major such as 10 or 11 (got {options['--major']!r})", file=sys.stderr)
+        return 2
+    major = int(options["--major"]) if options["--major"] else target_tensorrt_major(_tensorrt_root(args))
     missing = missing_build_message(major, args)
     if missing is not None:
         print(f"error: {missing}", file=sys.stderr)

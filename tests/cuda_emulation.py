@@ -105,7 +105,7 @@ class EmulatedKernels:
         """sruScanForward: U (L, B, D*d*k), x (L, B, D*d) | None, weight_c / bias (2*D*d), c0 (B, D*d) fp32 |
         None, mask_pad (L, B) bool | None; writes h (L, B, D*d) and c_last (B, D*d) fp32 (may be c0)."""
         L, B = U.shape[0], U.shape[1]
-        mask = None if mask_pad is None else mask_pad.to(torch.uint8).contiguous()
+        mask = None if mask_pad is None else (mask_pad != 0).to(torch.uint8).contiguous()
         status = self._lib.rnnx_emu_sru_scan_forward(
             L,
             B,

@@ -40,6 +40,7 @@ import pytest
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
+from rnnx.plugins import library_tensorrt_version
 from rnnx.runtime import native, ortops
 
 pytestmark = pytest.mark.skipif(
@@ -256,14 +257,25 @@ def tensorrt_major_minor() -> tuple[int, int]:
     return major, minor
 
 
-# TEST DOUBLE: a plugin library built for TensorRT MAJOR, reduced to the function that says so (the real
-# librnnx_trt_plugins.so exports it too; no TensorRT exists here to load a real one, nor do two builds of it for
-# two majors); without -DMAJOR it stands for a library built before rnnx recorded its major.
+# TEST DOUBLE: a plugin library built for TensorRT MAJOR, reduced to what says so: the marker the real
+# librnnx_trt_plugins.so keeps in its bytes (the C API reads it from the file) and the function it exports (no
+# TensorRT exists here to load a real one, nor do two builds of it for two majors); without -DMAJOR it stands for a
+# library built before rnnx recorded its major. With -DSELF_REGISTERS it stands for the self-registering library,
+# whose static initialiser registers its creators when anything loads it: here it ends the process with status 3,
+# so a loader that opens it fails the test.
 PLUGINS_MAJOR = """
+#include <unistd.h>
+#define TEXT(x) #x
+#define STRING(x) TEXT(x)
 #ifdef MAJOR
+__attribute__((used)) static const char marker[] =
+    "rnnx-trt-plugins:tensorrt-headers=" STRING(MAJOR) "." STRING(MINOR) ".0";
 int rnnx_trt_plugins_tensorrt_major(void) { return MAJOR; }
 #else
 int getCreators(void) { return 0; }
+#endif
+#ifdef SELF_REGISTERS
+__attribute__((constructor)) static void register_creators(void) { _exit(3); }
 #endif
 """
 
@@ -292,10 +304,21 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
     by someone else (Python, a self-registering library) load nothing; a partial set, a failed loadLibrary and a
     library that registers nothing are errors naming the library and the creators. A plugin library built for
     another TensorRT major than the loaded one, or not saying which, is refused before loadLibrary (plugin
-    library doubles, PLUGINS_MAJOR); the same major loads. And src/trt_profiles.cpp: an engine's optimization
+    library doubles, PLUGINS_MAJOR); the same major loads. The major is read from the marker in the file's bytes,
+    the one Python's rnnx.plugins.library_tensorrt_version reads, so no library is opened for the check; a
+    library named *_static.so (the self-registering one) is refused before loadLibrary is called. And
+    src/trt_profiles.cpp: an engine's optimization
     profiles must be decode (length 1) then prefill, given as ranges of input_ids' sequence axis."""
-    doubles = [fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / f"major{m}.so", MAJOR=m) for m in (10, 11)]
+    doubles = [
+        fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / f"major{m}.so", MAJOR=m, MINOR=n)
+        for m, n in ((10, 14), (11, 1))
+    ]
     doubles.append(fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / "unmarked.so"))
+    doubles.append(
+        fake_library(PLUGINS_MAJOR, tmp_path / "doubles" / "static.so", MAJOR=10, MINOR=14, SELF_REGISTERS=1)
+    )
+    # The doubles carry the marker as the real libraries do: Python reads the same fact from them.
+    assert [library_tensorrt_version(d) for d in doubles] == [(10, 14, 0), (11, 1, 0), None, (10, 14, 0)]
     result = run(builds["asan"] / "rnnx_trt_plugins_test", str(tmp_path), *map(str, doubles), asan=True)
     assert result.returncode == 0 and "Sanitizer" not in result.stderr, result.stdout + result.stderr
     lines = dict(line.split(": ", 1) for line in result.stdout.splitlines())
@@ -305,7 +328,7 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
         return (
             f"loadLibrary calls 0, status 5: {tmp_path}/built_for_{built}.so: built for TensorRT {built}, but the "
             f"TensorRT loaded is {loaded}: build the plugins for TensorRT {loaded}: TENSORRT_ROOT=<TensorRT {loaded} "
-            "dir> python -m rnnx.plugins --kind load_library"
+            f"dir> python -m rnnx.plugins --kind load_library --major {loaded}"
         )
 
     need = (
@@ -323,9 +346,8 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
         "loadLibrary would fail",
         "null handle": f"loadLibrary calls 1, status 5: {tmp_path}/broken.so: TensorRT could not load the plugin "
         "library: the last TensorRT error",
-        "static library": f"loadLibrary calls 2, status 5: {tmp_path}/librnnx_trt_plugins_static.so: TensorRT could "
-        "not load the plugin library (the self-registering library is for plain dlopen; loadLibrary takes "
-        "librnnx_trt_plugins.so): the last TensorRT error",
+        "static library": f"loadLibrary calls 0, status 5: {tmp_path}/librnnx_trt_plugins_static.so: not loaded: the "
+        "self-registering library is for plain dlopen; loadLibrary takes librnnx_trt_plugins.so",
         "registers nothing": f"loadLibrary calls 1, status 5: {tmp_path}/silent.so: loaded, but {both} not "
         "registered by it",
         "older library": "loadLibrary calls 2, handle",
@@ -336,9 +358,17 @@ def test_the_plugin_library_is_loaded_once_per_process(builds, with_tensorrt, tm
         "built for 11, TensorRT 10 loaded": mismatch(11, 10),
         "built for 11, TensorRT 11 loaded": "loadLibrary calls 1, handle",
         "built for 10, TensorRT 10 loaded": "loadLibrary calls 1, handle",
+        "a renamed self-registering library, TensorRT 11 loaded": f"loadLibrary calls 0, status 5: {tmp_path}/"
+        "renamed.so: built for TensorRT 10, but the TensorRT loaded is 11: build the plugins for TensorRT 11: "
+        "TENSORRT_ROOT=<TensorRT 11 dir> python -m rnnx.plugins --kind load_library --major 11",
         "built before the major was recorded": f"loadLibrary calls 0, status 5: {tmp_path}/unmarked.so: built "
-        "before rnnx recorded its TensorRT major (it exports no rnnx_trt_plugins_tensorrt_major): rebuild it for "
-        "TensorRT 11: TENSORRT_ROOT=<TensorRT 11 dir> python -m rnnx.plugins --kind load_library",
+        "before rnnx recorded its TensorRT major (it has no rnnx-trt-plugins:tensorrt-headers marker): rebuild it "
+        "for TensorRT 11: TENSORRT_ROOT=<TensorRT 11 dir> python -m rnnx.plugins --kind load_library --major 11",
+        "not a library": f"loadLibrary calls 0, status 5: {tmp_path}/not_a_library.so: built before rnnx recorded "
+        "its TensorRT major (it has no rnnx-trt-plugins:tensorrt-headers marker): rebuild it for TensorRT 10: "
+        "TENSORRT_ROOT=<TensorRT 10 dir> python -m rnnx.plugins --kind load_library --major 10",
+        "no such file": f"loadLibrary calls 0, status 5: {tmp_path}/absent.so: cannot be read to find the TensorRT "
+        "major it was built for (No such file or directory)",
         "profiles decode, prefill": "ok",
         "profiles of max_length 1": "ok",
         "profiles decode, prefill from 2": "ok",

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -364,7 +365,9 @@ def test_check_library_major_refuses_another_major(build: Path) -> None:
         assert "\n" not in message, message
         assert message.startswith(f"{library} was built against TensorRT {HEADERS_MAJOR} headers "), message
         assert f"but is being loaded into TensorRT {OTHER_VERSION}" in message, message
-        assert f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins`" in message, message
+        assert (
+            f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins --major {OTHER_MAJOR}`" in message
+        ), message
         assert isinstance(refused.value, RuntimeError)
 
 
@@ -546,5 +549,65 @@ def test_main_names_the_missing_build_of_the_installed_major(tmp_path: Path, mon
     assert f"the rnnx plugins for TensorRT {OTHER_MAJOR} ({tmp_path / f'tensorrt-{OTHER_MAJOR}'}) are not built" in err
     assert (
         f"TensorRT {HEADERS_MAJOR})" in err
-        and f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins`" in err
+        and f"`TENSORRT_ROOT=<TensorRT {OTHER_MAJOR} dir> python -m rnnx.plugins --major {OTHER_MAJOR}`" in err
     )
+
+
+def test_main_builds_for_the_major_it_is_told(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``--major N`` builds for TensorRT N whatever is installed; without it and without TensorRT installed, the
+    major is that of the headers ``-DTENSORRT_ROOT=`` names (the CMake argument counts, not only the environment);
+    a --major that is not a number is refused (exit 2). build_plugins is replaced by a recorder (no build)."""
+    built: list[Optional[int]] = []
+
+    def record(cmake_args=(), tensorrt_major=None):
+        built.append(tensorrt_major)
+        return tmp_path / "lib.so"
+
+    monkeypatch.setattr(plugins, "build_plugins", record)
+    monkeypatch.setattr(plugins, "plugin_library_path", lambda build_dir=None, kind="": tmp_path / kind)
+    monkeypatch.setattr(plugins, "missing_build_message", lambda major, cmake_args=(): None)
+    monkeypatch.setattr(plugins, "installed_tensorrt_version", lambda: OTHER_VERSION)
+    assert plugins.main(["--major", "11"]) == 0 and built[-1] == 11
+    assert plugins.main(["--kind=load_library", "--major=10"]) == 0 and built[-1] == 10
+    assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "load_library")
+    monkeypatch.setattr(plugins, "installed_tensorrt_version", lambda: None)
+    monkeypatch.delenv("TENSORRT_ROOT", raising=False)
+    root = _stand_in_headers(tmp_path / "trt8", STAND_IN_8)
+    assert plugins.main([f"-DTENSORRT_ROOT={root}"]) == 0 and built[-1] == 8
+    assert plugins.main(["--major", "eleven"]) == 2
+    assert "--major must be a TensorRT major" in capsys.readouterr().err
+
+
+def test_native_runtime_takes_tensorrt_root_as_cmake_does(tmp_path: Path, monkeypatch) -> None:
+    """The C API's build takes ``$TENSORRT_ROOT`` or its include/ as the plugin build does, and refuses a
+    TENSORRT_ROOT without headers instead of building against other headers (stand-in header folders)."""
+    from rnnx.runtime import native
+
+    root = _stand_in_headers(tmp_path / "trt8", STAND_IN_8)
+    monkeypatch.setenv("TENSORRT_ROOT", str(root))
+    assert native._tensorrt_include() == root / "include"
+    monkeypatch.setenv("TENSORRT_ROOT", str(root / "include"))
+    assert native._tensorrt_include() == root / "include"
+    monkeypatch.setenv("TENSORRT_ROOT", str(tmp_path / "empty"))
+    with pytest.raises(native.NativeBuildError, match="TENSORRT_ROOT=.*no NvInferRuntime.h"):
+        native._tensorrt_include()
+
+
+def test_cmake_takes_tensorrt_root_from_the_command_line_over_the_environment(tmp_path: Path) -> None:
+    """Configure only: -DTENSORRT_ROOT wins over the environment variable (on a first configure and on a later one
+    that names it again); a later configure without it keeps the cached value until the environment variable
+    changes, which then wins (stand-in header folders of two versions)."""
+    eight = _stand_in_headers(tmp_path / "trt8", STAND_IN_8)
+    eleven = _stand_in_headers(tmp_path / "trt11", STAND_IN_11)
+    build = tmp_path / "build"
+
+    def headers_found(*args: str, root: Path) -> str:
+        env = {**os.environ, "TENSORRT_ROOT": str(root)}
+        result = _configure(build, *args, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return re.search(r"rnnx plugins: TensorRT (\S+) headers in", result.stdout).group(1)
+
+    assert headers_found(f"-DTENSORRT_ROOT={eight}", root=eleven) == "8.6.1"  # first configure: -D wins
+    assert headers_found(root=eleven) == "8.6.1"  # the cached -D value stays while the environment is unchanged
+    assert headers_found(root=tmp_path / "trt11" / "include" / "..") == "11.1.0"  # a changed environment wins
+    assert headers_found(f"-DTENSORRT_ROOT={eight}", root=tmp_path / "trt11" / "include" / "..") == "8.6.1"

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 namespace rnnx
@@ -21,13 +23,44 @@ std::atomic<nvinfer1::ILoggerFinder*> gLoggerFinder{nullptr};
 
 using GetLoggerFn = nvinfer1::ILogger* (*)();
 
-//! TensorRT's global logger when libnvinfer is in the process (looked up, never linked). The symbol is looked up
-//! in libnvinfer itself (already loaded: RTLD_NOLOAD), never in the global scope, where "getLogger" may be some
-//! other library's function (and where a Python process's RTLD_LOCAL libnvinfer is not).
+//! TensorRT's global logger when libnvinfer of the major compiled against is in the process (looked up, never
+//! linked; findLoadedTensorRtSymbol refuses another major's). The symbol is looked up in libnvinfer itself (already
+//! loaded: RTLD_NOLOAD), never in the global scope, where "getLogger" may be some other library's function (and
+//! where a Python process's RTLD_LOCAL libnvinfer is not).
 nvinfer1::ILogger* globalTensorRtLogger() noexcept
 {
     auto const fn = reinterpret_cast<GetLoggerFn>(findLoadedTensorRtSymbol("getLogger"));
     return fn != nullptr ? fn() : nullptr;
+}
+
+//! The TensorRT major of the library `scope` finds getInferLibMajorVersion / getInferLibVersion in, -1 when neither.
+int32_t tensorRtMajorOf(void* scope) noexcept
+{
+    using VersionFn = int32_t (*)();
+    if (auto const major = reinterpret_cast<VersionFn>(dlsym(scope, "getInferLibMajorVersion")))
+    {
+        return major();
+    }
+    auto const packed = reinterpret_cast<VersionFn>(dlsym(scope, "getInferLibVersion"));
+    return packed != nullptr ? decodeInferLibMajor(packed()) : -1;
+}
+
+//! tensorRtMajorMismatch's line on stderr, once per process for each symbol (the logger lookup runs per message).
+void reportMismatchOnce(char const* symbol, int32_t major) noexcept
+{
+    static std::mutex mutex;
+    static std::set<std::string> reported;
+    try
+    {
+        std::lock_guard<std::mutex> const lock(mutex);
+        if (reported.insert(symbol).second)
+        {
+            std::fprintf(stderr, "%s\n", tensorRtMajorMismatch(symbol, major).c_str());
+        }
+    }
+    catch (...)
+    {
+    }
 }
 
 bool isIntType(nvinfer1::PluginFieldType type) noexcept
@@ -116,21 +149,76 @@ bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginFi
 
 } // namespace
 
-void* findLoadedTensorRtSymbol(char const* symbol) noexcept
+int32_t decodeInferLibMajor(int32_t version) noexcept
 {
+    if (version < 0)
+    {
+        return -1;
+    }
+    return version >= 100000 ? version / 10000 : version / 1000;
+}
+
+std::string tensorRtMajorMismatch(char const* symbol, int32_t foundMajor)
+{
+    if (foundMajor == NV_TENSORRT_MAJOR)
+    {
+        return {};
+    }
+    std::string const headers = std::to_string(NV_TENSORRT_MAJOR);
+    if (foundMajor < 0)
+    {
+        return std::string("[rnnx plugins] ") + symbol
+            + " not used: the TensorRT library that has it reports no version (no getInferLibMajorVersion or "
+              "getInferLibVersion), and this plugin library was built against TensorRT "
+            + headers + " headers";
+    }
+    std::string const found = std::to_string(foundMajor);
+    std::string const line = std::string("[rnnx plugins] ") + symbol + " not used: the TensorRT in this process is "
+        + found + ", but this plugin library was built against TensorRT " + headers + " headers";
+    if (foundMajor < kMIN_TENSORRT_MAJOR)
+    {
+        return line + ": rnnx's plugins need TensorRT " + std::to_string(kMIN_TENSORRT_MAJOR) + " or newer";
+    }
+    return line + ": build the plugins for TensorRT " + found + ": TENSORRT_ROOT=<TensorRT " + found
+        + " dir> python -m rnnx.plugins --major " + found;
+}
+
+void* findLoadedTensorRtSymbol(char const* symbol, bool globalScopeFirst) noexcept
+{
+    void* address{nullptr};
+    int32_t major{-1};
+    auto const lookUp = [&](void* scope)
+    {
+        address = dlsym(scope, symbol);
+        if (address != nullptr)
+        {
+            major = tensorRtMajorOf(scope);
+        }
+        return address != nullptr;
+    };
+    bool found = globalScopeFirst && lookUp(RTLD_DEFAULT);
     for (char const* library : {kTENSORRT_SONAME, "libnvinfer.so"})
     {
+        if (found)
+        {
+            break;
+        }
         if (void* handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD))
         {
-            void* const address = dlsym(handle, symbol);
+            found = lookUp(handle);
             dlclose(handle); // drops the reference RTLD_NOLOAD took; the library stays loaded
-            if (address != nullptr)
-            {
-                return address;
-            }
         }
     }
-    return nullptr;
+    if (!found)
+    {
+        return nullptr;
+    }
+    if (major != NV_TENSORRT_MAJOR)
+    {
+        reportMismatchOnce(symbol, major);
+        return nullptr;
+    }
+    return address;
 }
 
 void setLogSink(LogSink sink) noexcept

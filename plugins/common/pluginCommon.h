@@ -25,7 +25,8 @@ namespace plugin
 
 //! Soname of the TensorRT library of the headers compiled against: "libnvinfer.so.<NV_TENSORRT_MAJOR>". A build
 //! serves one TensorRT major (TensorRT 11 changed the registry's and the logger's vtables), so the library only
-//! looks for TensorRT's registry and logger in an already loaded library of that major (findLoadedTensorRtSymbol).
+//! uses TensorRT's registry and logger from a library of that major (findLoadedTensorRtSymbol checks the major of
+//! where it finds them).
 constexpr char const* kTENSORRT_SONAME{"libnvinfer.so." RNNX_PLUGIN_STRINGIFY(NV_TENSORRT_MAJOR)};
 
 //! "rnnx-trt-plugins:tensorrt-headers=<major>.<minor>.<patch>" of the headers compiled against, NUL-terminated:
@@ -36,9 +37,26 @@ constexpr char kTENSORRT_HEADERS_MARKER[]{RNNX_TENSORRT_HEADERS_MARKER_PREFIX RN
 //! Length of RNNX_TENSORRT_HEADERS_MARKER_PREFIX: kTENSORRT_HEADERS_MARKER + this is "<major>.<minor>.<patch>".
 constexpr size_t kTENSORRT_HEADERS_MARKER_PREFIX_LENGTH{sizeof(RNNX_TENSORRT_HEADERS_MARKER_PREFIX) - 1};
 
-//! `symbol` of the TensorRT library already loaded in this process (kTENSORRT_SONAME, else "libnvinfer.so"; looked
-//! up with RTLD_NOLOAD, so nothing is ever loaded), or nullptr when none is loaded or it lacks `symbol`.
-void* findLoadedTensorRtSymbol(char const* symbol) noexcept;
+//! The TensorRT major of a getInferLibVersion() value: (major * 100 + minor) * 100 + patch from TensorRT 10 on
+//! (100000 and above), major * 1000 + minor * 100 + patch before (8601 is 8.6.1); -1 for a negative value.
+int32_t decodeInferLibMajor(int32_t version) noexcept;
+
+//! The oldest TensorRT major rnnx's plugins are built for (the V3 plugin interfaces; docs/tensorrt.md's gate).
+constexpr int32_t kMIN_TENSORRT_MAJOR{10};
+
+//! Empty when `foundMajor`, the major of the TensorRT library that `symbol` was found in (-1: it reports none), is
+//! NV_TENSORRT_MAJOR; else the one line saying that the symbol is not used: it names both majors and the command
+//! that builds the plugins for the found major (or, below kMIN_TENSORRT_MAJOR, that rnnx needs a newer TensorRT). The
+//! library's interfaces (registry, logger) are those of the headers compiled against, whose vtables differ between
+//! TensorRT majors, so another major's are never called.
+std::string tensorRtMajorMismatch(char const* symbol, int32_t foundMajor);
+
+//! `symbol` of the TensorRT library in this process, looked up (never loaded: RTLD_NOLOAD) in the global scope
+//! when `globalScopeFirst`, then in an already loaded kTENSORRT_SONAME, then "libnvinfer.so"; the first scope that
+//! has `symbol` decides. nullptr when none has it, and when that scope's TensorRT major (getInferLibMajorVersion,
+//! else getInferLibVersion decoded, looked up in the same scope) is not NV_TENSORRT_MAJOR: then
+//! tensorRtMajorMismatch's line goes to stderr (no TensorRT logger can be used then), once per process and symbol.
+void* findLoadedTensorRtSymbol(char const* symbol, bool globalScopeFirst = false) noexcept;
 
 //! Namespace and version every rnnx plugin carries (runtime/contract/ops.py: PLUGIN_NAMESPACE, PLUGIN_VERSION).
 constexpr char const* kPLUGIN_NAMESPACE{"rnnx"};

@@ -14,11 +14,13 @@
  *    registers both creators under the namespace "rnnx" (what REGISTER_TENSORRT_PLUGIN does, without linking
  *    libnvinfer). It exports no getCreators, so it cannot be registered a second time through loadLibrary's
  *    mechanism. A second dlopen of the same path returns the loaded library and runs no initialiser again.
- *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing.
+ *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing; with a TensorRT of
+ *    another major than the headers' it registers nothing and says so on stderr.
  *
- * Neither library links libnvinfer: the registry (self-registering library) and the global logger are found
- * with dlsym, first in the global scope, then in an already loaded libnvinfer of the TensorRT major compiled
- * against (kTENSORRT_SONAME, RTLD_NOLOAD; Python loads it with local scope).
+ * Neither library links libnvinfer: the registry (self-registering library: first in the global scope) and the
+ * global logger are found with dlsym in an already loaded libnvinfer (kTENSORRT_SONAME, RTLD_NOLOAD; Python loads
+ * it with local scope), and used only when the TensorRT major of where they were found (getInferLibMajorVersion or
+ * getInferLibVersion there) is the one compiled against (findLoadedTensorRtSymbol).
  *
  * Both libraries export rnnx_trt_plugins_tensorrt_major() and rnnx_trt_plugins_tensorrt_version(): the TensorRT
  * headers they were compiled against. TensorRT 11 changed the vtables of IPluginRegistry and ILogger, so a library
@@ -31,10 +33,6 @@
 
 #ifndef RNNX_PLUGIN_SELF_REGISTER
 #error "define RNNX_PLUGIN_SELF_REGISTER: 0 for the getCreators library, 1 for the self-registering one"
-#endif
-
-#if RNNX_PLUGIN_SELF_REGISTER
-#include <dlfcn.h>
 #endif
 
 #define RNNX_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -55,14 +53,13 @@ constexpr int32_t kNB_CREATORS = static_cast<int32_t>(sizeof(gCreators) / sizeof
 
 using GetPluginRegistryFn = nvinfer1::IPluginRegistry* (*)();
 
-//! TensorRT's plugin registry when libnvinfer is loaded in this process, else nullptr.
+//! TensorRT's plugin registry when libnvinfer of the major compiled against is loaded in this process, else
+//! nullptr: getPluginRegistry is looked up in the global scope (trtexec links libnvinfer), then in an already loaded
+//! libnvinfer; when the TensorRT it comes from is of another major, it is not called (its registry's vtable is not
+//! the one compiled against) and one line on stderr says so (findLoadedTensorRtSymbol).
 nvinfer1::IPluginRegistry* findPluginRegistry() noexcept
 {
-    auto fn = reinterpret_cast<GetPluginRegistryFn>(dlsym(RTLD_DEFAULT, "getPluginRegistry"));
-    if (fn == nullptr)
-    {
-        fn = reinterpret_cast<GetPluginRegistryFn>(findLoadedTensorRtSymbol("getPluginRegistry"));
-    }
+    auto const fn = reinterpret_cast<GetPluginRegistryFn>(findLoadedTensorRtSymbol("getPluginRegistry", true));
     return fn != nullptr ? fn() : nullptr;
 }
 

@@ -8,6 +8,10 @@
 #include "testHarness.h"
 #include "testUtils.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 using namespace rnnx;
 
 namespace
@@ -61,6 +65,31 @@ std::vector<DataType> const kAllTypes{DataType::kFLOAT, DataType::kHALF, DataTyp
 bool isActivation(DataType t)
 {
     return t == DataType::kFLOAT || t == DataType::kHALF || t == DataType::kBF16;
+}
+
+//! One input of a plugin replaced by a shape getOutputShapes must refuse, and why.
+struct BadInput
+{
+    char const* what;
+    int32_t input;
+    nvinfer1::DimsExprs dims;
+};
+
+//! Each of `bad`, put in place of its input in `base(input)` (six inputs), makes getOutputShapes fail and log a
+//! line containing `message`.
+void checkRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<BadInput> const& bad,
+    std::function<std::vector<nvinfer1::DimsExprs>(int32_t)> const& base, int32_t nbOutputs, std::string const& message,
+    nvinfer1::IExprBuilder& b)
+{
+    std::vector<nvinfer1::DimsExprs> out(static_cast<size_t>(nbOutputs));
+    for (BadInput const& c : bad)
+    {
+        std::vector<nvinfer1::DimsExprs> in = base(c.input);
+        in[static_cast<size_t>(c.input)] = c.dims;
+        takeLoggedMessages();
+        RNNX_CHECK_OR(plugin.getOutputShapes(in.data(), 6, nullptr, 0, out.data(), nbOutputs, b) != 0, c.what, );
+        RNNX_CHECK_OR(takeLoggedMessages().find(message) != std::string::npos, c.what, );
+    }
 }
 
 } // namespace
@@ -180,13 +209,7 @@ TEST_CASE("SRUScan getOutputShapes refuses constant extents that do not fit the 
     constants[4] = exprs({b.constant(3), b.constant(16)});
     constants[5] = exprs({b.constant(5), b.constant(3)});
     REQUIRE(plugin->getOutputShapes(constants.data(), 6, nullptr, 0, out, 2, b) == 0);
-    struct Bad
-    {
-        char const* what;
-        int32_t input;
-        nvinfer1::DimsExprs dims;
-    };
-    std::vector<Bad> const bad{
+    std::vector<BadInput> const bad{
         {"U's last extent is not D*d*k", 0, exprs({L, B, b.constant(64)})},
         {"x's last extent is not D*d", 1, exprs({L, B, b.constant(8)})},
         {"weight_c is not 2*D*d", 2, exprs({b.constant(16)})},
@@ -195,14 +218,9 @@ TEST_CASE("SRUScan getOutputShapes refuses constant extents that do not fit the 
         {"c0's batch is not U's", 4, exprs({b.constant(4), b.constant(16)})},
         {"mask_pad's batch is not U's", 5, exprs({L, b.constant(4)})},
     };
-    for (Bad const& c : bad)
-    {
-        std::vector<nvinfer1::DimsExprs> in = c.input == 4 || c.input == 5 ? constants : good();
-        in[static_cast<size_t>(c.input)] = c.dims;
-        takeLoggedMessages();
-        RNNX_CHECK_OR(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 2, b) != 0, c.what, );
-        RNNX_CHECK_OR(takeLoggedMessages().find("do not match hidden_size 8") != std::string::npos, c.what, );
-    }
+    checkRefused(
+        *plugin, bad, [&](int32_t input) { return input == 4 || input == 5 ? constants : good(); }, 2,
+        "do not match hidden_size 8", b);
     // x is a dummy of any shape when it is not read (k = 4).
     auto k4 = makeSru(8, 2, 4, 1);
     std::vector<nvinfer1::DimsExprs> k4in = good();
@@ -235,13 +253,7 @@ TEST_CASE("CausalLinearAttention getOutputShapes refuses constant extents that d
         std::vector<nvinfer1::DimsExprs> symbolic = good();
         symbolic[3] = exprs({b.symbol("B"), b.constant(4), b.symbol("E"), b.symbol("M")});
         CHECK(plugin->getOutputShapes(symbolic.data(), 6, nullptr, 0, out, 3, b) == 0);
-        struct Bad
-        {
-            char const* what;
-            int32_t input;
-            nvinfer1::DimsExprs dims;
-        };
-        std::vector<Bad> const bad{
+        std::vector<BadInput> const bad{
             {"q's last extent is not a multiple of num_heads", 0, exprs({d0, d1, b.constant(66)})},
             {"k's last extent is not q's", 1, exprs({d0, d1, b.constant(32)})},
             {"v's last extent is not a multiple of num_heads", 2, exprs({d0, d1, b.constant(30)})},
@@ -257,14 +269,7 @@ TEST_CASE("CausalLinearAttention getOutputShapes refuses constant extents that d
             {"mask_pad's batch is not q's", 5,
                 timeMajor != 0 ? exprs({d0, b.constant(3)}) : exprs({b.constant(3), d1})},
         };
-        for (Bad const& c : bad)
-        {
-            std::vector<nvinfer1::DimsExprs> in = good();
-            in[static_cast<size_t>(c.input)] = c.dims;
-            takeLoggedMessages();
-            RNNX_CHECK_OR(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 3, b) != 0, c.what, );
-            RNNX_CHECK_OR(takeLoggedMessages().find("do not match num_heads 4") != std::string::npos, c.what, );
-        }
+        checkRefused(*plugin, bad, [&](int32_t) { return good(); }, 3, "do not match num_heads 4", b);
     }
 }
 

@@ -1312,30 +1312,40 @@ void attentionNodeLayouts()
     CHECK_EQ(runs, 8 * static_cast<int32_t>(selectedActs().size()));
 }
 
+//! Head dims E, M and length L of one attention problem.
+struct AttentionDims
+{
+    int32_t E, M, L;
+};
+
+//! An attention problem with both initial states given and real padding: B in [1, 3] and H in [1, maxHeads] drawn
+//! in that order, eps 1e-6.
+AttentionConfig paddedStatefulConfig(Act act, AttentionDims d, int32_t maxHeads, bool timeMajor, MaskKind maskKind)
+{
+    AttentionConfig c{};
+    c.act = act;
+    c.B = randInt(1, 3);
+    c.H = randInt(1, maxHeads);
+    c.L = d.L;
+    c.E = d.E;
+    c.M = d.M;
+    c.hasS0 = true;
+    c.hasZ0 = true;
+    c.timeMajor = timeMajor;
+    c.mask = true;
+    c.maskKind = maskKind;
+    c.eps = 1e-6F;
+    return c;
+}
+
 //! Other head dims (the per-token decode kernel for every L) and L = 1 with state, padding and both layouts.
 void attentionGenericDims(Act act)
 {
-    struct Dims
-    {
-        int32_t E, M, L;
-    };
     int32_t i = 0;
-    for (Dims d : {Dims{48, 80, 9}, Dims{8, 24, 5}, Dims{1, 3, 4}, Dims{64, 64, 1}, Dims{128, 32, 1}, Dims{16, 16, 1}})
+    for (AttentionDims d : {AttentionDims{48, 80, 9}, AttentionDims{8, 24, 5}, AttentionDims{1, 3, 4},
+             AttentionDims{64, 64, 1}, AttentionDims{128, 32, 1}, AttentionDims{16, 16, 1}})
     {
-        AttentionConfig c{};
-        c.act = act;
-        c.B = randInt(1, 3);
-        c.H = randInt(1, 3);
-        c.L = d.L;
-        c.E = d.E;
-        c.M = d.M;
-        c.hasS0 = true;
-        c.hasZ0 = true;
-        c.timeMajor = i % 2 == 1;
-        c.mask = true;
-        c.maskKind = static_cast<MaskKind>(i % 3);
-        c.eps = 1e-6F;
-        attentionOnePass(c);
+        attentionOnePass(paddedStatefulConfig(act, d, 3, i % 2 == 1, static_cast<MaskKind>(i % 3)));
         ++i;
     }
 }
@@ -1347,28 +1357,12 @@ void attentionGenericDims(Act act)
  */
 void attentionMaskTypes()
 {
-    struct Dims
-    {
-        int32_t E, M, L;
-    };
     int32_t runs = 0;
     for (Act act : selectedActs())
     {
-        for (Dims d : {Dims{32, 32, 70}, Dims{16, 8, 9}, Dims{32, 32, 1}})
+        for (AttentionDims d : {AttentionDims{32, 32, 70}, AttentionDims{16, 8, 9}, AttentionDims{32, 32, 1}})
         {
-            AttentionConfig c{};
-            c.act = act;
-            c.B = randInt(1, 3);
-            c.H = randInt(1, 2);
-            c.L = d.L;
-            c.E = d.E;
-            c.M = d.M;
-            c.hasS0 = true;
-            c.hasZ0 = true;
-            c.timeMajor = runs % 2 == 1;
-            c.mask = true;
-            c.eps = 1e-6F;
-            c.maskKind = MaskKind::kInt32;
+            AttentionConfig const c = paddedStatefulConfig(act, d, 2, runs % 2 == 1, MaskKind::kInt32);
             AttentionData const in = attentionData(c);
             auto const int32Result = attentionOnePass(c, in);
             for (MaskKind kind : {MaskKind::kUint8, MaskKind::kBool})

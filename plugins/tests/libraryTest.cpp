@@ -11,23 +11,33 @@
  * Both also export rnnx_trt_plugins_tensorrt_major() / rnnx_trt_plugins_tensorrt_version(), the TensorRT headers
  * they were compiled against (this test's own); the test compiles against TensorRT 10 and 11 headers alike.
  *
- * Test double: this executable exports a getPluginRegistry() returning a stand-in registry (no real registry
- * exists without the TensorRT library), found by the self-registering library's dlsym(RTLD_DEFAULT). Like
- * TensorRT's registry, it refuses a second creator with the same name, version and namespace; it counts every
- * call so that "registered once" and "not touched" can be checked.
+ * Test doubles: this executable exports a getPluginRegistry() returning a stand-in registry and a
+ * getInferLibVersion() reporting a stand-in TensorRT version (no real registry or version exists without the
+ * TensorRT library), found by the self-registering library's dlsym(RTLD_DEFAULT), as trtexec's libnvinfer (linked
+ * globally) would be. Like TensorRT's registry, the stand-in refuses a second creator with the same name, version
+ * and namespace; it counts every call so that "registered once" and "not touched" can be checked. The version
+ * reported is that of this test's headers, except where the test stands for a TensorRT of another major: then the
+ * self-registering library (a fresh copy of it, so that its initialiser runs again) must register nothing, not even
+ * call getPluginRegistry, and say so in one line on stderr.
  * Usage: rnnx_plugin_library_test <librnnx_trt_plugins.so> <librnnx_trt_plugins_static.so>
  */
 #include <NvInferRuntime.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
-//! What the library looks up with dlsym(RTLD_DEFAULT) to find TensorRT (exported from this executable).
+//! What the library looks up with dlsym(RTLD_DEFAULT) to find TensorRT and its version (exported from this
+//! executable).
 extern "C" __attribute__((visibility("default"))) nvinfer1::IPluginRegistry* getPluginRegistry() noexcept;
+extern "C" __attribute__((visibility("default"))) int32_t getInferLibVersion() noexcept;
 
 namespace
 {
@@ -40,6 +50,9 @@ using TensorRtVersionFn = char const* (*)();
 int gFailures = 0;
 int gChecks = 0;
 int gGetPluginRegistryCalls = 0;
+//! What the stand-in getInferLibVersion() reports: (major * 100 + minor) * 100 + patch, as TensorRT 10 and later.
+int32_t const kHeadersVersion = (NV_TENSORRT_MAJOR * 100 + NV_TENSORRT_MINOR) * 100 + NV_TENSORRT_PATCH;
+int32_t gReportedVersion = kHeadersVersion;
 
 void check(bool ok, char const* what)
 {
@@ -351,12 +364,81 @@ void plainDlopenShape(char const* path)
     checkCreators(nullptr);
 }
 
+//! The self-registering library (a fresh copy of `path`) dlopened while the stand-in TensorRT reports
+//! `reportedVersion`, of major `reportedMajor`, not the headers' one: it loads, registers nothing, does not call
+//! getPluginRegistry (whose registry's vtable would not be the one compiled against), and writes one line to stderr
+//! naming both majors.
+void otherMajorShape(char const* path, int32_t reportedVersion, int32_t reportedMajor)
+{
+    std::printf("librnnx_trt_plugins_static.so with TensorRT %d in the process (getInferLibVersion %d)\n",
+        reportedMajor, reportedVersion);
+    char dir[] = "/tmp/rnnx_library_test_XXXXXX";
+    check(mkdtemp(dir) != nullptr, "mkdtemp");
+    std::string const copy = std::string(dir) + "/librnnx_trt_plugins_static.so";
+    std::string const captured = std::string(dir) + "/stderr.txt";
+    {
+        std::ofstream out(copy, std::ios::binary);
+        out << std::ifstream(path, std::ios::binary).rdbuf();
+        check(out.good(), "copying the self-registering library");
+    }
+    gReportedVersion = reportedVersion;
+    gRegistry.reset();
+    gGetPluginRegistryCalls = 0;
+    std::fflush(stderr);
+    int const savedStderr = dup(2);
+    FILE* const sink = std::fopen(captured.c_str(), "w");
+    check(savedStderr >= 0 && sink != nullptr, "redirecting stderr");
+    if (sink != nullptr)
+    {
+        dup2(fileno(sink), 2);
+    }
+    void* handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::fflush(stderr);
+    if (savedStderr >= 0)
+    {
+        dup2(savedStderr, 2);
+        close(savedStderr);
+    }
+    if (sink != nullptr)
+    {
+        std::fclose(sink);
+    }
+    gReportedVersion = kHeadersVersion;
+    check(handle != nullptr, "the self-registering library loads with another TensorRT major in the process");
+    if (handle == nullptr)
+    {
+        std::printf("  dlopen: %s\n", dlerror());
+    }
+    std::stringstream text;
+    text << std::ifstream(captured).rdbuf();
+    std::string const line = text.str();
+    std::printf("  stderr: %s", line.c_str());
+    check(gGetPluginRegistryCalls == 0, "getPluginRegistry of another TensorRT major is not called");
+    check(gRegistry.calls == 0 && gRegistry.keys.empty(), "nothing registered with another TensorRT major");
+    std::string const expected = "the TensorRT in this process is " + std::to_string(reportedMajor)
+        + ", but this plugin library was built against TensorRT " + std::to_string(NV_TENSORRT_MAJOR) + " headers";
+    check(line.find(expected) != std::string::npos, "stderr names both majors");
+    std::string const remedy = reportedMajor >= 10 ? "TENSORRT_ROOT=<TensorRT " + std::to_string(reportedMajor)
+            + " dir> python -m rnnx.plugins --major " + std::to_string(reportedMajor)
+                                                   : "rnnx's plugins need TensorRT 10 or newer";
+    check(line.find(remedy) != std::string::npos, "stderr names the build command (or the TensorRT needed)");
+    check(line.size() > 1 && line.find('\n') == line.size() - 1, "one line on stderr");
+    std::remove(captured.c_str());
+    std::remove(copy.c_str());
+    rmdir(dir);
+}
+
 } // namespace
 
 extern "C" nvinfer1::IPluginRegistry* getPluginRegistry() noexcept
 {
     ++gGetPluginRegistryCalls;
     return &gRegistry;
+}
+
+extern "C" int32_t getInferLibVersion() noexcept
+{
+    return gReportedVersion;
 }
 
 int main(int argc, char** argv)
@@ -368,6 +450,11 @@ int main(int argc, char** argv)
     }
     loadLibraryShape(argv[1]);
     plainDlopenShape(argv[2]);
+    // TensorRT of another major linked globally (trtexec 11 given a library built for 10, or the reverse), in the
+    // encoding of TensorRT 10 and later; and TensorRT 8.6.1 in the older one.
+    int32_t const other = NV_TENSORRT_MAJOR == 10 ? 11 : 10;
+    otherMajorShape(argv[2], (other * 100 + 2) * 100 + 3, other);
+    otherMajorShape(argv[2], 8601, 8);
     std::printf("%d passed, %d failed\n", gChecks - gFailures, gFailures);
     return gFailures == 0 ? 0 : 1;
 }

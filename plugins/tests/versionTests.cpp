@@ -53,3 +53,45 @@ TEST_CASE("no TensorRT library in the process: TensorRT symbols are not found an
     CHECK(plugin::findLoadedTensorRtSymbol("getLogger") == nullptr);
     CHECK(dlopen(plugin::kTENSORRT_SONAME, RTLD_LAZY | RTLD_NOLOAD) == nullptr);
 }
+
+TEST_CASE("getInferLibVersion values decode to their TensorRT major, in both encodings")
+{
+    // (major * 100 + minor) * 100 + patch from TensorRT 10 on.
+    CHECK_EQ(plugin::decodeInferLibMajor(101401), 10); // 10.14.1
+    CHECK_EQ(plugin::decodeInferLibMajor(100000), 10); // 10.0.0
+    CHECK_EQ(plugin::decodeInferLibMajor(110100), 11); // 11.1.0
+    CHECK_EQ(plugin::decodeInferLibMajor(129999), 12); // 12.99.99
+    // major * 1000 + minor * 100 + patch before.
+    CHECK_EQ(plugin::decodeInferLibMajor(8601), 8); // 8.6.1
+    CHECK_EQ(plugin::decodeInferLibMajor(9300), 9); // 9.3.0
+    CHECK_EQ(plugin::decodeInferLibMajor(7103), 7); // 7.1.3
+    CHECK_EQ(plugin::decodeInferLibMajor(-1), -1);
+}
+
+TEST_CASE("a TensorRT of the headers' major is used; another major, or none reported, is refused in one line")
+{
+    CHECK(plugin::tensorRtMajorMismatch("getPluginRegistry", NV_TENSORRT_MAJOR).empty());
+    int32_t const other = NV_TENSORRT_MAJOR == 10 ? 11 : 10;
+    std::string const line = plugin::tensorRtMajorMismatch("getPluginRegistry", other);
+    std::string const headers = std::to_string(NV_TENSORRT_MAJOR);
+    std::string const found = std::to_string(other);
+    CHECK_EQ(line,
+        "[rnnx plugins] getPluginRegistry not used: the TensorRT in this process is " + found
+            + ", but this plugin library was built against TensorRT " + headers
+            + " headers: build the plugins for TensorRT " + found + ": TENSORRT_ROOT=<TensorRT " + found
+            + " dir> python -m rnnx.plugins --major " + found);
+    CHECK(line.find('\n') == std::string::npos);
+    CHECK_EQ(plugin::tensorRtMajorMismatch("getLogger", 8),
+        "[rnnx plugins] getLogger not used: the TensorRT in this process is 8, but this plugin library was built "
+        "against TensorRT "
+            + headers + " headers: rnnx's plugins need TensorRT 10 or newer");
+    std::string const none = plugin::tensorRtMajorMismatch("getLogger", -1);
+    CHECK(none.find("getLogger not used: the TensorRT library that has it reports no version") != std::string::npos);
+    CHECK(none.find("built against TensorRT " + headers + " headers") != std::string::npos);
+}
+
+TEST_CASE("no TensorRT in the global scope either: the registry lookup finds nothing")
+{
+    // This executable defines no getPluginRegistry (libraryTest.cpp's does, with a stand-in TensorRT version).
+    CHECK(plugin::findLoadedTensorRtSymbol("getPluginRegistry", true) == nullptr);
+}

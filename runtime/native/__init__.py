@@ -62,8 +62,21 @@ def onnxruntime_library() -> Path:
 
 
 def _tensorrt_include() -> Optional[Path]:
-    candidates = [Path(os.environ["TENSORRT_ROOT"]) / "include"] if os.environ.get("TENSORRT_ROOT") else []
-    candidates += [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include")]
+    """The TensorRT headers the TensorRT backend is compiled with (the major it then serves): with
+    ``$TENSORRT_ROOT`` its ``include/`` or the folder itself (as the plugin build takes it), and an error when
+    neither has them, never a silent fall-back to other headers; else the system's, then the 10.14 headers
+    ``scripts/setup.sh`` extracts; None when there are none (the library is built without the TensorRT backend)."""
+    root = os.environ.get("TENSORRT_ROOT")
+    if root:
+        candidates = [Path(root) / "include", Path(root)]
+        found = next((c for c in candidates if (c / "NvInferRuntime.h").is_file()), None)
+        if found is None:
+            raise NativeBuildError(
+                f"TENSORRT_ROOT={root}: no NvInferRuntime.h in {candidates[0]} or {candidates[1]} (unset TENSORRT_ROOT "
+                "to build with the system's or setup.sh's TensorRT headers)"
+            )
+        return found
+    candidates = [Path("/usr/include/x86_64-linux-gnu"), Path("/usr/include")]
     if CHECKOUT is not None:
         candidates.append(CHECKOUT / ".cache" / "tensorrt" / "include")
     return next((c for c in candidates if (c / "NvInferRuntime.h").is_file()), None)

@@ -2,9 +2,11 @@
 
 #include "error.h"
 
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
-#include <dlfcn.h>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -47,7 +49,8 @@ bool ends_with(const std::string& text, const std::string& suffix)
 // The command that builds the loadLibrary kind of the plugin library for TensorRT `major`.
 std::string build_command(int major)
 {
-    return "TENSORRT_ROOT=<TensorRT " + std::to_string(major) + " dir> python -m rnnx.plugins --kind load_library";
+    return "TENSORRT_ROOT=<TensorRT " + std::to_string(major)
+        + " dir> python -m rnnx.plugins --kind load_library --major " + std::to_string(major);
 }
 
 // What this process loaded (or found registered by someone else: nullptr), by real path.
@@ -100,21 +103,50 @@ std::vector<PluginCreator> missing_creators(
     return out;
 }
 
+int marker_major(const std::string& bytes)
+{
+    const std::string prefix = kPluginMarkerPrefix;
+    for (size_t at = bytes.find(prefix); at != std::string::npos; at = bytes.find(prefix, at + 1))
+    {
+        // "<major>.<minor>.<patch>\0" after the prefix (Python's _MARKER_PATTERN); else the next occurrence.
+        size_t i = at + prefix.size();
+        int major = -1;
+        bool ok = true;
+        for (int part = 0; part < 3 && ok; ++part)
+        {
+            const size_t first = i;
+            while (i < bytes.size() && bytes[i] >= '0' && bytes[i] <= '9')
+                ++i;
+            ok = i > first && i - first <= 9 && i < bytes.size() && bytes[i] == (part < 2 ? '.' : '\0');
+            if (ok && part == 0)
+                major = std::stoi(bytes.substr(first, i - first));
+            ++i;
+        }
+        if (ok)
+            return major;
+    }
+    return -1;
+}
+
 int plugin_library_major(const std::string& path)
 {
-    void* handle = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
-    if (handle == nullptr)
+    std::string bytes;
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    int why = file == nullptr ? errno : 0;
+    if (file != nullptr)
     {
-        const char* why = ::dlerror();
-        throw Error(RNNX_ERROR_BACKEND,
-            path + ": cannot be loaded to read the TensorRT major it was built for"
-                + (why != nullptr ? std::string(" (") + why + ")" : std::string()));
+        char buffer[1 << 16];
+        size_t n = 0;
+        while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
+            bytes.append(buffer, n);
+        if (std::ferror(file))
+            why = errno != 0 ? errno : EIO;
+        std::fclose(file);
     }
-    using MajorFn = int32_t (*)();
-    auto major = reinterpret_cast<MajorFn>(::dlsym(handle, kPluginMajorSymbol));
-    const int value = major != nullptr ? static_cast<int>(major()) : -1;
-    ::dlclose(handle);
-    return value;
+    if (file == nullptr || why != 0)
+        throw Error(RNNX_ERROR_BACKEND,
+            path + ": cannot be read to find the TensorRT major it was built for (" + std::strerror(why) + ")");
+    return marker_major(bytes);
 }
 
 void check_plugin_library_major(const std::string& path, int tensorrt_major)
@@ -122,9 +154,10 @@ void check_plugin_library_major(const std::string& path, int tensorrt_major)
     const int built = plugin_library_major(path);
     if (built == -1)
         throw Error(RNNX_ERROR_BACKEND,
-            path + ": built before rnnx recorded its TensorRT major (it exports no " + kPluginMajorSymbol
-                + "): rebuild it for TensorRT " + std::to_string(tensorrt_major) + ": "
-                + build_command(tensorrt_major));
+            path
+                + ": built before rnnx recorded its TensorRT major (it has no rnnx-trt-plugins:tensorrt-headers "
+                  "marker): rebuild it for TensorRT "
+                + std::to_string(tensorrt_major) + ": " + build_command(tensorrt_major));
     if (built != tensorrt_major)
         throw Error(RNNX_ERROR_BACKEND,
             path + ": built for TensorRT " + std::to_string(built) + ", but the TensorRT loaded is "
@@ -164,20 +197,20 @@ void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string
                 + " not: another rnnx plugin library is loaded in this process, and TensorRT's loadLibrary would "
                   "fail");
     }
-    // The self-registering library is not opened to read its major: a dlopen registers its creators.
-    const bool is_static = ends_with(path, "_static.so");
-    if (!is_static)
-        check_plugin_library_major(path, tensorrt_major);
+    // The self-registering library registers its creators when it is loaded, also inside loadLibrary (which
+    // dlopens it before it finds no getCreators): refused before anything opens it.
+    if (ends_with(path, "_static.so"))
+        throw Error(RNNX_ERROR_BACKEND,
+            path
+                + ": not loaded: the self-registering library is for plain dlopen; loadLibrary takes "
+                  "librnnx_trt_plugins.so");
+    check_plugin_library_major(path, tensorrt_major);
     void* handle = registry.loadLibrary(path.c_str());
     if (handle == nullptr)
     {
         const std::string why = detail ? detail() : std::string();
         throw Error(RNNX_ERROR_BACKEND,
-            path + ": TensorRT could not load the plugin library"
-                + (is_static ? " (the self-registering library is for plain dlopen; loadLibrary takes "
-                               "librnnx_trt_plugins.so)"
-                             : "")
-                + (why.empty() ? "" : ": " + why));
+            path + ": TensorRT could not load the plugin library" + (why.empty() ? "" : ": " + why));
     }
     const std::vector<PluginCreator> still_missing = missing_creators(registry, creators);
     if (!still_missing.empty())

@@ -37,15 +37,21 @@ std::string creator_names(const std::vector<PluginCreator>& creators);
 std::vector<PluginCreator> missing_creators(
     nvinfer1::IPluginRegistry& registry, const std::vector<PluginCreator>& creators);
 
-// The symbol a plugin library exports (plugins/common/pluginRegistration.cpp): extern "C" int32_t
-// rnnx_trt_plugins_tensorrt_major(), the NV_TENSORRT_MAJOR it was compiled with.
-inline constexpr const char* kPluginMajorSymbol = "rnnx_trt_plugins_tensorrt_major";
+// What precedes the TensorRT headers' version in the marker both plugin libraries keep in their bytes
+// (plugins/common/pluginCommon.h kTENSORRT_HEADERS_MARKER): "rnnx-trt-plugins:tensorrt-headers=<major>.<minor>.<patch>"
+// and a NUL, the NV_TENSORRT_* of the headers the library was compiled with. Python reads the same marker
+// (rnnx.plugins.library_tensorrt_version).
+inline constexpr const char* kPluginMarkerPrefix = "rnnx-trt-plugins:tensorrt-headers=";
 
-// The TensorRT major the plugin library at `path` was compiled with: dlopen(RTLD_LAZY | RTLD_LOCAL), dlsym of
-// kPluginMajorSymbol, call, dlclose. Only for librnnx_trt_plugins.so (the loadLibrary kind, which registers
-// nothing when it is loaded): the self-registering librnnx_trt_plugins_static.so would register its creators.
-// -1 when the library does not export the symbol (built before rnnx recorded it); Error(RNNX_ERROR_BACKEND)
-// naming the file and dlerror's reason when it cannot be loaded.
+// The major of the first complete marker in `bytes` (kPluginMarkerPrefix, then "<digits>.<digits>.<digits>" and
+// a NUL; an occurrence not followed by that is skipped), or -1 when there is none.
+int marker_major(const std::string& bytes);
+
+// The TensorRT major the plugin library at `path` was compiled with, read from the marker in the file's bytes
+// (marker_major): the file is read, never loaded, so neither kind of library is opened for the check (a dlopen of
+// the self-registering library, whatever its name, registers its creators). -1 when the file has no marker (a
+// library built before rnnx recorded it); Error(RNNX_ERROR_BACKEND) naming the file and the reason when it cannot
+// be read.
 int plugin_library_major(const std::string& path);
 
 // Error(RNNX_ERROR_BACKEND), one line, when the plugin library at `path` was built for another TensorRT major
@@ -62,9 +68,10 @@ void check_plugin_library_major(const std::string& path, int tensorrt_major);
 //  - when every entry of `creators` is already registered, nothing is loaded;
 //  - when only some are, Error naming both sets (another rnnx plugin library is loaded, and loadLibrary
 //    would fail);
-//  - otherwise check_plugin_library_major(path, tensorrt_major) (skipped for a file named *_static.so, which
-//    loadLibrary refuses, see below), then registry.loadLibrary(path) once; Error when it returns nullptr (a
-//    hint for a *_static.so) or the creators are not registered after it.
+//  - otherwise a file named *_static.so (the self-registering library, which registers its creators when
+//    loadLibrary dlopens it, while TensorRT is inside loadLibrary) is refused with a one-line hint, before
+//    anything loads it; then check_plugin_library_major(path, tensorrt_major), then registry.loadLibrary(path)
+//    once; Error when it returns nullptr or the creators are not registered after it.
 // Errors are Error(RNNX_ERROR_BACKEND); `detail`, when given, adds TensorRT's last message to loadLibrary's.
 void* load_plugin_library(nvinfer1::IPluginRegistry& registry, const std::string& path,
     const std::vector<PluginCreator>& creators, int tensorrt_major, const std::function<std::string()>& detail = {});

@@ -1,14 +1,17 @@
-// rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED: the TensorRT backend's plugin loader (src/trt_plugins.cpp)
-// against a stand-in plugin registry, and its engine profile order check (src/trt_profiles.cpp), without
-// TensorRT. DIR is a writable folder; the program copies plugin library doubles there to stand for plugin
-// libraries (the loader keys them by real path and reads the TensorRT major they were built for; the stand-in
-// registry never opens them).
+// rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED LIB_SELF_REGISTERING: the TensorRT backend's plugin loader
+// (src/trt_plugins.cpp) against a stand-in plugin registry, and its engine profile order check
+// (src/trt_profiles.cpp), without TensorRT. DIR is a writable folder; the program copies plugin library doubles
+// there to stand for plugin libraries (the loader keys them by real path and reads the TensorRT major they were
+// built for from their bytes; the stand-in registry never opens them).
 //
 // TEST DOUBLES (no TensorRT and no plugin library built for two majors exist here): LIB10 and LIB11 are shared
-// libraries whose only function is rnnx_trt_plugins_tensorrt_major(), returning 10 and 11, as
-// librnnx_trt_plugins.so built with the TensorRT 10 or 11 headers does; LIB_UNMARKED exports no such function, as
-// a plugin library built before rnnx recorded its major. tests/test_native_runtime.py compiles them. The loader
-// is given the major of "the loaded TensorRT" as an argument, so every case runs with either header set.
+// libraries that keep the marker "rnnx-trt-plugins:tensorrt-headers=10.14.1" / "=11.1.0" in their bytes and export
+// rnnx_trt_plugins_tensorrt_major(), as librnnx_trt_plugins.so built with the TensorRT 10 or 11 headers does;
+// LIB_UNMARKED has no marker, as a plugin library built before rnnx recorded its major; LIB_SELF_REGISTERING has
+// the TensorRT 10 marker and a static initialiser that ends the process with status 3, standing for the
+// self-registering library, which registers its creators when anything loads it: this program exits 3 if the
+// loader ever opened it. tests/test_native_runtime.py compiles them. The loader is given the major of "the loaded
+// TensorRT" as an argument, so every case runs with either header set.
 //
 // It prints one line per case (what loadLibrary was asked, and the handle or the error's status and message)
 // for tests/test_native_runtime.py to compare, "FAILED <what>" for a check of its own that fails, and exits 1
@@ -174,6 +177,7 @@ const std::vector<PluginCreator> kCreators{{"SRUScan", "1", "rnnx"}, {"CausalLin
 std::string lib10;
 std::string lib11;
 std::string lib_unmarked;
+std::string lib_self_registering;
 
 // A file at dir/name: a copy of `library` (a plugin library double), or an empty file when `library` is "".
 std::string make_file(const std::string& dir, const std::string& name, const std::string& library = lib10)
@@ -238,15 +242,16 @@ std::string order_of(const std::vector<rnnx::SequenceRange>& ranges)
 
 int main(int argc, char** argv)
 {
-    if (argc != 5)
+    if (argc != 6)
     {
-        std::fprintf(stderr, "usage: rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED\n");
+        std::fprintf(stderr, "usage: rnnx_trt_plugins_test DIR LIB10 LIB11 LIB_UNMARKED LIB_SELF_REGISTERING\n");
         return 2;
     }
     const std::string dir = argv[1];
     lib10 = argv[2];
     lib11 = argv[3];
     lib_unmarked = argv[4];
+    lib_self_registering = argv[5];
 
     {
         // A process that opens the same TensorRT export twice, the second time through a symlink.
@@ -284,10 +289,20 @@ int main(int argc, char** argv)
         print("partial", load(registry, path));
     }
     {
-        // loadLibrary fails; the self-registering library's name gets a hint.
+        // loadLibrary fails.
         RegistryDouble registry;
         print("null handle", load(registry, make_file(dir, "broken.so")));
-        print("static library", load(registry, make_file(dir, "librnnx_trt_plugins_static.so", "")));
+    }
+    {
+        // The self-registering library is refused before anything loads it (loadLibrary would dlopen it, and its
+        // initialiser would register while TensorRT is inside loadLibrary), even with the right major and a
+        // registry whose loadLibrary would succeed.
+        RegistryDouble registry;
+        const std::string path = make_file(dir, "librnnx_trt_plugins_static.so", lib_self_registering);
+        registry.libraries[path] = kCreators;
+        print("static library", load(registry, path));
+        check(registry.load_calls.empty(), "no loadLibrary call for the self-registering library");
+        check(registry.getCreator("SRUScan", "1", "rnnx") == nullptr, "nothing registered");
     }
     {
         // The library loads but does not register what the export needs; the next export needs more.
@@ -309,6 +324,13 @@ int main(int argc, char** argv)
         registry.libraries[built11] = kCreators;
         check(rnnx::plugin_library_major(built10) == 10 && rnnx::plugin_library_major(built11) == 11,
             "plugin_library_major reads the doubles' majors");
+        // A self-registering library under another name: its major is read from the bytes, so its initialiser
+        // (which ends this process with status 3) never runs, neither here nor in the loader.
+        const std::string renamed = make_file(dir, "renamed.so", lib_self_registering);
+        check(rnnx::plugin_library_major(renamed) == 10, "plugin_library_major reads a library without loading it");
+        registry.libraries[renamed] = kCreators;
+        print(
+            "a renamed self-registering library, TensorRT 11 loaded", load(registry, renamed, nullptr, kCreators, 11));
         print("built for 10, TensorRT 11 loaded", load(registry, built10, nullptr, kCreators, 11));
         print("built for 11, TensorRT 10 loaded", load(registry, built11, nullptr, kCreators, 10));
         print("built for 11, TensorRT 11 loaded", load(registry, built11, nullptr, kCreators, 11));
@@ -319,13 +341,27 @@ int main(int argc, char** argv)
         const std::string old = make_file(dir, "unmarked.so", lib_unmarked);
         unmarked.libraries[old] = kCreators;
         print("built before the major was recorded", load(unmarked, old, nullptr, kCreators, 11));
-        check(rnnx::plugin_library_major(old) == -1, "plugin_library_major of a library without the symbol");
+        check(rnnx::plugin_library_major(old) == -1, "plugin_library_major of a library without the marker");
         const std::string empty = make_file(dir, "not_a_library.so", "");
         unmarked.libraries[empty] = kCreators;
-        const std::string outcome = load(unmarked, empty);
-        const std::string expected = "loadLibrary calls 0, status 5: " + empty
-            + ": cannot be loaded to read the TensorRT major it was built for (";
-        check(outcome.rfind(expected, 0) == 0, "not a library: " + outcome);
+        print("not a library", load(unmarked, empty, nullptr, kCreators, 10));
+        const std::string absent = dir + "/absent.so";
+        unmarked.libraries[absent] = kCreators;
+        print("no such file", load(unmarked, absent));
+        check(unmarked.load_calls.empty(), "no loadLibrary for a library without a marker or without a file");
+    }
+    {
+        // The marker as Python's pattern reads it: the prefix, digits.digits.digits, a NUL; the first complete one.
+        using namespace std::string_literals;
+        const std::string prefix = rnnx::kPluginMarkerPrefix;
+        check(rnnx::marker_major("ELF\0"s + prefix + "11.1.0\0rest"s) == 11, "a marker in the bytes");
+        check(rnnx::marker_major(prefix + "10.14.1\0"s) == 10, "a marker at the start");
+        check(rnnx::marker_major(prefix + "10.14.1") == -1, "no NUL after the version");
+        check(rnnx::marker_major(prefix + "10.14\0"s) == -1, "two numbers only");
+        check(rnnx::marker_major(prefix + "x.1.0\0"s) == -1, "not a number");
+        check(rnnx::marker_major(prefix + "\0"s + prefix + "11.0.2\0"s) == 11, "an incomplete marker, then one");
+        check(rnnx::marker_major("rnnx-trt-plugins:tensorrt-headers 10.14.1\0"s) == -1, "not the prefix");
+        check(rnnx::marker_major("") == -1, "no bytes");
     }
     // The engine's optimization profiles, as (min, opt, max) of input_ids' sequence axis.
     print("profiles decode, prefill", order_of({{1, 1, 1}, {1, 512, 512}}));
