@@ -46,6 +46,7 @@ ALLOWLIST = {
     "tests/test_export_stateful.py": "checks the op list of a user module's export metadata",
     "tests/test_sru_module.py": "layer tests with sru_scan_naive as the reference",
     "tests/test_srupp_module.py": "layer tests with sru_scan_naive as the reference",
+    "tests/test_linear_recurrence_naive.py": "checks the Katharopoulos-as-linear reference against the old naive",
     "tests/test_export_models.py": "checks the op list of exported models' metadata, which comes from spec.ALL_OPS",
     "tests/test_wheel.py": "spot-checks that the wheel ships some plugin and kernel sources (package-data globs)",
     "tests/test_sru3_api.py": "checks that an SRU with a custom transform exports with its scans as SRUScan nodes",
