@@ -37,8 +37,9 @@ import math
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
+
+from ..linear_attention.naive import DEFAULT_EPS, feature_map
 
 UPDATE_RULES: tuple[str, ...] = ("linear", "gated", "delta", "gated_delta")
 GATED_RULES: frozenset[str] = frozenset({"gated", "gated_delta"})
@@ -186,7 +187,7 @@ def katharopoulos_as_linear(
     S0: Optional[Tensor] = None,
     z0: Optional[Tensor] = None,
     mask_pad: Optional[Tensor] = None,
-    eps: float = 1e-6,
+    eps: float = DEFAULT_EPS,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """rnnx's normalised causal linear attention as the ``linear`` rule plus one division.
 
@@ -201,8 +202,8 @@ def katharopoulos_as_linear(
     B, L, HE = q.shape
     H = num_heads
     E, M = HE // H, v.shape[-1] // H
-    phi_q = F.elu(q.to(_F64)) + 1.0
-    phi_k = F.elu(k.to(_F64)) + 1.0
+    phi_q = feature_map(q.to(_F64))
+    phi_k = feature_map(k.to(_F64))
     if mask_pad is not None:
         phi_k = phi_k * (mask_pad == 0).to(_F64).unsqueeze(-1)
     v_ext = torch.cat([v.to(_F64).reshape(B, L, H, M), v.new_ones((B, L, H, 1), dtype=_F64)], dim=-1)
