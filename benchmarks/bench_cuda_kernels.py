@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from rnnx.models.ops import cuda as cuda_ops
-from rnnx.models.ops.linear_attention.chunked import DEFAULT_CHUNK_SIZE, chunked_forward
+from rnnx.models.ops.causal_linear_attention.chunked import DEFAULT_CHUNK_SIZE, chunked_forward
 
 
 def cuda_time(fn: Callable[[], object], warmup: int = 3, repeat: int = 20) -> float:

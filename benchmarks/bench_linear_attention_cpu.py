@@ -25,7 +25,7 @@ def main() -> None:
     args = ap.parse_args()
     B, H, E = args.batch, args.heads, args.dim
 
-    from rnnx.models.ops.linear_attention import causal_linear_attention
+    from rnnx.models.ops.causal_linear_attention import causal_linear_attention
 
     torch.manual_seed(0)
     prefill, decode = [], []

@@ -33,7 +33,7 @@ from timing import machine_line, markdown_table, measure
 import rnnx.runtime as rt
 from rnnx.export import export, export_model
 from rnnx.models.checkpoint import demo_checkpoint_path
-from rnnx.models.ops.sru import sru_scan
+from rnnx.models.ops.sru_scan import sru_scan
 from rnnx.runtime import ortops
 from rnnx.runtime.backends.ort_backend import OrtBackend
 

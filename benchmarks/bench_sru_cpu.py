@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     L, B, d, n = args.length, args.batch, args.hidden, args.layers
 
-    from rnnx.models.ops.sru import sru_scan, sru_scan_naive
+    from rnnx.models.ops.sru_scan import sru_scan, sru_scan_naive
     from rnnx.models.sru import SRU
 
     torch.manual_seed(0)

@@ -19,8 +19,8 @@ from .convert import ConversionError, convert, supported
 from .fast_transformers import LinearTransformerEncoder
 from .linear_transformer import LinearTransformerLM
 from .lm import SRULM, RecurrentLM, SRUppLM
-from .ops.linear_attention import causal_linear_attention
-from .ops.sru import sru_scan
+from .ops.causal_linear_attention import causal_linear_attention
+from .ops.sru_scan import sru_scan
 from .registry import MODEL_TYPES, build_model
 from .sru import SRU, SRUCell
 from .srupp import SRUpp, SRUppCell

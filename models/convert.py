@@ -44,7 +44,11 @@ __all__ = [
 ]
 
 #: modules defining ``CONVERTERS``; one that is absent (not installed yet) is skipped
-CONVERTER_MODULES: tuple[str, ...] = ("rnnx.models.convert_sru", "rnnx.models.fast_transformers")
+CONVERTER_MODULES: tuple[str, ...] = (
+    "rnnx.models.convert_sru",
+    "rnnx.models.fast_transformers",
+    "rnnx.models.convert_transformers",
+)
 
 #: the dotted path a converter receives for the root module (``named_modules`` calls it "")
 ROOT_PATH = "<root>"

@@ -57,8 +57,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .convert import ROOT_PATH, Converter, carry_over, conversion_error, package_version, qualified_name
+from .ops.causal_linear_attention import causal_linear_attention
 from .ops.dtypes import state_dtype
-from .ops.linear_attention import causal_linear_attention
 from .state import LinearAttentionState
 
 __all__ = [

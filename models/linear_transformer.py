@@ -1,6 +1,6 @@
 """Decoder-only causal linear-attention transformer ("Transformers are RNNs", Katharopoulos et al. 2020).
 
-Every attention layer is :func:`rnnx.models.ops.linear_attention.causal_linear_attention` over heads:
+Every attention layer is :func:`rnnx.models.ops.causal_linear_attention.causal_linear_attention` over heads:
 the parallel (chunked) form over the whole sequence for training and prefill, and the same op with
 L = 1 for a decode step; both start from the carried state, so the two forms give the same numbers.
 
@@ -28,8 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from .lm import RecurrentLM, check_tokens
+from .ops.causal_linear_attention import causal_linear_attention
 from .ops.dtypes import state_dtype
-from .ops.linear_attention import causal_linear_attention
 from .state import LinearAttentionState, LinearTransformerState
 
 

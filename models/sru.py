@@ -32,7 +32,7 @@ input size differs from ``out`` and there is a skip term):
 - ``layer_norm``  ``nn.LayerNorm`` over the layer input (pre-norm) or the output (``normalize_after``).
 
 The skip input x' of a k = 3 layer is the layer input *before* its layer norm (the residual). The
-elementwise recurrence goes through :func:`rnnx.models.ops.sru.sru_scan` (the ``SRUScan`` op of
+elementwise recurrence goes through :func:`rnnx.models.ops.sru_scan.sru_scan` (the ``SRUScan`` op of
 docs/ops.md); a user's transform module is ordinary torch code in front of it.
 
 ``SRU`` and ``SRUCell`` script with ``torch.jit.script`` as sru's modules do (this file therefore keeps
@@ -54,7 +54,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from .ops.dtypes import state_dtype
-from .ops.sru import sru_scan
+from .ops.sru_scan import sru_scan
 from .state import SRUState
 
 __all__ = ["SRU", "SRUCell", "SRU_VERSIONS", "ScaleXMixin", "dims_text", "highway_dropout", "shape_text"]
@@ -497,7 +497,7 @@ class SRUCell(ScaleXMixin):
         return h, c
 
     def _scan(self, U: Tensor, residual: Tensor, c0: Tensor, mask_pad: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-        """The recurrence: :func:`~rnnx.models.ops.sru.sru_scan` (its checks included), or under TorchScript
+        """The recurrence: :func:`~rnnx.models.ops.sru_scan.sru_scan` (its checks included), or under TorchScript
         the op it wraps."""
         x = residual if self.has_skip_term and self.num_matrices == 3 else None
         if torch.jit.is_scripting():

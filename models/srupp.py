@@ -9,8 +9,8 @@ matches that package numerically (softmax attention). Layer ``i`` is an :class:`
 - :class:`SRUppLinearAttention`: causal linear attention, same parameters (``attention="linear"``),
 - :class:`SRUppProjectedLinear`: ``linear2(LN(linear1(x)))`` on layers without attention.
 
-The elementwise recurrence runs through :func:`rnnx.models.ops.sru.sru_scan`, linear attention
-through :func:`rnnx.models.ops.linear_attention.causal_linear_attention`.
+The elementwise recurrence runs through :func:`rnnx.models.ops.sru_scan.sru_scan`, linear attention
+through :func:`rnnx.models.ops.causal_linear_attention.causal_linear_attention`.
 
 Streaming (unidirectional only): :meth:`SRUpp.init_state` and :meth:`SRUpp.forward_state` carry an
 :class:`~rnnx.models.state.SRUppState` between calls; attention is causal over everything fed so
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.jit import Final
 
-from .ops import linear_attention as _linear_attention
+from .ops import causal_linear_attention as _linear_attention
 from .ops.dtypes import state_dtype
 from .sru import SRUCell, dims_text, shape_text
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState, flatten_state

@@ -2,9 +2,10 @@
 
 This folder is the package ``rnnx.plugins``: the shared parts (the CMake build, the kernels' launch API and
 shared headers, the plugin base and registration, the CUDA host emulation, the C++ tests, the ONNX Runtime op
-library's shared sources). Each op's own native sources sit in its op folder, ``rnnx.models.ops.<op>``:
-``cuda/`` (its kernels), ``ort/`` (its ONNX Runtime op), ``tensorrt/`` (its plugin). The wheel carries all of
-them, so both users of the kernels build from the installed package as well as from a source checkout:
+library's shared sources, the PyTorch-facing native layer in ``torch/``) and each op's own native sources in its
+op folder here, ``<op>/`` named by the op's torch name: ``cpu/`` (its CPU kernel), ``cuda/`` (its kernels),
+``ort/`` (its ONNX Runtime op), ``tensorrt/`` (its plugin). The wheel carries all of them, so both users of the
+kernels build from the installed package as well as from a source checkout:
 
 * the PyTorch binding (``rnnx.models.ops.cuda``) JIT-compiles :data:`KERNEL_SOURCES` with
   :data:`KERNELS_INCLUDE_DIR` and :data:`KERNELS_SRC_DIR` on its include path;
@@ -62,9 +63,18 @@ LIBRARY_KINDS = {"load_library": LIBRARY_NAME, "dlopen": STATIC_LIBRARY_NAME}
 SOURCE_DIR = Path(__file__).resolve().parent
 #: The repository root in a source checkout (editable install included), else None (installed wheel).
 REPO_ROOT: Optional[Path] = SOURCE_DIR.parent if (SOURCE_DIR.parent / "pyproject.toml").is_file() else None
-#: The op folders (``rnnx.models.ops``): each op's kernels, ONNX Runtime op and plugin are in ``<op>/cuda``,
-#: ``<op>/ort`` and ``<op>/tensorrt`` there (``../models/ops`` from this folder, in a checkout and in a wheel).
-OPS_DIR = SOURCE_DIR.parent / "models" / "ops"
+#: The folder of the op folders, this one: each op's CPU kernel, CUDA kernels, ONNX Runtime op and plugin are in
+#: ``<op>/cpu``, ``<op>/cuda``, ``<op>/ort`` and ``<op>/tensorrt`` (``<op>`` the op's torch name). An op folder is
+#: one with such a language folder; the shared folders (``common``, ``cpu``, ``kernels``, ``ort``, ``tests``,
+#: ``torch``) have none, so the globs ``*/cuda/*.cu`` and the like take op sources only.
+OPS_DIR = SOURCE_DIR
+#: The language folders of an op folder.
+OP_LANGUAGE_FOLDERS = ("cpu", "cuda", "ort", "tensorrt")
+#: Headers the CPU kernels of every op share (``vector_math.h``), for their hosts: torch, libtorch, ONNX Runtime.
+CPU_DIR = SOURCE_DIR / "cpu"
+#: The PyTorch-facing native layer: the libtorch registration (``rnnx_torch_ops.cpp``), ATen's parallel-for for
+#: the CPU kernels (``aten_parallel_for.h``) and the CUDA extension's binding (``binding.cpp``).
+TORCH_DIR = SOURCE_DIR / "torch"
 #: The CUDA kernel library shared by the TensorRT plugins and the PyTorch binding (its CMake build).
 KERNELS_DIR = SOURCE_DIR / "kernels"
 #: Public headers of the kernels (``rnnx/kernels.h``: the C++ launch API).

@@ -3,7 +3,7 @@
 Each library keeps its own builder (incremental: a library newer than its sources is kept); this runs them in
 order, skips one whose tools are missing with the reason, and prints one line per library::
 
-    cpu-kernel        the SRU scan's CPU kernel (torch extension)          rnnx.models.ops.sru.cpu_kernel
+    cpu-kernel        the SRU scan's CPU kernel (torch extension)          rnnx.models.ops.sru_scan.cpu_kernel
     libtorch-ops      librnnx_torch_ops, the ops for libtorch programs      rnnx.models.ops.libtorch
     cuda-kernels      the ops' CUDA kernels as a torch extension            rnnx.models.ops.cuda (needs a GPU)
     tensorrt-plugins  librnnx_trt_plugins (+ the C++ unit tests)            rnnx.plugins (needs nvcc, cmake), into
@@ -54,7 +54,7 @@ def _extension(module: ModuleType, what: str) -> Path:
 
 
 def _cpu_kernel() -> Path:
-    from rnnx.models.ops.sru import cpu_kernel
+    from rnnx.models.ops.sru_scan import cpu_kernel
 
     return _extension(cpu_kernel, "the SRU scan CPU kernel")
 

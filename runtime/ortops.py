@@ -3,11 +3,11 @@ instead of their function bodies.
 
     python3 -m rnnx.runtime.ortops        # fetches the headers and builds the library if needed; prints its path
 
-The library (``librnnx_ort_ops.so``; sources in ``plugins/ort/`` and each op's ``models/ops/<op>/ort/``) is
+The library (``librnnx_ort_ops.so``; sources in ``plugins/ort/`` and each op's ``plugins/<op>/ort/``) is
 built from ONNX Runtime's C/C++ headers alone: it links no libonnxruntime and takes the API table from the process
 that loads it, through ``SessionOptions.register_custom_ops_library(path)`` (Python),
 ``Ort::SessionOptions::RegisterCustomOpsLibrary`` (C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its
-kernels are host-independent headers under ``models/ops/*/csrc`` (the SRU one is rnnx's torch CPU kernel), built
+kernels are host-independent headers under ``plugins/*/cpu`` (the SRU one is rnnx's torch CPU kernel), built
 for AVX2/FMA and for a baseline and picked by the CPU's features; each op has a kernel per activation dtype (fp32,
 fp16, bf16, fp64). The headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
 :data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model without
@@ -45,11 +45,13 @@ NATIVE_OPS = tuple((ONNX_DOMAIN, op.onnx_name) for op in ALL_OPS)
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
 #: The library's shared sources: the registration, the per-instruction-set kernel entry points, the op support.
 _SOURCES = _PACKAGE_ROOT / "plugins" / "ort"
-_OPS = _PACKAGE_ROOT / "models" / "ops"
+#: The op folders, ``plugins/<op>/`` (only they have language folders such as ``ort/`` and ``cpu/``).
+_OPS = _PACKAGE_ROOT / "plugins"
 #: Each op's ONNX Runtime op header, in its op folder (``<op>/ort/``).
 _OP_DIRS = tuple(sorted(_OPS.glob("*/ort")))
-#: The host-independent kernel headers the library shares with rnnx's torch ops (``csrc/`` and ``<op>/csrc/``).
-_KERNEL_DIRS = (_OPS / "csrc", *sorted(_OPS.glob("*/csrc")))
+#: The host-independent kernel headers the library shares with rnnx's torch ops (``plugins/cpu/``, the shared
+#: vector maths, and each op's ``<op>/cpu/``).
+_KERNEL_DIRS = (_OPS / "cpu", *sorted(_OPS.glob("*/cpu")))
 
 
 _logger = logging.getLogger("rnnx.runtime")

@@ -26,7 +26,7 @@
 #   memcheck-DTYPE   180  compute-sanitizer --tool memcheck --leak-check full on plugin_enqueue_gpu --dtype DTYPE
 #   racecheck-DTYPE  180  compute-sanitizer --tool racecheck on plugin_enqueue_gpu --dtype DTYPE
 #   synccheck-DTYPE  120  compute-sanitizer --tool synccheck on the CausalLinearAttention cases (the chunked
-#                         prefill kernel, models/ops/linear_attention/cuda/linear_attention_prefill.cu, and the decode
+#                         prefill kernel, plugins/causal_linear_attention/cuda/linear_attention_prefill.cu, and the decode
 #                         kernel) (DTYPE: fp32, fp16, bf16 -- nine sanitizer steps)
 #   trt-mask-types   120  full mode, first: one SRUScan and one CausalLinearAttention node (plugins only) with an
 #                         int32 and a bool pad mask; int32 must build and match the naive twins, bool is reported

@@ -804,8 +804,8 @@ def plugin_node_reference(op_name: str, arrays: dict[str, Any]) -> dict[str, Any
     """The naive twin's outputs (numpy, by output name) for :func:`plugin_node_model`'s inputs."""
     import torch
 
-    from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
-    from rnnx.models.ops.sru.naive import sru_scan_naive
+    from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
+    from rnnx.models.ops.sru_scan.naive import sru_scan_naive
     from rnnx.runtime.contract import ops
 
     t = {name: torch.from_numpy(a) for name, a in arrays.items()}

@@ -3,7 +3,7 @@
 #
 #   bash scripts/gpu_kernels_check.sh [PYTEST_ARGS...]     # e.g. -k linear_attention, -x
 #
-# 1. build   the torch CUDA binding (models/ops/cuda/binding.cpp + every models/ops/<op>/cuda/*.cu, JIT through
+# 1. build   the torch CUDA binding (plugins/torch/binding.cpp + every plugins/<op>/cuda/*.cu, JIT through
 #            torch.utils.cpp_extension) for this device's compute capability only, MAX_JOBS = the CPU count
 # 2. pytest  pytest -m gpu tests/test_cuda_kernels.py: the causal linear attention op in its version 2 layout
 #            (heads packed, q (B, L, H*E) batch-first and (L, B, H*E) time-major, mask_pad with pads at both ends,

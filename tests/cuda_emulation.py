@@ -1,8 +1,8 @@
-"""ctypes binding of librnnx_kernels_emulated.so: the CUDA kernels (models/ops/*/cuda, built by plugins/kernels)
+"""ctypes binding of librnnx_kernels_emulated.so: the CUDA kernels (plugins/*/cuda, built by plugins/kernels)
 compiled for the CUDA host emulation (plugins/kernels/emulation), called on CPU tensors. Test helper, not part of
 the package.
 
-The functions mirror the PyTorch CUDA binding's (models/ops/cuda): the caller allocates every output, and
+The functions mirror the PyTorch CUDA binding's (plugins/torch/binding.cpp): the caller allocates every output, and
 the state outputs may be the very tensors passed as the input state (in place).
 """
 

@@ -13,8 +13,8 @@ from typing import Optional
 
 import torch
 
-from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
-from rnnx.models.ops.sru import sru_scan_naive
+from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
+from rnnx.models.ops.sru_scan import sru_scan_naive
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 DIMS = [32, 64, 128]

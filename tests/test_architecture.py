@@ -196,7 +196,7 @@ ARROWS = {
 }
 #: Arrows allowed only from these modules (a room-wide arrow would be too broad): room pair -> modules.
 NARROW_ARROWS = {
-    ("ops", "models"): {"rnnx.models.ops.linear_attention.op"},  # the state record LinearAttentionState
+    ("ops", "models"): {"rnnx.models.ops.causal_linear_attention.op"},  # the state record LinearAttentionState
     ("ops", "runtime"): {"rnnx.models.ops.libtorch"},  # build_dirs: where a native build goes
     ("models", "parity"): {"rnnx.models.training.copy_task"},  # random prompts for an untrained task
     ("runtime", "models"): {"rnnx.runtime.backends.torch_backend"},  # the torch backend runs checkpoints

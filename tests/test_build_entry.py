@@ -66,7 +66,7 @@ def test_setup_builds_through_the_entry():
     setup = (REPO / "scripts" / "setup.sh").read_text()
     assert '"$PY" -m rnnx.plugins.build' in setup
     for builder in (
-        "rnnx.models.ops.sru.cpu_kernel",
+        "rnnx.models.ops.sru_scan.cpu_kernel",
         "rnnx.models.ops.libtorch",
         "rnnx.runtime.ortops",
         "rnnx.runtime.native",

@@ -625,7 +625,11 @@ def test_broken_converter_module_is_not_skipped(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_converter_modules_listed() -> None:
-    assert CONVERTER_MODULES == ("rnnx.models.convert_sru", "rnnx.models.fast_transformers")
+    assert CONVERTER_MODULES == (
+        "rnnx.models.convert_sru",
+        "rnnx.models.fast_transformers",
+        "rnnx.models.convert_transformers",
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ from kernel_cases import (
 )
 
 from rnnx.models.ops import cuda as cuda_ops
-from rnnx.models.ops.linear_attention import causal_linear_attention_op
-from rnnx.models.ops.sru import sru_scan
+from rnnx.models.ops.causal_linear_attention import causal_linear_attention_op
+from rnnx.models.ops.sru_scan import sru_scan
 
 #: every test here runs the kernels on a GPU
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -29,7 +29,7 @@ import torch
 from rnnx.models import SRU, load_checkpoint
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.ops import libtorch
-from rnnx.models.ops.linear_attention import causal_linear_attention
+from rnnx.models.ops.causal_linear_attention import causal_linear_attention
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: cannot build the libtorch example"),

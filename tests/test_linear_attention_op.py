@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rnnx.models.ops.linear_attention import causal_linear_attention, causal_linear_attention_op
-from rnnx.models.ops.linear_attention.chunked import chunked_backward_heads, chunked_forward_heads
-from rnnx.models.ops.linear_attention.naive import (
+from rnnx.models.ops.causal_linear_attention import causal_linear_attention, causal_linear_attention_op
+from rnnx.models.ops.causal_linear_attention.chunked import chunked_backward_heads, chunked_forward_heads
+from rnnx.models.ops.causal_linear_attention.naive import (
     causal_linear_attention_packed,
     causal_linear_attention_quadratic,
     causal_linear_attention_recurrent,

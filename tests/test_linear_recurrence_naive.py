@@ -18,15 +18,10 @@ import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper
 
-from rnnx.models.ops.linear_attention import naive as katharopoulos_reference
-from rnnx.models.ops.linear_recurrence.naive import (
-    DELTA_RULES,
-    GATED_RULES,
-    UPDATE_RULES,
-    causal_conv_with_state_naive,
-    katharopoulos_as_linear,
-    linear_attention_naive,
-)
+from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive
+from rnnx.models.ops.causal_linear_attention import naive as katharopoulos_reference
+from rnnx.models.ops.linear_recurrence.checks import DELTA_RULES, GATED_RULES, UPDATE_RULES
+from rnnx.models.ops.linear_recurrence.naive import katharopoulos_as_linear, linear_recurrence_naive
 
 #: float32 tolerance of ONNX Runtime's fp32 run of the body against the fp64 loop, on well-scaled inputs
 #: (unit keys, decays exp(-softplus) <= 1, beta in (0, 1)).
@@ -93,7 +88,7 @@ def test_linear_attention_equals_the_standard_body_in_onnxruntime(rule, decay_ki
     model = _one_node_model("LinearAttention", [n if n in x else None for n in LA_INPUTS], arrays, **attrs)
     ort_out, ort_state = _run_ort(model, arrays)
 
-    out, state = linear_attention_naive(**x, **attrs)
+    out, state = linear_recurrence_naive(**x, **attrs)
     assert out.shape == (B, T, h_q * D_V) and out.dtype == torch.float32
     assert state.shape == (B, h_kv, D_K, D_V) and state.dtype == torch.float64
     np.testing.assert_allclose(out.numpy(), ort_out, rtol=RTOL, atol=ATOL)
@@ -105,10 +100,10 @@ def test_grouped_query_heads_read_kv_head_h_over_group():
     """Pins the grouping convention apart from ONNX Runtime: with H_q = 2 H_kv, query heads 0 and 1 read kv
     head 0, so feeding kv head 1 garbage changes only query heads 2 and 3."""
     x = _linear_attention_inputs("linear", None, None, 4, 2, True, seed=3)
-    out, _ = linear_attention_naive(**x, q_num_heads=4, kv_num_heads=2, update_rule="linear")
+    out, _ = linear_recurrence_naive(**x, q_num_heads=4, kv_num_heads=2, update_rule="linear")
     x["value"] = x["value"].clone()
     x["value"][..., D_V:] += 10.0  # kv head 1's values
-    out2, _ = linear_attention_naive(**x, q_num_heads=4, kv_num_heads=2, update_rule="linear")
+    out2, _ = linear_recurrence_naive(**x, q_num_heads=4, kv_num_heads=2, update_rule="linear")
     per_head, per_head2 = out.reshape(B, T, 4, D_V), out2.reshape(B, T, 4, D_V)
     torch.testing.assert_close(per_head[:, :, :2], per_head2[:, :, :2], rtol=0, atol=0)
     assert (per_head[:, :, 2:] - per_head2[:, :, 2:]).abs().max() > 1.0
@@ -124,10 +119,10 @@ def test_pad_rows_equal_each_row_run_alone(rule, decay_kind, beta_kind):
     lengths = (T, 3)
     pad_mask = torch.arange(T)[None, :] >= torch.tensor(lengths)[:, None]  # (B, T), True = pad
     attrs = dict(q_num_heads=4, kv_num_heads=2, update_rule=rule)
-    out, state = linear_attention_naive(**x, **attrs, pad_mask=pad_mask)
+    out, state = linear_recurrence_naive(**x, **attrs, pad_mask=pad_mask)
     for row, length in enumerate(lengths):
         alone = {n: t[row : row + 1] if n == "past_state" else t[row : row + 1, :length] for n, t in x.items()}
-        out_row, state_row = linear_attention_naive(**alone, **attrs)
+        out_row, state_row = linear_recurrence_naive(**alone, **attrs)
         torch.testing.assert_close(out[row : row + 1, :length], out_row, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(state[row : row + 1], state_row, rtol=1e-12, atol=1e-12)
     # the pad steps' outputs are read from the carried state: the same state, a new query
@@ -136,7 +131,7 @@ def test_pad_rows_equal_each_row_run_alone(rule, decay_kind, beta_kind):
     expected = torch.einsum("thk,hkv->thv", q_pad, S).reshape(T - 3, 4 * D_V) / D_K**0.5
     torch.testing.assert_close(out[1, 3:], expected, rtol=1e-12, atol=1e-12)
     # and without the mask the padded row's state would differ, so the mask did something
-    _, unmasked = linear_attention_naive(**x, **attrs)
+    _, unmasked = linear_recurrence_naive(**x, **attrs)
     assert (unmasked[1] - state[1]).abs().max() > 1e-3
 
 
@@ -225,25 +220,25 @@ def _assert_one_line_error(fn, *names: str) -> None:
 def test_refusals_name_the_tensor():
     x = _linear_attention_inputs("gated", "head", None, 2, 2, True, seed=1)
     la = dict(q_num_heads=2, kv_num_heads=2)
-    _assert_one_line_error(lambda: linear_attention_naive(**x, **la, update_rule="linear"), "decay", "linear")
+    _assert_one_line_error(lambda: linear_recurrence_naive(**x, **la, update_rule="linear"), "decay", "linear")
     _assert_one_line_error(
-        lambda: linear_attention_naive(x["query"], x["key"], x["value"], **la, update_rule="gated"), "decay"
+        lambda: linear_recurrence_naive(x["query"], x["key"], x["value"], **la, update_rule="gated"), "decay"
     )
     beta = torch.rand(B, T, 2)
-    _assert_one_line_error(lambda: linear_attention_naive(**x, beta=beta, **la, update_rule="gated"), "beta")
+    _assert_one_line_error(lambda: linear_recurrence_naive(**x, beta=beta, **la, update_rule="gated"), "beta")
     wrong_state = x["past_state"][..., :-1]
     _assert_one_line_error(
-        lambda: linear_attention_naive(x["query"], x["key"], x["value"], wrong_state, **la, update_rule="linear"),
+        lambda: linear_recurrence_naive(x["query"], x["key"], x["value"], wrong_state, **la, update_rule="linear"),
         "past_state", str((B, 2, D_K, D_V)), str(tuple(wrong_state.shape)),
     )  # fmt: skip
     bad_decay = x["decay"][..., :1].expand(B, T, 3)
     _assert_one_line_error(
-        lambda: linear_attention_naive(**{**x, "decay": bad_decay}, **la, update_rule="gated"), "decay"
+        lambda: linear_recurrence_naive(**{**x, "decay": bad_decay}, **la, update_rule="gated"), "decay"
     )
     _assert_one_line_error(
-        lambda: linear_attention_naive(**x, q_num_heads=3, kv_num_heads=2, update_rule="gated"), "q_num_heads"
+        lambda: linear_recurrence_naive(**x, q_num_heads=3, kv_num_heads=2, update_rule="gated"), "q_num_heads"
     )
-    _assert_one_line_error(lambda: linear_attention_naive(**x, **la, update_rule="mamba"), "update_rule")
+    _assert_one_line_error(lambda: linear_recurrence_naive(**x, **la, update_rule="mamba"), "update_rule")
     conv = _conv_inputs(4)
     _assert_one_line_error(
         lambda: causal_conv_with_state_naive(**{**conv, "past_state": conv["past_state"][..., :2]}), "past_state"
@@ -259,3 +254,22 @@ def test_the_standard_refuses_what_the_reference_refuses():
     with pytest.raises(Exception, match="forbids decay"):
         ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     assert onnx.defs.get_schema("LinearAttention", 27).since_version == 27
+
+
+def test_causal_conv_pad_steps_are_skipped():
+    """A pad step neither moves the window nor gets an output: a right-padded row equals the row alone, and
+    a pad in the middle equals the row with that step removed."""
+    x = _conv_inputs(4, steps=7, seed=11)
+    rest = {n: t for n, t in x.items() if n not in ("input", "past_state")}
+    pad = torch.zeros(B, 7, dtype=torch.bool)
+    pad[0, 5:] = True  # right padding
+    pad[1, 2] = True  # a hole
+    out, state = causal_conv_with_state_naive(**x, activation="silu", pad_mask=pad)
+    for row in range(B):
+        keep = ~pad[row]
+        alone, alone_state = causal_conv_with_state_naive(
+            x["input"][row : row + 1][:, :, keep], past_state=x["past_state"][row : row + 1], **rest, activation="silu"
+        )
+        torch.testing.assert_close(out[row : row + 1][:, :, keep], alone, rtol=0, atol=0)
+        torch.testing.assert_close(state[row : row + 1], alone_state, rtol=0, atol=0)
+        assert torch.all(out[row][:, ~keep] == 0)

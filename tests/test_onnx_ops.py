@@ -39,13 +39,13 @@ from rnnx.export.onnx_ops.translate import (  # noqa: E402
     sru_scan_node,
     sru_scan_node_full,
 )
-from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
-from rnnx.models.ops.linear_attention import causal_linear_attention  # noqa: E402
-from rnnx.models.ops.linear_attention.naive import (  # noqa: E402
+from rnnx.models.ops.causal_linear_attention import causal_linear_attention  # noqa: E402
+from rnnx.models.ops.causal_linear_attention.naive import (  # noqa: E402
     causal_linear_attention_packed,
     causal_linear_attention_recurrent,
 )
-from rnnx.models.ops.sru import sru_scan, sru_scan_naive  # noqa: E402
+from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
+from rnnx.models.ops.sru_scan import sru_scan, sru_scan_naive  # noqa: E402
 from rnnx.runtime.contract import ops as spec  # noqa: E402
 
 FP32_TOL = dict(atol=1e-5, rtol=1e-5)

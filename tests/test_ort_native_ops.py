@@ -41,9 +41,9 @@ import onnxruntime as ort
 import rnnx.runtime as rt
 from rnnx.export import export_model
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.models.ops.linear_attention.naive import causal_linear_attention_packed
+from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
 from rnnx.models.ops.spec import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, SRU_SCAN
-from rnnx.models.ops.sru.naive import sru_scan_naive
+from rnnx.models.ops.sru_scan.naive import sru_scan_naive
 from rnnx.runtime import ortops
 from rnnx.runtime.artifact import TARGETS
 from rnnx.runtime.backends.base import BackendUnavailable

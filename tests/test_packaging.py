@@ -6,6 +6,8 @@ from pathlib import Path
 
 import tomllib
 
+from rnnx.runtime.contract import ops
+
 REPO = Path(__file__).resolve().parents[1]
 MAPPED = {"rnnx.models": "models", "rnnx.export": "export", "rnnx.runtime": "runtime", "rnnx.plugins": "plugins"}
 
@@ -73,24 +75,23 @@ def test_every_plugin_source_is_package_data() -> None:
     assert {folder / "kernels" / "include" / "rnnx" / "kernels.h", folder / "tests" / "CMakeLists.txt"} <= shipped
 
 
-#: The folders of an op package holding its native sources (CPU kernel, CUDA kernels, ONNX Runtime op, plugin).
-NATIVE_FOLDERS = ("csrc", "cuda", "ort", "tensorrt")
+def test_op_folders_are_named_by_the_ops_torch_names() -> None:
+    """Each op's native sources sit in plugins/<op>/ (its torch name), split by language; an op folder is one with
+    a language folder, and the shared folders (common, cpu, kernels, ort, tests, torch) have none, so the globs
+    over plugins/*/<language>/ take the op folders' sources only. Every op folder is named by an op record (one
+    in ALL_OPS, or one recorded ahead of joining it), every op of ALL_OPS has one, and its Python op is
+    models/ops/<op>/, same name. (Their files are package data of rnnx.plugins:
+    test_every_plugin_source_is_package_data.)"""
+    from rnnx import plugins
 
-
-def test_every_native_source_of_an_op_is_package_data() -> None:
-    """Each op's native sources sit in its op folder; the plugin and ONNX Runtime builds of an installed wheel
-    need every one of them, so each file of an op package's native folders matches a package-data pattern."""
-    data = _pyproject()["tool"]["setuptools"]["package-data"]
-    ops = [p for p in _pyproject()["tool"]["setuptools"]["packages"] if p.startswith("rnnx.models.ops.")]
-    checked = 0
-    for package in ops:
-        folder = _package_folder(package)
-        shipped = {path for pattern in data.get(package, ()) for path in folder.glob(pattern)}
-        on_disk = {p for name in NATIVE_FOLDERS for p in (folder / name).rglob("*") if p.is_file()}
-        on_disk = {p for p in on_disk if "__pycache__" not in p.parts}
-        assert on_disk - shipped == set(), package
-        checked += len(on_disk)
-    assert checked >= 10
+    folder = _package_folder("rnnx.plugins")
+    languages = plugins.OP_LANGUAGE_FOLDERS
+    op_folders = {d.name for d in folder.iterdir() if any((d / name).is_dir() for name in languages)}
+    recorded = {record.torch_name for record in vars(ops).values() if isinstance(record, ops.OpSpec)}
+    assert op_folders <= recorded
+    assert {op.torch_name for op in ops.ALL_OPS} <= op_folders
+    assert {"common", "cpu", "kernels", "ort", "tests", "torch"} <= {d.name for d in folder.iterdir() if d.is_dir()}
+    assert all((_package_folder("rnnx.models.ops") / name / "op.py").is_file() for name in op_folders)
 
 
 def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
@@ -99,13 +100,13 @@ def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
     from rnnx.models.ops import cuda
 
     assert plugins.SOURCE_DIR == (REPO / "plugins").resolve()
-    assert plugins.OPS_DIR.resolve() == (REPO / "models" / "ops").resolve()
+    assert plugins.OPS_DIR.resolve() == (REPO / "plugins").resolve()
     # Each kernel in its op folder's cuda/ (a new op's are found by the glob); the headers they share in
     # KERNELS_SRC_DIR.
     assert [p.relative_to(plugins.OPS_DIR).as_posix() for p in plugins.KERNEL_SOURCES] == [
-        "linear_attention/cuda/linear_attention_decode.cu",
-        "linear_attention/cuda/linear_attention_prefill.cu",
-        "sru/cuda/sru_scan.cu",
+        "causal_linear_attention/cuda/linear_attention_decode.cu",
+        "causal_linear_attention/cuda/linear_attention_prefill.cu",
+        "sru_scan/cuda/sru_scan.cu",
     ]
     assert {p.parent for p in plugins.KERNEL_SOURCES} == set(plugins.OPS_DIR.glob("*/cuda"))
     assert all(p.is_file() for p in plugins.KERNEL_SOURCES)

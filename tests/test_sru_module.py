@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from rnnx.models.ops.sru import sru_scan_naive
+from rnnx.models.ops.sru_scan import sru_scan_naive
 from rnnx.models.sru import SRU, SRUCell
 from rnnx.models.state import SRUState
 

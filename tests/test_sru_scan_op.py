@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from rnnx.models.ops.dtypes import state_dtype
-from rnnx.models.ops.sru import (
+from rnnx.models.ops.sru_scan import (
     cpu_kernel,
     cpu_kernel_in_use,
     op,
@@ -76,7 +76,7 @@ def test_jit_builds_are_named_by_their_inputs(tmp_path):
     """Two checkouts or environments never share (and rebuild) one torch extension build: the name hashes
     the sources, the headers beside them, their paths and the flags; the same inputs, the same name."""
     from rnnx.models.ops import jit
-    from rnnx.models.ops.sru import cpu_kernel
+    from rnnx.models.ops.sru_scan import cpu_kernel
 
     def copy_of(name: str):
         root = tmp_path / name

@@ -11,8 +11,8 @@ import sru_reference
 import torch
 import torch.nn.functional as F
 
-from rnnx.models.ops.linear_attention import PAD_KEY
-from rnnx.models.ops.sru import sru_scan_naive
+from rnnx.models.ops.causal_linear_attention import PAD_KEY
+from rnnx.models.ops.sru_scan import sru_scan_naive
 from rnnx.models.srupp import SRUpp
 from rnnx.models.state import KVCache, LinearAttentionState, SRUppState, flatten_state
 

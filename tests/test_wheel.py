@@ -32,20 +32,22 @@ pytestmark = pytest.mark.slow
 NVCC = plugins.find_nvcc()
 
 KERNELS = "rnnx/plugins/kernels"
-OPS = "rnnx/models/ops"
+#: The op folders' parent: each op's native sources are in rnnx/plugins/<op>/ (its torch name).
+OPS = "rnnx/plugins"
 #: The kernel sources, in their op folders (wheel paths below OPS).
 KERNEL_FILES = (
-    "sru/cuda/sru_scan.cu",
-    "linear_attention/cuda/linear_attention_prefill.cu",
-    "linear_attention/cuda/linear_attention_decode.cu",
+    "sru_scan/cuda/sru_scan.cu",
+    "causal_linear_attention/cuda/linear_attention_prefill.cu",
+    "causal_linear_attention/cuda/linear_attention_decode.cu",
 )
-#: The op folders' native subfolders (the kernels, ONNX Runtime ops and plugins the builds take from there).
-NATIVE_FOLDERS = ("csrc", "cuda", "ort", "tensorrt")
+#: The op folders' language subfolders (the CPU kernels, CUDA kernels, ONNX Runtime ops and plugins the builds
+#: take from there).
+NATIVE_FOLDERS = plugins.OP_LANGUAGE_FOLDERS
 #: Files the torch binding and the CMake build need, as wheel paths (every plugins/ file and every native file of
 #: the op folders is checked too).
 REQUIRED = (
     *(f"{OPS}/{name}" for name in KERNEL_FILES),
-    f"{OPS}/linear_attention/cuda/linear_attention_internal.h",
+    f"{OPS}/causal_linear_attention/cuda/linear_attention_internal.h",
     f"{KERNELS}/src/type_utils.cuh",
     f"{KERNELS}/include/rnnx/kernels.h",
     f"{KERNELS}/CMakeLists.txt",
@@ -56,21 +58,21 @@ REQUIRED = (
     "rnnx/plugins/tests/CMakeLists.txt",
     "rnnx/plugins/common/exports.map",
     "rnnx/plugins/common/pluginBase.h",
-    f"{OPS}/sru/tensorrt/sruScanPlugin.cpp",
-    f"{OPS}/linear_attention/tensorrt/causalLinearAttentionPlugin.cpp",
-    "rnnx/models/ops/cuda/binding.cpp",
-    "rnnx/models/ops/sru/csrc/sru_scan_cpu.cpp",
-    "rnnx/models/ops/sru/csrc/sru_scan_kernel.h",
-    "rnnx/models/ops/csrc/vector_math.h",
-    "rnnx/models/ops/csrc/rnnx_torch_ops.cpp",
-    "rnnx/models/ops/csrc/aten_parallel_for.h",
-    "rnnx/models/ops/linear_attention/csrc/causal_linear_attention_kernel.h",
+    f"{OPS}/sru_scan/tensorrt/sruScanPlugin.cpp",
+    f"{OPS}/causal_linear_attention/tensorrt/causalLinearAttentionPlugin.cpp",
+    "rnnx/plugins/torch/binding.cpp",
+    "rnnx/plugins/sru_scan/cpu/sru_scan_cpu.cpp",
+    "rnnx/plugins/sru_scan/cpu/sru_scan_kernel.h",
+    "rnnx/plugins/cpu/vector_math.h",
+    "rnnx/plugins/torch/rnnx_torch_ops.cpp",
+    "rnnx/plugins/torch/aten_parallel_for.h",
+    "rnnx/plugins/causal_linear_attention/cpu/causal_linear_attention_kernel.h",
     "rnnx/plugins/ort/rnnx_ort_ops.cpp",
     "rnnx/plugins/ort/isa_kernels.cpp",
     "rnnx/plugins/ort/isa_kernels.h",
     "rnnx/plugins/ort/ort_op_support.h",
-    f"{OPS}/sru/ort/sru_scan_op.h",
-    f"{OPS}/linear_attention/ort/causal_linear_attention_op.h",
+    f"{OPS}/sru_scan/ort/sru_scan_op.h",
+    f"{OPS}/causal_linear_attention/ort/causal_linear_attention_op.h",
 )
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
 
@@ -103,8 +105,8 @@ def _run_installed(site: Path, code: str, **env: str) -> subprocess.CompletedPro
 
 
 def _native_op_files() -> list[Path]:
-    """Every file of the op folders' native subfolders in the checkout."""
-    ops = REPO / "models" / "ops"
+    """Every file of the op folders' native subfolders in the checkout (plugins/<op>/<language>/)."""
+    ops = REPO / "plugins"
     return [
         path
         for op in ops.iterdir()

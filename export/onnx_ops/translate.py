@@ -31,7 +31,7 @@ import torch
 from onnxscript import ir
 from onnxscript import opset18 as op
 
-from rnnx.models.ops.sru.arguments import ScanAttributes
+from rnnx.models.ops.sru_scan.arguments import ScanAttributes
 from rnnx.runtime.contract import ops as spec
 from rnnx.runtime.contract import targets
 from rnnx.runtime.contract.targets import Target
@@ -215,8 +215,8 @@ def translation_table(target: Union[str, Target]) -> dict[torch._ops.OpOverload,
     with every input at its position when the target needs that (``every_input_present``), else with absent
     inputs left out."""
     target = targets.target(target)
-    import rnnx.models.ops.linear_attention
-    import rnnx.models.ops.sru  # noqa: F401
+    import rnnx.models.ops.causal_linear_attention
+    import rnnx.models.ops.sru_scan  # noqa: F401
 
     if target.every_input_present:
         return {

@@ -7,9 +7,9 @@ A module scripted in Python (``torch.jit.script``, e.g. :class:`rnnx.models.SRU`
 registered, which this library does (``TORCH_LIBRARY(rnnx)``, CPU kernels, inference only) when the
 program links it or ``dlopen``s it before the load. The schemas are written from the Python ops'
 definitions (:func:`schemas`) into a generated header, so the two never differ; the kernels are the
-sources of rnnx's CPU kernels (``models/ops/csrc/rnnx_torch_ops.cpp``). It is built with g++ against the
-headers and libraries of the installed torch wheel (the same libtorch a C++ program links), into
-``<checkout>/build/torchops`` (``$RNNX_TORCH_OPS`` overrides), written whole (temp + rename).
+sources of rnnx's CPU kernels (``plugins/torch/rnnx_torch_ops.cpp``, with each op's ``plugins/<op>/cpu/``). It
+is built with g++ against the headers and libraries of the installed torch wheel (the same libtorch a C++
+program links), into ``<checkout>/build/torchops`` (``$RNNX_TORCH_OPS`` overrides), written whole (temp + rename).
 
 Link a program with ``-Wl,--no-as-needed -lrnnx_torch_ops`` (the library is only referenced through its
 static registrations) and torch's ``-ltorch -ltorch_cpu -lc10``; ``docs/examples/libtorch/`` is one.
@@ -26,14 +26,15 @@ from typing import Optional
 
 import torch
 
+from rnnx import plugins
 from rnnx.runtime.contract.ops import ALL_OPS, TORCH_NAMESPACE
 
 from ...runtime.build_dirs import build_main, native_library_path
 
 LIBRARY_NAME = "librnnx_torch_ops.so"
-_OPS_DIR = Path(__file__).resolve().parent
-_SOURCES = (_OPS_DIR / "csrc" / "rnnx_torch_ops.cpp", _OPS_DIR / "sru" / "csrc" / "sru_scan_cpu.cpp")
-_INCLUDES = (_OPS_DIR / "csrc", _OPS_DIR / "sru" / "csrc", _OPS_DIR / "linear_attention" / "csrc")
+_SOURCES = (plugins.TORCH_DIR / "rnnx_torch_ops.cpp", plugins.OPS_DIR / "sru_scan" / "cpu" / "sru_scan_cpu.cpp")
+#: The torch layer, the shared CPU headers and every op's CPU kernel folder (``plugins/<op>/cpu``).
+_INCLUDES = (plugins.TORCH_DIR, plugins.CPU_DIR, *sorted(plugins.OPS_DIR.glob("*/cpu")))
 
 
 class LibtorchOpsError(RuntimeError):
@@ -47,8 +48,8 @@ def library_path() -> Path:
 
 def schemas() -> dict[str, str]:
     """``{torch op name: schema}`` of every rnnx op, as the Python registration defines it."""
-    import rnnx.models.ops.linear_attention
-    import rnnx.models.ops.sru  # noqa: F401
+    import rnnx.models.ops.causal_linear_attention
+    import rnnx.models.ops.sru_scan  # noqa: F401
 
     namespace = getattr(torch.ops, TORCH_NAMESPACE)
     return {op.torch_name: str(getattr(namespace, op.torch_name).default._schema) for op in ALL_OPS}

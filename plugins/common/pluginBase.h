@@ -1,6 +1,6 @@
 /*
  * What every rnnx TensorRT plugin and creator has in common, as CRTP templates; an op's plugin
- * (models/ops/<op>/tensorrt/) derives from them and keeps only what is its own: its fields, input layout, tensor
+ * (plugins/<op>/tensorrt/) derives from them and keeps only what is its own: its fields, input layout, tensor
  * roles, output shapes, shape checks and kernel launch.
  *
  * PluginBase<Derived, Parameters, Inputs> is an IPluginV3 with the OneCore / OneBuild / OneRuntime capabilities:

@@ -27,9 +27,9 @@
  * serves one TensorRT major only; loaders compare these (or the marker string, read from the file) with the
  * TensorRT in the process before loading.
  */
-#include "linear_attention/tensorrt/causalLinearAttentionPlugin.h"
+#include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
-#include "sru/tensorrt/sruScanPlugin.h"
+#include "sru_scan/tensorrt/sruScanPlugin.h"
 
 #ifndef RNNX_PLUGIN_SELF_REGISTER
 #error "define RNNX_PLUGIN_SELF_REGISTER: 0 for the getCreators library, 1 for the self-registering one"

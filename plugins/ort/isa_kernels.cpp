@@ -1,6 +1,6 @@
 // One instruction-set build of the library's CPU kernels (see isa_kernels.h): rnnx's torch CPU kernel of the
-// SRU scan (models/ops/sru/csrc/sru_scan_kernel.h) and the causal linear attention kernel
-// (models/ops/linear_attention/csrc/causal_linear_attention_kernel.h), on the host's parallel-for.
+// SRU scan (plugins/sru_scan/cpu/sru_scan_kernel.h) and the causal linear attention kernel
+// (plugins/causal_linear_attention/cpu/causal_linear_attention_kernel.h), on the host's parallel-for.
 #include "isa_kernels.h"
 
 // The kernel headers' own includes first, then the headers inside an anonymous namespace: their inline

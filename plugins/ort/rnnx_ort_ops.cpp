@@ -1,12 +1,12 @@
 // rnnx custom-op library for ONNX Runtime (CPU execution provider): domain "rnnx", ops SRUScan
-// (models/ops/sru/ort/sru_scan_op.h) and CausalLinearAttention
-// (models/ops/linear_attention/ort/causal_linear_attention_op.h, both on the include path), each with a kernel per
+// (plugins/sru_scan/ort/sru_scan_op.h) and CausalLinearAttention
+// (plugins/causal_linear_attention/ort/causal_linear_attention_op.h, both on the include path), each with a kernel per
 // activation dtype the exporter writes (fp32, fp16, bf16, fp64), so registering the library never makes a graph
 // invalid. What the ops share is in ort_op_support.h.
 //
 // Built on ONNX Runtime's C++ custom-op API (headers only: the library links no libonnxruntime and takes
 // the API table from the host process), registered with SessionOptions.register_custom_ops_library. The
-// kernels are host-independent headers shared with rnnx's torch CPU op (models/ops/*/csrc), built per
+// kernels are host-independent headers shared with rnnx's torch CPU op (plugins/*/cpu), built per
 // instruction set (isa_kernels.cpp).
 #define ORT_API_MANUAL_INIT // the API table comes from the host process (RegisterCustomOps)
 #include "causal_linear_attention_op.h"

@@ -3,8 +3,8 @@
  */
 #pragma once
 
-#include "linear_attention/tensorrt/causalLinearAttentionPlugin.h"
-#include "sru/tensorrt/sruScanPlugin.h"
+#include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
+#include "sru_scan/tensorrt/sruScanPlugin.h"
 
 #include <cstring>
 #include <deque>

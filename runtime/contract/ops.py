@@ -280,4 +280,79 @@ CAUSAL_LINEAR_ATTENTION = OpSpec(
     ),
 )
 
+#: The linear-recurrence family (docs/ops.md, "Linear recurrence"): ONNX opset 27's ``LinearAttention`` with rnnx's pad
+#: mask. Names, layouts, attributes and defaults are the standard's, so ``ai.onnx::LinearAttention-27`` (and ONNX
+#: Runtime's ``com.microsoft.LinearAttention``) is a lowering of the node: heads packed in the last axis, H_q a
+#: multiple of H_kv (query head h reads kv head h // (H_q / H_kv)), decay in log space per head or per key dim.
+LINEAR_RECURRENCE = OpSpec(
+    torch_name="linear_recurrence",
+    onnx_name="LinearRecurrence",
+    input_records=(
+        OpTensor("query", ACTIVATION, ("B", "T", "Hq*dk"), doc="queries, heads packed"),
+        OpTensor("key", ACTIVATION, ("B", "T", "Hkv*dk"), doc="keys, heads packed"),
+        OpTensor("value", ACTIVATION, ("B", "T", "Hkv*dv"), doc="values, heads packed"),
+        OpTensor("past_state", STATE, ("B", "Hkv", "dk", "dv"), optional=True, doc="initial state (zeros when absent)"),
+        OpTensor(
+            "decay",
+            ACTIVATION,
+            ("B", "T", "Hkv*Dg"),
+            optional=True,
+            doc="log-space decay, Dg = 1 (per head) or dk (per key dim); gated and gated_delta only",
+        ),
+        OpTensor(
+            "beta", ACTIVATION, ("B", "T", "Hb"), optional=True, doc="write strength, Hb = Hkv or 1; delta rules only"
+        ),
+        OpTensor(
+            "mask_pad",
+            MASK,
+            ("B", "T"),
+            optional=True,
+            doc="non-zero marks a pad step: the state is carried over it (its key, decay and beta are ignored)",
+        ),
+    ),
+    output_records=(
+        OpTensor("output", ACTIVATION, ("B", "T", "Hq*dv"), doc="scale * S_t^T q_t per query head, heads packed"),
+        OpTensor("present_state", STATE, ("B", "Hkv", "dk", "dv"), updates="past_state", doc="last state"),
+    ),
+    attribute_records=(
+        OpAttribute("q_num_heads", 0, required=True, doc="H_q (0 is a placeholder)"),
+        OpAttribute("kv_num_heads", 0, required=True, doc="H_kv, a divisor of H_q (0 is a placeholder)"),
+        OpAttribute("update_rule", "gated_delta", doc="linear | gated | delta | gated_delta (the standard's default)"),
+        OpAttribute("scale", 0.0, doc="output scale; 0 means 1/sqrt(dk)"),
+    ),
+)
+
+#: Depthwise causal convolution with a carried state (docs/ops.md, "Causal convolution with state"): ONNX opset 27's
+#: ``CausalConvWithState`` (channels first, kernel K along time) with rnnx's pad mask and an fp32 state.
+CAUSAL_CONV_WITH_STATE = OpSpec(
+    torch_name="causal_conv_with_state",
+    onnx_name="CausalConvWithState",
+    input_records=(
+        OpTensor("input", ACTIVATION, ("B", "C", "T"), doc="channels first"),
+        OpTensor("weight", PARAMETER, ("C", "1", "K"), doc="one kernel of K taps per channel"),
+        OpTensor("bias", PARAMETER, ("C",), optional=True, doc="per channel (zeros when absent)"),
+        OpTensor(
+            "past_state", STATE, ("B", "C", "K-1"), optional=True, doc="the last K-1 inputs before (zeros when absent)"
+        ),
+        OpTensor(
+            "mask_pad",
+            MASK,
+            ("B", "T"),
+            optional=True,
+            doc="non-zero marks a pad step: it is skipped (output 0, state carried)",
+        ),
+    ),
+    output_records=(
+        OpTensor("output", ACTIVATION, ("B", "C", "T"), doc="y[b, c, t] = bias[c] + sum_j weight[c, 0, j] x[t-K+1+j]"),
+        OpTensor("present_state", STATE, ("B", "C", "K-1"), updates="past_state", doc="the last K-1 inputs"),
+    ),
+    attribute_records=(
+        OpAttribute("activation", "none", doc="none | silu | swish (silu and swish are y * sigmoid(y))"),
+    ),
+)
+
+#: The family's ops, recorded ahead of their export and native kernels (issue 39); they join ``ALL_OPS`` when every
+#: target serves them.
+RECURRENCE_FAMILY: tuple[OpSpec, ...] = (LINEAR_RECURRENCE, CAUSAL_CONV_WITH_STATE)
+
 ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)

@@ -3,11 +3,11 @@
 "One launcher, two callers": the TensorRT plugins and this PyTorch binding (``binding.cpp``) call the
 same C++ launchers (``plugins/kernels/include/rnnx/kernels.h``). The binding is compiled lazily with
 :func:`torch.utils.cpp_extension.load` from ``binding.cpp`` plus every op's kernel ``.cu`` files
-(``models/ops/<op>/cuda/``), on the first CUDA call, and only where torch has CUDA and a device is present.
+(``plugins/<op>/cuda/``), on the first CUDA call, and only where torch has CUDA and a device is present.
 The sources are package data, so the binding builds from an installed wheel as well as from a checkout.
 
-Each op's glue lives beside the op (``rnnx.models.ops.sru.cuda_kernel``,
-``rnnx.models.ops.linear_attention.cuda_kernel``): its ``forward`` calls the binding, its ``register``
+Each op's glue lives beside the op (``rnnx.models.ops.sru_scan.cuda_kernel``,
+``rnnx.models.ops.causal_linear_attention.cuda_kernel``): its ``forward`` calls the binding, its ``register``
 (called by the op module at import) registers the CUDA implementation through :func:`register_kernel`.
 Without CUDA nothing is registered. With CUDA, a call runs the kernel for fp32 / fp16 / bf16 inputs and the
 op's torch code for fp64 or when the binding cannot be built (warned once), so a failed build costs
@@ -17,7 +17,6 @@ speed, never correctness. Autograd is unchanged: backward passes run the ops' to
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,7 +28,8 @@ from ..jit import LazyExtension, Unavailable, build_extension
 
 #: Name of the built extension, before the hash of its build's inputs (:func:`rnnx.models.ops.jit.extension_name`).
 EXTENSION_NAME = "rnnx_cuda_kernels_v1"
-BINDING_SOURCE = Path(__file__).resolve().parent / "binding.cpp"
+#: The binding's source, in the PyTorch-facing native layer (``plugins/torch/``).
+BINDING_SOURCE = plugins.TORCH_DIR / "binding.cpp"
 #: The kernel library shared with the TensorRT plugins, as ``rnnx.plugins`` ships it.
 KERNELS_DIR = plugins.KERNELS_DIR
 KERNEL_SOURCES = plugins.KERNEL_SOURCES

@@ -1,11 +1,18 @@
-"""Causal linear attention ("transformers are RNNs"): the ``rnnx::causal_linear_attention`` op.
+"""The old name of :mod:`rnnx.models.ops.causal_linear_attention` (an op's folders are named by its torch name,
+``causal_linear_attention``).
 
-``causal_linear_attention`` is the public entry point; importing this package registers the op.
-``naive`` holds the slow references, ``chunked`` the device-agnostic torch forward and backward.
+Kept so that ``from rnnx.models.ops.linear_attention import causal_linear_attention`` goes on working: the public
+names of the new package, re-exported. Old deep imports (``rnnx.models.ops.linear_attention.naive``) resolve to
+the new package's modules themselves, aliased in ``sys.modules``, never imported a second time
+(``torch.ops.rnnx.causal_linear_attention`` registers once).
 """
 
-from .checks import check_inputs
-from .op import causal_linear_attention, causal_linear_attention_op
-from .padding import PAD_KEY, mask_pad_positions
+import sys as _sys
 
-__all__ = ["causal_linear_attention", "causal_linear_attention_op", "check_inputs", "PAD_KEY", "mask_pad_positions"]
+from rnnx.models.ops import causal_linear_attention as _package
+from rnnx.models.ops.causal_linear_attention import *  # noqa: F403
+from rnnx.models.ops.causal_linear_attention import __all__  # noqa: F401
+
+for _name, _module in list(_sys.modules.items()):
+    if _name.startswith(_package.__name__ + "."):
+        _sys.modules[__name__ + _name[len(_package.__name__) :]] = _module

@@ -39,92 +39,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..linear_attention.naive import DEFAULT_EPS, feature_map
-
-UPDATE_RULES: tuple[str, ...] = ("linear", "gated", "delta", "gated_delta")
-GATED_RULES: frozenset[str] = frozenset({"gated", "gated_delta"})
-DELTA_RULES: frozenset[str] = frozenset({"delta", "gated_delta"})
-CONV_ACTIVATIONS: tuple[str, ...] = ("none", "silu", "swish")
+from ..causal_linear_attention.naive import DEFAULT_EPS, feature_map
+from .checks import check_inputs
 
 _F64 = torch.float64
 
 
-def _check_shape(name: str, tensor: Tensor, expected: tuple[int, ...]) -> None:
-    if tuple(tensor.shape) != expected:
-        raise ValueError(f"{name}: expected shape {expected}, got {tuple(tensor.shape)}")
-
-
-def _check_rank(name: str, tensor: Tensor, rank: int) -> None:
-    if tensor.dim() != rank:
-        raise ValueError(f"{name}: expected rank {rank}, got shape {tuple(tensor.shape)}")
-
-
-def _check_linear_attention_inputs(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    past_state: Optional[Tensor],
-    decay: Optional[Tensor],
-    beta: Optional[Tensor],
-    pad_mask: Optional[Tensor],
-    q_num_heads: int,
-    kv_num_heads: int,
-    update_rule: str,
-) -> tuple[int, int, int, int, int]:
-    """One-line ValueErrors for what ONNX shape inference (and rnnx's pad extension) refuses.
-
-    Returns ``(B, T, d_k, d_v, G)`` with G = q_num_heads // kv_num_heads.
-    """
-    if update_rule not in UPDATE_RULES:
-        raise ValueError(f"update_rule: expected one of {UPDATE_RULES}, got {update_rule!r}")
-    if q_num_heads <= 0 or kv_num_heads <= 0 or q_num_heads % kv_num_heads != 0:
-        raise ValueError(
-            f"q_num_heads / kv_num_heads: expected positive with q_num_heads a multiple of kv_num_heads, "
-            f"got {q_num_heads} / {kv_num_heads}"
-        )
-    gated, delta = update_rule in GATED_RULES, update_rule in DELTA_RULES
-    if gated and decay is None:
-        raise ValueError(f"decay: update_rule {update_rule!r} requires decay, got None")
-    if not gated and decay is not None:
-        raise ValueError(f"decay: update_rule {update_rule!r} takes no decay, got shape {tuple(decay.shape)}")
-    if delta and beta is None:
-        raise ValueError(f"beta: update_rule {update_rule!r} requires beta, got None")
-    if not delta and beta is not None:
-        raise ValueError(f"beta: update_rule {update_rule!r} takes no beta, got shape {tuple(beta.shape)}")
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        _check_rank(name, t, 3)
-    B, T, qdim = query.shape
-    if qdim % q_num_heads != 0:
-        raise ValueError(f"query: expected last dim a multiple of q_num_heads={q_num_heads}, got {qdim}")
-    d_k = qdim // q_num_heads
-    _check_shape("key", key, (B, T, kv_num_heads * d_k))
-    if value.shape[:2] != (B, T) or value.shape[2] % kv_num_heads != 0:
-        raise ValueError(
-            f"value: expected shape ({B}, {T}, kv_num_heads*d_v) with kv_num_heads={kv_num_heads}, "
-            f"got {tuple(value.shape)}"
-        )
-    d_v = value.shape[2] // kv_num_heads
-    if past_state is not None:
-        _check_shape("past_state", past_state, (B, kv_num_heads, d_k, d_v))
-    if decay is not None:
-        _check_rank("decay", decay, 3)
-        if decay.shape[2] not in (kv_num_heads, kv_num_heads * d_k) or decay.shape[:2] != (B, T):
-            raise ValueError(
-                f"decay: expected shape ({B}, {T}, {kv_num_heads}) or ({B}, {T}, {kv_num_heads * d_k}), "
-                f"got {tuple(decay.shape)}"
-            )
-    if beta is not None:
-        _check_rank("beta", beta, 3)
-        if beta.shape[2] not in (kv_num_heads, 1) or beta.shape[:2] != (B, T):
-            raise ValueError(
-                f"beta: expected shape ({B}, {T}, {kv_num_heads}) or ({B}, {T}, 1), got {tuple(beta.shape)}"
-            )
-    if pad_mask is not None:
-        _check_shape("pad_mask", pad_mask, (B, T))
-    return B, T, d_k, d_v, q_num_heads // kv_num_heads
-
-
-def linear_attention_naive(
+def linear_recurrence_naive(
     query: Tensor,
     key: Tensor,
     value: Tensor,
@@ -148,7 +69,7 @@ def linear_attention_naive(
     The state stays float64 (unlike the standard, which casts it to past_state's or query's dtype) so
     that a caller chaining calls, or comparing a kernel's fp32 state, loses nothing to the reference.
     """
-    B, T, d_k, d_v, G = _check_linear_attention_inputs(
+    B, T, d_k, d_v, G = check_inputs(
         query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule
     )
     H_q, H_kv = q_num_heads, kv_num_heads
@@ -192,7 +113,7 @@ def katharopoulos_as_linear(
     """rnnx's normalised causal linear attention as the ``linear`` rule plus one division.
 
     q, k (B, L, H*E), v (B, L, H*M), S0 (B, H, E, M), z0 (B, H, E), mask_pad (B, L) non-zero = pad.
-    With phi(x) = elu(x) + 1 it runs :func:`linear_attention_naive` (``update_rule="linear"``, scale 1)
+    With phi(x) = elu(x) + 1 it runs :func:`linear_recurrence_naive` (``update_rule="linear"``, scale 1)
     on phi(q), phi(k) * (1 - pad) and [v | 1] per head, from the state [S0 | z0] (B, H, E, M+1); the
     pad step's zero key makes it a no-op, as the standard op (which has no pad mask) would see it. Then
     out = num[..., :M] / (num[..., M] + eps).
@@ -210,54 +131,10 @@ def katharopoulos_as_linear(
     S_init = S0.to(_F64) if S0 is not None else q.new_zeros((B, H, E, M), dtype=_F64)
     z_init = z0.to(_F64) if z0 is not None else q.new_zeros((B, H, E), dtype=_F64)
     state0 = torch.cat([S_init, z_init.unsqueeze(-1)], dim=-1)
-    num, state = linear_attention_naive(
+    num, state = linear_recurrence_naive(
         phi_q, phi_k, v_ext.reshape(B, L, H * (M + 1)), state0,
         q_num_heads=H, kv_num_heads=H, update_rule="linear", scale=1.0,
     )  # fmt: skip
     num = num.reshape(B, L, H, M + 1)
     out = num[..., :M] / (num[..., M:] + eps)
     return out.reshape(B, L, H * M).to(q.dtype), state[..., :M], state[..., M]
-
-
-def causal_conv_with_state_naive(
-    input: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor] = None,
-    past_state: Optional[Tensor] = None,
-    *,
-    activation: str = "none",
-) -> tuple[Tensor, Tensor]:
-    """ONNX-27 ``CausalConvWithState`` as a float64 loop over time.
-
-    input (B, C, T), weight (C, 1, K), bias (C,), past_state (B, C, K-1) (zeros when absent).
-
-    Returns ``(output (B, C, T) in input's dtype, present_state (B, C, K-1) in input's dtype)``: the
-    state is a copy of the last K-1 inputs (past state included), so as the standard does it keeps
-    their dtype, which loses nothing.
-    """
-    if activation not in CONV_ACTIVATIONS:
-        raise ValueError(f"activation: expected one of {CONV_ACTIVATIONS}, got {activation!r}")
-    _check_rank("input", input, 3)
-    _check_rank("weight", weight, 3)
-    B, C, T = input.shape
-    K = weight.shape[2]
-    if K < 1:
-        raise ValueError(f"weight: expected a kernel size K >= 1, got shape {tuple(weight.shape)}")
-    _check_shape("weight", weight, (C, 1, K))
-    if bias is not None:
-        _check_shape("bias", bias, (C,))
-    if past_state is not None:
-        _check_shape("past_state", past_state, (B, C, K - 1))
-    past = past_state.to(_F64) if past_state is not None else input.new_zeros((B, C, K - 1), dtype=_F64)
-    x = torch.cat([past, input.to(_F64)], dim=2)  # (B, C, K-1+T)
-    w = weight.to(_F64)[:, 0, :]  # (C, K)
-    ys = []
-    for t in range(T):
-        y = (x[:, :, t : t + K] * w).sum(-1)  # (B, C): taps at t-(K-1) .. t of the input
-        if bias is not None:
-            y = y + bias.to(_F64)
-        if activation != "none":
-            y = y * torch.sigmoid(y)
-        ys.append(y)
-    out = torch.stack(ys, dim=2) if ys else x.new_zeros((B, C, 0))
-    return out.to(input.dtype), x[:, :, x.shape[2] - (K - 1) :].to(input.dtype)

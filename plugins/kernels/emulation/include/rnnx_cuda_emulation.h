@@ -1,5 +1,5 @@
 // CUDA host emulation: the device-side built-ins the rnnx kernels use, for compiling the kernel sources
-// (models/ops/*/cuda/*.cu) with a plain C++ compiler and running them on the CPU.
+// (plugins/*/cuda/*.cu) with a plain C++ compiler and running them on the CPU.
 //
 // Why: CI and most development machines have nvcc but no GPU. Compiled this way, the unchanged kernel
 // sources run in CI against the naive references, under AddressSanitizer, and under several thread

@@ -1,6 +1,6 @@
 // CUDA kernels of the two rnnx recurrences, behind a plain C++ API.
 //
-// The TensorRT plugins (plugins/) and the PyTorch CUDA binding (models/ops/cuda/) both call these
+// The TensorRT plugins (plugins/) and the PyTorch CUDA binding (plugins/torch/) both call these
 // launchers, so the same kernels run in TensorRT, in PyTorch and in the tests and benchmarks.
 // The maths, layouts and mask semantics are those of docs/ops.md; every tensor is dense and
 // contiguous (row-major in the shape order given below). Activations are fp32, fp16 or bf16

@@ -5,8 +5,8 @@
 // a C++ program that torch::jit::load()s the module gets them from this library instead: the same schemas
 // (generated from the Python definitions at build time into rnnx_torch_schemas.h, see
 // rnnx.models.ops.libtorch) and CPU kernels built from the same sources (the SRU kernel of
-// models/ops/sru/csrc/sru_scan_cpu.cpp, the attention kernel of
-// models/ops/linear_attention/csrc/causal_linear_attention_kernel.h). No autograd: call under
+// plugins/sru_scan/cpu/sru_scan_cpu.cpp, the attention kernel of
+// plugins/causal_linear_attention/cpu/causal_linear_attention_kernel.h). No autograd: call under
 // torch::NoGradGuard or c10::InferenceMode. Never loaded into a Python process that imports rnnx (the ops
 // would be defined twice).
 #include "rnnx_torch_schemas.h"
@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-// models/ops/sru/csrc/sru_scan_cpu.cpp (compiled into this library with RNNX_NO_PYTHON).
+// plugins/sru_scan/cpu/sru_scan_cpu.cpp (compiled into this library with RNNX_NO_PYTHON).
 std::vector<at::Tensor> sru_scan_forward(const at::Tensor& U, const std::optional<at::Tensor>& x,
     const at::Tensor& weight_c, const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask,
     int64_t hidden_size, int64_t num_directions, int64_t num_matrices, bool has_skip_term, bool use_tanh,
@@ -34,7 +34,7 @@ at::ScalarType state_dtype(at::ScalarType activation)
     return activation == at::kDouble ? at::kDouble : at::kFloat;
 }
 
-// The checks of models/ops/sru/checks.py (the Python op's), as one-line c10::Errors naming the tensor.
+// The checks of models/ops/sru_scan/checks.py (the Python op's), as one-line c10::Errors naming the tensor.
 void check_sru_scan(const at::Tensor& U, const std::optional<at::Tensor>& x, const at::Tensor& weight_c,
     const at::Tensor& bias, const at::Tensor& c0, const std::optional<at::Tensor>& mask_pad, int64_t d, int64_t D,
     int64_t k, bool uses_x)

@@ -23,9 +23,9 @@
 // sums over B.
 
 #include "sru_scan_kernel.h"
-#include "../../csrc/aten_parallel_for.h"
+#include "../../torch/aten_parallel_for.h"
 
-// RNNX_NO_PYTHON: built into librnnx_torch_ops (models/ops/csrc/rnnx_torch_ops.cpp) for libtorch programs
+// RNNX_NO_PYTHON: built into librnnx_torch_ops (plugins/torch/rnnx_torch_ops.cpp) for libtorch programs
 // without Python; otherwise the torch extension that op.py loads.
 #ifdef RNNX_NO_PYTHON
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-"""Lazy loader of the C++ CPU kernel of the SRU scan (``csrc/sru_scan_cpu.cpp``).
+"""Lazy loader of the C++ CPU kernel of the SRU scan (``plugins/sru_scan/cpu/sru_scan_cpu.cpp``).
 
 The kernel is compiled on first use with :func:`torch.utils.cpp_extension.load` (ninja, OpenMP)
 into torch's extension cache under the name :data:`EXTENSION_BASE` plus an instruction set suffix
@@ -12,17 +12,18 @@ the op then runs the torch loop instead, so a missing compiler costs speed, neve
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 from types import ModuleType
+
+from rnnx import plugins
 
 from ..jit import LazyExtension, build_extension
 
 #: Name of the built extension, before its instruction-set suffix (which keeps builds for different
 #: CPUs apart in a shared cache) and its build hash.
 EXTENSION_BASE = "rnnx_sru_cpu_v2"
-SOURCE = Path(__file__).resolve().parent / "csrc" / "sru_scan_cpu.cpp"
-#: The shared host headers the kernel includes (``models/ops/csrc``).
-INCLUDE_DIRS = (Path(__file__).resolve().parents[1] / "csrc",)
+SOURCE = plugins.OPS_DIR / "sru_scan" / "cpu" / "sru_scan_cpu.cpp"
+#: The shared headers the kernel includes (``plugins/torch``: ATen's parallel-for; ``plugins/cpu``: vector maths).
+INCLUDE_DIRS = (plugins.TORCH_DIR, plugins.CPU_DIR)
 LDFLAGS = ["-fopenmp"]
 
 

@@ -1,4 +1,4 @@
-"""The SRU scan on the CUDA kernel (``models/ops/sru/cuda/sru_scan.cu``) through the shared PyTorch binding
+"""The SRU scan on the CUDA kernel (``plugins/sru_scan/cuda/sru_scan.cu``) through the shared PyTorch binding
 (:mod:`rnnx.models.ops.cuda`): :func:`forward`, and :func:`register`, which :mod:`.op` calls at import."""
 
 from __future__ import annotations

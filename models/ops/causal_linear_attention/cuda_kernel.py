@@ -1,4 +1,4 @@
-"""Causal linear attention on the CUDA kernels (``models/ops/linear_attention/cuda/``) through the shared
+"""Causal linear attention on the CUDA kernels (``plugins/causal_linear_attention/cuda/``) through the shared
 PyTorch binding (:mod:`rnnx.models.ops.cuda`): :func:`forward`, and :func:`register`, which :mod:`.op` calls at
 import."""
 

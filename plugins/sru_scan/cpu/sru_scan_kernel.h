@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../csrc/vector_math.h"
+#include "../../cpu/vector_math.h"
 
 namespace rnnx::sru_cpu
 {

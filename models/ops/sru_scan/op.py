@@ -8,7 +8,7 @@ Schema (names from :data:`rnnx.runtime.contract.ops.SRU_SCAN`)::
 
 Implementations:
 
-* CPU: the C++ kernel in ``csrc/sru_scan_cpu.cpp`` (built on first use, see ``cpu_kernel.py``);
+* CPU: the C++ kernel in ``plugins/sru_scan/cpu/sru_scan_cpu.cpp`` (built on first use, see ``cpu_kernel.py``);
   the torch loop if it cannot be built or while :func:`sru_scan_reference_path` is active.
 * any other device (CUDA until its kernel lands): the device-agnostic torch loop
   (``torch_loop.py``), vectorised over all columns, one python step per time step.

@@ -3,7 +3,7 @@
 // rnnx's ONNX Runtime custom-op library includes this header (plugins/ort/); a host passes its own
 // parallel-for, a callable parallel_for(begin, end, grain, fn) running fn(b, e) over disjoint ranges [b, e)
 // covering [begin, end). No torch, no ORT here. Its slow, obviously-correct twin is
-// models/ops/linear_attention/naive.py, which the tests compare it with.
+// models/ops/causal_linear_attention/naive.py, which the tests compare it with.
 //
 // Per (batch row, head), with phi(x) = elu(x) + 1 (docs/ops.md):
 //     S_t = S_{t-1} + phi(k_t) v_t^T      (E x M)        z_t = z_{t-1} + phi(k_t)      (E)
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../../csrc/vector_math.h"
+#include "../../cpu/vector_math.h"
 
 namespace rnnx::linear_attention_cpu
 {

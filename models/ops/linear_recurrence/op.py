@@ -1,0 +1,113 @@
+"""The ``rnnx::linear_recurrence`` torch.library op and its public Python entry point.
+
+Contract: :data:`rnnx.runtime.contract.ops.LINEAR_RECURRENCE` (ONNX opset 27's ``LinearAttention`` plus a pad
+mask). Schema::
+
+    (Tensor query, Tensor key, Tensor value, Tensor? past_state, Tensor? decay, Tensor? beta, Tensor? mask_pad,
+     int q_num_heads, int kv_num_heads, str update_rule, float scale) -> (Tensor output, Tensor present_state)
+
+The implementation is the device-agnostic torch code of :mod:`.chunked` (a chunked prefill, a one-token step),
+registered for every device; the backward re-runs it under autograd, so the op can be fine-tuned through.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from rnnx.runtime.contract.ops import LINEAR_RECURRENCE
+
+from ..dtypes import state_dtype
+from ..registration import register_autograd_by_recompute, torch_schema
+from .checks import check_inputs
+from .chunked import linear_recurrence_forward
+
+_SPEC = LINEAR_RECURRENCE
+
+
+@torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))
+def linear_recurrence_op(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    past_state: Optional[Tensor],
+    decay: Optional[Tensor],
+    beta: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    q_num_heads: int,
+    kv_num_heads: int,
+    update_rule: str,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    """The registered op (any device): ``(output (B, T, H_q*d_v), present_state (B, H_kv, d_k, d_v))``."""
+    return linear_recurrence_forward(
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale
+    )
+
+
+@linear_recurrence_op.register_fake
+def _fake(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    past_state: Optional[Tensor],
+    decay: Optional[Tensor],
+    beta: Optional[Tensor],
+    mask_pad: Optional[Tensor],
+    q_num_heads: int,
+    kv_num_heads: int,
+    update_rule: str,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    B, T, d_k, d_v, _ = check_inputs(
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule
+    )
+    return (
+        query.new_empty((B, T, q_num_heads * d_v)),
+        query.new_empty((B, kv_num_heads, d_k, d_v), dtype=state_dtype(query.dtype)),
+    )
+
+
+register_autograd_by_recompute(linear_recurrence_op, _SPEC, linear_recurrence_forward)
+
+
+def linear_recurrence(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    past_state: Optional[Tensor] = None,
+    decay: Optional[Tensor] = None,
+    beta: Optional[Tensor] = None,
+    *,
+    q_num_heads: int,
+    kv_num_heads: Optional[int] = None,
+    update_rule: str = str(_SPEC.attributes["update_rule"]),
+    scale: float = float(_SPEC.attributes["scale"]),
+    pad_mask: Optional[Tensor] = None,
+) -> tuple[Tensor, Tensor]:
+    """One of the four linear recurrences (ONNX opset 27 ``LinearAttention``), from an optional state.
+
+    Heads packed: query (B, T, H_q*d_k), key (B, T, H_kv*d_k), value (B, T, H_kv*d_v), with H_kv =
+    ``kv_num_heads`` (default H_q) dividing H_q = ``q_num_heads``; query head h reads kv head h // (H_q/H_kv).
+    Per kv head, with ``past_state`` S (B, H_kv, d_k, d_v; zeros when None) in the state dtype (fp32; fp64 for
+    fp64 inputs), a_t = exp(decay_t) and ``beta``::
+
+        linear:      S_t = S_{t-1} + k_t v_t^T
+        gated:       S_t = a_t S_{t-1} + k_t v_t^T
+        delta:       S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T
+        gated_delta: S_t = a_t S_{t-1} + beta_t k_t (v_t - (a_t S_{t-1})^T k_t)^T
+        o_t = scale * S_t^T q_t          (scale 0: 1/sqrt(d_k))
+
+    ``decay`` (B, T, H_kv) per head or (B, T, H_kv*d_k) per key dim, log space, for the gated rules only;
+    ``beta`` (B, T, H_kv) or (B, T, 1) for the delta rules only; all in query's dtype. ``pad_mask`` (B, T),
+    non-zero = pad: the state is carried over the step, so a right-padded batch equals each row alone.
+    Returns ``(output (B, T, H_q*d_v) in query's dtype, present_state)``; T = 1 is a decode step, and a
+    prefill followed by steps gives the numbers of one pass.
+    """
+    heads_kv = q_num_heads if kv_num_heads is None else kv_num_heads
+    return linear_recurrence_op(
+        query, key, value, past_state, decay, beta, pad_mask, int(q_num_heads), int(heads_kv), str(update_rule),
+        float(scale),
+    )  # fmt: skip
