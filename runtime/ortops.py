@@ -8,7 +8,7 @@ built from ONNX Runtime's C/C++ headers alone: it links no libonnxruntime and ta
 that loads it, through ``SessionOptions.register_custom_ops_library(path)`` (Python),
 ``Ort::SessionOptions::RegisterCustomOpsLibrary`` (C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its
 kernels are host-independent headers under ``plugins/*/cpu`` (the SRU one is rnnx's torch CPU kernel), built
-for AVX2/FMA and for a baseline and picked by the CPU's features; each op has a kernel per activation dtype (fp32,
+for AVX-512, AVX2/FMA and a baseline and picked by the CPU's features; each op has a kernel per activation dtype (fp32,
 fp16, bf16, fp64). The headers (ONNX Runtime API version :data:`ORT_API_VERSION`, MIT) come from the npm package
 :data:`HEADERS_PACKAGE`; ``scripts/setup.sh`` fetches them into ``.cache/onnxruntime/include``. A model without
 the library still runs on stock ONNX Runtime through the ops' function bodies.
@@ -115,9 +115,10 @@ def build(
     x86 = os.uname().machine in ("x86_64", "amd64", "i686")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         objects = []
-        # base first: where the two builds share a definition the linker keeps (std::vector's members), it
+        # base first: where the builds share a definition the linker keeps (std::vector's members), it
         # keeps the one any CPU runs (the kernels themselves have internal linkage, isa_kernels.cpp)
-        for isa, flags in (("base", []), ("avx2", ["-mavx2", "-mfma"] if x86 else [])):
+        isas = (("base", []), ("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f", "-mavx2", "-mfma"]))
+        for isa, flags in ((isa, flags if x86 else []) for isa, flags in isas):
             obj = Path(tmp) / f"kernels_{isa}.o"
             _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", *(f"-I{d}" for d in _KERNEL_DIRS), "-c",
                   str(_SOURCES / "isa_kernels.cpp"), "-o", str(obj)])  # fmt: skip

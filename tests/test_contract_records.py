@@ -33,7 +33,7 @@ def test_records_are_looked_up_by_name_and_refuse_others():
 
 
 def test_the_tables_derived_from_the_records():
-    assert targets.TARGETS == ("tensorrt", "onnxruntime")  # the CLI's default first
+    assert targets.TARGETS == ("tensorrt", "onnxruntime", "onnx")  # the CLI's default first
     assert targets.PRECISIONS == ("fp32", "fp16")
     assert targets.ENGINE_PRECISIONS == ("fp32", "fp16")  # bf16: no export produces it, so no engine either
     assert [p.name for p in targets.PRECISION_RECORDS.values() if p.reference] == ["fp32"]

@@ -47,6 +47,8 @@ from rnnx.models.ops.causal_linear_attention.naive import (  # noqa: E402
 from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
 from rnnx.models.ops.sru_scan import sru_scan, sru_scan_naive  # noqa: E402
 from rnnx.runtime.contract import ops as spec  # noqa: E402
+from rnnx.runtime.contract.targets import PORTABLE_OPSET  # noqa: E402
+from rnnx.runtime.contract.targets import target as target_record  # noqa: E402
 
 FP32_TOL = dict(atol=1e-5, rtol=1e-5)
 FP16_TOL = dict(atol=2e-3, rtol=2e-3)
@@ -277,8 +279,10 @@ def attention_inputs(B: int, H: int, L: int, E: int, M: int, dtype, with_state: 
     return q, k, v, S0, z0
 
 
-ATTENTION_CASES = [(t, s, torch.float32) for t in TARGETS for s in (True, False)] + [
-    (t, True, dtype) for t in TARGETS for dtype in (torch.float16, torch.float64)
+#: The targets whose graphs keep rnnx's nodes (the portable ``onnx`` target inlines them: test_portable_target_*).
+NODE_TARGETS = tuple(t for t in TARGETS if target_record(t).custom_domain)
+ATTENTION_CASES = [(t, s, torch.float32) for t in NODE_TARGETS for s in (True, False)] + [
+    (t, True, dtype) for t in NODE_TARGETS for dtype in (torch.float16, torch.float64)
 ]
 
 
@@ -334,7 +338,7 @@ class PackedAttentionModule(torch.nn.Module):
 
 @pytest.mark.parametrize(
     "target,time_major,dtype,mask_dtype",
-    [(t, tm, torch.float32, torch.bool) for t in TARGETS for tm in (False, True)]
+    [(t, tm, torch.float32, torch.bool) for t in NODE_TARGETS for tm in (False, True)]
     + [("onnxruntime", True, torch.float64, torch.bool)]
     + [("tensorrt", False, torch.float32, torch.float32), ("tensorrt", True, torch.float32, torch.int64)],
 )
@@ -439,6 +443,23 @@ def test_attention_prefill_then_step_matches_one_pass(tmp_path):
         assert_close(np.concatenate([out_a, out_b], axis=2), want_out, FP32_TOL)
         assert_close(S, want_S, FP32_TOL)
         assert_close(z, want_z, FP32_TOL)
+
+
+def test_portable_target_has_standard_ops_only(tmp_path):
+    """The ``onnx`` target: rnnx's nodes inlined (no custom domain, no contrib op), default-domain opset 27, and the
+    same numbers as the naive references (attention; SRU, whose Scan body is inlined too)."""
+    L = torch.export.Dim("L")
+    seq = {2: L}
+    path = tmp_path / "attention.onnx"
+    model = export(AttentionModule(), attention_inputs(1, 2, 4, 3, 5, torch.float32, True, seed=7),
+                   (seq, seq, seq, None, None), "onnx", path)  # fmt: skip
+    assert {o.domain: o.version for o in model.opset_import} == {"": PORTABLE_OPSET}
+    assert not model.functions and {n.domain for n in model.graph.node} == {""}
+    args = attention_inputs(1, 2, 9, 3, 5, torch.float32, True, seed=8)
+    out, S, z = run(path, args)
+    want_out, want_S, want_z = causal_linear_attention_recurrent(*args)
+    assert_close(out, want_out, FP32_TOL)
+    assert_close(S, want_S, FP32_TOL)
 
 
 # -------------------------------------------------------------------------------- contract with spec

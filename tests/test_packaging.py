@@ -104,8 +104,10 @@ def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
     # Each kernel in its op folder's cuda/ (a new op's are found by the glob); the headers they share in
     # KERNELS_SRC_DIR.
     assert [p.relative_to(plugins.OPS_DIR).as_posix() for p in plugins.KERNEL_SOURCES] == [
+        "causal_conv_with_state/cuda/causal_conv_with_state.cu",
         "causal_linear_attention/cuda/linear_attention_decode.cu",
         "causal_linear_attention/cuda/linear_attention_prefill.cu",
+        "linear_recurrence/cuda/linear_recurrence.cu",
         "sru_scan/cuda/sru_scan.cu",
     ]
     assert {p.parent for p in plugins.KERNEL_SOURCES} == set(plugins.OPS_DIR.glob("*/cuda"))

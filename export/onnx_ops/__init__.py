@@ -1,4 +1,4 @@
-"""The ONNX side of the two rnnx custom ops (``rnnx::SRUScan``, ``rnnx::CausalLinearAttention``).
+"""The ONNX side of the rnnx custom ops (one record per op, listed in :mod:`.registry`).
 
 Usage, with ``t`` one of :data:`TARGETS`::
 
@@ -19,7 +19,7 @@ from rnnx.runtime.contract.targets import TARGETS
 
 from .finalize import finalize
 from .lean import fuse_skip_layer_norm
-from .schemas import custom_op_schemas, op_schema
-from .translate import translation_table
+from .registry import custom_op_schemas, translation_table
+from .schemas import op_schema
 
 __all__ = ["TARGETS", "custom_op_schemas", "finalize", "fuse_skip_layer_norm", "op_schema", "translation_table"]

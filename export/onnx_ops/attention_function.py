@@ -16,15 +16,20 @@ for fp64 the equivalent ``Where(x > 0, x + 1, Exp(x))`` (ONNX Runtime has no fp6
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import onnx
 from onnx import helper
 
 from rnnx.runtime.contract import ops as spec
 
 from .builder import NodeWriter
-from .overloads import AttentionVariant
+from .op_export import NodeContext, OpExport, attribute, check_every_input, input_elem_type, present
+from .ort_attention import lowered_attention_function
+from .overloads import AttentionVariant, parse_attention_overload
 from .schemas import op_function
 from .sru_function import state_elem_type
+from .translate import attention_node, attention_node_full, attention_node_standard
 
 ATTENTION = spec.CAUSAL_LINEAR_ATTENTION
 
@@ -90,3 +95,78 @@ def attention_function(variant: AttentionVariant, opset_version: int) -> onnx.Fu
 
     doc = f"CausalLinearAttention, overload {variant.name}: masked O(L^2) standard-op body."
     return op_function(ATTENTION, w.nodes, opset_version, doc, variant.name)
+
+
+# ----- the op's record for the exporter (op_export.OpExport) -----
+
+
+def _parsed(node: onnx.NodeProto) -> AttentionVariant | None:
+    """The variant the translation named in the node's overload, or None."""
+    try:
+        return parse_attention_overload(node.overload) if node.overload else None
+    except ValueError:
+        return None
+
+
+def _double(node: onnx.NodeProto, context: NodeContext) -> bool:
+    """fp64 state: from the overload the translation wrote, else from the known dtype of q."""
+    parsed = _parsed(node)
+    if parsed is not None:
+        return parsed.double
+    return input_elem_type(node, ATTENTION, context) == onnx.TensorProto.DOUBLE
+
+
+def _variant(node: onnx.NodeProto, context: NodeContext) -> AttentionVariant:
+    double = _double(node, context)
+    parsed = _parsed(node)
+    return AttentionVariant(
+        present(node, ATTENTION, "S0"), present(node, ATTENTION, "z0"), present(node, ATTENTION, ATTENTION.mask_input),
+        bool(attribute(node, "time_major", 0)), double,
+        lowered=context.target.contrib_ops and not double and parsed is not None and parsed.lowered,
+    )  # fmt: skip
+
+
+def _function(variant: AttentionVariant, context: NodeContext) -> onnx.FunctionProto:
+    if variant.lowered:
+        return lowered_attention_function(variant, context.opset)
+    return attention_function(variant, context.opset)
+
+
+@dataclass(frozen=True)
+class _AnyVariant:
+    """The one body of every CausalLinearAttention node of a TensorRT-target graph: state dtype and layout."""
+
+    double: bool
+    time_major: bool
+
+    @property
+    def name(self) -> str:
+        return ("fp64 state" if self.double else "fp32 state") + (", time-major" if self.time_major else "")
+
+
+def _any_variant(node: onnx.NodeProto, context: NodeContext) -> _AnyVariant:
+    check_every_input(node, ATTENTION)
+    return _AnyVariant(_double(node, context), bool(attribute(node, "time_major", 0)))
+
+
+def _any_function(variant: _AnyVariant, context: NodeContext) -> onnx.FunctionProto:
+    function = attention_function(AttentionVariant(True, True, True, variant.time_major, variant.double), context.opset)
+    function.overload = ""
+    return function
+
+
+ATTENTION_EXPORT = OpExport(
+    spec=ATTENTION,
+    torch_module="rnnx.models.ops.causal_linear_attention",
+    translation=lambda target: (
+        attention_node_full
+        if target.every_input_present
+        else attention_node
+        if target.contrib_ops
+        else attention_node_standard
+    ),
+    variant=_variant,
+    function=_function,
+    any_variant=_any_variant,
+    any_function=_any_function,
+)

@@ -1,16 +1,15 @@
 """``finalize``: give every rnnx node of an exported model its model-local function.
 
-After the torch exporter has written the rnnx custom nodes (:mod:`.translate`), this adds one
-``FunctionProto`` (domain ``rnnx``) per distinct overload in use (the ``onnxruntime`` target), or one
-function per op without overloads (the ``tensorrt`` target: TensorRT's parser keys local functions by
-name only, so two overloads of one op would collide there; its nodes have every input present and the
-body reads the structure from the attributes, :func:`~.sru_function.sru_scan_any_function`), with a
-standard-op body
-(:mod:`.sru_function`, :mod:`.attention_function`), checks each node's ``plugin_version`` /
-``plugin_namespace`` and adds the opset imports. The result passes ``onnx.checker`` (full check)
-and strict shape inference without the rnnx schemas registered, and stock ONNX Runtime runs it by
-inlining the functions. TensorRT ignores function bodies and overloads for a node whose plugin it
-finds (by op type, ``plugin_version``, ``plugin_namespace``).
+After the torch exporter has written the rnnx custom nodes (:mod:`.translate` and each op's translation), this
+adds one ``FunctionProto`` (domain ``rnnx``) per distinct overload in use (targets with function overloads), or
+one function per op without overloads (the ``tensorrt`` target: TensorRT's parser keys local functions by name
+only, so two overloads of one op would collide there; its nodes have every input present and the body reads the
+structure from the attributes). Each op's record in :mod:`.registry` gives the variants and bodies. It checks
+each node's ``plugin_version`` / ``plugin_namespace`` and adds the opset imports; for a target without the custom
+domain (the portable ``onnx`` target) it raises the default opset to 27 and inlines every rnnx function. The
+result passes ``onnx.checker`` (full check) and strict shape inference without the rnnx schemas registered, and
+stock ONNX Runtime runs it by inlining the functions. TensorRT ignores function bodies and overloads for a node
+whose plugin it finds (by op type, ``plugin_version``, ``plugin_namespace``).
 """
 
 from __future__ import annotations
@@ -19,22 +18,21 @@ from collections.abc import Iterator
 from typing import Union
 
 import onnx
+import onnx.inliner
 
 from rnnx.runtime.contract import ops as spec
 from rnnx.runtime.contract import targets
-from rnnx.runtime.contract.targets import Target
+from rnnx.runtime.contract.targets import PORTABLE_OPSET, Target
 
-from .attention_function import attention_function
-from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION, lowered_attention_function
-from .overloads import AttentionVariant, SRUVariant, parse_attention_overload, parse_sru_overload
+from .op_export import NodeContext, OpExport, attribute
+from .ort_attention import MS_DOMAIN, MS_DOMAIN_VERSION
+from .registry import BY_ONNX_NAME
 from .schemas import node_attribute_defaults
-from .sru_function import sru_scan_any_function, sru_scan_function
 
 #: Lowest default-domain opset the function bodies are written for (Shape start/end, CastLike).
 MIN_OPSET = 15
 #: IR version that introduced function overloads.
 MIN_IR_VERSION = 10
-_SPECS = {op.onnx_name: op for op in spec.ALL_OPS}
 
 
 def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -65,119 +63,48 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-def _present(node: onnx.NodeProto, op: spec.OpSpec, name: str) -> bool:
-    i = op.inputs.index(name)
-    return i < len(node.input) and node.input[i] != ""
-
-
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
-def _is_double(node: onnx.NodeProto, op: spec.OpSpec, parse, types: dict[str, int]) -> bool:
-    """fp64 state: from the overload the translation wrote, else from the known dtype of the input that
-    carries the activation dtype (``op.dtype_input``)."""
-    if node.overload:
-        try:
-            return parse(node.overload).double
-        except ValueError:
-            pass
-    i = op.inputs.index(op.dtype_input)
-    return i < len(node.input) and types.get(node.input[i]) == onnx.TensorProto.DOUBLE
-
-
 def _check_required_attributes(node: onnx.NodeProto, op: spec.OpSpec) -> None:
     """``ValueError`` when a required attribute of ``op`` (``op.required_attributes``) is missing."""
-    missing = sorted(name for name in op.required_attributes if _attr(node, name, None) is None)
+    missing = sorted(name for name in op.required_attributes if attribute(node, name, None) is None)
     if missing:
         raise ValueError(f"{op.onnx_name} node {node.name!r}: required attribute(s) {', '.join(missing)} missing")
 
 
-def _variant(node: onnx.NodeProto, types: dict[str, int]) -> SRUVariant | AttentionVariant:
-    op = _SPECS[node.op_type]
-    _check_required_attributes(node, op)
-    if op is spec.SRU_SCAN:
-        a = {n: _attr(node, n, d) for n, d in op.attributes.items()}
-        variant: SRUVariant | AttentionVariant = SRUVariant(
-            int(a["num_directions"]),
-            int(a["num_matrices"]),
-            bool(a["has_skip_term"]),
-            bool(a["use_tanh"]),
-            _present(node, op, op.mask_input),
-            _is_double(node, op, parse_sru_overload, types),
-        )
-        if variant.uses_x and not _present(node, op, "x"):
-            raise ValueError(f"SRUScan node {node.name!r}: k = 3 with the skip term needs input x")
-        if int(a["hidden_size"]) <= 0:
-            raise ValueError(f"SRUScan node {node.name!r}: hidden_size must be a positive int")
-        return variant
-    double = _is_double(node, op, parse_attention_overload, types)
-    return AttentionVariant(
-        _present(node, op, "S0"),
-        _present(node, op, "z0"),
-        _present(node, op, op.mask_input),
-        bool(_attr(node, "time_major", 0)),
-        double,
-        lowered=not double and _lowered(node),
-    )
-
-
-def _lowered(node: onnx.NodeProto) -> bool:
-    """Whether the translation named the com.microsoft.LinearAttention body in an attention node's overload."""
-    try:
-        return parse_attention_overload(node.overload).lowered if node.overload else False
-    except ValueError:
-        return False
-
-
-def _add_any_function(
-    node: onnx.NodeProto, types: dict[str, int], functions: dict[str, onnx.FunctionProto], opset: int
-) -> None:
-    """The TensorRT target: checks that ``node`` has every input of its op (no empty slot), clears its
-    overload and adds the op's one function (keyed ``op:`` in ``functions``); ValueError when two nodes
-    of one op need bodies of different state dtypes (one graph holds one function per op)."""
-    op = _SPECS[node.op_type]
-    _check_required_attributes(node, op)
-    missing = [name for i, name in enumerate(op.inputs) if i >= len(node.input) or not node.input[i]]
-    if missing:
-        raise ValueError(
-            f"{op.onnx_name} node {node.name!r}: the TensorRT layout needs every input; missing {missing} "
-            f"(inputs {list(node.input)})"
-        )
-    parse = parse_sru_overload if op is spec.SRU_SCAN else parse_attention_overload
-    double = _is_double(node, op, parse, types)
+def _add_function(
+    entry: OpExport, node: onnx.NodeProto, context: NodeContext, functions: dict[str, onnx.FunctionProto],
+    variants: dict[str, object],
+) -> None:  # fmt: skip
+    """Gives ``node`` its body: with function overloads one function per variant (the node's overload names it);
+    without (TensorRT keys functions by name) one function per op, which every node of the op must share."""
+    _check_required_attributes(node, entry.spec)
+    if context.target.function_overloads:
+        variant = entry.variant(node, context)
+        node.overload = variant.name
+        key = f"{node.op_type}:{variant.name}"
+        if key not in functions:
+            functions[key] = entry.function(variant, context)
+        return
+    variant = entry.any_variant(node, context)
     node.overload = ""
     key = f"{node.op_type}:"
-    time_major = bool(_attr(node, "time_major", 0)) if op is spec.CAUSAL_LINEAR_ATTENTION else False
-    tag = f" [{_dtype_name(double)}{', time-major' if time_major else ''}]"
     if key in functions:
-        if functions[key].doc_string.endswith(tag):
-            return
-        raise ValueError(
-            f"{op.onnx_name} nodes of one TensorRT-target graph mix fp32 and fp64 state or layouts "
-            "(one function per op)"
-        )
-    if op is spec.SRU_SCAN:
-        function = sru_scan_any_function(double, opset)
-    else:
-        function = attention_function(AttentionVariant(True, True, True, time_major, double), opset)
-        function.overload = ""
-    function.doc_string += tag
-    functions[key] = function
-
-
-def _dtype_name(double: bool) -> str:
-    return "fp64 state" if double else "fp32 state"
+        if variants[key] != variant:
+            bodies = f"{variants[key].name} and {variant.name}"
+            raise ValueError(
+                f"{entry.spec.onnx_name} nodes of one TensorRT-target graph need different bodies ({bodies}): one "
+                "function per op"
+            )
+        return
+    function = entry.any_function(variant, context)
+    function.doc_string += f" [{variant.name}]"
+    functions[key], variants[key] = function, variant
 
 
 def _check_plugin_attributes(node: onnx.NodeProto) -> None:
     """Adds missing plugin_version / plugin_namespace; ``ValueError`` if one has another value."""
     for name in (spec.PLUGIN_VERSION_ATTR, spec.PLUGIN_NAMESPACE_ATTR):
-        expected = node_attribute_defaults(_SPECS[node.op_type])[name]
-        value = _attr(node, name, None)
+        expected = node_attribute_defaults(BY_ONNX_NAME[node.op_type].spec)[name]
+        value = attribute(node, name, None)
         if value is None:
             node.attribute.append(onnx.helper.make_attribute(name, expected))
         elif value != expected.encode():
@@ -232,7 +159,7 @@ def _rnnx_output_type(node: onnx.NodeProto, name: str, values: dict[str, onnx.Ty
     (a body with a non-standard op, e.g. com.microsoft.LinearAttention): the state dtype (fp64 for fp64
     activations, else fp32) or the activation dtype of ``dtype_input``; each dim copied from an input
     that has the same symbol in the spec (e.g. S_last's E from q), else left symbolic."""
-    op = _SPECS[node.op_type]
+    op = BY_ONNX_NAME[node.op_type].spec
     record = op.output_records[list(node.output).index(name)]
     inputs = {r.name: values.get(v) for r, v in zip(op.input_records, node.input) if v}
     dtype_input = inputs.get(op.dtype_input)
@@ -277,30 +204,22 @@ def finalize(model: onnx.ModelProto, target: Union[str, Target], inplace: bool =
     opset = _default_opset(out)
     if opset < MIN_OPSET:
         raise ValueError(f"default opset {opset} < {MIN_OPSET}: the rnnx function bodies need opset >= {MIN_OPSET}")
-    types = _elem_types(out)
+    if not target.custom_domain and opset < PORTABLE_OPSET:
+        _raise_default_opset(out, PORTABLE_OPSET)
+        opset = PORTABLE_OPSET
+    context = NodeContext(_elem_types(out), opset, target)
     functions: dict[str, onnx.FunctionProto] = {}
+    variants: dict[str, object] = {}
     uses_ms = False
     for node in _model_nodes(out):
         uses_ms |= node.domain == MS_DOMAIN
         if node.domain != spec.ONNX_DOMAIN:
             continue
-        if node.op_type not in _SPECS:
-            raise ValueError(f"unknown rnnx op {node.op_type!r} (node {node.name!r}); known: {sorted(_SPECS)}")
+        if node.op_type not in BY_ONNX_NAME:
+            raise ValueError(f"unknown rnnx op {node.op_type!r} (node {node.name!r}); known: {sorted(BY_ONNX_NAME)}")
         _check_plugin_attributes(node)
-        if not target.function_overloads:
-            _add_any_function(node, types, functions, opset)
-            continue
-        variant = _variant(node, types)
-        node.overload = variant.name
-        key = f"{node.op_type}:{variant.name}"
-        if key not in functions:
-            if isinstance(variant, SRUVariant):
-                functions[key] = sru_scan_function(variant, opset)
-            elif variant.lowered:
-                functions[key] = lowered_attention_function(variant, opset)
-                uses_ms = True
-            else:
-                functions[key] = attention_function(variant, opset)
+        _add_function(BY_ONNX_NAME[node.op_type], node, context, functions, variants)
+    uses_ms |= any(o.domain == MS_DOMAIN for f in functions.values() for o in f.opset_import)
     if uses_ms and not target.contrib_ops:
         raise ValueError(f"a {target.name}-target model contains com.microsoft nodes (exported for onnxruntime?)")
     kept = [
@@ -315,7 +234,34 @@ def finalize(model: onnx.ModelProto, target: Union[str, Target], inplace: bool =
         _set_opset(out, MS_DOMAIN, MS_DOMAIN_VERSION)
     out.ir_version = max(out.ir_version, MIN_IR_VERSION)
     _restore_output_types(out)
+    if not target.custom_domain:
+        out = _inline_rnnx_functions(out)
     return out
+
+
+def _raise_default_opset(model: onnx.ModelProto, version: int) -> None:
+    """Relabel the default-domain import of ``model`` and of its functions as ``version``.
+
+    The ops rnnx's graphs use changed between opsets 18 and 27 only by gaining types (bf16, int4, float8, ...),
+    so their nodes keep their meaning; every export is checked against PyTorch after this anyway.
+    """
+    for imports in (model.opset_import, *(f.opset_import for f in model.functions)):
+        for imp in imports:
+            if imp.domain in ("", "ai.onnx") and imp.version < version:
+                imp.version = version
+
+
+def _inline_rnnx_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every rnnx node replaced by its function's body and no rnnx domain left (the portable form)."""
+    rnnx_functions = [(f.domain, f.name) for f in model.functions if f.domain == spec.ONNX_DOMAIN]
+    inlined = onnx.inliner.inline_selected_functions(model, rnnx_functions, inline_schema_functions=False)
+    kept = [imp for imp in inlined.opset_import if imp.domain != spec.ONNX_DOMAIN]
+    del inlined.opset_import[:]
+    inlined.opset_import.extend(kept)
+    leftover = [n.op_type for n in _model_nodes(inlined) if n.domain == spec.ONNX_DOMAIN]
+    if leftover:
+        raise ValueError(f"the {PORTABLE_OPSET}-opset portable form still has rnnx nodes: {sorted(set(leftover))}")
+    return inlined
 
 
 __all__ = ["finalize", "MIN_OPSET"]

@@ -19,16 +19,21 @@ Opset 27 has no fp64 LinearAttention / CausalConvWithState: fp64 activations are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Optional, Union
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 import onnx
 from onnx import helper
+from onnxscript import ir
+from onnxscript import opset18 as ox
 
 from rnnx.runtime.contract import ops as spec
 
 from .builder import NodeWriter
+from .op_export import NodeContext, OpExport, check_every_input, input_elem_type, present_inputs
 from .schemas import op_function
+from .translate import bind_state_dtypes, custom_op, int32_mask, node_attributes
 
 #: The default-domain opset that standardised both ops.
 STANDARD_OPSET = 27
@@ -333,3 +338,145 @@ def standard_function(
 
 def _standard_name(op: spec.OpSpec) -> str:
     return "LinearAttention" if op is spec.LINEAR_RECURRENCE else op.onnx_name
+
+
+# ----- the nodes the torch exporter writes (translations of the torch ops) -----
+
+
+def _linear_recurrence_translation(full_layout: bool) -> Callable[..., tuple[Any, Any]]:
+    """The translation of ``torch.ops.rnnx.linear_recurrence`` into an ``rnnx::LinearRecurrence`` node; with
+    ``full_layout`` (the TensorRT target) every input is present: past_state fp32 zeros (B, H_kv, d_k, d_v), decay
+    zeros (B, T, H_kv) and beta zeros (B, T, 1) where the rule takes none (the plugin reads the rule, not these),
+    mask_pad int32 (zeros where the model has none)."""
+
+    def translate(
+        query: Any, key: Any, value: Any, past_state: Optional[Any], decay: Optional[Any], beta: Optional[Any],
+        mask_pad: Optional[Any], q_num_heads: int, kv_num_heads: int, update_rule: str, scale: float,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        if query.dtype == ir.DataType.DOUBLE:
+            raise ValueError("LinearRecurrence: fp64 activations have no ONNX form (opset 27 and ONNX Runtime's "
+                             "LinearAttention take fp32 / fp16 / bf16); export in fp32")  # fmt: skip
+        if full_layout:
+            lead = ox.Shape(query, end=2)  # (B, T)
+            heads = ox.Constant(value_ints=[kv_num_heads])
+            if past_state is None:
+                d_k = ox.Div(ox.Shape(query, start=2), ox.Constant(value_ints=[q_num_heads]))
+                d_v = ox.Div(ox.Shape(value, start=2), heads)
+                shape = ox.Concat(ox.Shape(query, end=1), heads, d_k, d_v, axis=0)
+                past_state = ox.Expand(ox.Constant(value_float=0.0), shape)
+            zero = ox.CastLike(ox.Constant(value_float=0.0), query)
+            if decay is None:
+                decay = ox.Expand(zero, ox.Concat(lead, heads, axis=0))
+            if beta is None:
+                beta = ox.Expand(zero, ox.Concat(lead, ox.Constant(value_ints=[1]), axis=0))
+            mask_pad = int32_mask(mask_pad, lead)
+        values = dict(q_num_heads=int(q_num_heads), kv_num_heads=int(kv_num_heads), update_rule=str(update_rule),
+                      scale=float(scale))  # fmt: skip
+        attrs = node_attributes(spec.LINEAR_RECURRENCE, values)
+        outputs = custom_op(spec.LINEAR_RECURRENCE)(query, key, value, past_state, decay, beta, mask_pad, **attrs)
+        bind_state_dtypes(spec.LINEAR_RECURRENCE, outputs, double=False)
+        return outputs
+
+    return translate
+
+
+def _causal_conv_translation(full_layout: bool) -> Callable[..., tuple[Any, Any]]:
+    """The translation of ``torch.ops.rnnx.causal_conv_with_state`` into an ``rnnx::CausalConvWithState`` node; with
+    ``full_layout`` every input is present: bias zeros (C,), past_state fp32 zeros (B, C, K-1), mask_pad int32."""
+
+    def translate(
+        input: Any, weight: Any, bias: Optional[Any], past_state: Optional[Any], mask_pad: Optional[Any],
+        activation: str,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        if input.dtype == ir.DataType.DOUBLE:
+            raise ValueError("CausalConvWithState: fp64 activations have no ONNX form (opset 27 and ONNX Runtime's "
+                             "CausalConvWithState take fp32 / fp16 / bf16); export in fp32")  # fmt: skip
+        if full_layout:
+            zero = ox.CastLike(ox.Constant(value_float=0.0), input)
+            if bias is None:
+                bias = ox.Expand(zero, ox.Shape(weight, end=1))
+            if past_state is None:
+                taps = ox.Sub(ox.Shape(weight, start=2), ox.Constant(value_ints=[1]))
+                past_state = ox.Expand(ox.Constant(value_float=0.0), ox.Concat(ox.Shape(input, end=2), taps, axis=0))
+            mask_pad = int32_mask(mask_pad, ox.Concat(ox.Shape(input, end=1), ox.Shape(input, start=2), axis=0))
+        attrs = node_attributes(spec.CAUSAL_CONV_WITH_STATE, {"activation": str(activation)})
+        outputs = custom_op(spec.CAUSAL_CONV_WITH_STATE)(input, weight, bias, past_state, mask_pad, **attrs)
+        bind_state_dtypes(spec.CAUSAL_CONV_WITH_STATE, outputs, double=False)
+        return outputs
+
+    return translate
+
+
+# ----- the bodies (op_export.OpExport) -----
+
+
+@dataclass(frozen=True)
+class FamilyVariant:
+    """The body of one family node: which optional inputs it has and the form (:data:`STANDARD_DOMAIN`,
+    :data:`MS_DOMAIN` or :data:`SCAN`); ``name`` is the function overload."""
+
+    op: spec.OpSpec
+    present: frozenset[str]
+    form: str
+
+    @property
+    def name(self) -> str:
+        return overload_name(self.op, self.present) + _FORMS[self.form][0]
+
+
+def _check_opset(op: spec.OpSpec, form: str, opset: int) -> None:
+    need = STANDARD_OPSET if form == STANDARD_DOMAIN else MIN_SCAN_OPSET if form == SCAN else 18
+    if opset < need:
+        raise ValueError(f"{op.onnx_name}: its ONNX form needs default-domain opset >= {need}, the graph has {opset} "
+                         f"(export with --opset {need} or later)")  # fmt: skip
+
+
+def _family_variant(op: spec.OpSpec) -> Callable[[onnx.NodeProto, NodeContext], FamilyVariant]:
+    def variant(node: onnx.NodeProto, context: NodeContext) -> FamilyVariant:
+        if input_elem_type(node, op, context) == onnx.TensorProto.DOUBLE:
+            raise ValueError(f"{op.onnx_name} node {node.name!r}: fp64 activations have no ONNX form")
+        target = context.target
+        form = MS_DOMAIN if target.contrib_ops else STANDARD_DOMAIN if not target.custom_domain else SCAN
+        _check_opset(op, form, context.opset)
+        return FamilyVariant(op, present_inputs(node, op), form)
+
+    return variant
+
+
+def _family_any_variant(op: spec.OpSpec) -> Callable[[onnx.NodeProto, NodeContext], FamilyVariant]:
+    def variant(node: onnx.NodeProto, context: NodeContext) -> FamilyVariant:
+        check_every_input(node, op)
+        _check_opset(op, SCAN, context.opset)
+        return FamilyVariant(op, frozenset(op.inputs), SCAN)
+
+    return variant
+
+
+def _family_function(variant: FamilyVariant, context: NodeContext) -> onnx.FunctionProto:
+    return standard_function(variant.op, variant.present, variant.form, context.opset)
+
+
+def _family_any_function(variant: FamilyVariant, context: NodeContext) -> onnx.FunctionProto:
+    function = standard_function(variant.op, variant.present, SCAN, context.opset)
+    function.overload = ""
+    return function
+
+
+LINEAR_RECURRENCE_EXPORT = OpExport(
+    spec=spec.LINEAR_RECURRENCE,
+    torch_module="rnnx.models.ops.linear_recurrence",
+    translation=lambda target: _linear_recurrence_translation(target.every_input_present),
+    variant=_family_variant(spec.LINEAR_RECURRENCE),
+    function=_family_function,
+    any_variant=_family_any_variant(spec.LINEAR_RECURRENCE),
+    any_function=_family_any_function,
+)
+CAUSAL_CONV_EXPORT = OpExport(
+    spec=spec.CAUSAL_CONV_WITH_STATE,
+    torch_module="rnnx.models.ops.causal_conv_with_state",
+    translation=lambda target: _causal_conv_translation(target.every_input_present),
+    variant=_family_variant(spec.CAUSAL_CONV_WITH_STATE),
+    function=_family_function,
+    any_variant=_family_any_variant(spec.CAUSAL_CONV_WITH_STATE),
+    any_function=_family_any_function,
+)

@@ -8,9 +8,6 @@ inference and ONNX Runtime use once the schemas are deregistered again.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import onnx
 from onnx import helper
 from onnx.defs import OpSchema
@@ -120,25 +117,3 @@ def op_schema(op: spec.OpSpec) -> OpSchema:
         type_constraints=constraints,
         attributes=attributes,
     )
-
-
-def _registered(op: spec.OpSpec) -> bool:
-    return onnx.defs.has(op.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
-
-
-@contextlib.contextmanager
-def custom_op_schemas() -> Iterator[None]:
-    """Registers the rnnx ``OpSchema``s for the block and deregisters them on exit.
-
-    Re-entrant: schemas that were already registered when the block starts are left alone.
-    """
-    added = []
-    try:
-        for op in spec.ALL_OPS:
-            if not _registered(op):
-                onnx.defs.register_schema(op_schema(op))
-                added.append(op)
-        yield
-    finally:
-        for op in reversed(added):
-            onnx.defs.deregister_schema(op.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)

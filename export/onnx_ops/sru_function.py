@@ -23,14 +23,18 @@ input and k = 3's scaled x are blended by 0/1 factors computed from the attribut
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import onnx
 from onnx import TensorProto, helper
 
 from rnnx.runtime.contract import ops as spec
 
 from .builder import NodeWriter
-from .overloads import SRUVariant
+from .op_export import NodeContext, OpExport, attribute, check_every_input, input_elem_type, present
+from .overloads import SRUVariant, parse_sru_overload
 from .schemas import op_function
+from .translate import sru_scan_node, sru_scan_node_full
 
 SRU = spec.SRU_SCAN
 
@@ -287,3 +291,56 @@ def _any_step_graph(acc: int, outer: dict[str, str]) -> onnx.GraphProto:
     c_new = w.op("Where", [inputs["pad"], c, c_new], "c_kept")
     h = w.op("Where", [inputs["pad"], outer["zero"], h], "h_masked")
     return _scan_body(w, inputs, names, c_new, h, acc, prefix, "any_step")
+
+
+# ----- the op's record for the exporter (op_export.OpExport) -----
+
+
+def _double(node: onnx.NodeProto, context: NodeContext) -> bool:
+    """fp64 state: from the overload the translation wrote, else from the known dtype of U."""
+    if node.overload:
+        try:
+            return parse_sru_overload(node.overload).double
+        except ValueError:
+            pass
+    return input_elem_type(node, SRU, context) == TensorProto.DOUBLE
+
+
+def _variant(node: onnx.NodeProto, context: NodeContext) -> SRUVariant:
+    a = {n: attribute(node, n, d) for n, d in SRU.attributes.items()}
+    variant = SRUVariant(
+        int(a["num_directions"]), int(a["num_matrices"]), bool(a["has_skip_term"]), bool(a["use_tanh"]),
+        present(node, SRU, SRU.mask_input), _double(node, context),
+    )  # fmt: skip
+    if variant.uses_x and not present(node, SRU, "x"):
+        raise ValueError(f"SRUScan node {node.name!r}: k = 3 with the skip term needs input x")
+    if int(a["hidden_size"]) <= 0:
+        raise ValueError(f"SRUScan node {node.name!r}: hidden_size must be a positive int")
+    return variant
+
+
+@dataclass(frozen=True)
+class _AnyVariant:
+    """The one body of every SRUScan node of a TensorRT-target graph: only the state dtype varies."""
+
+    double: bool
+
+    @property
+    def name(self) -> str:
+        return "fp64 state" if self.double else "fp32 state"
+
+
+def _any_variant(node: onnx.NodeProto, context: NodeContext) -> _AnyVariant:
+    check_every_input(node, SRU)
+    return _AnyVariant(_double(node, context))
+
+
+SRU_EXPORT = OpExport(
+    spec=SRU,
+    torch_module="rnnx.models.ops.sru_scan",
+    translation=lambda target: sru_scan_node_full if target.every_input_present else sru_scan_node,
+    variant=_variant,
+    function=lambda variant, context: sru_scan_function(variant, context.opset),
+    any_variant=_any_variant,
+    any_function=lambda variant, context: sru_scan_any_function(variant.double, context.opset),
+)

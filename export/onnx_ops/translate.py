@@ -23,18 +23,15 @@ are known; :func:`rnnx.export.onnx_ops.finalize` adds the matching function bodi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import onnx
 import onnxscript
-import torch
 from onnxscript import ir
 from onnxscript import opset18 as op
 
 from rnnx.models.ops.sru_scan.arguments import ScanAttributes
 from rnnx.runtime.contract import ops as spec
-from rnnx.runtime.contract import targets
-from rnnx.runtime.contract.targets import Target
 
 from .overloads import attention_overload, sru_overload
 from .schemas import node_attribute_defaults, onnx_attribute_value, op_schema
@@ -48,7 +45,7 @@ def custom_op(op: spec.OpSpec) -> onnxscript.values.Op:
     return onnxscript.values.Op(RNNX_OPSET, op.onnx_name, op_schema(op))
 
 
-def _node_attributes(op: spec.OpSpec, values: dict[str, Any]) -> dict[str, int | float | str]:
+def node_attributes(op: spec.OpSpec, values: dict[str, Any]) -> dict[str, int | float | str]:
     """The node's attributes: spec attributes from ``values`` (bools as ints) plus the plugin pair."""
     attrs = node_attribute_defaults(op)
     for a in op.attribute_records:
@@ -56,7 +53,7 @@ def _node_attributes(op: spec.OpSpec, values: dict[str, Any]) -> dict[str, int |
     return attrs
 
 
-def _bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) -> None:
+def bind_state_dtypes(op: spec.OpSpec, outputs: tuple[Any, ...], double: bool) -> None:
     """Gives the node's state outputs (records of role state) the state dtype where inference left it open.
 
     The schemas' type parameter S is unbound when no state input is given (an attention node without
@@ -73,7 +70,7 @@ _EXACT_INT32_MASKS = frozenset(
 )
 
 
-def _int32_mask(mask_pad: Optional[Any], lead: Any) -> Any:
+def int32_mask(mask_pad: Optional[Any], lead: Any) -> Any:
     """The TensorRT layout's mask_pad: int32, non-zero = pad (docs/ops.md), the shape of the given mask.
 
     TensorRT has no bool / uint8 plugin tensors (``PluginTensorDesc::type``, NvInferRuntimePlugin.h), so the plugins
@@ -94,17 +91,17 @@ def _int32_mask(mask_pad: Optional[Any], lead: Any) -> Any:
 
 def _full_sru_inputs(U: Any, x: Optional[Any], mask_pad: Optional[Any]) -> tuple[Any, Any]:
     """The TensorRT layout's x and mask_pad: a 1-element zero in U's dtype for an unused x; mask_pad (L, B) as int32
-    (:func:`_int32_mask`), all zeros for an absent one."""
+    (:func:`int32_mask`), all zeros for an absent one."""
     if x is None:
         x = op.CastLike(op.Constant(value_floats=[0.0]), U)
-    return x, _int32_mask(mask_pad, op.Shape(U, end=2))
+    return x, int32_mask(mask_pad, op.Shape(U, end=2))
 
 
 def _full_attention_inputs(
     q: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], num_heads: int, time_major: bool
 ) -> tuple[Any, Any, Any]:
     """The TensorRT layout's S0 (B, H, E, M) and z0 (B, H, E) (zeros in the state dtype where absent) and mask_pad
-    as int32 (:func:`_int32_mask`; all zeros over q's leading two axes where absent)."""
+    as int32 (:func:`int32_mask`; all zeros over q's leading two axes where absent)."""
     state = onnx.TensorProto.DOUBLE if q.dtype == ir.DataType.DOUBLE else onnx.TensorProto.FLOAT
     zero = op.Cast(op.Constant(value_float=0.0), to=state)
     if S0 is None or z0 is None:
@@ -115,7 +112,7 @@ def _full_attention_inputs(
             S0 = op.Expand(zero, op.Concat(batch, heads, E, op.Div(op.Shape(v, start=2), heads), axis=0))
         if z0 is None:
             z0 = op.Expand(zero, op.Concat(batch, heads, E, axis=0))
-    return S0, z0, _int32_mask(mask_pad, op.Shape(q, end=2))
+    return S0, z0, int32_mask(mask_pad, op.Shape(q, end=2))
 
 
 def _sru_scan(
@@ -132,19 +129,19 @@ def _sru_scan(
         x = None
     if full_layout:
         x, mask_pad = _full_sru_inputs(U, x, mask_pad)
-    node_attrs = _node_attributes(spec.SRU_SCAN, attrs._asdict())
+    node_attrs = node_attributes(spec.SRU_SCAN, attrs._asdict())
     h, c_last = custom_op(spec.SRU_SCAN)(U, x, weight_c, bias, c0, mask_pad, **node_attrs)
     double = U.dtype == ir.DataType.DOUBLE
     h.producer().overload = sru_overload(
         attrs.num_directions, attrs.num_matrices, attrs.has_skip_term, attrs.use_tanh, mask_pad is not None, double
     )
-    _bind_state_dtypes(spec.SRU_SCAN, (h, c_last), double)
+    bind_state_dtypes(spec.SRU_SCAN, (h, c_last), double)
     return h, c_last
 
 
 def _attention(
     q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], eps: float,
-    num_heads: int, time_major: int, full_layout: bool,
+    num_heads: int, time_major: int, full_layout: bool, contrib: bool = True,
 ) -> tuple[Any, Any, Any]:  # fmt: skip
     """``rnnx::CausalLinearAttention`` node: (q, k, v, S0?, z0?, mask_pad?) -> (out, S_last, z_last); with
     ``full_layout`` (the TensorRT target) every input is present (:func:`_full_attention_inputs`). The overload
@@ -153,7 +150,7 @@ def _attention(
     if full_layout:
         S0, z0, mask_pad = _full_attention_inputs(q, v, S0, z0, mask_pad, num_heads, bool(time_major))
     values = {"eps": float(eps), "num_heads": int(num_heads), "time_major": int(bool(time_major))}
-    attrs = _node_attributes(spec.CAUSAL_LINEAR_ATTENTION, values)
+    attrs = node_attributes(spec.CAUSAL_LINEAR_ATTENTION, values)
     out, S_last, z_last = custom_op(spec.CAUSAL_LINEAR_ATTENTION)(q, k, v, S0, z0, mask_pad, **attrs)
     double = q.dtype == ir.DataType.DOUBLE
     out.producer().overload = attention_overload(
@@ -162,9 +159,9 @@ def _attention(
         mask_pad is not None,
         bool(time_major),
         double,
-        lowered=not (full_layout or double),
+        lowered=contrib and not (full_layout or double),
     )
-    _bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
+    bind_state_dtypes(spec.CAUSAL_LINEAR_ATTENTION, (out, S_last, z_last), double)
     return out, S_last, z_last
 
 
@@ -206,24 +203,10 @@ def attention_node_full(
     return _attention(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major, full_layout=True)
 
 
-def _torch_op(op: spec.OpSpec) -> torch._ops.OpOverload:
-    return getattr(getattr(torch.ops, spec.TORCH_NAMESPACE), op.torch_name).default
-
-
-def translation_table(target: Union[str, Target]) -> dict[torch._ops.OpOverload, Callable[..., Any]]:
-    """``{torch.ops.rnnx.<op>.default: translation function}`` for ``target`` (a :class:`Target` or its name): nodes
-    with every input at its position when the target needs that (``every_input_present``), else with absent
-    inputs left out."""
-    target = targets.target(target)
-    import rnnx.models.ops.causal_linear_attention
-    import rnnx.models.ops.sru_scan  # noqa: F401
-
-    if target.every_input_present:
-        return {
-            _torch_op(spec.SRU_SCAN): sru_scan_node_full,
-            _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention_node_full,
-        }
-    return {
-        _torch_op(spec.SRU_SCAN): sru_scan_node,
-        _torch_op(spec.CAUSAL_LINEAR_ATTENTION): attention_node,
-    }
+def attention_node_standard(
+    q: Any, k: Any, v: Any, S0: Optional[Any], z0: Optional[Any], mask_pad: Optional[Any], eps: float,
+    num_heads: int, time_major: int,
+) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The node of a target without contrib ops and with absent inputs left out (the portable ``onnx`` target): its
+    body is the standard-op one."""
+    return _attention(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major, full_layout=False, contrib=False)

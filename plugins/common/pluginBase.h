@@ -32,7 +32,9 @@
 #include <NvInferRuntime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rnnx
@@ -66,17 +68,25 @@ inline bool toKernelMaskType(nvinfer1::DataType type, kernels::MaskType& out) no
 }
 
 //! One row of a plugin's field table and the member of its parameter struct holding the value: an int32_t
-//! member makes a kINT field, a float member a kFLOAT field (serialized as kINT32 / kFLOAT32).
+//! member makes a kINT field, a float member a kFLOAT field (serialized as kINT32 / kFLOAT32), an int32_t member
+//! with a list of choices a kSTRING field (the member holds the index of the string; serialized as kCHAR, the
+//! string's characters without a NUL).
 template <typename Parameters> struct Field
 {
     Field(char const* name, int32_t Parameters::* member, double defaultValue, bool required = false) noexcept
-        : desc{name, FieldKind::kINT, defaultValue, required}
+        : desc{name, FieldKind::kINT, defaultValue, required, {}}
         , intMember(member)
     {
     }
     Field(char const* name, float Parameters::* member, double defaultValue) noexcept
-        : desc{name, FieldKind::kFLOAT, defaultValue, false}
+        : desc{name, FieldKind::kFLOAT, defaultValue, false, {}}
         , floatMember(member)
+    {
+    }
+    //! A string field: one of `choices`, `defaultChoice` its default (an index into `choices`).
+    Field(char const* name, int32_t Parameters::* member, std::vector<char const*> choices, int32_t defaultChoice)
+        : desc{name, FieldKind::kSTRING, static_cast<double>(defaultChoice), false, std::move(choices)}
+        , intMember(member)
     {
     }
 
@@ -93,14 +103,31 @@ template <typename Parameters> struct Field
         }
     }
 
-    //! The member's address in `params`, the data of the serialized field.
+    //! The member's address in `params`, the data of the serialized field (a string field: its choice's text).
     void const* data(Parameters const& params) const noexcept
     {
+        if (desc.kind == FieldKind::kSTRING)
+        {
+            return choice(params);
+        }
         if (intMember != nullptr)
         {
             return &(params.*intMember);
         }
         return &(params.*floatMember);
+    }
+
+    //! The serialized field's length: 1, or a string field's number of characters.
+    int32_t length(Parameters const& params) const noexcept
+    {
+        return desc.kind == FieldKind::kSTRING ? static_cast<int32_t>(std::strlen(choice(params))) : 1;
+    }
+
+    //! A string field's text in `params` ("" for an index outside the choices, which checkParameters refuses).
+    char const* choice(Parameters const& params) const noexcept
+    {
+        int32_t const index = params.*intMember;
+        return index >= 0 && static_cast<size_t>(index) < desc.choices.size() ? desc.choices[index] : "";
     }
 
     FieldDesc desc;
@@ -308,7 +335,7 @@ public:
         return clone();
     }
 
-    //! Every field of the table, in its order, pointing at the parameters (kINT32 / kFLOAT32).
+    //! Every field of the table, in its order, pointing at the parameters (kINT32 / kFLOAT32 / kCHAR).
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override
     {
         try
@@ -316,7 +343,8 @@ public:
             mSerialized.clear();
             for (Field<Parameters> const& field : Derived::fields())
             {
-                mSerialized.emplace_back(field.desc.name, field.data(mParams), serializedType(field.desc.kind), 1);
+                mSerialized.emplace_back(
+                    field.desc.name, field.data(mParams), serializedType(field.desc.kind), field.length(mParams));
             }
             mSerializedCollection.nbFields = static_cast<int32_t>(mSerialized.size());
             mSerializedCollection.fields = mSerialized.data();

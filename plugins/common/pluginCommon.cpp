@@ -107,9 +107,38 @@ Wide readScalar(nvinfer1::PluginField const& field, nvinfer1::PluginFieldType na
     return wide;
 }
 
+//! A kSTRING field: kCHAR, `length` characters up to the first NUL, one of the row's choices -> its index.
+bool readChoice(std::string const& where, FieldDesc const& desc, nvinfer1::PluginField const& field, double& value)
+{
+    if (field.type != nvinfer1::PluginFieldType::kCHAR || field.data == nullptr || field.length < 0)
+    {
+        logError(where + " must be a kCHAR string, got PluginFieldType "
+            + std::to_string(static_cast<int32_t>(field.type)) + " of length " + std::to_string(field.length));
+        return false;
+    }
+    std::string text(static_cast<char const*>(field.data), static_cast<size_t>(field.length));
+    text = text.substr(0, text.find('\0'));
+    std::string expected;
+    for (size_t i = 0; i < desc.choices.size(); ++i)
+    {
+        if (text == desc.choices[i])
+        {
+            value = static_cast<double>(i);
+            return true;
+        }
+        expected += (i > 0 ? " | " : "") + std::string(desc.choices[i]);
+    }
+    logError(where + " is '" + text + "', expected one of " + expected);
+    return false;
+}
+
 bool readValue(char const* pluginName, FieldDesc const& desc, nvinfer1::PluginField const& field, double& value)
 {
     std::string const where = std::string(pluginName) + ": field '" + desc.name + "'";
+    if (desc.kind == FieldKind::kSTRING)
+    {
+        return readChoice(where, desc, field, value);
+    }
     if (field.data == nullptr || field.length != 1)
     {
         logError(where + " must hold exactly one value (length " + std::to_string(field.length) + ")");
@@ -271,7 +300,13 @@ void logError(std::string const& message) noexcept
 
 nvinfer1::PluginFieldType serializedType(FieldKind kind) noexcept
 {
-    return kind == FieldKind::kINT ? nvinfer1::PluginFieldType::kINT32 : nvinfer1::PluginFieldType::kFLOAT32;
+    switch (kind)
+    {
+    case FieldKind::kINT: return nvinfer1::PluginFieldType::kINT32;
+    case FieldKind::kFLOAT: return nvinfer1::PluginFieldType::kFLOAT32;
+    case FieldKind::kSTRING: return nvinfer1::PluginFieldType::kCHAR;
+    }
+    return nvinfer1::PluginFieldType::kUNKNOWN;
 }
 
 std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& table)

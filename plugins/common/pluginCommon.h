@@ -76,11 +76,14 @@ void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept;
 void log(Severity severity, std::string const& message) noexcept;
 void logError(std::string const& message) noexcept;
 
-//! Kind of value a field holds. Ints arrive as kINT32 or kINT64, floats as kFLOAT32 or kFLOAT64.
+//! Kind of value a field holds. Ints arrive as kINT32 or kINT64, floats as kFLOAT32 or kFLOAT64, strings as kCHAR
+//! (how TensorRT's ONNX parser passes a STRING attribute: its characters, a trailing NUL allowed).
 enum class FieldKind : int32_t
 {
     kINT = 0,
     kFLOAT = 1,
+    //! One of a fixed list of strings (FieldDesc::choices); its value is the index in that list.
+    kSTRING = 2,
 };
 
 //! One row of a plugin's field table: the ONNX attribute name, its kind and default.
@@ -88,12 +91,15 @@ struct FieldDesc
 {
     char const* name;
     FieldKind kind;
+    //! The default value; for kSTRING the index of the default in `choices`.
     double defaultValue;
     //! Required fields have no usable default (hidden_size).
     bool required;
+    //! kSTRING only: the accepted strings (update_rule's "linear", "gated", ...), in the order of their indices.
+    std::vector<char const*> choices{};
 };
 
-//! The PluginField type a field is serialized with and reported as by getFieldNames().
+//! The PluginField type a field is serialized with and reported as by getFieldNames() (kINT32, kFLOAT32, kCHAR).
 nvinfer1::PluginFieldType serializedType(FieldKind kind) noexcept;
 
 //! The field list a creator reports: one PluginField (name, no data, serialized type, length 1) per table row.
@@ -101,10 +107,11 @@ std::vector<nvinfer1::PluginField> fieldNames(std::vector<FieldDesc> const& tabl
 
 //! Reads `fc` against `table` into `values` (one per row, in table order, ints exactly representable).
 //!
-//! Errors (logged, returns false): a null name or data, a length other than 1, a type the row's kind does not
-//! accept, a non-finite float, an int outside int32, a field given twice, a name not in the table, a required
-//! field missing, or, with `requireAll` (deserialisation), any field missing. plugin_version / plugin_namespace
-//! are accepted as kCHAR when they carry kPLUGIN_VERSION ("2") / "rnnx".
+//! Errors (logged, returns false): a null name or data, a length other than 1 (a kSTRING field: a negative length),
+//! a type the row's kind does not accept, a non-finite float, an int outside int32, a string not among the row's
+//! choices, a field given twice, a name not in the table, a required field missing, or, with `requireAll`
+//! (deserialisation), any field missing. A kSTRING field's value is the index of its string in the choices.
+//! plugin_version / plugin_namespace are accepted as kCHAR when they carry kPLUGIN_VERSION ("2") / "rnnx".
 bool parseFields(char const* pluginName, std::vector<FieldDesc> const& table, nvinfer1::PluginFieldCollection const* fc,
     bool requireAll, std::vector<double>& values) noexcept;
 

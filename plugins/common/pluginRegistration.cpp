@@ -11,7 +11,7 @@
  *    loadLibrary, and each creator is registered exactly once, by the loader.
  *  - 1, librnnx_trt_plugins_static.so, for loaders that only dlopen (trtexec --staticPlugins,
  *    polygraphy --plugins, ctypes.CDLL): a static initialiser looks up getPluginRegistry() at load time and
- *    registers both creators under the namespace "rnnx" (what REGISTER_TENSORRT_PLUGIN does, without linking
+ *    registers every creator under the namespace "rnnx" (what REGISTER_TENSORRT_PLUGIN does, without linking
  *    libnvinfer). It exports no getCreators, so it cannot be registered a second time through loadLibrary's
  *    mechanism. A second dlopen of the same path returns the loaded library and runs no initialiser again.
  *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing; with a TensorRT of
@@ -27,8 +27,10 @@
  * serves one TensorRT major only; loaders compare these (or the marker string, read from the file) with the
  * TensorRT in the process before loading.
  */
+#include "causal_conv_with_state/tensorrt/causalConvWithStatePlugin.h"
 #include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
+#include "linear_recurrence/tensorrt/linearRecurrencePlugin.h"
 #include "sru_scan/tensorrt/sruScanPlugin.h"
 
 #ifndef RNNX_PLUGIN_SELF_REGISTER
@@ -46,7 +48,10 @@ namespace
 
 SruScanPluginCreator gSruScanCreator;
 CausalLinearAttentionPluginCreator gCausalLinearAttentionCreator;
-nvinfer1::IPluginCreatorInterface* const gCreators[] = {&gSruScanCreator, &gCausalLinearAttentionCreator};
+LinearRecurrencePluginCreator gLinearRecurrenceCreator;
+CausalConvWithStatePluginCreator gCausalConvWithStateCreator;
+nvinfer1::IPluginCreatorInterface* const gCreators[] = {
+    &gSruScanCreator, &gCausalLinearAttentionCreator, &gLinearRecurrenceCreator, &gCausalConvWithStateCreator};
 constexpr int32_t kNB_CREATORS = static_cast<int32_t>(sizeof(gCreators) / sizeof(gCreators[0]));
 
 #if RNNX_PLUGIN_SELF_REGISTER

@@ -1,7 +1,8 @@
 // The CPU kernels of the ONNX Runtime custom-op library, one entry point per op and instruction set.
 //
-// isa_kernels.cpp is compiled twice by rnnx.runtime.ortops (-DRNNX_ISA=avx2 -mavx2 -mfma, and -DRNNX_ISA=base
-// with no flags); the ops pick one at run time by the CPU's features (isa_avx2_fma()), so the library never
+// isa_kernels.cpp is compiled three times by rnnx.runtime.ortops (-DRNNX_ISA=avx512 -mavx512f -mavx2 -mfma,
+// -DRNNX_ISA=avx2 -mavx2 -mfma, and -DRNNX_ISA=base with no flags); the ops pick one at run time by the CPU's features
+// (isa_avx512(), isa_avx2_fma(); SRUScan and CausalLinearAttention use avx2 or base), so the library never
 // executes an instruction the CPU lacks. fp32 tensors (fp64 for fp64 activations, whose state is fp64 too);
 // the ops stage fp16 / bf16 I/O to fp32 around these calls.
 #pragma once
@@ -37,11 +38,38 @@ template <typename acc_t> struct AttentionArgs
     acc_t *out, *S_last, *z_last;
 };
 
+// rnnx::LinearRecurrence in the layouts of docs/ops.md, all in acc_t; rule 0..3 = linear, gated, delta, gated_delta;
+// past_state and pad may be null (zeros, no pads), decay / beta are null where the rule reads none.
+template <typename acc_t> struct LinearRecurrenceArgs
+{
+    int64_t B, T, Hq, Hkv, dk, dv, rule;
+    bool decay_per_key, beta_per_head;
+    double scale; // resolved: never 0
+    const acc_t *query, *key, *value, *past_state, *decay, *beta;
+    const uint8_t* pad;
+    acc_t *out, *present_state;
+};
+
+// rnnx::CausalConvWithState in the layouts of docs/ops.md, all in acc_t; bias, past_state and pad may be null.
+template <typename acc_t> struct CausalConvArgs
+{
+    int64_t B, C, T, K;
+    bool silu;
+    const acc_t *input, *weight, *bias, *past_state;
+    const uint8_t* pad;
+    acc_t *out, *present_state;
+};
+
 #define RNNX_ORT_DECLARE_KERNELS(isa)                                                                                  \
     void sru_forward_##isa(const ParallelFor& parallel_for, const SruArgs<float>& args);                               \
     void sru_forward_##isa(const ParallelFor& parallel_for, const SruArgs<double>& args);                              \
     void attention_forward_##isa(const ParallelFor& parallel_for, const AttentionArgs<float>& args);                   \
-    void attention_forward_##isa(const ParallelFor& parallel_for, const AttentionArgs<double>& args);
+    void attention_forward_##isa(const ParallelFor& parallel_for, const AttentionArgs<double>& args);                  \
+    void linear_recurrence_forward_##isa(const ParallelFor& parallel_for, const LinearRecurrenceArgs<float>& args);    \
+    void linear_recurrence_forward_##isa(const ParallelFor& parallel_for, const LinearRecurrenceArgs<double>& args);   \
+    void causal_conv_forward_##isa(const ParallelFor& parallel_for, const CausalConvArgs<float>& args);                \
+    void causal_conv_forward_##isa(const ParallelFor& parallel_for, const CausalConvArgs<double>& args);
+RNNX_ORT_DECLARE_KERNELS(avx512)
 RNNX_ORT_DECLARE_KERNELS(avx2)
 RNNX_ORT_DECLARE_KERNELS(base)
 #undef RNNX_ORT_DECLARE_KERNELS
@@ -51,6 +79,16 @@ inline bool isa_avx2_fma()
 {
 #if defined(__x86_64__) || defined(__i386__)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+// Whether this CPU runs the avx512 build (AVX-512F, AVX2 and FMA).
+inline bool isa_avx512()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("avx512f") && isa_avx2_fma();
 #else
     return false;
 #endif
@@ -71,5 +109,26 @@ template <typename acc_t> void attention_forward(const ParallelFor& parallel_for
         attention_forward_avx2(parallel_for, args);
     else
         attention_forward_base(parallel_for, args);
+}
+
+template <typename acc_t>
+void linear_recurrence_forward(const ParallelFor& parallel_for, const LinearRecurrenceArgs<acc_t>& args)
+{
+    if (isa_avx512())
+        linear_recurrence_forward_avx512(parallel_for, args);
+    else if (isa_avx2_fma())
+        linear_recurrence_forward_avx2(parallel_for, args);
+    else
+        linear_recurrence_forward_base(parallel_for, args);
+}
+
+template <typename acc_t> void causal_conv_forward(const ParallelFor& parallel_for, const CausalConvArgs<acc_t>& args)
+{
+    if (isa_avx512())
+        causal_conv_forward_avx512(parallel_for, args);
+    else if (isa_avx2_fma())
+        causal_conv_forward_avx2(parallel_for, args);
+    else
+        causal_conv_forward_base(parallel_for, args);
 }
 } // namespace rnnx_ort

@@ -1,6 +1,6 @@
 // rnnx custom-op library for ONNX Runtime (CPU execution provider): domain "rnnx", ops SRUScan
-// (plugins/sru_scan/ort/sru_scan_op.h) and CausalLinearAttention
-// (plugins/causal_linear_attention/ort/causal_linear_attention_op.h, both on the include path), each with a kernel per
+// (plugins/sru_scan/ort/sru_scan_op.h), CausalLinearAttention, LinearRecurrence and CausalConvWithState
+// (plugins/<op>/ort/<op>_op.h, all on the include path), each with a kernel per
 // activation dtype the exporter writes (fp32, fp16, bf16, fp64), so registering the library never makes a graph
 // invalid. What the ops share is in ort_op_support.h.
 //
@@ -9,7 +9,9 @@
 // kernels are host-independent headers shared with rnnx's torch CPU op (plugins/*/cpu), built per
 // instruction set (isa_kernels.cpp).
 #define ORT_API_MANUAL_INIT // the API table comes from the host process (RegisterCustomOps)
+#include "causal_conv_with_state_op.h"
 #include "causal_linear_attention_op.h"
+#include "linear_recurrence_op.h"
 #include "sru_scan_op.h"
 
 #include <memory>
@@ -37,6 +39,8 @@ template <template <typename> class Op> struct EveryDtype
 };
 EveryDtype<rnnx_ort::SruScanOp> g_sru_scan;
 EveryDtype<rnnx_ort::CausalLinearAttentionOp> g_attention;
+EveryDtype<rnnx_ort::LinearRecurrenceOp> g_linear_recurrence;
+EveryDtype<rnnx_ort::CausalConvWithStateOp> g_causal_conv;
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(
@@ -59,6 +63,8 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
                 g_domain = std::make_unique<Ort::CustomOpDomain>("rnnx");
                 g_sru_scan.add_to(*g_domain);
                 g_attention.add_to(*g_domain);
+                g_linear_recurrence.add_to(*g_domain);
+                g_causal_conv.add_to(*g_domain);
             });
         Ort::UnownedSessionOptions(options).Add(*g_domain);
     }

@@ -492,3 +492,300 @@ TEST_CASE("CausalLinearAttention configurePlugin takes exactly q, k, v, S0, z0, 
     auto sru = makeSru(4);
     CHECK_EQ(sru->getWorkspaceSize(all.data(), 6, out.data(), 2), size_t{0});
 }
+
+namespace
+{
+
+//! getOutputShapes of `plugin` on `in` fails and logs a line containing every one of `messages`.
+void checkShapeRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<nvinfer1::DimsExprs> const& in,
+    int32_t nbOutputs, std::vector<std::string> const& messages, nvinfer1::IExprBuilder& b, char const* what)
+{
+    std::vector<nvinfer1::DimsExprs> out(static_cast<size_t>(nbOutputs));
+    takeLoggedMessages();
+    RNNX_CHECK_OR(
+        plugin.getOutputShapes(in.data(), static_cast<int32_t>(in.size()), nullptr, 0, out.data(), nbOutputs, b) != 0,
+        what, );
+    std::string const logged = takeLoggedMessages();
+    for (std::string const& message : messages)
+    {
+        RNNX_CHECK_OR(logged.find(message) != std::string::npos,
+            (std::string(what) + ": " + message + " in: " + logged).c_str(), );
+    }
+}
+
+} // namespace
+
+TEST_CASE("LinearRecurrence output shapes: (B, T, H_q*d_v) and past_state's shape, GQA, every rule")
+{
+    for (char const* rule : {"linear", "gated", "delta", "gated_delta"})
+    {
+        for (int32_t group : {1, 4})
+        {
+            int32_t const Hkv = 2;
+            int32_t const Hq = Hkv * group;
+            auto plugin = makeRecurrence(Hq, Hkv, rule);
+            REQUIRE(plugin != nullptr);
+            TestExprBuilder b;
+            auto const* B = b.symbol("B");
+            auto const* T = b.symbol("T");
+            auto const q = exprs({B, T, b.constant(Hq * 64)});
+            auto const k = exprs({B, T, b.constant(Hkv * 64)});
+            // value's last extent symbolic: the output's is H_q * (it / H_kv), or value's itself when H_q = H_kv.
+            auto const v = exprs({B, T, b.symbol("V")});
+            auto const S = exprs({B, b.constant(Hkv), b.constant(64), b.symbol("dv")});
+            auto const decay = exprs({B, T, b.constant(Hkv)});
+            auto const beta = exprs({B, T, b.constant(1)});
+            auto const mask = exprs({B, T});
+            std::vector<nvinfer1::DimsExprs> const all{q, k, v, S, decay, beta, mask};
+            nvinfer1::DimsExprs out[2]{};
+            REQUIRE(plugin->getOutputShapes(all.data(), 7, nullptr, 0, out, 2, b) == 0);
+            CHECK_EQ(text(out[0]), group == 1 ? "(B, T, V)" : "(B, T, (8*(V/2)))");
+            CHECK_EQ(text(out[1]), "(B, 2, 64, dv)");
+            // All constant: folded.
+            auto const vc = exprs({B, T, b.constant(Hkv * 32)});
+            std::vector<nvinfer1::DimsExprs> const constant{
+                q, k, vc, exprs({B, b.constant(Hkv), b.constant(64), b.constant(32)}), decay, beta, mask};
+            REQUIRE(plugin->getOutputShapes(constant.data(), 7, nullptr, 0, out, 2, b) == 0);
+            CHECK_EQ(text(out[0]), "(B, T, " + std::to_string(Hq * 32) + ")");
+            // Any other input count is refused, naming the count.
+            for (int32_t n : {5, 6, 8})
+            {
+                std::vector<nvinfer1::DimsExprs> other(static_cast<size_t>(n), mask);
+                for (int32_t i = 0; i < n && i < 7; ++i)
+                {
+                    other[static_cast<size_t>(i)] = all[static_cast<size_t>(i)];
+                }
+                takeLoggedMessages();
+                CHECK(plugin->getOutputShapes(other.data(), n, nullptr, 0, out, 2, b) != 0);
+                std::string const logged = takeLoggedMessages();
+                CHECK(logged.find("LinearRecurrence 'layer': expected exactly 7 inputs") != std::string::npos);
+                CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+            }
+            CHECK(plugin->getOutputShapes(all.data(), 7, nullptr, 0, out, 1, b) != 0);
+        }
+    }
+    CHECK_EQ(makeRecurrence()->getNbOutputs(), 2);
+}
+
+TEST_CASE("LinearRecurrence getOutputShapes refuses constant extents that disagree, naming tensor and expectation")
+{
+    TestExprBuilder b;
+    auto const c = [&](int64_t v) { return b.constant(v); };
+    // B and T constant (2, 5), so that every extent can disagree at build time; H_q 4, H_kv 2, d_k 16, d_v 8.
+    auto const* B = c(2);
+    auto const* T = c(5);
+    auto const base = [&]() -> std::vector<nvinfer1::DimsExprs>
+    {
+        return {exprs({B, T, c(64)}), exprs({B, T, c(32)}), exprs({B, T, c(16)}), exprs({B, c(2), c(16), c(8)}),
+            exprs({B, T, c(2)}), exprs({B, T, c(2)}), exprs({B, T})};
+    };
+    auto plugin = makeRecurrence(4, 2, "gated_delta");
+    REQUIRE(plugin != nullptr);
+    nvinfer1::DimsExprs out[2]{};
+    {
+        auto ok = base();
+        CHECK_EQ(plugin->getOutputShapes(ok.data(), 7, nullptr, 0, out, 2, b), 0);
+        ok[4] = exprs({B, T, c(32)}); // per key dim
+        ok[5] = exprs({B, T, c(1)});  // one beta for every head
+        CHECK_EQ(plugin->getOutputShapes(ok.data(), 7, nullptr, 0, out, 2, b), 0);
+        CHECK_EQ(text(out[0]), "(2, 5, 32)");
+    }
+    struct Bad
+    {
+        char const* what;
+        int32_t input;
+        nvinfer1::DimsExprs dims;
+        char const* message;
+    };
+    std::vector<Bad> const bad{
+        {"query not a multiple of q_num_heads", 0, exprs({B, T, c(66)}),
+            "query (input 0) is (2, 5, 66), expected (B, T, q_num_heads*d_k)"},
+        {"query 2-D", 0, exprs({B, c(64)}), "query (input 0) is (2, 64)"},
+        {"key of another d_k", 1, exprs({B, T, c(48)}), "key (input 1) is (2, 5, 48), expected (B, T, 2*d_k = 32)"},
+        {"key of another batch", 1, exprs({c(3), T, c(32)}), "key (input 1) is (3, 5, 32)"},
+        {"value not a multiple of kv_num_heads", 2, exprs({B, T, c(15)}),
+            "value (input 2) is (2, 5, 15), expected (B, T, 2*d_v)"},
+        {"value of another T", 2, exprs({B, c(7), c(16)}), "value (input 2)"},
+        {"past_state with H_q heads", 3, exprs({B, c(4), c(16), c(8)}),
+            "past_state (input 3) is (2, 4, 16, 8), expected (B, 2, 16, 8)"},
+        {"past_state of another d_v", 3, exprs({B, c(2), c(16), c(4)}), "past_state (input 3)"},
+        {"past_state of another d_k", 3, exprs({B, c(2), c(8), c(8)}), "past_state (input 3)"},
+        {"past_state 3-D", 3, exprs({B, c(2), c(128)}), "past_state (input 3)"},
+        {"decay neither per head nor per key", 4, exprs({B, T, c(3)}),
+            "decay (input 4) is (2, 5, 3), expected (B, T, 2) per head or (B, T, 2*d_k = 32) per key dim"},
+        {"decay of H_q heads", 4, exprs({B, T, c(4)}), "decay (input 4)"},
+        {"beta of H_q heads", 5, exprs({B, T, c(4)}), "beta (input 5) is (2, 5, 4), expected (B, T, 2) or (B, T, 1)"},
+        {"beta 2-D", 5, exprs({B, T}), "beta (input 5)"},
+        {"mask (T, B)", 6, exprs({T, B}), "mask_pad (input 6)"},
+        {"mask 3-D", 6, exprs({B, T, c(1)}), "mask_pad (input 6)"},
+    };
+    for (Bad const& x : bad)
+    {
+        auto in = base();
+        in[static_cast<size_t>(x.input)] = x.dims;
+        checkShapeRefused(*plugin, in, 2,
+            {x.message, "LinearRecurrence 'layer': ", "q_num_heads 4, kv_num_heads 2, update_rule gated_delta"}, b,
+            x.what);
+    }
+    // Head dims above 256 are refused, naming the dim.
+    std::vector<nvinfer1::DimsExprs> wide{exprs({B, T, c(4 * 512)}), exprs({B, T, c(2 * 512)}), exprs({B, T, c(16)}),
+        exprs({B, c(2), c(512), c(8)}), exprs({B, T, c(2)}), exprs({B, T, c(2)}), exprs({B, T})};
+    checkShapeRefused(*plugin, wide, 2, {"head dim d_k = 512 exceeds 256"}, b, "d_k 512");
+    std::vector<nvinfer1::DimsExprs> wideV{exprs({B, T, c(64)}), exprs({B, T, c(32)}), exprs({B, T, c(2 * 300)}),
+        exprs({B, c(2), c(16), c(300)}), exprs({B, T, c(2)}), exprs({B, T, c(2)}), exprs({B, T})};
+    checkShapeRefused(*plugin, wideV, 2, {"head dim d_v = 300 exceeds 256"}, b, "d_v 300");
+    // d_k only from the state (query and key symbolic) is still limited.
+    std::vector<nvinfer1::DimsExprs> stateOnly{exprs({B, T, b.symbol("Q")}), exprs({B, T, b.symbol("K")}),
+        exprs({B, T, c(16)}), exprs({B, c(2), c(257), c(8)}), exprs({B, T, c(2)}), exprs({B, T, c(2)}), exprs({B, T})};
+    checkShapeRefused(*plugin, stateOnly, 2, {"past_state (input 3)", "d_k = 257 exceeds 256"}, b, "state d_k 257");
+    // Rules that do not read decay / beta take dummies of any shape (the exporter's zeros).
+    auto linear = makeRecurrence(4, 2, "linear");
+    auto dummies = base();
+    dummies[4] = exprs({c(1)});
+    dummies[5] = exprs({B, T, c(7), c(3)});
+    CHECK_EQ(linear->getOutputShapes(dummies.data(), 7, nullptr, 0, out, 2, b), 0);
+    auto gated = makeRecurrence(4, 2, "gated");
+    CHECK_EQ(gated->getOutputShapes(dummies.data(), 7, nullptr, 0, out, 2, b) == 0, false);
+    dummies[4] = exprs({B, T, c(32)});
+    CHECK_EQ(gated->getOutputShapes(dummies.data(), 7, nullptr, 0, out, 2, b), 0);
+    auto delta = makeRecurrence(4, 2, "delta");
+    CHECK(delta->getOutputShapes(dummies.data(), 7, nullptr, 0, out, 2, b) != 0);
+    dummies[4] = exprs({c(5)});
+    dummies[5] = exprs({B, T, c(2)});
+    CHECK_EQ(delta->getOutputShapes(dummies.data(), 7, nullptr, 0, out, 2, b), 0);
+    takeLoggedMessages();
+}
+
+TEST_CASE("CausalConvWithState output shapes and refused constant extents")
+{
+    auto plugin = makeConv("silu");
+    REQUIRE(plugin != nullptr);
+    TestExprBuilder b;
+    auto const* B = b.symbol("B");
+    auto const* T = b.symbol("T");
+    auto const c = [&](int64_t v) { return b.constant(v); };
+    // For the refusals B and T are constants (2, 6), so that every extent can disagree at build time.
+    auto const base = [&]() -> std::vector<nvinfer1::DimsExprs>
+    {
+        return {exprs({c(2), c(16), c(6)}), exprs({c(16), c(1), c(4)}), exprs({c(16)}), exprs({c(2), c(16), c(3)}),
+            exprs({c(2), c(6)})};
+    };
+    auto const symbolicBase = [&]() -> std::vector<nvinfer1::DimsExprs>
+    {
+        return {
+            exprs({B, c(16), T}), exprs({c(16), c(1), c(4)}), exprs({c(16)}), exprs({B, c(16), c(3)}), exprs({B, T})};
+    };
+    auto all = symbolicBase();
+    nvinfer1::DimsExprs out[2]{};
+    REQUIRE(plugin->getOutputShapes(all.data(), 5, nullptr, 0, out, 2, b) == 0);
+    CHECK_EQ(text(out[0]), "(B, 16, T)");
+    CHECK_EQ(text(out[1]), "(B, 16, 3)");
+    // Symbolic channels and kernel: nothing to refuse yet.
+    auto const* C = b.symbol("C");
+    auto const* K = b.symbol("K");
+    std::vector<nvinfer1::DimsExprs> symbolic{
+        exprs({B, C, T}), exprs({C, c(1), K}), exprs({C}), exprs({B, C, b.symbol("K1")}), exprs({B, T})};
+    REQUIRE(plugin->getOutputShapes(symbolic.data(), 5, nullptr, 0, out, 2, b) == 0);
+    CHECK_EQ(text(out[0]), "(B, C, T)");
+    CHECK_EQ(text(out[1]), "(B, C, K1)");
+    // K = 1: an empty state (B, C, 0).
+    auto k1 = symbolicBase();
+    k1[1] = exprs({c(16), c(1), c(1)});
+    k1[3] = exprs({B, c(16), c(0)});
+    CHECK_EQ(plugin->getOutputShapes(k1.data(), 5, nullptr, 0, out, 2, b), 0);
+    struct Bad
+    {
+        char const* what;
+        int32_t input;
+        nvinfer1::DimsExprs dims;
+        char const* message;
+    };
+    std::vector<Bad> const bad{
+        {"input 2-D", 0, exprs({c(2), c(6)}), "input (input 0) is (2, 6), expected (B, C, T)"},
+        {"weight of other channels", 1, exprs({c(8), c(1), c(4)}),
+            "weight (input 1) is (8, 1, 4), expected (C, 1, K) with input's C and K >= 1"},
+        {"weight (C, 2, K)", 1, exprs({c(16), c(2), c(4)}), "weight (input 1)"},
+        {"weight K = 0", 1, exprs({c(16), c(1), c(0)}), "weight (input 1)"},
+        {"weight 2-D", 1, exprs({c(16), c(4)}), "weight (input 1)"},
+        {"bias of other channels", 2, exprs({c(8)}), "bias (input 2) is (8), expected (C) with input's C"},
+        {"bias 2-D", 2, exprs({c(16), c(1)}), "bias (input 2)"},
+        {"state of K taps", 3, exprs({c(2), c(16), c(4)}), "past_state (input 3) is (2, 16, 4), expected (B, C, K-1)"},
+        {"state of other channels", 3, exprs({c(2), c(8), c(3)}), "past_state (input 3)"},
+        {"state of another batch", 3, exprs({c(5), c(16), c(3)}), "past_state (input 3)"},
+        {"mask (T, B)", 4, exprs({c(6), c(2)}), "mask_pad (input 4)"},
+        {"mask of other length", 4, exprs({c(2), c(9)}), "mask_pad (input 4) is (2, 9), expected (B, T)"},
+    };
+    for (Bad const& x : bad)
+    {
+        auto in = base();
+        in[static_cast<size_t>(x.input)] = x.dims;
+        checkShapeRefused(*plugin, in, 2, {x.message, "CausalConvWithState 'layer': "}, b, x.what);
+    }
+    for (int32_t n : {3, 4, 6})
+    {
+        std::vector<nvinfer1::DimsExprs> other(static_cast<size_t>(n), all[0]);
+        takeLoggedMessages();
+        CHECK(plugin->getOutputShapes(other.data(), n, nullptr, 0, out, 2, b) != 0);
+        CHECK(takeLoggedMessages().find("CausalConvWithState 'layer': expected exactly 5 inputs") != std::string::npos);
+    }
+    CHECK_EQ(plugin->getNbOutputs(), 2);
+}
+
+TEST_CASE("LinearRecurrence and CausalConvWithState output types; format combinations; no aliasing, no workspace")
+{
+    for (DataType t : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16})
+    {
+        auto recurrence = makeRecurrence();
+        DataType in[7] = {t, t, t, DataType::kFLOAT, t, t, DataType::kINT32};
+        DataType out[2]{};
+        REQUIRE(recurrence->getOutputDataTypes(out, 2, in, 7) == 0);
+        CHECK(out[0] == t && out[1] == DataType::kFLOAT);
+        CHECK(recurrence->getOutputDataTypes(out, 2, in, 6) != 0);
+        auto conv = makeConv();
+        DataType convIn[5] = {t, t, t, DataType::kFLOAT, DataType::kINT32};
+        REQUIRE(conv->getOutputDataTypes(out, 2, convIn, 5) == 0);
+        CHECK(out[0] == t && out[1] == DataType::kFLOAT);
+        CHECK(conv->getOutputDataTypes(out, 1, convIn, 5) != 0);
+    }
+    int32_t checked = 0;
+    // query, key, value, past_state, decay, beta, mask_pad | output, present_state; decay and beta are activations
+    // whether read or dummies.
+    std::vector<Role> const recurrenceRoles{kAct, kAct, kAct, kState, kAct, kAct, kMask, kAct, kState};
+    for (char const* rule : {"linear", "gated", "delta", "gated_delta"})
+    {
+        auto plugin = makeRecurrence(2, 1, rule);
+        checked += checkFormatCombinations(*plugin, recurrenceRoles, 7, {1, 1, 2});
+        CHECK_EQ(buildInterface(*plugin), "PLUGIN_V3ONE_BUILD 1.0");
+    }
+    // input, weight, bias, past_state, mask_pad | output, present_state
+    std::vector<Role> const convRoles{kAct, kAct, kAct, kState, kMask, kAct, kState};
+    for (char const* activation : {"none", "silu"})
+    {
+        auto plugin = makeConv(activation);
+        checked += checkFormatCombinations(*plugin, convRoles, 5, {1, 1, 2});
+        CHECK_EQ(buildInterface(*plugin), "PLUGIN_V3ONE_BUILD 1.0");
+    }
+    CHECK(checked > 4000);
+    // Other counts: refused at every position.
+    auto recurrence = makeRecurrence();
+    auto conv = makeConv();
+    std::vector<nvinfer1::DynamicPluginTensorDesc> io(10, dynDesc(desc({1}, DataType::kFLOAT)));
+    for (int32_t pos = 0; pos < 8; ++pos)
+    {
+        CHECK(!recurrence->supportsFormatCombination(pos, io.data(), 6, 2));
+        CHECK(!conv->supportsFormatCombination(pos, io.data(), 6, 2));
+    }
+    CHECK(!recurrence->supportsFormatCombination(0, io.data(), 7, 3));
+    // configurePlugin: exactly 7 / 5 inputs; no workspace.
+    std::vector<nvinfer1::DynamicPluginTensorDesc> in(7, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
+    std::vector<nvinfer1::DynamicPluginTensorDesc> out(2, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
+    CHECK_EQ(recurrence->configurePlugin(in.data(), 7, out.data(), 2), 0);
+    CHECK_EQ(conv->configurePlugin(in.data(), 5, out.data(), 2), 0);
+    takeLoggedMessages();
+    CHECK(recurrence->configurePlugin(in.data(), 6, out.data(), 2) != 0);
+    CHECK(takeLoggedMessages().find("LinearRecurrence 'layer': expected exactly 7 inputs") != std::string::npos);
+    CHECK(conv->configurePlugin(in.data(), 7, out.data(), 2) != 0);
+    CHECK(takeLoggedMessages().find("CausalConvWithState 'layer': expected exactly 5 inputs") != std::string::npos);
+    CHECK_EQ(recurrence->getWorkspaceSize(in.data(), 7, out.data(), 2), size_t{0});
+    CHECK_EQ(conv->getWorkspaceSize(in.data(), 5, out.data(), 2), size_t{0});
+}

@@ -16,7 +16,11 @@
  * Every call uses the TensorRT node layout the exporter emits: SRUScan with exactly six inputs (U, x, weight_c,
  * bias, c0, mask_pad; x a 1-element NaN dummy unless num_matrices = 3 with the skip term, mask_pad all false
  * without padding) and CausalLinearAttention with exactly six (q, k, v (B, L, H*.) or time-major (L, B, H*.), S0,
- * z0, mask_pad; S0 / z0 zeros when no state is given, mask_pad all false without padding).
+ * z0, mask_pad; S0 / z0 zeros when no state is given, mask_pad all false without padding), LinearRecurrence with
+ * exactly seven (query, key, value, past_state, decay, beta, mask_pad; decay / beta NaN dummies for the rules that do
+ * not read them, so a read shows) and CausalConvWithState with exactly five (input, weight, bias, past_state,
+ * mask_pad). The recurrence family runs every rule, GQA, per-head / per-key decay, per-head / shared beta, head dims
+ * up to 256, K 1..5 and every activation, in one call and as prefill-then-step with the state ping-ponged.
  *
  * Without a CUDA device (cudaGetDeviceCount fails or finds none) it prints a "SKIP ... no CUDA device" line
  * and exits with 77, ctest's SKIP_RETURN_CODE for this test. Otherwise it prints "N passed, N failed".
@@ -1495,6 +1499,470 @@ void attentionPrefillThenStep(Act act, bool givenState)
     }
 }
 
+// ------------------------------------------------------------------------------------------------------------
+// Linear recurrence: reference and cases.
+
+//! x (B, T, W) -> its steps [t0, t1) as (B, t1 - t0, W).
+std::vector<double> sliceSteps(std::vector<double> const& x, int32_t B, int32_t T, int32_t W, int32_t t0, int32_t t1)
+{
+    std::vector<double> out;
+    out.reserve(static_cast<size_t>(B) * (t1 - t0) * W);
+    for (int32_t b = 0; b < B; ++b)
+    {
+        out.insert(out.end(), x.begin() + (static_cast<size_t>(b) * T + t0) * W,
+            x.begin() + (static_cast<size_t>(b) * T + t1) * W);
+    }
+    return out;
+}
+
+//! The inverse of sliceSteps: writes `part` (B, t1 - t0, W) into x (B, T, W).
+void scatterSteps(
+    std::vector<double>& x, std::vector<double> const& part, int32_t B, int32_t T, int32_t W, int32_t t0, int32_t t1)
+{
+    for (int32_t b = 0; b < B; ++b)
+    {
+        std::copy(part.begin() + static_cast<size_t>(b) * (t1 - t0) * W,
+            part.begin() + static_cast<size_t>(b + 1) * (t1 - t0) * W,
+            x.begin() + (static_cast<size_t>(b) * T + t0) * W);
+    }
+}
+
+char const* const kRULES[] = {"linear", "gated", "delta", "gated_delta"};
+
+struct RecurrenceConfig
+{
+    Act act{Act::kF32};
+    int32_t B{1}, T{1}, Hq{1}, Hkv{1}, dk{1}, dv{1};
+    int32_t rule{3}; // index in kRULES
+    bool perKey{false};
+    bool betaPerHead{true};
+    float scale{0.F};
+    bool mask{false};
+    bool givenState{true};
+
+    bool gated() const
+    {
+        return rule == 1 || rule == 3;
+    }
+    bool delta() const
+    {
+        return rule == 2 || rule == 3;
+    }
+    //! decay's and beta's last extents as the exporter writes them (dummies for the rules that do not read them).
+    int32_t decayWidth() const
+    {
+        return gated() && perKey ? Hkv * dk : Hkv;
+    }
+    int32_t betaWidth() const
+    {
+        return delta() && betaPerHead ? Hkv : 1;
+    }
+    std::string str() const
+    {
+        std::ostringstream out;
+        out << name(act) << " " << kRULES[rule] << " B=" << B << " T=" << T << " Hq=" << Hq << " Hkv=" << Hkv
+            << " dk=" << dk << " dv=" << dv << (gated() ? (perKey ? " decay per key" : " decay per head") : "")
+            << (delta() ? (betaPerHead ? " beta per head" : " shared beta") : "") << " scale=" << scale
+            << (mask ? " mask" : "") << (givenState ? " state" : " zero state");
+        return out.str();
+    }
+};
+
+struct RecurrenceData
+{
+    std::vector<double> q, k, v, S0, decay, beta;
+    std::vector<uint8_t> pads;
+};
+
+//! Random inputs, rounded to their types: keys of unit norm per head (as the delta rules expect), decay in log space
+//! in [-1, 0), beta in (0, 1); decay / beta NaN dummies for the rules that do not read them (a read shows as NaN).
+RecurrenceData recurrenceData(RecurrenceConfig const& c)
+{
+    RecurrenceData d;
+    size_t const BT = static_cast<size_t>(c.B) * c.T;
+    d.q = randn(BT * c.Hq * c.dk, 1.0);
+    d.k = randn(BT * c.Hkv * c.dk, 1.0);
+    for (size_t head = 0; head < BT * c.Hkv; ++head)
+    {
+        double norm = 0.0;
+        for (int32_t e = 0; e < c.dk; ++e)
+        {
+            norm += d.k[head * c.dk + e] * d.k[head * c.dk + e];
+        }
+        for (int32_t e = 0; e < c.dk; ++e)
+        {
+            d.k[head * c.dk + e] /= std::sqrt(norm) + 1e-6;
+        }
+    }
+    d.v = randn(BT * c.Hkv * c.dv, 1.0);
+    d.S0 = c.givenState ? randn(static_cast<size_t>(c.B) * c.Hkv * c.dk * c.dv, 0.5)
+                        : std::vector<double>(static_cast<size_t>(c.B) * c.Hkv * c.dk * c.dv, 0.0);
+    d.decay = c.gated() ? randu(BT * c.decayWidth(), -1.0, -0.01) : std::vector<double>(BT * c.decayWidth(), NAN);
+    d.beta = c.delta() ? randu(BT * c.betaWidth(), 0.05, 0.95) : std::vector<double>(BT * c.betaWidth(), NAN);
+    d.pads.assign(BT, 0);
+    for (size_t i = 0; c.mask && i < BT; ++i)
+    {
+        d.pads[i] = randInt(0, 3) == 0 ? 1 : 0;
+    }
+    encode(d.q, c.act);
+    encode(d.k, c.act);
+    encode(d.v, c.act);
+    encode(d.decay, c.act);
+    encode(d.beta, c.act);
+    encodeF32(d.S0);
+    return d;
+}
+
+//! docs/ops.md "Linear recurrence" in fp64: per kv head S_t from S_{t-1} by the rule (carried over pads), then
+//! o_t = scale * S_t^T q_t for every query head of the group.
+void recurrenceReference(
+    RecurrenceConfig const& c, RecurrenceData const& in, std::vector<double>& out, std::vector<double>& SLast)
+{
+    int32_t const G = c.Hq / c.Hkv;
+    double const scale = c.scale != 0.F ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.dk));
+    out.assign(static_cast<size_t>(c.B) * c.T * c.Hq * c.dv, 0.0);
+    SLast = in.S0;
+    std::vector<double> kS(static_cast<size_t>(c.dv));
+    for (int32_t b = 0; b < c.B; ++b)
+    {
+        for (int32_t j = 0; j < c.Hkv; ++j)
+        {
+            double* S = &SLast[(static_cast<size_t>(b) * c.Hkv + j) * c.dk * c.dv];
+            for (int32_t t = 0; t < c.T; ++t)
+            {
+                size_t const bt = static_cast<size_t>(b) * c.T + t;
+                if (in.pads[bt] == 0)
+                {
+                    double const* k = &in.k[(bt * c.Hkv + j) * c.dk];
+                    double const* v = &in.v[(bt * c.Hkv + j) * c.dv];
+                    if (c.gated())
+                    {
+                        for (int32_t e = 0; e < c.dk; ++e)
+                        {
+                            double const a = std::exp(in.decay[bt * c.decayWidth() + (c.perKey ? j * c.dk + e : j)]);
+                            for (int32_t m = 0; m < c.dv; ++m)
+                            {
+                                S[e * c.dv + m] *= a;
+                            }
+                        }
+                    }
+                    double const beta = c.delta() ? in.beta[bt * c.betaWidth() + (c.betaPerHead ? j : 0)] : 1.0;
+                    for (int32_t m = 0; m < c.dv; ++m)
+                    {
+                        kS[m] = 0.0;
+                        for (int32_t e = 0; c.delta() && e < c.dk; ++e)
+                        {
+                            kS[m] += S[e * c.dv + m] * k[e];
+                        }
+                    }
+                    for (int32_t e = 0; e < c.dk; ++e)
+                    {
+                        for (int32_t m = 0; m < c.dv; ++m)
+                        {
+                            S[e * c.dv + m] += k[e] * (c.delta() ? beta * (v[m] - kS[m]) : v[m]);
+                        }
+                    }
+                }
+                for (int32_t g = 0; g < G; ++g)
+                {
+                    int32_t const h = j * G + g;
+                    double const* q = &in.q[(bt * c.Hq + h) * c.dk];
+                    for (int32_t m = 0; m < c.dv; ++m)
+                    {
+                        double o = 0.0;
+                        for (int32_t e = 0; e < c.dk; ++e)
+                        {
+                            o += S[e * c.dv + m] * q[e];
+                        }
+                        out[(bt * c.Hq + h) * c.dv + m] = scale * o;
+                    }
+                }
+            }
+        }
+    }
+}
+
+Tolerance recurrenceTolerance(Act a, std::vector<double> const& ref)
+{
+    Tolerance const t = attentionTolerance(a);
+    return {t.atol * (maxAbs(ref) + 1.0), t.rtol};
+}
+
+//! Runs `c` through the plugin as TensorRT would (build, serialise, deserialise, attach), in segments: the first
+//! `prefill` steps in one call, then one step per call, the state fed back through two buffers (ping-pong; the
+//! state a call reads is checked unchanged). Compares output and present_state with the reference.
+void recurrenceCase(RecurrenceConfig const& c, int32_t prefill, MaskKind maskKind = MaskKind::kInt32)
+{
+    RecurrenceData const in = recurrenceData(c);
+    std::vector<double> outRef, SRef;
+    recurrenceReference(c, in, outRef, SRef);
+    DataType const t = trtType(c.act);
+    Fields fields = recurrenceFields(c.Hq, c.Hkv, kRULES[c.rule], c.scale);
+    addParserExtras(fields);
+    auto const descs = [&](int32_t len, std::vector<PluginTensorDesc>& inDesc, std::vector<PluginTensorDesc>& outDesc)
+    {
+        inDesc = {desc({c.B, len, c.Hq * c.dk}, t), desc({c.B, len, c.Hkv * c.dk}, t),
+            desc({c.B, len, c.Hkv * c.dv}, t), desc({c.B, c.Hkv, c.dk, c.dv}, DataType::kFLOAT),
+            desc({c.B, len, c.decayWidth()}, t), desc({c.B, len, c.betaWidth()}, t),
+            desc({c.B, len}, trtMaskType(maskKind))};
+        outDesc = {desc({c.B, len, c.Hq * c.dv}, t), desc({c.B, c.Hkv, c.dk, c.dv}, DataType::kFLOAT)};
+    };
+    std::vector<PluginTensorDesc> inDesc, outDesc;
+    descs(c.T, inDesc, outDesc);
+    size_t workspace = 1;
+    auto plugin = buildThenDeserialize<plugin::LinearRecurrencePlugin, plugin::LinearRecurrencePluginCreator>(
+        fields, inDesc, outDesc, workspace);
+    CHECK_EQ(workspace, size_t{0});
+    std::vector<double> S0 = in.S0;
+    DeviceBuffer stateA = upload(encodeF32(S0));
+    DeviceBuffer stateB(stateA.bytes());
+    void* S = stateA.get();
+    void* SOther = stateB.get();
+    std::vector<double> outAll(outRef.size(), NAN);
+    Stream stream;
+    for (int32_t t0 = 0; t0 < c.T;)
+    {
+        int32_t const len = t0 == 0 ? std::min(std::max(prefill, 1), c.T) : 1;
+        int32_t const t1 = t0 + len;
+        descs(len, inDesc, outDesc);
+        auto const part = [&](std::vector<double> const& x, int32_t W)
+        {
+            std::vector<double> slice = sliceSteps(x, c.B, c.T, W, t0, t1);
+            return upload(encode(slice, c.act));
+        };
+        DeviceBuffer q = part(in.q, c.Hq * c.dk), k = part(in.k, c.Hkv * c.dk), v = part(in.v, c.Hkv * c.dv);
+        DeviceBuffer decay = part(in.decay, c.decayWidth()), beta = part(in.beta, c.betaWidth());
+        std::vector<uint8_t> pads;
+        for (int32_t b = 0; b < c.B; ++b)
+        {
+            pads.insert(pads.end(), in.pads.begin() + static_cast<size_t>(b) * c.T + t0,
+                in.pads.begin() + static_cast<size_t>(b) * c.T + t1);
+        }
+        DeviceBuffer mask = upload(maskBytes(pads, maskKind));
+        DeviceBuffer out(static_cast<size_t>(c.B) * len * c.Hq * c.dv * elementSize(c.act));
+        std::vector<uint8_t> const before = download(S, stateA.bytes());
+        run(*plugin, inDesc, outDesc, {q.get(), k.get(), v.get(), S, decay.get(), beta.get(), mask.get()},
+            {out.get(), SOther}, nullptr, stream.get());
+        CHECK_MSG(bitwiseEqual("past_state read at step " + std::to_string(t0), download(S, stateA.bytes()), before));
+        scatterSteps(outAll, decode(download(out.get(), out.bytes()), c.act), c.B, c.T, c.Hq * c.dv, t0, t1);
+        std::swap(S, SOther);
+        t0 = t1;
+    }
+    std::string const what = " [" + c.str() + ", prefill " + std::to_string(prefill) + ", " + name(maskKind) + " mask]";
+    CHECK_MSG(compare("output" + what, outAll, outRef, recurrenceTolerance(c.act, outRef)));
+    CHECK_MSG(compare(
+        "present_state" + what, decodeF32(download(S, stateA.bytes())), SRef, recurrenceTolerance(Act::kF32, SRef)));
+}
+
+//! Every rule, GQA groups 1 / 2 / 4, decay per head / per key, beta per head / shared, head dims 16..128 (and odd
+//! ones), given scale or 1/sqrt(d_k), with and without mask and state; one call, then prefill + steps.
+void recurrenceRandomShapes(Act act)
+{
+    for (int32_t rule = 0; rule < 4; ++rule)
+    {
+        for (int32_t variant = 0; variant < 3; ++variant)
+        {
+            RecurrenceConfig c;
+            c.act = act;
+            c.rule = rule;
+            c.B = randInt(1, 2);
+            c.T = randInt(1, 40);
+            c.Hkv = randInt(1, 2);
+            c.Hq = c.Hkv * (variant == 0 ? 1 : (variant == 1 ? 2 : 4));
+            int32_t const dims[] = {16, 32, 64, 128, 7, 40};
+            c.dk = dims[randInt(0, 5)];
+            c.dv = dims[randInt(0, 5)];
+            c.perKey = variant != 1;
+            c.betaPerHead = variant != 2;
+            c.scale = variant == 2 ? 0.5F : 0.F;
+            c.mask = variant != 0;
+            c.givenState = variant != 1;
+            recurrenceCase(c, c.T);
+            recurrenceCase(c, randInt(1, c.T));
+        }
+    }
+}
+
+//! The largest head dims (256) and a mask in each element type: int32 (TensorRT's), uint8 and bool alike.
+void recurrenceLimitsAndMasks()
+{
+    for (Act act : selectedActs())
+    {
+        RecurrenceConfig c;
+        c.act = act;
+        c.B = 1;
+        c.T = 9;
+        c.Hq = 2;
+        c.Hkv = 1;
+        c.dk = 256;
+        c.dv = 256;
+        c.rule = 3;
+        c.perKey = true;
+        c.mask = true;
+        recurrenceCase(c, 5);
+        c.dk = 32;
+        c.dv = 16;
+        c.T = 12;
+        for (MaskKind kind : {MaskKind::kInt32, MaskKind::kUint8, MaskKind::kBool})
+        {
+            recurrenceCase(c, 12, kind);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Causal convolution with state: reference and cases.
+
+char const* const kACTIVATIONS[] = {"none", "silu", "swish"};
+
+struct ConvConfig
+{
+    Act act{Act::kF32};
+    int32_t B{1}, C{1}, T{1}, K{1};
+    int32_t activation{0}; // index in kACTIVATIONS
+    bool mask{false};
+    bool givenState{true};
+
+    std::string str() const
+    {
+        std::ostringstream out;
+        out << name(act) << " B=" << B << " C=" << C << " T=" << T << " K=" << K << " " << kACTIVATIONS[activation]
+            << (mask ? " mask" : "") << (givenState ? " state" : " zero state");
+        return out.str();
+    }
+};
+
+//! docs/ops.md "Causal convolution with state" in fp64: the window is past_state then the real steps; a pad step
+//! gives 0 and does not move it.
+void convReference(ConvConfig const& c, std::vector<double> const& x, std::vector<double> const& w,
+    std::vector<double> const& bias, std::vector<double> const& S0, std::vector<uint8_t> const& pads,
+    std::vector<double>& out, std::vector<double>& SLast)
+{
+    out.assign(x.size(), 0.0);
+    SLast = S0;
+    std::vector<double> window(static_cast<size_t>(c.K));
+    for (int32_t b = 0; b < c.B; ++b)
+    {
+        for (int32_t ch = 0; ch < c.C; ++ch)
+        {
+            double* state = SLast.data() + (static_cast<size_t>(b) * c.C + ch) * (c.K - 1);
+            for (int32_t t = 0; t < c.T; ++t)
+            {
+                size_t const at = (static_cast<size_t>(b) * c.C + ch) * c.T + t;
+                if (pads[static_cast<size_t>(b) * c.T + t] != 0)
+                {
+                    continue;
+                }
+                std::copy(state, state + (c.K - 1), window.begin());
+                window[static_cast<size_t>(c.K - 1)] = x[at];
+                double y = bias[static_cast<size_t>(ch)];
+                for (int32_t j = 0; j < c.K; ++j)
+                {
+                    y += w[static_cast<size_t>(ch) * c.K + j] * window[static_cast<size_t>(j)];
+                }
+                out[at] = c.activation != 0 ? y / (1.0 + std::exp(-y)) : y;
+                std::copy(window.begin() + 1, window.end(), state);
+            }
+        }
+    }
+}
+
+//! Runs `c` through the plugin in segments (the first `prefill` steps, then one step per call, the state fed back
+//! through two buffers) and compares output and present_state with the reference.
+void convCase(ConvConfig const& c, int32_t prefill)
+{
+    size_t const rows = static_cast<size_t>(c.B) * c.C;
+    std::vector<double> x = randn(rows * c.T, 1.0);
+    std::vector<double> w = randn(static_cast<size_t>(c.C) * c.K, 0.5);
+    std::vector<double> bias = randn(static_cast<size_t>(c.C), 0.5);
+    std::vector<double> S0 = c.givenState ? randn(rows * (c.K - 1), 1.0) : std::vector<double>(rows * (c.K - 1), 0.0);
+    std::vector<uint8_t> pads(static_cast<size_t>(c.B) * c.T, 0);
+    for (size_t i = 0; c.mask && i < pads.size(); ++i)
+    {
+        pads[i] = randInt(0, 3) == 0 ? 1 : 0;
+    }
+    encode(x, c.act);
+    std::vector<uint8_t> const S0Bytes = encodeF32(S0);
+    std::vector<uint8_t> const wBytes = encode(w, c.act);
+    std::vector<uint8_t> const biasBytes = encode(bias, c.act);
+    std::vector<double> outRef, SRef;
+    convReference(c, x, w, bias, S0, pads, outRef, SRef);
+    DataType const t = trtType(c.act);
+    Fields fields = convFields(kACTIVATIONS[c.activation]);
+    addParserExtras(fields);
+    auto const descs = [&](int32_t len, std::vector<PluginTensorDesc>& inDesc, std::vector<PluginTensorDesc>& outDesc)
+    {
+        inDesc = {desc({c.B, c.C, len}, t), desc({c.C, 1, c.K}, t), desc({c.C}, t),
+            desc({c.B, c.C, c.K - 1}, DataType::kFLOAT), desc({c.B, len}, DataType::kINT32)};
+        outDesc = {desc({c.B, c.C, len}, t), desc({c.B, c.C, c.K - 1}, DataType::kFLOAT)};
+    };
+    std::vector<PluginTensorDesc> inDesc, outDesc;
+    descs(c.T, inDesc, outDesc);
+    size_t workspace = 1;
+    auto plugin = buildThenDeserialize<plugin::CausalConvWithStatePlugin, plugin::CausalConvWithStatePluginCreator>(
+        fields, inDesc, outDesc, workspace);
+    CHECK_EQ(workspace, size_t{0});
+    DeviceBuffer weight = upload(wBytes), biasBuffer = upload(biasBytes);
+    DeviceBuffer stateA = upload(S0Bytes);
+    // K = 1: an empty state, still two distinct (empty) bindings.
+    DeviceBuffer stateB(stateA.bytes());
+    void* S = stateA.get();
+    void* SOther = stateB.get();
+    std::vector<double> outAll(outRef.size(), NAN);
+    Stream stream;
+    for (int32_t t0 = 0; t0 < c.T;)
+    {
+        int32_t const len = t0 == 0 ? std::min(std::max(prefill, 1), c.T) : 1;
+        int32_t const t1 = t0 + len;
+        descs(len, inDesc, outDesc);
+        // input (B, C, T) is (B*C, T, 1) step-sliced.
+        std::vector<double> xPart = sliceSteps(x, static_cast<int32_t>(rows), c.T, 1, t0, t1);
+        DeviceBuffer input = upload(encode(xPart, c.act));
+        std::vector<uint8_t> pads01;
+        for (int32_t b = 0; b < c.B; ++b)
+        {
+            pads01.insert(pads01.end(), pads.begin() + static_cast<size_t>(b) * c.T + t0,
+                pads.begin() + static_cast<size_t>(b) * c.T + t1);
+        }
+        DeviceBuffer mask = upload(maskBytes(pads01, MaskKind::kInt32));
+        DeviceBuffer out(rows * len * elementSize(c.act));
+        std::vector<uint8_t> const before = download(S, stateA.bytes());
+        run(*plugin, inDesc, outDesc, {input.get(), weight.get(), biasBuffer.get(), S, mask.get()}, {out.get(), SOther},
+            nullptr, stream.get());
+        CHECK_MSG(bitwiseEqual("past_state read at step " + std::to_string(t0), download(S, stateA.bytes()), before));
+        scatterSteps(
+            outAll, decode(download(out.get(), out.bytes()), c.act), static_cast<int32_t>(rows), c.T, 1, t0, t1);
+        std::swap(S, SOther);
+        t0 = t1;
+    }
+    std::string const what = " [" + c.str() + ", prefill " + std::to_string(prefill) + "]";
+    CHECK_MSG(compare("output" + what, outAll, outRef, recurrenceTolerance(c.act, outRef)));
+    // The state holds past inputs (already of the activation type): exact.
+    CHECK_MSG(compare("present_state" + what, decodeF32(download(S, stateA.bytes())), SRef, Tolerance{0.0, 0.0}));
+}
+
+//! K 1..5, every activation, mask, state given or zeros; one call, then prefill + steps.
+void convRandomShapes(Act act)
+{
+    for (int32_t K = 1; K <= 5; ++K)
+    {
+        for (int32_t activation = 0; activation < 3; ++activation)
+        {
+            ConvConfig c;
+            c.act = act;
+            c.B = randInt(1, 3);
+            c.C = randInt(1, 70);
+            c.T = randInt(1, 30);
+            c.K = K;
+            c.activation = activation;
+            c.mask = (K + activation) % 2 == 0;
+            c.givenState = activation != 2;
+            convCase(c, c.T);
+            convCase(c, randInt(1, c.T));
+        }
+    }
+}
+
 //! A case written for the type `a` alone: runs `test` when --dtype selected `a`, else nothing.
 std::function<void()> forType(Act a, void (*test)(Act))
 {
@@ -1545,6 +2013,13 @@ test::Registrar const kTestCases[] = {
         forSelectedTypes([](Act a) { attentionPrefillThenStep(a, true); })},
     {"CausalLinearAttention prefill without given state (S0 / z0 zeros) then ping-pong steps, all dtypes",
         forSelectedTypes([](Act a) { attentionPrefillThenStep(a, false); })},
+    {"LinearRecurrence enqueue: every rule, GQA, decay per head / per key, beta per head / shared, mask, state, "
+     "one call and prefill-then-step (ping-pong), all dtypes",
+        forSelectedTypes(recurrenceRandomShapes)},
+    {"LinearRecurrence head dims 256; mask_pad int32, uint8 and bool alike", recurrenceLimitsAndMasks},
+    {"CausalConvWithState enqueue: K 1..5, none / silu / swish, mask, state, one call and prefill-then-step, all "
+     "dtypes",
+        forSelectedTypes(convRandomShapes)},
 };
 
 } // namespace

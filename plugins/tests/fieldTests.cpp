@@ -371,3 +371,233 @@ TEST_CASE("clone and attachToContext copy the parameters; capability interfaces"
         static_cast<nvinfer1::IPluginV3OneCore*>(a->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
     CHECK_EQ(std::string(core->getPluginName()), "CausalLinearAttention");
 }
+
+TEST_CASE("LinearRecurrence and CausalConvWithState creators: names, field lists in the records' order, kinds")
+{
+    plugin::LinearRecurrencePluginCreator recurrence;
+    plugin::CausalConvWithStatePluginCreator conv;
+    CHECK_EQ(std::string(recurrence.getPluginName()), "LinearRecurrence");
+    CHECK_EQ(std::string(conv.getPluginName()), "CausalConvWithState");
+    for (nvinfer1::IPluginCreatorV3One* c :
+        {static_cast<nvinfer1::IPluginCreatorV3One*>(&recurrence), static_cast<nvinfer1::IPluginCreatorV3One*>(&conv)})
+    {
+        CHECK_EQ(std::string(c->getPluginVersion()), "2");
+        CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
+        CHECK_EQ(std::string(c->getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
+    }
+    // name, reported type, required, default (string fields: the default string).
+    struct Row
+    {
+        char const* name;
+        PluginFieldType type;
+        bool required;
+        char const* defaultText;
+    };
+    auto check =
+        [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table, std::vector<Row> const& rows)
+    {
+        nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
+        REQUIRE(fc != nullptr);
+        REQUIRE(fc->nbFields == static_cast<int32_t>(rows.size()));
+        REQUIRE(table.size() == rows.size());
+        for (size_t i = 0; i < rows.size(); ++i)
+        {
+            CHECK_EQ(std::string(fc->fields[i].name), std::string(rows[i].name));
+            CHECK(fc->fields[i].type == rows[i].type);
+            CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
+            CHECK_EQ(table[i].required, rows[i].required);
+            if (table[i].kind == plugin::FieldKind::kSTRING)
+            {
+                CHECK_EQ(std::string(table[i].choices.at(static_cast<size_t>(table[i].defaultValue))),
+                    std::string(rows[i].defaultText));
+            }
+        }
+    };
+    check(recurrence, plugin::LinearRecurrencePlugin::fieldTable(),
+        {{"q_num_heads", PluginFieldType::kINT32, true, ""}, {"kv_num_heads", PluginFieldType::kINT32, true, ""},
+            {"update_rule", PluginFieldType::kCHAR, false, "gated_delta"},
+            {"scale", PluginFieldType::kFLOAT32, false, ""}});
+    check(
+        conv, plugin::CausalConvWithStatePlugin::fieldTable(), {{"activation", PluginFieldType::kCHAR, false, "none"}});
+    CHECK((plugin::LinearRecurrencePlugin::fieldTable()[2].choices
+        == std::vector<char const*>(plugin::LinearRecurrencePlugin::updateRules())));
+}
+
+TEST_CASE("LinearRecurrence createPlugin reads the parser's types: update_rule as kCHAR, with or without a NUL")
+{
+    plugin::LinearRecurrencePluginCreator creator;
+    char const* const rules[] = {"linear", "gated", "delta", "gated_delta"};
+    for (int32_t r = 0; r < 4; ++r)
+    {
+        Fields f = recurrenceFields(8, 2, rules[r], 0.125F);
+        f.str("plugin_version", "2").str("plugin_namespace", "rnnx");
+        auto p = createAs<plugin::LinearRecurrencePlugin>(creator, f.get());
+        REQUIRE(p != nullptr);
+        CHECK_EQ(p->parameters().qNumHeads, 8);
+        CHECK_EQ(p->parameters().kvNumHeads, 2);
+        CHECK_EQ(p->parameters().updateRule, r);
+        CHECK_EQ(p->parameters().scale, 0.125F);
+        // The index is kernels::LinearRecurrenceRule's.
+        CHECK(static_cast<kernels::LinearRecurrenceRule>(p->parameters().updateRule)
+            == (r == 0       ? kernels::LinearRecurrenceRule::kLINEAR
+                    : r == 1 ? kernels::LinearRecurrenceRule::kGATED
+                    : r == 2 ? kernels::LinearRecurrenceRule::kDELTA
+                             : kernels::LinearRecurrenceRule::kGATED_DELTA));
+    }
+    // With the trailing NUL in the length (some writers count it), and kINT64 / kFLOAT64.
+    Fields nul;
+    nul.i64("q_num_heads", 4).i64("kv_num_heads", 4).raw("update_rule", "delta", PluginFieldType::kCHAR, 6);
+    nul.f64("scale", 0.5);
+    auto q = createAs<plugin::LinearRecurrencePlugin>(creator, nul.get());
+    REQUIRE(q != nullptr);
+    CHECK(q->parameters().updateRule == 2 && q->parameters().scale == 0.5F && q->parameters().qNumHeads == 4);
+    // Build-phase defaults: gated_delta, scale 0.
+    Fields required;
+    required.i32("q_num_heads", 2).i32("kv_num_heads", 1);
+    auto d = createAs<plugin::LinearRecurrencePlugin>(creator, required.get());
+    REQUIRE(d != nullptr);
+    CHECK(d->parameters().updateRule == 3 && d->parameters().scale == 0.F);
+    CHECK_EQ(takeLoggedErrors(), 0);
+}
+
+TEST_CASE("CausalConvWithState createPlugin reads activation none / silu / swish; default none")
+{
+    plugin::CausalConvWithStatePluginCreator creator;
+    char const* const names[] = {"none", "silu", "swish"};
+    for (int32_t a = 0; a < 3; ++a)
+    {
+        Fields f = convFields(names[a]);
+        f.str("plugin_version", "2").str("plugin_namespace", "rnnx");
+        auto p = createAs<plugin::CausalConvWithStatePlugin>(creator, f.get());
+        REQUIRE(p != nullptr);
+        CHECK_EQ(p->parameters().activation, a);
+    }
+    Fields none;
+    auto d = createAs<plugin::CausalConvWithStatePlugin>(creator, none.get());
+    REQUIRE(d != nullptr);
+    CHECK_EQ(d->parameters().activation, 0);
+    CHECK_EQ(takeLoggedErrors(), 0);
+}
+
+TEST_CASE("LinearRecurrence and CausalConvWithState refuse bad, missing, unknown and wrongly typed fields")
+{
+    plugin::LinearRecurrencePluginCreator recurrence;
+    plugin::CausalConvWithStatePluginCreator conv;
+    // Out of range: heads <= 0, H_q not a multiple of H_kv, an unknown rule, a non-finite scale.
+    for (auto f : {recurrenceFields(0, 1), recurrenceFields(4, 0), recurrenceFields(-4, 2), recurrenceFields(4, 3),
+             recurrenceFields(2, 4), recurrenceFields(4, 2, "Gated"), recurrenceFields(4, 2, ""),
+             recurrenceFields(4, 2, "gated_delta "), recurrenceFields(4, 2, "mamba"),
+             recurrenceFields(4, 2, "linear", std::numeric_limits<float>::quiet_NaN()),
+             recurrenceFields(4, 2, "linear", std::numeric_limits<float>::infinity())})
+    {
+        expectRejected(recurrence, f, TensorRTPhase::kBUILD, __LINE__);
+    }
+    // Missing: the heads always, every field when deserialising.
+    Fields noKv;
+    noKv.i32("q_num_heads", 4);
+    expectRejected(recurrence, noKv, TensorRTPhase::kBUILD, __LINE__);
+    Fields headsOnly;
+    headsOnly.i32("q_num_heads", 4).i32("kv_num_heads", 2);
+    expectRejected(recurrence, headsOnly, TensorRTPhase::kRUNTIME, __LINE__);
+    Fields noActivation;
+    expectRejected(conv, noActivation, TensorRTPhase::kRUNTIME, __LINE__);
+    // A string field in another type, or malformed; an int field as a string.
+    int32_t const one = 1;
+    for (PluginFieldType type : {PluginFieldType::kINT32, PluginFieldType::kINT64, PluginFieldType::kFLOAT32,
+             PluginFieldType::kINT8, PluginFieldType::kUNKNOWN})
+    {
+        Fields f;
+        f.i32("q_num_heads", 2).i32("kv_num_heads", 2).raw("update_rule", &one, type, 1);
+        expectRejected(recurrence, f, TensorRTPhase::kBUILD, __LINE__);
+        Fields g;
+        g.raw("activation", &one, type, 1);
+        expectRejected(conv, g, TensorRTPhase::kBUILD, __LINE__);
+    }
+    Fields nullData;
+    nullData.raw("activation", nullptr, PluginFieldType::kCHAR, 4);
+    expectRejected(conv, nullData, TensorRTPhase::kBUILD, __LINE__);
+    Fields negative;
+    negative.raw("activation", "silu", PluginFieldType::kCHAR, -1);
+    expectRejected(conv, negative, TensorRTPhase::kBUILD, __LINE__);
+    Fields headsAsString;
+    headsAsString.str("q_num_heads", "4").i32("kv_num_heads", 2);
+    expectRejected(recurrence, headsAsString, TensorRTPhase::kBUILD, __LINE__);
+    Fields unknown = convFields("silu");
+    unknown.i32("kernel_size", 4);
+    expectRejected(conv, unknown, TensorRTPhase::kBUILD, __LINE__);
+    Fields twice = convFields("silu");
+    twice.str("activation", "none");
+    expectRejected(conv, twice, TensorRTPhase::kBUILD, __LINE__);
+    Fields oldVersion = recurrenceFields(2, 2);
+    oldVersion.str("plugin_version", "1");
+    expectRejected(recurrence, oldVersion, TensorRTPhase::kBUILD, __LINE__);
+    // The message names the plugin, the field, the value and the choices.
+    Fields wrongRule = recurrenceFields(4, 2, "mamba");
+    takeLoggedMessages();
+    CHECK(recurrence.createPlugin("x", wrongRule.get(), TensorRTPhase::kBUILD) == nullptr);
+    CHECK(takeLoggedMessages().find(
+              "LinearRecurrence: field 'update_rule' is 'mamba', expected one of linear | gated | delta | gated_delta")
+        != std::string::npos);
+    Fields wrongActivation = convFields("gelu");
+    CHECK(conv.createPlugin("x", wrongActivation.get(), TensorRTPhase::kBUILD) == nullptr);
+    CHECK(takeLoggedMessages().find(
+              "CausalConvWithState: field 'activation' is 'gelu', expected one of none | silu | swish")
+        != std::string::npos);
+}
+
+TEST_CASE("LinearRecurrence and CausalConvWithState: serialise -> deserialise round trip, clone, attachToContext")
+{
+    plugin::LinearRecurrencePluginCreator recurrence;
+    for (char const* rule : {"linear", "gated", "delta", "gated_delta"})
+    {
+        auto built = makeRecurrence(6, 3, rule, -0.75F);
+        REQUIRE(built != nullptr);
+        nvinfer1::PluginFieldCollection const* serialized = built->getFieldsToSerialize();
+        REQUIRE(serialized != nullptr);
+        REQUIRE(serialized->nbFields == 4);
+        // update_rule is written as the ONNX parser passes it: kCHAR, its characters.
+        nvinfer1::PluginField const& ruleField = serialized->fields[2];
+        CHECK_EQ(std::string(ruleField.name), "update_rule");
+        CHECK(ruleField.type == PluginFieldType::kCHAR);
+        CHECK_EQ(std::string(static_cast<char const*>(ruleField.data), static_cast<size_t>(ruleField.length)),
+            std::string(rule));
+        auto restored = createAs<plugin::LinearRecurrencePlugin>(recurrence, serialized, TensorRTPhase::kRUNTIME);
+        REQUIRE(restored != nullptr);
+        CHECK(restored->parameters().qNumHeads == 6 && restored->parameters().kvNumHeads == 3);
+        CHECK(restored->parameters().updateRule == built->parameters().updateRule);
+        CHECK_EQ(restored->parameters().scale, -0.75F);
+        std::unique_ptr<nvinfer1::IPluginV3> cloned(built->clone());
+        std::unique_ptr<nvinfer1::IPluginV3> attached(built->attachToContext(nullptr));
+        for (nvinfer1::IPluginV3* p : {cloned.get(), attached.get()})
+        {
+            REQUIRE(p != nullptr);
+            auto const& c = static_cast<plugin::LinearRecurrencePlugin*>(p)->parameters();
+            CHECK(c.qNumHeads == 6 && c.kvNumHeads == 3 && c.updateRule == built->parameters().updateRule);
+            auto* core = static_cast<nvinfer1::IPluginV3OneCore*>(
+                p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kCORE));
+            CHECK_EQ(std::string(core->getPluginName()), "LinearRecurrence");
+            CHECK_EQ(p->getCapabilityInterface(nvinfer1::PluginCapabilityType::kBUILD)->getInterfaceInfo().major, 1);
+        }
+    }
+    plugin::CausalConvWithStatePluginCreator conv;
+    for (char const* activation : {"none", "silu", "swish"})
+    {
+        auto built = makeConv(activation);
+        REQUIRE(built != nullptr);
+        nvinfer1::PluginFieldCollection const* serialized = built->getFieldsToSerialize();
+        REQUIRE(serialized != nullptr);
+        REQUIRE(serialized->nbFields == 1);
+        CHECK(serialized->fields[0].type == PluginFieldType::kCHAR);
+        CHECK_EQ(std::string(static_cast<char const*>(serialized->fields[0].data),
+                     static_cast<size_t>(serialized->fields[0].length)),
+            std::string(activation));
+        auto restored = createAs<plugin::CausalConvWithStatePlugin>(conv, serialized, TensorRTPhase::kRUNTIME);
+        REQUIRE(restored != nullptr);
+        CHECK_EQ(restored->parameters().activation, built->parameters().activation);
+        std::unique_ptr<nvinfer1::IPluginV3> cloned(built->clone());
+        REQUIRE(cloned != nullptr);
+        CHECK_EQ(static_cast<plugin::CausalConvWithStatePlugin*>(cloned.get())->parameters().activation,
+            built->parameters().activation);
+    }
+    CHECK_EQ(takeLoggedErrors(), 0);
+}

@@ -80,6 +80,27 @@ bool exercise(
             CHECK(r.hiddenSize == sru->parameters().hiddenSize && r.scaleX == sru->parameters().scaleX);
         }
     }
+    else if (auto* recurrence = dynamic_cast<plugin::LinearRecurrencePlugin*>(plugin.get()))
+    {
+        auto const& p = recurrence->parameters();
+        CHECK(p.qNumHeads > 0 && p.kvNumHeads > 0 && p.qNumHeads % p.kvNumHeads == 0 && p.updateRule >= 0
+            && p.updateRule < 4 && std::isfinite(p.scale));
+        if (restored)
+        {
+            auto const& r = static_cast<plugin::LinearRecurrencePlugin*>(restored.get())->parameters();
+            CHECK(r.qNumHeads == p.qNumHeads && r.kvNumHeads == p.kvNumHeads && r.updateRule == p.updateRule
+                && r.scale == p.scale);
+        }
+    }
+    else if (auto* conv = dynamic_cast<plugin::CausalConvWithStatePlugin*>(plugin.get()))
+    {
+        CHECK(conv->parameters().activation >= 0 && conv->parameters().activation < 3);
+        if (restored)
+        {
+            CHECK(static_cast<plugin::CausalConvWithStatePlugin*>(restored.get())->parameters().activation
+                == conv->parameters().activation);
+        }
+    }
     else if (auto* attention = dynamic_cast<plugin::CausalLinearAttentionPlugin*>(plugin.get()))
     {
         auto const& p = attention->parameters();
@@ -204,4 +225,62 @@ TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
                 CHECK(!exercise(other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
             }
         });
+}
+
+TEST_CASE("fuzz: random LinearRecurrence / CausalConvWithState fields, string fields included, are rejected or valid")
+{
+    char const* const names[] = {"q_num_heads", "kv_num_heads", "update_rule", "scale", "activation", "plugin_version",
+        "plugin_namespace", "", "update_rule\n", "x"};
+    char const* const strings[] = {"linear", "gated", "delta", "gated_delta", "none", "silu", "swish", "", "2", "rnnx",
+        "gated_delta_", "Linear", "sil"};
+    std::mt19937 rng(20261127);
+    plugin::LinearRecurrencePluginCreator recurrence;
+    plugin::CausalConvWithStatePluginCreator conv;
+    int32_t accepted = 0;
+    int32_t rejected = 0;
+    for (int32_t i = 0; i < 20000; ++i)
+    {
+        int32_t const nbFields = static_cast<int32_t>(rng() % 7);
+        std::vector<std::vector<unsigned char>> storage(static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
+        std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
+        for (int32_t f = 0; f < nbFields; ++f)
+        {
+            fillRandom(rng, storage[f]);
+            nvinfer1::PluginField& field = fields[f];
+            field.name = rng() % 29 == 0 ? nullptr : names[rng() % (sizeof(names) / sizeof(names[0]))];
+            field.data = rng() % 19 == 0 ? nullptr : storage[f].data();
+            field.length = 1;
+            int32_t const kind = static_cast<int32_t>(rng() % 4);
+            if (kind == 0)
+            {
+                // A string, its length with or without the NUL, sometimes cut short or negative.
+                std::string const text = strings[rng() % (sizeof(strings) / sizeof(strings[0]))];
+                std::memcpy(storage[f].data(), text.c_str(), text.size() + 1);
+                field.type = PluginFieldType::kCHAR;
+                int32_t const cut = static_cast<int32_t>(rng() % 8);
+                field.length = static_cast<int32_t>(text.size()) + (cut == 0 ? 1 : (cut == 1 ? -1 : 0));
+                field.length = cut == 2 ? -1 : field.length;
+            }
+            else
+            {
+                field.type = kind == 1
+                    ? PluginFieldType::kINT32
+                    : (kind == 2 ? PluginFieldType::kFLOAT32 : static_cast<PluginFieldType>(rng() % 16));
+                field.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
+            }
+        }
+        nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
+        for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
+        {
+            for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&recurrence),
+                     static_cast<nvinfer1::IPluginCreatorV3One*>(&conv)})
+            {
+                (exercise(*creator, &fc, phase) ? accepted : rejected) += 1;
+            }
+        }
+    }
+    takeLoggedErrors();
+    std::cout << "  fuzz (string fields): " << accepted << " accepted, " << rejected << " rejected\n";
+    CHECK(accepted > 0);
+    CHECK(rejected > 0);
 }

@@ -39,5 +39,24 @@ cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, Da
     return test::kernelsDouble().status;
 }
 
+cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataType type, const void* query,
+    const void* key, const void* value, const float* past_state, const void* decay, const void* beta,
+    const void* mask_pad, void* output, float* present_state, cudaStream_t stream)
+{
+    test::LinearRecurrenceCall& call = test::kernelsDouble().recurrence;
+    call = {call.count + 1, params, type, query, key, value, past_state, decay, beta, mask_pad, output, present_state,
+        stream};
+    return test::kernelsDouble().status;
+}
+
+cudaError_t causalConvWithStateForward(const CausalConvParams& params, DataType type, const void* input,
+    const void* weight, const void* bias, const float* past_state, const void* mask_pad, void* output,
+    float* present_state, cudaStream_t stream)
+{
+    test::CausalConvCall& call = test::kernelsDouble().conv;
+    call = {call.count + 1, params, type, input, weight, bias, past_state, mask_pad, output, present_state, stream};
+    return test::kernelsDouble().status;
+}
+
 } // namespace kernels
 } // namespace rnnx

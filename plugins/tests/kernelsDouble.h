@@ -45,10 +45,44 @@ struct AttentionCall
     cudaStream_t stream{};
 };
 
+struct LinearRecurrenceCall
+{
+    int32_t count{0};
+    kernels::LinearRecurrenceParams params{};
+    kernels::DataType type{};
+    void const* query{};
+    void const* key{};
+    void const* value{};
+    float const* pastState{};
+    void const* decay{};
+    void const* beta{};
+    void const* maskPad{};
+    void* output{};
+    float* presentState{};
+    cudaStream_t stream{};
+};
+
+struct CausalConvCall
+{
+    int32_t count{0};
+    kernels::CausalConvParams params{};
+    kernels::DataType type{};
+    void const* input{};
+    void const* weight{};
+    void const* bias{};
+    float const* pastState{};
+    void const* maskPad{};
+    void* output{};
+    float* presentState{};
+    cudaStream_t stream{};
+};
+
 struct KernelsDouble
 {
     SruScanCall sru;
     AttentionCall attention;
+    LinearRecurrenceCall recurrence;
+    CausalConvCall conv;
     cudaError_t status{cudaSuccess};
     size_t workspaceSize{4096};
 };

@@ -223,7 +223,8 @@ public:
     CountingLogger logger;
 };
 
-std::vector<std::string> const kExpectedKeys{"SRUScan/2/rnnx", "CausalLinearAttention/2/rnnx"};
+std::vector<std::string> const kExpectedKeys{
+    "SRUScan/2/rnnx", "CausalLinearAttention/2/rnnx", "LinearRecurrence/2/rnnx", "CausalConvWithState/2/rnnx"};
 
 //! One plugin from each registered creator; bad fields are refused (and logged, through `finder` when given).
 void checkCreators(Finder* finder)
@@ -240,13 +241,25 @@ void checkCreators(Finder* finder)
         check(std::strcmp(found->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") == 0, "V3One creator");
         auto* creator = static_cast<nvinfer1::IPluginCreatorV3One*>(found);
         check(std::strcmp(creator->getPluginNamespace(), "rnnx") == 0, "creator namespace");
-        // The one required field of each: hidden_size (SRUScan), num_heads (CausalLinearAttention).
+        // The required fields of each: hidden_size (SRUScan), num_heads (CausalLinearAttention), q_num_heads and
+        // kv_num_heads (LinearRecurrence); CausalConvWithState has none.
         int32_t const hidden = 8;
         int32_t const heads = 2;
-        nvinfer1::PluginField field = name == "SRUScan"
-            ? nvinfer1::PluginField("hidden_size", &hidden, nvinfer1::PluginFieldType::kINT32, 1)
-            : nvinfer1::PluginField("num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
-        nvinfer1::PluginFieldCollection fc{1, &field};
+        std::vector<nvinfer1::PluginField> fields;
+        if (name == "SRUScan")
+        {
+            fields.emplace_back("hidden_size", &hidden, nvinfer1::PluginFieldType::kINT32, 1);
+        }
+        else if (name == "CausalLinearAttention")
+        {
+            fields.emplace_back("num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
+        }
+        else if (name == "LinearRecurrence")
+        {
+            fields.emplace_back("q_num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
+            fields.emplace_back("kv_num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
+        }
+        nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
         nvinfer1::IPluginV3* plugin = creator->createPlugin("layer", &fc, nvinfer1::TensorRTPhase::kBUILD);
         check(plugin != nullptr, "createPlugin");
         delete plugin;
@@ -321,13 +334,13 @@ void loadLibraryShape(char const* path)
     setLoggerFinder(&finder);
     int32_t nb = -1;
     nvinfer1::IPluginCreatorInterface* const* creators = getCreators(nb);
-    check(nb == 2 && creators != nullptr, "two creators");
+    check(nb == static_cast<int32_t>(kExpectedKeys.size()) && creators != nullptr, "one creator per plugin");
     check(gRegistry.calls == 0, "getCreators did not touch the registry");
     for (int32_t i = 0; creators != nullptr && i < nb; ++i)
     {
         check(gRegistry.registerCreator(*creators[i], "rnnx"), "the loader registers each creator");
     }
-    check(gRegistry.keys == kExpectedKeys, "one registration per creator: SRUScan, CausalLinearAttention v2 rnnx");
+    check(gRegistry.keys == kExpectedKeys, "one registration per creator, v2 rnnx");
     // A second dlopen of the same path (what a second loadLibrary starts with) runs no initialiser.
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
@@ -338,7 +351,7 @@ void loadLibraryShape(char const* path)
     nvinfer1::IPluginCreatorInterface* const* same = getCreators(nbAgain);
     check(same == creators && nbAgain == nb, "getCreators returns the same creators");
     check(!gRegistry.registerCreator(*same[0], "rnnx"), "the registry refuses a duplicate creator");
-    check(gRegistry.keys.size() == 2, "still one registration per creator");
+    check(gRegistry.keys.size() == kExpectedKeys.size(), "still one registration per creator");
     checkCreators(&finder);
 }
 
@@ -352,15 +365,18 @@ void plainDlopenShape(char const* path)
         return;
     }
     check(gGetPluginRegistryCalls >= 1, "the initialiser looked up getPluginRegistry");
-    check(gRegistry.registerCalls == 2, "the initialiser called registerCreator once per creator");
-    check(gRegistry.keys == kExpectedKeys, "registered: SRUScan, CausalLinearAttention, version 2, namespace rnnx");
+    check(static_cast<size_t>(gRegistry.registerCalls) == kExpectedKeys.size(),
+        "the initialiser called registerCreator once per creator");
+    check(gRegistry.keys == kExpectedKeys, "registered: every creator, version 2, namespace rnnx");
     check(dlsym(handle, "getCreators") == nullptr, "getCreators is not exported (no second mechanism)");
     check(dlsym(handle, "setLoggerFinder") == nullptr, "setLoggerFinder is not exported");
     check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
     checkTensorRtVersion(handle);
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
-    check(gRegistry.registerCalls == 2 && gRegistry.keys.size() == 2, "a second dlopen registered nothing more");
+    check(static_cast<size_t>(gRegistry.registerCalls) == kExpectedKeys.size()
+            && gRegistry.keys.size() == kExpectedKeys.size(),
+        "a second dlopen registered nothing more");
     checkCreators(nullptr);
 }
 

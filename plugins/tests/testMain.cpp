@@ -91,7 +91,8 @@ std::string pluginFacts(nvinfer1::IPluginV3& plugin)
     std::vector<int32_t> counts;
     for (int32_t n = 0; n <= 8; ++n)
     {
-        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 6).
+        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 6,
+        // LinearRecurrence 7, CausalConvWithState 5).
         IoDescs in(static_cast<size_t>(n), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
         if (build.configurePlugin(in.data(), n, out.data(), nbOutputs) == 0)
         {
@@ -141,11 +142,22 @@ void printFields(char const* name, nvinfer1::IPluginCreatorV3One& creator, std::
     for (int32_t i = 0; i < fc->nbFields; ++i)
     {
         nvinfer1::PluginField const& f = fc->fields[i];
-        bool const isInt = f.type == nvinfer1::PluginFieldType::kINT32;
-        std::cout << (i > 0 ? ", " : "") << "{\"name\": \"" << f.name << "\", \"kind\": \"" << (isInt ? "int" : "float")
+        // The kind as the records spell it (OpAttribute.kind), from the type the creator reports.
+        char const* const kind = f.type == nvinfer1::PluginFieldType::kINT32
+            ? "int"
+            : (f.type == nvinfer1::PluginFieldType::kCHAR ? "str" : "float");
+        std::cout << (i > 0 ? ", " : "") << "{\"name\": \"" << f.name << "\", \"kind\": \"" << kind
                   << "\", \"default\": ";
         std::cout.precision(17);
-        std::cout << table[i].defaultValue << ", \"required\": " << (table[i].required ? "true" : "false") << "}";
+        if (table[i].kind == plugin::FieldKind::kSTRING)
+        {
+            std::cout << "\"" << table[i].choices[static_cast<size_t>(table[i].defaultValue)] << "\"";
+        }
+        else
+        {
+            std::cout << table[i].defaultValue;
+        }
+        std::cout << ", \"required\": " << (table[i].required ? "true" : "false") << "}";
     }
     std::cout << "], " << pluginFacts(plugin) << "}" << (last ? "" : ",") << "\n";
 }
@@ -163,12 +175,20 @@ int main(int argc, char** argv)
         plugin::setLogSink(&test::discardingSink); // probing configurePlugin with every input count logs errors
         plugin::SruScanPluginCreator sru;
         plugin::CausalLinearAttentionPluginCreator attention;
+        plugin::LinearRecurrencePluginCreator recurrence;
+        plugin::CausalConvWithStatePluginCreator conv;
         auto const sruPlugin = test::makeSru(4);
         auto const attentionPlugin = test::makeAttention();
+        auto const recurrencePlugin = test::makeRecurrence();
+        auto const convPlugin = test::makeConv();
         std::cout << "{\n";
         test::printFields("SRUScan", sru, plugin::SruScanPlugin::fieldTable(), *sruPlugin, false);
         test::printFields("CausalLinearAttention", attention, plugin::CausalLinearAttentionPlugin::fieldTable(),
-            *attentionPlugin, true);
+            *attentionPlugin, false);
+        test::printFields(
+            "LinearRecurrence", recurrence, plugin::LinearRecurrencePlugin::fieldTable(), *recurrencePlugin, false);
+        test::printFields(
+            "CausalConvWithState", conv, plugin::CausalConvWithStatePlugin::fieldTable(), *convPlugin, true);
         std::cout << "}\n";
         return 0;
     }

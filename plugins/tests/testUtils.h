@@ -3,7 +3,9 @@
  */
 #pragma once
 
+#include "causal_conv_with_state/tensorrt/causalConvWithStatePlugin.h"
 #include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
+#include "linear_recurrence/tensorrt/linearRecurrencePlugin.h"
 #include "sru_scan/tensorrt/sruScanPlugin.h"
 
 #include <cstring>
@@ -134,6 +136,38 @@ inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(
     plugin::CausalLinearAttentionPluginCreator creator;
     Fields f = attentionFields(heads, eps, timeMajor);
     return createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
+}
+
+//! All LinearRecurrence fields with the ONNX parser's types (INT -> kINT32, STRING -> kCHAR, FLOAT -> kFLOAT32).
+inline Fields recurrenceFields(
+    int32_t qHeads, int32_t kvHeads, std::string const& rule = "gated_delta", float scale = 0.F)
+{
+    Fields f;
+    f.i32("q_num_heads", qHeads).i32("kv_num_heads", kvHeads).str("update_rule", rule).f32("scale", scale);
+    return f;
+}
+
+inline std::unique_ptr<plugin::LinearRecurrencePlugin> makeRecurrence(
+    int32_t qHeads = 4, int32_t kvHeads = 2, std::string const& rule = "gated_delta", float scale = 0.F)
+{
+    plugin::LinearRecurrencePluginCreator creator;
+    Fields f = recurrenceFields(qHeads, kvHeads, rule, scale);
+    return createAs<plugin::LinearRecurrencePlugin>(creator, f.get());
+}
+
+//! The CausalConvWithState field as the ONNX parser passes it (STRING -> kCHAR).
+inline Fields convFields(std::string const& activation = "none")
+{
+    Fields f;
+    f.str("activation", activation);
+    return f;
+}
+
+inline std::unique_ptr<plugin::CausalConvWithStatePlugin> makeConv(std::string const& activation = "none")
+{
+    plugin::CausalConvWithStatePluginCreator creator;
+    Fields f = convFields(activation);
+    return createAs<plugin::CausalConvWithStatePlugin>(creator, f.get());
 }
 
 inline nvinfer1::Dims dims(std::vector<int64_t> const& extents)

@@ -28,7 +28,10 @@ class Target:
     functions by name only). ``contrib_ops``: the graph may use ONNX Runtime's ``com.microsoft`` ops (the
     attention lowered to ``LinearAttention``). ``quantization_format``: how weight-only quantization is
     written (:data:`MATMUL_NBITS` or :data:`DEQUANTIZE_LINEAR`). ``builds_engine``: TensorRT engines (and
-    Triton's tensorrt variant) are built from exports of this target.
+    Triton's tensorrt variant) are built from exports of this target. ``custom_domain``: the graph keeps rnnx's
+    custom nodes (domain ``rnnx``, each with its model-local function); else the functions are inlined, so the
+    file holds standard ops only (default-domain opset :data:`PORTABLE_OPSET`: ``LinearAttention`` and
+    ``CausalConvWithState`` are standard there) and any runtime of that opset runs it.
     """
 
     name: str
@@ -37,14 +40,19 @@ class Target:
     contrib_ops: bool
     quantization_format: str
     builds_engine: bool
+    custom_domain: bool = True
 
 
 TENSORRT = Target("tensorrt", every_input_present=True, function_overloads=False, contrib_ops=False,
                   quantization_format=DEQUANTIZE_LINEAR, builds_engine=True)  # fmt: skip
 ONNXRUNTIME = Target("onnxruntime", every_input_present=False, function_overloads=True, contrib_ops=True,
                      quantization_format=MATMUL_NBITS, builds_engine=False)  # fmt: skip
+#: The default-domain opset of the portable target (the one that standardised the linear-recurrence family).
+PORTABLE_OPSET = 27
+ONNX = Target("onnx", every_input_present=False, function_overloads=True, contrib_ops=False,
+              quantization_format=DEQUANTIZE_LINEAR, builds_engine=False, custom_domain=False)  # fmt: skip
 #: Every target by name, the default (the CLI's and ``export``'s) first.
-TARGET_RECORDS = {t.name: t for t in (TENSORRT, ONNXRUNTIME)}
+TARGET_RECORDS = {t.name: t for t in (TENSORRT, ONNXRUNTIME, ONNX)}
 #: The target names, the default first.
 TARGETS = tuple(TARGET_RECORDS)
 

@@ -20,7 +20,7 @@ struct TargetRecord
     std::string_view name;
     bool builds_engine; // TensorRT engines are built from exports of this target
 };
-inline constexpr TargetRecord kTargets[] = {{"tensorrt", true}, {"onnxruntime", false}};
+inline constexpr TargetRecord kTargets[] = {{"tensorrt", true}, {"onnxruntime", false}, {"onnx", false}};
 
 struct PrecisionRecord
 {

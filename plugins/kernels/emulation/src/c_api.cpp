@@ -1,5 +1,5 @@
 // C entry points of librnnx_kernels_emulated.so for tests driving the kernels from Python (ctypes) on host
-// memory: the two launchers of rnnx/kernels.h with plain arguments, the schedule and the counters.
+// memory: the launchers of rnnx/kernels.h with plain arguments, the schedule and the counters.
 // Every function returns the launcher's cudaError_t as an int (0 = cudaSuccess); after a failure,
 // rnnx_emu_take_error_message() says what the emulation found.
 #include <cstdint>
@@ -67,6 +67,40 @@ extern "C"
             batch, heads, length, dim_k, dim_v, eps, time_major != 0, rnnx::kernels::MaskType::kUINT8};
         return rnnx::kernels::causalLinearAttentionForward(
             p, type, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace, nullptr);
+    }
+
+    //! rule: rnnx::kernels::LinearRecurrenceRule (0 linear, 1 gated, 2 delta, 3 gated_delta); kernel:
+    //! LinearRecurrenceKernel (0 auto, 1 recurrent, 2 chunked); mask_int32 != 0: mask_pad is int32, else uint8.
+    //! Tensors as in rnnx/kernels.h (linearRecurrenceForward).
+    RNNX_EMU_API int rnnx_emu_linear_recurrence_forward(int batch, int length, int q_heads, int kv_heads, int dim_k,
+        int dim_v, int rule, int decay_per_key, int beta_per_head, float scale, int kernel, int mask_int32, int dtype,
+        const void* query, const void* key, const void* value, const float* past_state, const void* decay,
+        const void* beta, const void* mask_pad, void* output, float* present_state)
+    {
+        rnnx::kernels::DataType type;
+        if (!toDataType(dtype, &type))
+            return cudaErrorInvalidValue;
+        const rnnx::kernels::LinearRecurrenceParams p{batch, length, q_heads, kv_heads, dim_k, dim_v,
+            static_cast<rnnx::kernels::LinearRecurrenceRule>(rule), decay_per_key != 0, beta_per_head != 0, scale,
+            mask_int32 != 0 ? rnnx::kernels::MaskType::kINT32 : rnnx::kernels::MaskType::kUINT8,
+            static_cast<rnnx::kernels::LinearRecurrenceKernel>(kernel)};
+        return rnnx::kernels::linearRecurrenceForward(
+            p, type, query, key, value, past_state, decay, beta, mask_pad, output, present_state, nullptr);
+    }
+
+    //! silu != 0: activation y * sigmoid(y); mask_int32 != 0: mask_pad is int32, else uint8. Tensors as in
+    //! rnnx/kernels.h (causalConvWithStateForward).
+    RNNX_EMU_API int rnnx_emu_causal_conv_with_state_forward(int batch, int channels, int length, int kernel_size,
+        int silu, int mask_int32, int dtype, const void* input, const void* weight, const void* bias,
+        const float* past_state, const void* mask_pad, void* output, float* present_state)
+    {
+        rnnx::kernels::DataType type;
+        if (!toDataType(dtype, &type))
+            return cudaErrorInvalidValue;
+        const rnnx::kernels::CausalConvParams p{batch, channels, length, kernel_size, silu != 0,
+            mask_int32 != 0 ? rnnx::kernels::MaskType::kINT32 : rnnx::kernels::MaskType::kUINT8};
+        return rnnx::kernels::causalConvWithStateForward(
+            p, type, input, weight, bias, past_state, mask_pad, output, present_state, nullptr);
     }
 
     //! schedule: 0 = in order, 1 = reversed, 2 = random (seeded).

@@ -1,4 +1,5 @@
-// CUDA kernels of the two rnnx recurrences, behind a plain C++ API.
+// CUDA kernels of the rnnx ops (SRU scan, causal linear attention, linear recurrence, causal convolution with
+// state), behind a plain C++ API.
 //
 // The TensorRT plugins (plugins/) and the PyTorch CUDA binding (plugins/torch/) both call these
 // launchers, so the same kernels run in TensorRT, in PyTorch and in the tests and benchmarks.
@@ -115,6 +116,95 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
     const void* k, const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last,
     float* z_last, void* workspace, cudaStream_t stream);
+
+//! Update rule of the linear recurrence (ONNX opset 27 LinearAttention's update_rule).
+enum class LinearRecurrenceRule
+{
+    kLINEAR,     //!< S_t = S_{t-1} + k_t v_t^T
+    kGATED,      //!< S_t = a_t S_{t-1} + k_t v_t^T
+    kDELTA,      //!< S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T
+    kGATED_DELTA //!< S_t = a_t S_{t-1} + beta_t k_t (v_t - (a_t S_{t-1})^T k_t)^T
+};
+
+//! Which kernel linearRecurrenceForward runs.
+enum class LinearRecurrenceKernel
+{
+    kAUTO,      //!< the recurrent kernel for length 1, else the chunked one
+    kRECURRENT, //!< one token after the other (any length)
+    kCHUNKED    //!< chunks of tokens, the state carried between them (any length)
+};
+
+//! Attributes of one linear recurrence call (docs/ops.md, "Linear recurrence"; the record LINEAR_RECURRENCE).
+struct LinearRecurrenceParams
+{
+    int batch;                            //!< B
+    int length;                           //!< T
+    int q_heads;                          //!< H_q, a multiple of kv_heads
+    int kv_heads;                         //!< H_kv
+    int dim_k;                            //!< d_k, head dim of query and key, 1..256
+    int dim_v;                            //!< d_v, head dim of value, >= 1
+    LinearRecurrenceRule rule;            //!< update rule
+    bool decay_per_key;                   //!< decay is (B, T, H_kv*d_k), else (B, T, H_kv); gated rules only
+    bool beta_per_head;                   //!< beta is (B, T, H_kv), else (B, T, 1); delta rules only
+    float scale;                          //!< output scale; 0 means 1/sqrt(d_k)
+    MaskType mask_type{MaskType::kUINT8}; //!< element type of mask_pad (ignored without one)
+    LinearRecurrenceKernel kernel{LinearRecurrenceKernel::kAUTO}; //!< which kernel runs
+};
+
+//! Linear recurrence (ONNX opset 27 LinearAttention plus rnnx's pad mask), from past_state to present_state.
+//! Heads are packed in the last axis: element (b, t, h, e) of query is query[(b*T + t)*H_q*d_k + h*d_k + e].
+//! Query head h reads kv head h / (H_q / H_kv). All arithmetic and the state are fp32.
+//!
+//!   query          (B, T, H_q*d_k)   act dtype
+//!   key            (B, T, H_kv*d_k)  act dtype
+//!   value          (B, T, H_kv*d_v)  act dtype
+//!   past_state     (B, H_kv, d_k, d_v) fp32, nullptr = zeros
+//!   decay          (B, T, H_kv) or (B, T, H_kv*d_k) act dtype, log space (a_t = exp(decay)); gated rules only
+//!                  (else ignored, may be nullptr)
+//!   beta           (B, T, H_kv) or (B, T, 1) act dtype; delta rules only (else ignored, may be nullptr)
+//!   mask_pad       (B, T) params.mask_type, non-zero = pad step: the state is carried (its key, value, decay
+//!                  and beta are ignored) and its output is read from the carried state; nullptr = none
+//!   output         (B, T, H_q*d_v)   act dtype, scale * S_t^T q_t per query head
+//!   present_state  (B, H_kv, d_k, d_v) fp32; may alias past_state exactly (in place)
+//!
+//! Kernels (params.kernel): the recurrent kernel (one block per (b, kv head, 32 columns of d_v), the fp32 state
+//! tile in shared memory, one token after the other, every query head of the group read per token) and the
+//! chunked kernel (same blocks; chunks of up to 32 tokens whose intra-chunk terms are fp32 matrices in shared
+//! memory, the delta rules by a unit-lower-triangular forward substitution per chunk). Both read and write the
+//! state once per call and need no workspace. Returns cudaErrorInvalidValue for negative sizes, d_k outside
+//! 1..256, d_v < 1, H_q not a positive multiple of H_kv, a missing tensor the rule needs, or an unknown enum.
+cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataType type, const void* query,
+    const void* key, const void* value, const float* past_state, const void* decay, const void* beta,
+    const void* mask_pad, void* output, float* present_state, cudaStream_t stream);
+
+//! Attributes of one causal convolution with state (docs/ops.md; the record CAUSAL_CONV_WITH_STATE).
+struct CausalConvParams
+{
+    int batch;                            //!< B
+    int channels;                         //!< C
+    int length;                           //!< T
+    int kernel_size;                      //!< K >= 1 (the state holds K-1 inputs)
+    bool silu;                            //!< activation y * sigmoid(y), else none
+    MaskType mask_type{MaskType::kUINT8}; //!< element type of mask_pad (ignored without one)
+};
+
+//! Depthwise causal convolution along time, channels first, with a carried window of the last K-1 inputs.
+//!
+//!   input          (B, C, T)   act dtype
+//!   weight         (C, 1, K)   act dtype
+//!   bias           (C)         act dtype, nullptr = zeros
+//!   past_state     (B, C, K-1) fp32, the K-1 inputs before input[..., 0]; nullptr = zeros
+//!   mask_pad       (B, T) params.mask_type, non-zero = pad step: output 0, the window does not move;
+//!                  nullptr = none
+//!   output         (B, C, T)   act dtype, y = act(bias[c] + sum_j weight[c, 0, j] x[t - (K-1) + j]) over the
+//!                  steps that are not pads
+//!   present_state  (B, C, K-1) fp32, the last K-1 inputs that are not pads; may alias past_state exactly
+//!
+//! Two launches on `stream`: the outputs, one thread per (b, c, t), then the state, one thread per (b, c).
+//! Returns cudaErrorInvalidValue for negative sizes, K < 1 or an unknown mask type.
+cudaError_t causalConvWithStateForward(const CausalConvParams& params, DataType type, const void* input,
+    const void* weight, const void* bias, const float* past_state, const void* mask_pad, void* output,
+    float* present_state, cudaStream_t stream);
 
 } // namespace kernels
 } // namespace rnnx

@@ -1,0 +1,481 @@
+// The linear recurrence CPU kernel (forward, token loop), host-independent: ONNX opset 27's LinearAttention rules
+// (linear, gated, delta, gated_delta) with rnnx's pad mask (docs/ops.md, "Linear recurrence").
+//
+// rnnx's ONNX Runtime custom-op library includes this header (plugins/ort/); a host passes its own parallel-for, a
+// callable parallel_for(begin, end, grain, fn) running fn(b, e) over disjoint ranges [b, e) covering [begin, end).
+// No torch, no ORT here. Its slow, obviously-correct twin is models/ops/linear_recurrence/naive.py
+// (linear_recurrence_naive), which the tests compare it with.
+//
+// Per kv head, state S (dk x dv), a_t = exp(decay_t) (a scalar per head, or one per key row of S), beta_t:
+//     linear:      S_t = S_{t-1} + k_t v_t^T
+//     gated:       S_t = a_t S_{t-1} + k_t v_t^T
+//     delta:       S_t = S_{t-1} + k_t w_t^T,       w_t = beta_t (v_t - S_{t-1}^T k_t)
+//     gated_delta: S_t = a_t S_{t-1} + k_t w_t^T,   w_t = beta_t (v_t - (a_t S_{t-1})^T k_t)
+//     o_t = scale S_t^T q_t for each of the G = Hq / Hkv query heads h*G .. h*G+G-1 of kv head h
+// Layouts, row-major, heads packed: query (B, T, Hq*dk); key (B, T, Hkv*dk); value (B, T, Hkv*dv); out
+// (B, T, Hq*dv); decay (B, T, Hkv*Dg), Dg = 1 or dk; beta (B, T, Hb), Hb = Hkv or 1; past_state, present_state
+// (B, Hkv, dk, dv); pad (B, T), one byte per step, non-zero = pad: the state is carried over a pad step (its key,
+// value, decay and beta are ignored) and its output is read from the carried state. past_state / pad may be null
+// (zeros / no pads); decay is read by the gated rules only, beta by the delta rules only. The state and all
+// arithmetic are in acc_t (float for float activations).
+//
+// The columns of S evolve independently under every rule (S^T k, w and S^T q are per column), so one task owns
+// (batch row, kv head, tile of TW columns) and walks the T steps with its dk x TW block of S (present_state itself
+// when dv fits one tile, else a contiguous copy); each step sweeps the block once (update and output together; the
+// delta rules' S^T k in the previous step's sweep or in a sweep before), the tile's accumulators in registers,
+// vectorised over the tile with the build's widest vectors (AVX-512, AVX2 or SSE: isa_kernels.cpp builds each).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../../cpu/vector_math.h"
+
+namespace rnnx::linear_recurrence_cpu
+{
+
+//! The update rules, in the order of the standard's spelling (linear, gated, delta, gated_delta).
+enum class Rule
+{
+    linear,
+    gated,
+    delta,
+    gated_delta,
+};
+
+inline bool is_gated(Rule r)
+{
+    return r == Rule::gated || r == Rule::gated_delta;
+}
+
+inline bool is_delta(Rule r)
+{
+    return r == Rule::delta || r == Rule::gated_delta;
+}
+
+struct Problem
+{
+    int64_t B, T, Hq, Hkv, dk, dv;
+    Rule rule;
+    //! decay holds dk values per kv head (else one).
+    bool decay_per_key;
+    //! beta holds one value per kv head (else one shared by all heads).
+    bool beta_per_head;
+    //! The output scale, already resolved (not 0).
+    double scale;
+};
+
+//! Columns of S per task: 256 bytes of acc_t (eight AVX2 registers per accumulator row: enough independent FMAs).
+template <typename acc_t> constexpr int64_t tile_width = 256 / static_cast<int64_t>(sizeof(acc_t));
+
+//! Element updates one task does below which the tasks are run in one chunk (a decode step is cheaper than a wake).
+constexpr int64_t min_parallel_work = int64_t(1) << 15;
+
+namespace detail
+{
+
+//! Pointers and strides of one task: kv head h of batch row b, columns [j0, j0 + width).
+template <typename scalar_t, typename acc_t> struct Task
+{
+    const scalar_t *q, *k, *v, *decay, *beta;
+    const uint8_t* pad;
+    scalar_t* out;
+    acc_t* S;
+    int64_t ld; // row stride of S
+    int64_t q_step, kv_step, v_step, out_step, decay_step, beta_step;
+};
+
+// The widest vector of the build (64 bytes with AVX-512, else 32: an AVX2 register, two SSE ones in the base build) as
+// one value (GCC / Clang vector extension); `at` views unaligned memory of S or of a row buffer as one (no vector
+// crosses a call, so no ABI question).
+#if defined(__AVX512F__)
+constexpr int64_t vector_bytes = 64;
+#else
+constexpr int64_t vector_bytes = 32;
+#endif
+template <typename acc_t> struct Vec;
+template <> struct Vec<float>
+{
+    typedef float type __attribute__((vector_size(vector_bytes)));
+    typedef float unaligned __attribute__((vector_size(vector_bytes), aligned(4), may_alias));
+};
+template <> struct Vec<double>
+{
+    typedef double type __attribute__((vector_size(vector_bytes)));
+    typedef double unaligned __attribute__((vector_size(vector_bytes), aligned(8), may_alias));
+};
+template <typename acc_t> using vec = typename Vec<acc_t>::type;
+template <typename acc_t> constexpr int64_t lanes = vector_bytes / static_cast<int64_t>(sizeof(acc_t));
+
+template <typename acc_t> inline typename Vec<acc_t>::unaligned& at(acc_t* p)
+{
+    return *reinterpret_cast<typename Vec<acc_t>::unaligned*>(p);
+}
+
+template <typename acc_t> inline const typename Vec<acc_t>::unaligned& at(const acc_t* p)
+{
+    return *reinterpret_cast<const typename Vec<acc_t>::unaligned*>(p);
+}
+
+// The sweeps over a block of dk rows (stride ld) of N columns: FULL ? TW (in registers) : n (a partial tile).
+
+// out[j] = sum_i c[i] S[i, j]: S^T q for an output, S^T (a k) for the delta rules' retrieval.
+template <int64_t TW, bool FULL, typename acc_t>
+void read(const acc_t* S, int64_t ld, int64_t dk, int64_t n, const acc_t* c, acc_t* out)
+{
+    if constexpr (FULL)
+    {
+        constexpr int64_t NV = TW / lanes<acc_t>;
+        vec<acc_t> r0[NV], r1[NV]; // two chains of FMAs unless NV already gives eight
+        for (int64_t v = 0; v < NV; ++v)
+            r0[v] = r1[v] = vec<acc_t>{};
+        int64_t i = 0;
+        for (; NV < 8 && i + 1 < dk; i += 2)
+        {
+            const acc_t* row = S + i * ld;
+            const acc_t c0 = c[i], c1 = c[i + 1];
+            for (int64_t v = 0; v < NV; ++v)
+            {
+                r0[v] += c0 * at(row + v * lanes<acc_t>);
+                r1[v] += c1 * at(row + ld + v * lanes<acc_t>);
+            }
+        }
+        for (; i < dk; ++i)
+            for (int64_t v = 0; v < NV; ++v)
+                r0[v] += c[i] * at(S + i * ld + v * lanes<acc_t>);
+        for (int64_t v = 0; v < NV; ++v)
+            at(out + v * lanes<acc_t>) = r0[v] + r1[v];
+    }
+    else
+    {
+        for (int64_t j = 0; j < n; ++j)
+            out[j] = acc_t(0);
+        for (int64_t i = 0; i < dk; ++i)
+        {
+            const acc_t* row = S + i * ld;
+            const acc_t ci = c[i];
+            for (int64_t j = 0; j < n; ++j)
+                out[j] += ci * row[j];
+        }
+    }
+}
+
+// S[i, j] = f[i] S[i, j] + k[i] w[j] (f = 1 unless SCALE) and o[j] = sum_i q[i] S[i, j] of the new S, in one sweep;
+// with NEXT also r[j] = sum_i kn[i] S[i, j] of the new S (the delta rules' retrieval for the next step).
+template <int64_t TW, bool FULL, bool SCALE, bool NEXT, typename acc_t>
+void update(acc_t* S, int64_t ld, int64_t dk, int64_t n, const acc_t* f, const acc_t* k, const acc_t* w, const acc_t* q,
+    acc_t* o, const acc_t* kn, acc_t* r)
+{
+    if constexpr (FULL)
+    {
+        constexpr int64_t NV = TW / lanes<acc_t>;
+        // two chains of FMAs for o (and r) unless NV already gives eight
+        vec<acc_t> wv[NV], o0[NV], o1[NV], r0[NV], r1[NV];
+        for (int64_t v = 0; v < NV; ++v)
+        {
+            wv[v] = at(w + v * lanes<acc_t>);
+            o0[v] = o1[v] = r0[v] = r1[v] = vec<acc_t>{};
+        }
+        int64_t i = 0;
+        for (; NV < 8 && i + 1 < dk; i += 2)
+        {
+            acc_t* row = S + i * ld;
+            const acc_t k0 = k[i], q0 = q[i], k1 = k[i + 1], q1 = q[i + 1];
+            const acc_t f0 = SCALE ? f[i] : acc_t(1), f1 = SCALE ? f[i + 1] : acc_t(1);
+            for (int64_t v = 0; v < NV; ++v)
+            {
+                vec<acc_t> s0 = at(row + v * lanes<acc_t>), s1 = at(row + ld + v * lanes<acc_t>);
+                if constexpr (SCALE)
+                {
+                    s0 = f0 * s0;
+                    s1 = f1 * s1;
+                }
+                s0 += k0 * wv[v];
+                s1 += k1 * wv[v];
+                at(row + v * lanes<acc_t>) = s0;
+                at(row + ld + v * lanes<acc_t>) = s1;
+                o0[v] += q0 * s0;
+                o1[v] += q1 * s1;
+                if constexpr (NEXT)
+                {
+                    r0[v] += kn[i] * s0;
+                    r1[v] += kn[i + 1] * s1;
+                }
+            }
+        }
+        for (; i < dk; ++i)
+        {
+            acc_t* row = S + i * ld;
+            const acc_t ki = k[i], qi = q[i], fi = SCALE ? f[i] : acc_t(1);
+            for (int64_t v = 0; v < NV; ++v)
+            {
+                vec<acc_t> s0 = at(row + v * lanes<acc_t>);
+                if constexpr (SCALE)
+                    s0 = fi * s0;
+                s0 += ki * wv[v];
+                at(row + v * lanes<acc_t>) = s0;
+                o0[v] += qi * s0;
+                if constexpr (NEXT)
+                    r0[v] += kn[i] * s0;
+            }
+        }
+        for (int64_t v = 0; v < NV; ++v)
+        {
+            at(o + v * lanes<acc_t>) = o0[v] + o1[v];
+            if constexpr (NEXT)
+                at(r + v * lanes<acc_t>) = r0[v] + r1[v];
+        }
+    }
+    else
+    {
+        for (int64_t j = 0; j < n; ++j)
+            o[j] = r[j] = acc_t(0);
+        for (int64_t i = 0; i < dk; ++i)
+        {
+            acc_t* row = S + i * ld;
+            const acc_t ki = k[i], qi = q[i], ri = NEXT ? kn[i] : acc_t(0), fi = SCALE ? f[i] : acc_t(1);
+            for (int64_t j = 0; j < n; ++j)
+            {
+                const acc_t s = (SCALE ? fi * row[j] : row[j]) + ki * w[j];
+                row[j] = s;
+                o[j] += qi * s;
+                if constexpr (NEXT)
+                    r[j] += ri * s;
+            }
+        }
+    }
+}
+
+// S[i, j] *= f[i].
+template <typename acc_t> void scale_rows(acc_t* S, int64_t ld, int64_t dk, int64_t n, const acc_t* f)
+{
+    for (int64_t i = 0; i < dk; ++i)
+    {
+        acc_t* row = S + i * ld;
+        const acc_t fi = f[i];
+        for (int64_t j = 0; j < n; ++j)
+            row[j] *= fi;
+    }
+}
+
+//! The range of the gated rules' row factors c outside which they are folded into the block.
+template <typename acc_t> constexpr acc_t factor_min = acc_t(8.673617379884035e-19); // 2^-60
+template <typename acc_t> constexpr acc_t factor_max = acc_t(1.152921504606847e18);  // 2^60
+
+//! Whether a delta rule's sweep also accumulates the next step's retrieval: when the accumulators fit the registers
+//! (four vectors per row: the AVX-512 build; with eight AVX2 registers per row the extra ones would spill).
+template <typename acc_t, int64_t TW> constexpr bool fuse_retrieval = TW / lanes<acc_t> <= 4;
+
+// One task over the T steps, on a block of FULL ? TW : width columns (width <= TW). GATED, DELTA: the rule.
+//
+// The gated rules keep S = diag(c) S' with S' the block in present_state and c the product of the decays since the
+// last fold: a step's decay multiplies c (dk values) instead of the block, its write k w^T adds (k / c) w^T to S',
+// a read of S is one of S' with c q (output) or c k (retrieval). A step folds instead (its sweep multiplies the rows
+// by c a, and c is 1 again) when a factor leaves [factor_min, factor_max] or is not a number, and when c is 1 (the
+// first step of a call: a decode step is one sweep); after the last step c is folded into the block.
+// With fuse_retrieval, the delta rules' retrieval S^T (a k) of a step is accumulated by the previous step's sweep when
+// that step was not a pad (a fold leaves diag(c) S', so the retrieval, unchanged): each step is one sweep of the
+// block; else it is a read sweep and then the update sweep.
+template <int64_t TW, bool FULL, bool GATED, bool DELTA, typename scalar_t, typename acc_t>
+void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, acc_t* scratch)
+{
+    const int64_t n = FULL ? TW : width;
+    const int64_t dk = p.dk, G = p.Hq / p.Hkv, T = p.T;
+    const acc_t scale = static_cast<acc_t>(p.scale);
+    acc_t* c = scratch;   // dk: GATED: the row factors (S = diag(c) S')
+    acc_t* prod = c + dk; // dk: GATED: c times the step's decay, before a fold
+    acc_t* prod_next = prod + dk;
+    acc_t* kr = prod_next + dk; // dk: the retrieval coefficients (c a) k of the step (DELTA)
+    acc_t* kr_next = kr + dk;
+    acc_t* kw = kr_next + dk; // dk: the write coefficients k / c
+    acc_t* qs = kw + dk;      // G * dk: scale * c * q for the G query heads
+    acc_t w[TW];              // the column write: v, or beta (v - (a S)^T k)
+    acc_t o[TW];
+    acc_t r[TW]; // DELTA: the step's retrieval, when the previous sweep accumulated it
+    acc_t* S = x.S;
+    const int64_t ld = x.ld;
+    auto keeps = [&](int64_t t) { return x.pad == nullptr || x.pad[t] == 0; };
+    // the step's c a (into pr) and (c a) k (into krv) from the current c; true when c a must be folded
+    auto prepare = [&](int64_t t, acc_t* pr, acc_t* krv) -> bool
+    {
+        const scalar_t* kt = x.k + t * x.kv_step;
+        if constexpr (!GATED)
+        {
+            for (int64_t i = 0; i < dk; ++i)
+                krv[i] = static_cast<acc_t>(kt[i]);
+            return false;
+        }
+        const scalar_t* dt = x.decay + t * x.decay_step;
+        if (p.decay_per_key)
+        {
+            for (int64_t i = 0; i < dk; ++i)
+                pr[i] = c[i] * vmath::vexp(static_cast<acc_t>(dt[i]));
+        }
+        else
+        {
+            const acc_t ah = std::exp(static_cast<acc_t>(dt[0]));
+            for (int64_t i = 0; i < dk; ++i)
+                pr[i] = c[i] * ah;
+        }
+        int64_t outside = 0; // factors out of range, NaN included
+        for (int64_t i = 0; i < dk; ++i)
+        {
+            outside += (pr[i] >= factor_min<acc_t>)&(pr[i] <= factor_max<acc_t>) ? 0 : 1;
+            krv[i] = static_cast<acc_t>(kt[i]) * pr[i];
+        }
+        return outside != 0;
+    };
+    for (int64_t i = 0; i < dk; ++i)
+        c[i] = acc_t(1);
+    bool prepared = false, fold_next = false, have_r = false, unit = true, direct = false;
+    for (int64_t t = 0; t < T; ++t)
+    {
+        const bool keep = keeps(t);
+        bool next = false; // DELTA: this step's sweep accumulates the next step's retrieval
+        if (keep)
+        {
+            bool fold = fold_next;
+            if (prepared)
+            {
+                acc_t* swap = prod; // the next step's prepared values become this step's
+                prod = prod_next;
+                prod_next = swap;
+                swap = kr;
+                kr = kr_next;
+                kr_next = swap;
+            }
+            else
+            {
+                fold = prepare(t, prod, kr);
+            }
+            // fold: this step multiplies the block by c a in its sweep and c is 1 again (also while c is 1: the
+            // first step of a call folds, so a decode step is one sweep with no final fold)
+            direct = GATED && (fold || unit);
+            if constexpr (GATED)
+            {
+                for (int64_t i = 0; i < dk; ++i)
+                    c[i] = direct ? acc_t(1) : prod[i];
+                unit = direct;
+            }
+            const scalar_t* kt = x.k + t * x.kv_step;
+            for (int64_t i = 0; i < dk; ++i)
+                kw[i] = GATED ? static_cast<acc_t>(kt[i]) / c[i] : static_cast<acc_t>(kt[i]);
+            next = fuse_retrieval<acc_t, TW> && DELTA && t + 1 < T && keeps(t + 1);
+            prepared = next;
+            if (next)
+                fold_next = prepare(t + 1, prod_next, kr_next);
+        }
+        const scalar_t* qt = x.q + t * x.q_step;
+        for (int64_t g = 0; g < G; ++g)
+        {
+            acc_t* qg = qs + g * dk;
+            const scalar_t* src = qt + g * dk;
+            for (int64_t i = 0; i < dk; ++i)
+                qg[i] = (GATED ? scale * c[i] : scale) * static_cast<acc_t>(src[i]);
+        }
+        if (keep)
+        {
+            const scalar_t* vt = x.v + t * x.v_step;
+            for (int64_t j = 0; j < n; ++j)
+                w[j] = static_cast<acc_t>(vt[j]);
+            if constexpr (DELTA)
+            {
+                if (!have_r)
+                    read<TW, FULL>(S, ld, dk, n, kr, r);
+                const acc_t beta = static_cast<acc_t>(x.beta[t * x.beta_step]);
+                for (int64_t j = 0; j < n; ++j)
+                    w[j] = beta * (w[j] - r[j]);
+            }
+            if (direct && next)
+                update<TW, FULL, GATED, true>(S, ld, dk, n, prod, kw, w, qs, o, kr_next, r);
+            else if (direct)
+                update<TW, FULL, GATED, false>(S, ld, dk, n, prod, kw, w, qs, o, kr_next, r);
+            else if (next)
+                update<TW, FULL, false, true>(S, ld, dk, n, prod, kw, w, qs, o, kr_next, r);
+            else
+                update<TW, FULL, false, false>(S, ld, dk, n, prod, kw, w, qs, o, kr_next, r);
+            have_r = next;
+        }
+        else
+        {
+            read<TW, FULL>(S, ld, dk, n, qs, o);
+        }
+        scalar_t* ot = x.out + t * x.out_step;
+        for (int64_t j = 0; j < n; ++j)
+            ot[j] = static_cast<scalar_t>(o[j]);
+        // the other query heads of the group read the (updated) block
+        for (int64_t g = 1; g < G; ++g)
+        {
+            read<TW, FULL>(S, ld, dk, n, qs + g * dk, o);
+            scalar_t* og = ot + g * p.dv;
+            for (int64_t j = 0; j < n; ++j)
+                og[j] = static_cast<scalar_t>(o[j]);
+        }
+    }
+    if (GATED && !unit)
+        scale_rows(S, ld, dk, n, c);
+}
+
+template <int64_t TW, bool GATED, bool DELTA, typename scalar_t, typename acc_t>
+void run_task(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, acc_t* scratch)
+{
+    if (width == TW)
+        run_tile<TW, true, GATED, DELTA>(p, x, width, scratch);
+    else
+        run_tile<TW, false, GATED, DELTA>(p, x, width, scratch);
+}
+
+} // namespace detail
+
+// The forward pass: out (B, T, Hq*dv) and present_state (B, Hkv, dk, dv) from the inputs (layouts above).
+template <typename scalar_t, typename acc_t, typename ParallelFor>
+void forward_impl(const ParallelFor& parallel_for, const Problem& p, const scalar_t* query, const scalar_t* key,
+    const scalar_t* value, const acc_t* past_state, const scalar_t* decay, const scalar_t* beta, const uint8_t* pad,
+    scalar_t* out, acc_t* present_state)
+{
+    constexpr int64_t TW = tile_width<acc_t>;
+    const int64_t dk = p.dk, dv = p.dv, Hq = p.Hq, Hkv = p.Hkv, G = Hq / Hkv, T = p.T;
+    const int64_t tiles = (dv + TW - 1) / TW, tasks = p.B * Hkv * tiles;
+    const int64_t work = std::max<int64_t>(T * dk * std::min(TW, dv) * G, 1);
+    const int64_t grain = std::max<int64_t>(min_parallel_work / work, 1);
+    const int64_t decay_width = p.decay_per_key ? dk : 1, beta_width = p.beta_per_head ? Hkv : 1;
+    const bool gated = is_gated(p.rule), delta = is_delta(p.rule);
+    parallel_for(0, tasks, grain,
+        [&](int64_t begin, int64_t end)
+        {
+            std::vector<acc_t> scratch(static_cast<size_t>((G + 6) * dk)), block(tiles > 1 ? size_t(dk * TW) : 0);
+            for (int64_t task = begin; task < end; ++task)
+            {
+                const int64_t tile = task % tiles, bh = task / tiles, b = bh / Hkv, h = bh % Hkv;
+                const int64_t j0 = tile * TW, width = std::min(TW, dv - j0);
+                // the task's block of S: present_state itself when the tile is whole rows, else a contiguous copy
+                // (rows of TW: no cache set conflicts between rows)
+                const bool whole = tiles == 1;
+                acc_t* S = whole ? present_state + bh * dk * dv : block.data();
+                const int64_t ld = whole ? dv : TW;
+                for (int64_t i = 0; i < dk; ++i)
+                    for (int64_t j = 0; j < width; ++j)
+                        S[i * ld + j] = past_state != nullptr ? past_state[bh * dk * dv + i * dv + j0 + j] : acc_t(0);
+                const detail::Task<scalar_t, acc_t> x{query + b * T * Hq * dk + h * G * dk,
+                    key + b * T * Hkv * dk + h * dk, value + b * T * Hkv * dv + h * dv + j0,
+                    gated ? decay + b * T * Hkv * decay_width + h * decay_width : nullptr,
+                    delta ? beta + b * T * beta_width + (p.beta_per_head ? h : 0) : nullptr,
+                    pad != nullptr ? pad + b * T : nullptr, out + b * T * Hq * dv + h * G * dv + j0, S, ld, Hq * dk,
+                    Hkv * dk, Hkv * dv, Hq * dv, Hkv * decay_width, beta_width};
+                switch (p.rule)
+                {
+                case Rule::linear: detail::run_task<TW, false, false>(p, x, width, scratch.data()); break;
+                case Rule::gated: detail::run_task<TW, true, false>(p, x, width, scratch.data()); break;
+                case Rule::delta: detail::run_task<TW, false, true>(p, x, width, scratch.data()); break;
+                case Rule::gated_delta: detail::run_task<TW, true, true>(p, x, width, scratch.data()); break;
+                }
+                for (int64_t i = 0; !whole && i < dk; ++i)
+                    for (int64_t j = 0; j < width; ++j)
+                        present_state[bh * dk * dv + i * dv + j0 + j] = S[i * TW + j];
+            }
+        });
+}
+
+} // namespace rnnx::linear_recurrence_cpu

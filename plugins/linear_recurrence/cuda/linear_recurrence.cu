@@ -1,0 +1,457 @@
+// Linear recurrence (rnnx::kernels::linearRecurrenceForward): ONNX opset 27 LinearAttention's four update rules
+// with rnnx's pad mask. Per kv head, with state S (d_k x d_v, fp32), a_t = exp(decay_t) (a scalar per head or a
+// diagonal per key dim) and the written values w_t (v_t for linear / gated; beta_t (v_t - (a_t S_{t-1})^T k_t) for
+// the delta rules), every rule reads S_t = a_t S_{t-1} + k_t w_t^T, and o_t = scale * S_t^T q_t per query head.
+//
+// Both kernels run one block per (b, kv head h, tile of kTileV columns of d_v): the block owns S[:, m0 : m0+TV]
+// in shared memory, all d_k rows, so the delta rule's S^T k of its columns is local; it reads its tile of
+// past_state once at the start and writes present_state once at the end (present_state may alias past_state:
+// the tiles are disjoint). The G = H_q / H_kv query heads h*G .. h*G+G-1 of kv head h are read by the block.
+//
+// Recurrent kernel: token after token. Thread (m, g) owns column m of the tile and rows g, g + groups, ...;
+// per token: decay its rows, (delta) partial S^T k meets in shared memory, write, then per query head a partial
+// q^T S that meets in shared memory.
+//
+// Chunked kernel: chunks of C tokens with the cumulative log decay b_t = sum_{s<=t} g_s inside the chunk
+// (models/ops/linear_recurrence/chunked.py gives the maths):
+//   delta rules: W = V',  (I + diag(beta) KK) W = diag(beta) (V - K~ S),  KK[t, s] = <k_t, e^{b_t-b_s} k_s> (s < t),
+//                K~_t = e^{b_t} k_t, solved by forward substitution (one thread per column); else W = V
+//   out_t = scale * (S^T (e^{b_t} q_t) + sum_{s<=t} <q_t, e^{b_t-b_s} k_s> w_s)
+//   S     = diag(e^{b_end}) S + sum_s diag(e^{b_end-b_s}) k_s w_s^T
+// Every exponent is b_t - b_s with s <= t or b_t alone, never positive. A pad step is loaded with k = 0 and
+// g = 0: it writes nothing and does not decay, and its output is read from the carried state. The intra-chunk
+// matrices are fp32 in shared memory, computed with fp32 FMA.
+#include "type_utils.cuh"
+
+#include <cmath>
+
+namespace rnnx
+{
+namespace kernels
+{
+namespace
+{
+
+using detail::fromFloat;
+using detail::isPad;
+using detail::toFloat;
+
+constexpr int kThreads = 128;
+constexpr int kMaxDimK = 256;
+constexpr size_t kMaxSharedBytes = 48 * 1024;
+
+//! What both kernels read: the launch's sizes with the scale resolved.
+struct Problem
+{
+    int B, T, Hq, Hkv, G, dk, dv, Dg; // Dg: decay entries per kv head and token (0 = no decay)
+    bool delta, beta_per_head;
+    float scale;
+    MaskType mask_type;
+};
+
+template <typename T> struct Tensors
+{
+    const T* q;
+    const T* k;
+    const T* v;
+    const float* S_in;
+    const T* decay;
+    const T* beta;
+    const void* mask;
+    T* out;
+    float* S_out;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Recurrent kernel
+
+constexpr int kStepTileV = 32;
+constexpr int kStepGroups = kThreads / kStepTileV;
+
+//! Shared floats of the recurrent kernel: S tile (dk x TV), k, q, a (dk each), v (TV), partial sums (groups x TV).
+size_t stepSharedFloats(int dk)
+{
+    return static_cast<size_t>(dk) * kStepTileV + 3 * static_cast<size_t>(dk) + kStepTileV + kStepGroups * kStepTileV
+        + 32;
+}
+
+template <typename T> __global__ void __launch_bounds__(kThreads) recurrentKernel(Problem p, Tensors<T> x)
+{
+    RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
+    const int dk = p.dk, dv = p.dv, TV = kStepTileV;
+    float* S = smem;                           // [dk][TV]
+    float* ks = S + dk * TV;                   // [dk]
+    float* qs = ks + dk;                       // [dk]
+    float* as = qs + dk;                       // [dk] exp(decay), or [1]
+    float* vs = as + dk;                       // [TV]
+    float* partial = vs + TV;                  // [groups][TV]
+    float* flags = partial + kStepGroups * TV; // [0] = beta
+    const int tid = threadIdx.x;
+    const int m = tid % TV, g = tid / TV;
+    const int bh = blockIdx.x;
+    const int b = bh / p.Hkv, h = bh % p.Hkv;
+    const int m0 = blockIdx.y * TV;
+    const bool col = m0 + m < dv;
+    const size_t state0 = static_cast<size_t>(bh) * dk * dv;
+
+    for (int e = g; e < dk; e += kStepGroups)
+        S[e * TV + m] = (col && x.S_in != nullptr) ? x.S_in[state0 + static_cast<size_t>(e) * dv + m0 + m] : 0.f;
+
+    for (int t = 0; t < p.T; ++t)
+    {
+        const size_t row = static_cast<size_t>(b) * p.T + t;
+        const bool pad = isPad(x.mask, p.mask_type, row); // uniform over the block
+        if (!pad)
+        {
+            for (int e = tid; e < dk; e += kThreads)
+                ks[e] = toFloat(x.k[(row * p.Hkv + h) * dk + e]);
+            for (int e = tid; e < p.Dg; e += kThreads)
+                as[e] = expf(toFloat(x.decay[(row * p.Hkv + h) * p.Dg + e]));
+            if (tid < TV)
+                vs[tid] = m0 + tid < dv ? toFloat(x.v[(row * p.Hkv + h) * dv + m0 + tid]) : 0.f;
+            if (tid == 0 && p.delta)
+                flags[0] = toFloat(x.beta[row * (p.beta_per_head ? p.Hkv : 1) + (p.beta_per_head ? h : 0)]);
+            __syncthreads();
+            float r = 0.f;
+            for (int e = g; e < dk; e += kStepGroups)
+            {
+                float s = S[e * TV + m];
+                if (p.Dg > 0)
+                    s *= as[p.Dg == 1 ? 0 : e];
+                S[e * TV + m] = s;
+                r += s * ks[e];
+            }
+            float w = vs[m];
+            if (p.delta)
+            {
+                partial[g * TV + m] = r;
+                __syncthreads();
+                float total = 0.f;
+                for (int j = 0; j < kStepGroups; ++j)
+                    total += partial[j * TV + m];
+                w = flags[0] * (w - total);
+            }
+            for (int e = g; e < dk; e += kStepGroups)
+                S[e * TV + m] += ks[e] * w;
+            __syncthreads(); // partial, ks, vs free again
+        }
+        for (int j = 0; j < p.G; ++j)
+        {
+            const int hq = h * p.G + j;
+            for (int e = tid; e < dk; e += kThreads)
+                qs[e] = toFloat(x.q[(row * p.Hq + hq) * dk + e]);
+            __syncthreads();
+            float o = 0.f;
+            for (int e = g; e < dk; e += kStepGroups)
+                o += qs[e] * S[e * TV + m];
+            partial[g * TV + m] = o;
+            __syncthreads();
+            if (g == 0 && col)
+            {
+                float total = 0.f;
+                for (int i = 0; i < kStepGroups; ++i)
+                    total += partial[i * TV + m];
+                x.out[(row * p.Hq + hq) * dv + m0 + m] = fromFloat<T>(p.scale * total);
+            }
+            __syncthreads(); // qs, partial free again
+        }
+    }
+
+    if (col)
+    {
+        for (int e = g; e < dk; e += kStepGroups)
+            x.S_out[state0 + static_cast<size_t>(e) * dv + m0 + m] = S[e * TV + m];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Chunked kernel
+
+//! Chunk length and column tile of the chunked kernel, and its shared memory.
+struct ChunkShape
+{
+    int chunk;
+    int tile_v;
+
+    //! Shared floats: S (dk x TV), K, Q (C x (dk+1) each), cumulative log decay (C x Dg), W (C x TV), A (C x C),
+    //! beta (C).
+    size_t sharedFloats(int dk, int Dg) const
+    {
+        const size_t C = chunk, TV = tile_v, d = dk;
+        return d * TV + 2 * C * (d + 1) + C * (Dg > 0 ? Dg : 1) + C * TV + C * C + C;
+    }
+
+    //! The largest chunk (then the widest tile) whose shared memory fits 48 KiB.
+    static ChunkShape choose(int dk, int Dg)
+    {
+        const ChunkShape candidates[] = {{32, 32}, {32, 16}, {16, 32}, {16, 16}, {8, 16}, {8, 8}};
+        for (const ChunkShape& c : candidates)
+            if (c.sharedFloats(dk, Dg) * sizeof(float) <= kMaxSharedBytes)
+                return c;
+        return ChunkShape{0, 0};
+    }
+};
+
+template <typename T> __global__ void __launch_bounds__(kThreads) chunkedKernel(Problem p, Tensors<T> x, int C, int TV)
+{
+    RNNX_DYNAMIC_SHARED_MEMORY(float, smem, 16);
+    const int dk = p.dk, dv = p.dv, Dg = p.Dg > 0 ? p.Dg : 1;
+    const int ldk = dk + 1; // K and Q rows padded: threads reading rows s, s+1, ... hit different banks
+    const bool gated = p.Dg > 0;
+    float* S = smem;          // [dk][TV]
+    float* Ks = S + dk * TV;  // [C][ldk]
+    float* Qs = Ks + C * ldk; // [C][ldk]
+    float* Bs = Qs + C * ldk; // [C][Dg] cumulative log decay
+    float* W = Bs + C * Dg;   // [C][TV] values, then written values
+    float* A = W + C * TV;    // [C][C]
+    float* betas = A + C * C; // [C]
+    const int tid = threadIdx.x;
+    const int bh = blockIdx.x;
+    const int b = bh / p.Hkv, h = bh % p.Hkv;
+    const int m0 = blockIdx.y * TV;
+    const size_t state0 = static_cast<size_t>(bh) * dk * dv;
+
+    for (int i = tid; i < dk * TV; i += kThreads)
+    {
+        const int e = i / TV, m = i % TV;
+        S[i] = (m0 + m < dv && x.S_in != nullptr) ? x.S_in[state0 + static_cast<size_t>(e) * dv + m0 + m] : 0.f;
+    }
+    // Exponent of the decay between b_t[e] (or b_t alone) and b_s[e]: the chunk's cumulative log decay.
+    auto logDecay = [&](int t, int e) { return gated ? Bs[t * Dg + (Dg == 1 ? 0 : e)] : 0.f; };
+
+    for (int t0 = 0; t0 < p.T; t0 += C)
+    {
+        const int n = p.T - t0 < C ? p.T - t0 : C;
+        const size_t row0 = static_cast<size_t>(b) * p.T + t0;
+        // Load the chunk: K (pad rows zero), V, log decay (pad rows zero), beta.
+        for (int i = tid; i < n * dk; i += kThreads)
+        {
+            const int t = i / dk, e = i % dk;
+            const size_t row = row0 + t;
+            Ks[t * ldk + e] = isPad(x.mask, p.mask_type, row) ? 0.f : toFloat(x.k[(row * p.Hkv + h) * dk + e]);
+        }
+        for (int i = tid; i < n * TV; i += kThreads)
+        {
+            const int t = i / TV, m = i % TV;
+            W[i] = m0 + m < dv ? toFloat(x.v[((row0 + t) * p.Hkv + h) * dv + m0 + m]) : 0.f;
+        }
+        if (gated)
+        {
+            for (int d = tid; d < Dg; d += kThreads)
+            {
+                float sum = 0.f;
+                for (int t = 0; t < n; ++t)
+                {
+                    const size_t row = row0 + t;
+                    if (!isPad(x.mask, p.mask_type, row))
+                        sum += toFloat(x.decay[(row * p.Hkv + h) * Dg + d]);
+                    Bs[t * Dg + d] = sum;
+                }
+            }
+        }
+        if (p.delta)
+        {
+            for (int t = tid; t < n; t += kThreads)
+                betas[t] = toFloat(x.beta[(row0 + t) * (p.beta_per_head ? p.Hkv : 1) + (p.beta_per_head ? h : 0)]);
+        }
+        __syncthreads();
+
+        if (p.delta)
+        {
+            // KK (strictly lower) and the right-hand side beta_t (v_t - (e^{b_t} k_t)^T S), in place in W.
+            for (int i = tid; i < n * n; i += kThreads)
+            {
+                const int t = i / n, s = i % n;
+                float sum = 0.f;
+                if (s < t)
+                {
+                    for (int e = 0; e < dk; ++e)
+                    {
+                        const float k2 = Ks[t * ldk + e] * Ks[s * ldk + e];
+                        sum += Dg > 1 && gated ? k2 * expf(logDecay(t, e) - logDecay(s, e)) : k2;
+                    }
+                    if (gated && Dg == 1)
+                        sum *= expf(logDecay(t, 0) - logDecay(s, 0));
+                }
+                A[t * C + s] = sum;
+            }
+            for (int i = tid; i < n * dk; i += kThreads) // K~ = e^{b_t} k_t, in the Q buffer (free until then)
+            {
+                const int t = i / dk, e = i % dk;
+                Qs[t * ldk + e] = gated ? Ks[t * ldk + e] * expf(logDecay(t, e)) : Ks[t * ldk + e];
+            }
+            __syncthreads();
+            for (int i = tid; i < n * TV; i += kThreads)
+            {
+                const int t = i / TV, m = i % TV;
+                float r = 0.f;
+                for (int e = 0; e < dk; ++e)
+                    r += Qs[t * ldk + e] * S[e * TV + m];
+                W[i] = betas[t] * (W[i] - r);
+            }
+            __syncthreads();
+            // Forward substitution: W_t -= beta_t sum_{s<t} KK[t, s] W_s, one thread per column.
+            for (int m = tid; m < TV; m += kThreads)
+            {
+                for (int t = 1; t < n; ++t)
+                {
+                    float sum = 0.f;
+                    for (int s = 0; s < t; ++s)
+                        sum += A[t * C + s] * W[s * TV + m];
+                    W[t * TV + m] -= betas[t] * sum;
+                }
+            }
+            __syncthreads();
+        }
+
+        for (int j = 0; j < p.G; ++j)
+        {
+            const int hq = h * p.G + j;
+            for (int i = tid; i < n * dk; i += kThreads)
+            {
+                const int t = i / dk, e = i % dk;
+                Qs[t * ldk + e] = toFloat(x.q[((row0 + t) * p.Hq + hq) * dk + e]);
+            }
+            __syncthreads();
+            // A[t, s] = <q_t, e^{b_t - b_s} k_s> for s <= t.
+            for (int i = tid; i < n * n; i += kThreads)
+            {
+                const int t = i / n, s = i % n;
+                float sum = 0.f;
+                if (s <= t)
+                {
+                    for (int e = 0; e < dk; ++e)
+                    {
+                        const float qk = Qs[t * ldk + e] * Ks[s * ldk + e];
+                        sum += Dg > 1 && gated ? qk * expf(logDecay(t, e) - logDecay(s, e)) : qk;
+                    }
+                    if (gated && Dg == 1)
+                        sum *= expf(logDecay(t, 0) - logDecay(s, 0));
+                }
+                A[t * C + s] = sum;
+            }
+            __syncthreads();
+            if (gated)
+            {
+                for (int i = tid; i < n * dk; i += kThreads) // e^{b_t} q_t
+                    Qs[i / dk * ldk + i % dk] *= expf(logDecay(i / dk, i % dk));
+                __syncthreads();
+            }
+            for (int i = tid; i < n * TV; i += kThreads)
+            {
+                const int t = i / TV, m = i % TV;
+                float inter = 0.f;
+                for (int e = 0; e < dk; ++e)
+                    inter += Qs[t * ldk + e] * S[e * TV + m];
+                float intra = 0.f;
+                for (int s = 0; s <= t; ++s)
+                    intra += A[t * C + s] * W[s * TV + m];
+                if (m0 + m < dv)
+                    x.out[((row0 + t) * p.Hq + hq) * dv + m0 + m] = fromFloat<T>(p.scale * (inter + intra));
+            }
+            __syncthreads(); // Qs, A free again
+        }
+
+        // S = diag(e^{b_end}) S + sum_s diag(e^{b_end - b_s}) k_s w_s^T, with e^{b_end - b_s} k_s in place in Ks.
+        if (gated)
+        {
+            for (int i = tid; i < n * dk; i += kThreads)
+            {
+                const int t = i / dk, e = i % dk;
+                Ks[t * ldk + e] *= expf(logDecay(n - 1, e) - logDecay(t, e));
+            }
+            __syncthreads();
+        }
+        for (int i = tid; i < dk * TV; i += kThreads)
+        {
+            const int e = i / TV, m = i % TV;
+            float s = gated ? expf(logDecay(n - 1, e)) * S[i] : S[i];
+            for (int t = 0; t < n; ++t)
+                s += Ks[t * ldk + e] * W[t * TV + m];
+            S[i] = s;
+        }
+        __syncthreads(); // Ks, W, Bs free for the next chunk
+    }
+
+    for (int i = tid; i < dk * TV; i += kThreads)
+    {
+        const int e = i / TV, m = i % TV;
+        if (m0 + m < dv)
+            x.S_out[state0 + static_cast<size_t>(e) * dv + m0 + m] = S[i];
+    }
+}
+
+bool validRule(LinearRecurrenceRule rule)
+{
+    return rule == LinearRecurrenceRule::kLINEAR || rule == LinearRecurrenceRule::kGATED
+        || rule == LinearRecurrenceRule::kDELTA || rule == LinearRecurrenceRule::kGATED_DELTA;
+}
+
+} // namespace
+
+cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataType type, const void* query,
+    const void* key, const void* value, const float* past_state, const void* decay, const void* beta,
+    const void* mask_pad, void* output, float* present_state, cudaStream_t stream)
+{
+    const LinearRecurrenceParams& pr = params;
+    if (pr.batch < 0 || pr.length < 0 || pr.q_heads < 0 || pr.kv_heads < 0 || pr.dim_k < 1 || pr.dim_k > kMaxDimK
+        || pr.dim_v < 1 || !validRule(pr.rule) || !detail::validMaskType(pr.mask_type))
+        return cudaErrorInvalidValue;
+    if (pr.kv_heads == 0 ? pr.q_heads != 0 : pr.q_heads % pr.kv_heads != 0 || pr.q_heads == 0)
+        return cudaErrorInvalidValue;
+    const bool gated = pr.rule == LinearRecurrenceRule::kGATED || pr.rule == LinearRecurrenceRule::kGATED_DELTA;
+    const bool delta = pr.rule == LinearRecurrenceRule::kDELTA || pr.rule == LinearRecurrenceRule::kGATED_DELTA;
+    const size_t blocks = static_cast<size_t>(pr.batch) * pr.kv_heads;
+    if (blocks == 0 || (pr.length == 0 && past_state == present_state))
+        return cudaSuccess;
+    if (blocks > 0x7fffffffu || (gated && decay == nullptr) || (delta && beta == nullptr) || query == nullptr
+        || key == nullptr || value == nullptr || output == nullptr || present_state == nullptr)
+        return cudaErrorInvalidValue;
+    if (pr.kernel != LinearRecurrenceKernel::kAUTO && pr.kernel != LinearRecurrenceKernel::kRECURRENT
+        && pr.kernel != LinearRecurrenceKernel::kCHUNKED)
+        return cudaErrorInvalidValue;
+
+    Problem p{};
+    p.B = pr.batch;
+    p.T = pr.length;
+    p.Hq = pr.q_heads;
+    p.Hkv = pr.kv_heads;
+    p.G = pr.q_heads / pr.kv_heads;
+    p.dk = pr.dim_k;
+    p.dv = pr.dim_v;
+    p.Dg = gated ? (pr.decay_per_key ? pr.dim_k : 1) : 0;
+    p.delta = delta;
+    p.beta_per_head = pr.beta_per_head;
+    p.scale = pr.scale != 0.f ? pr.scale : 1.f / std::sqrt(static_cast<float>(pr.dim_k));
+    p.mask_type = pr.mask_type;
+
+    const bool recurrent = pr.kernel == LinearRecurrenceKernel::kRECURRENT
+        || (pr.kernel == LinearRecurrenceKernel::kAUTO && pr.length <= 1);
+    return detail::dispatchType(type,
+        [&](auto tag)
+        {
+            using T = decltype(tag);
+            const Tensors<T> x{static_cast<const T*>(query), static_cast<const T*>(key), static_cast<const T*>(value),
+                past_state, gated ? static_cast<const T*>(decay) : nullptr,
+                delta ? static_cast<const T*>(beta) : nullptr, mask_pad, static_cast<T*>(output), present_state};
+            if (recurrent)
+            {
+                const size_t smem = stepSharedFloats(p.dk) * sizeof(float);
+                const dim3 grid(static_cast<unsigned>(blocks), (p.dv + kStepTileV - 1) / kStepTileV);
+                const auto kernel = &recurrentKernel<T>;
+                RNNX_LAUNCH(kernel, grid, kThreads, smem, stream)(p, x);
+                return cudaGetLastError();
+            }
+            const ChunkShape shape = ChunkShape::choose(p.dk, p.Dg);
+            if (shape.chunk == 0)
+                return cudaErrorInvalidValue;
+            const size_t smem = shape.sharedFloats(p.dk, p.Dg) * sizeof(float);
+            const dim3 grid(static_cast<unsigned>(blocks), (p.dv + shape.tile_v - 1) / shape.tile_v);
+            const auto kernel = &chunkedKernel<T>;
+            RNNX_LAUNCH(kernel, grid, kThreads, smem, stream)(p, x, shape.chunk, shape.tile_v);
+            return cudaGetLastError();
+        });
+}
+
+} // namespace kernels
+} // namespace rnnx
