@@ -33,7 +33,7 @@ from rnnx.runtime.contract.ops import LINEAR_RECURRENCE, ONNX_DOMAIN, ONNX_DOMAI
 RULES = ("linear", "gated", "delta", "gated_delta")
 
 
-def one_node(domain: str, op_type: str, rule: str, heads: int) -> bytes:
+def one_node(domain: str, op_type: str, rule: str, heads: int, shapes: dict[str, tuple[int, ...]]) -> bytes:
     """A one-node graph of ``op_type`` in ``domain`` with the inputs ``rule`` reads, by position (the two ops share
     the first six inputs' order)."""
     names = [
@@ -47,7 +47,7 @@ def one_node(domain: str, op_type: str, rule: str, heads: int) -> bytes:
                             kv_num_heads=heads, update_rule=rule, scale=0.0)  # fmt: skip
     f32 = TensorProto.FLOAT
     graph = helper.make_graph(
-        [node], op_type, [helper.make_tensor_value_info(n, f32, None) for n in names if n],
+        [node], op_type, [helper.make_tensor_value_info(n, f32, shapes[n]) for n in names if n],
         [helper.make_tensor_value_info(n, f32, None) for n in LINEAR_RECURRENCE.outputs],
     )  # fmt: skip
     opsets = [helper.make_opsetid("", 27 if domain == "" else 21)]
@@ -130,9 +130,10 @@ def main() -> None:
         for T, phase in phases:
             x = inputs(T, H, d, args.per_key_decay, rng)
             for rule in RULES:
-                ours = session(one_node(ONNX_DOMAIN, LINEAR_RECURRENCE.onnx_name, rule, H), threads, library)
-                contrib = session(one_node("com.microsoft", "LinearAttention", rule, H), threads, None)
-                standard = session(one_node("", "LinearAttention", rule, H), threads, None)
+                shapes = {n: a.shape for n, a in x.items()}
+                ours = session(one_node(ONNX_DOMAIN, LINEAR_RECURRENCE.onnx_name, rule, H, shapes), threads, library)
+                contrib = session(one_node("com.microsoft", "LinearAttention", rule, H, shapes), threads, None)
+                standard = session(one_node("", "LinearAttention", rule, H, shapes), threads, None)
                 feeds = {i.name: x[i.name] for i in ours.get_inputs()}
                 want = ours.run(None, feeds)
                 for other in (contrib, standard):
