@@ -748,7 +748,7 @@ MASK_TYPES = ("int32", "bool")
 
 
 def plugin_node_model(op_name: str, mask_type: str) -> tuple[Any, dict[str, Any]]:
-    """A one-node ONNX model of the rnnx op ``op_name`` (``SRUScan`` / ``CausalLinearAttention``) with no local
+    """A one-node ONNX model of the rnnx op ``op_name`` (any of ``ALL_OPS``) with no local
     function, so TensorRT's parser can only import it as the plugin; every input is a graph input of fixed shape,
     the pad mask of ``mask_type`` (``int32`` / ``bool``). Returns the model and random fp32 inputs (numpy) with
     the last two steps of row 1 padded."""
@@ -771,6 +771,19 @@ def plugin_node_model(op_name: str, mask_type: str) -> tuple[Any, dict[str, Any]
         shapes = {"q": (B, L, H * E), "k": (B, L, H * E), "v": (B, L, H * M), "S0": (B, H, E, M), "z0": (B, H, E),
                   "mask_pad": (B, L), "out": (B, L, H * M), "S_last": (B, H, E, M), "z_last": (B, H, E)}  # fmt: skip
         pad = (1, slice(L - 2, L))
+    elif op_name == ops.LINEAR_RECURRENCE.onnx_name:
+        spec, (B, T, Hq, Hkv, dk, dv) = ops.LINEAR_RECURRENCE, (2, 6, 4, 2, 8, 8)
+        attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": "gated_delta", "scale": 0.0}
+        shapes = {"query": (B, T, Hq * dk), "key": (B, T, Hkv * dk), "value": (B, T, Hkv * dv),
+                  "past_state": (B, Hkv, dk, dv), "decay": (B, T, Hkv), "beta": (B, T, Hkv), "mask_pad": (B, T),
+                  "output": (B, T, Hq * dv), "present_state": (B, Hkv, dk, dv)}  # fmt: skip
+        pad = (1, slice(T - 2, T))
+    elif op_name == ops.CAUSAL_CONV_WITH_STATE.onnx_name:
+        spec, (B, C, T, K) = ops.CAUSAL_CONV_WITH_STATE, (2, 4, 6, 4)
+        attrs = {"activation": "silu"}
+        shapes = {"input": (B, C, T), "weight": (C, 1, K), "bias": (C,), "past_state": (B, C, K - 1),
+                  "mask_pad": (B, T), "output": (B, C, T), "present_state": (B, C, K - 1)}  # fmt: skip
+        pad = (1, slice(T - 2, T))
     else:
         raise ValueError(f"unknown op {op_name!r}")
     mask_elem = {"int32": TensorProto.INT32, "bool": TensorProto.BOOL}[mask_type]
@@ -783,6 +796,13 @@ def plugin_node_model(op_name: str, mask_type: str) -> tuple[Any, dict[str, Any]
         else:
             scale = 0.5 if spec.input(name).role == ops.STATE else 1.0
             arrays[name] = (scale * rng.standard_normal(shapes[name])).astype(np.float32)
+            if name == "decay":  # log space, <= 0
+                arrays[name] = -np.abs(arrays[name])
+            elif name == "beta":  # in (0, 1)
+                arrays[name] = rng.random(shapes[name]).astype(np.float32)
+            elif name == "key" and spec is ops.LINEAR_RECURRENCE:  # unit keys: the delta rule's stable regime
+                k = arrays[name].reshape(*shapes[name][:2], -1, 8)
+                arrays[name] = (k / np.linalg.norm(k, axis=-1, keepdims=True)).reshape(shapes[name])
     inputs = [
         helper.make_tensor_value_info(n, mask_elem if n == spec.mask_input else TensorProto.FLOAT, shapes[n])
         for n in spec.inputs
@@ -813,6 +833,19 @@ def plugin_node_reference(op_name: str, arrays: dict[str, Any]) -> dict[str, Any
         h, c = sru_scan_naive(t["U"], t["x"], t["weight_c"], t["bias"], t["c0"], t["mask_pad"] != 0,
                               hidden_size=t["c0"].shape[1])  # fmt: skip
         return {"h": h.numpy(), "c_last": c.numpy()}
+    if op_name == ops.LINEAR_RECURRENCE.onnx_name:
+        from rnnx.models.ops.linear_recurrence.naive import linear_recurrence_naive
+
+        out, S = linear_recurrence_naive(t["query"], t["key"], t["value"], t["past_state"], t["decay"], t["beta"],
+                                         q_num_heads=4, kv_num_heads=2, update_rule="gated_delta",
+                                         pad_mask=t["mask_pad"] != 0)  # fmt: skip
+        return {"output": out.numpy(), "present_state": S.float().numpy()}
+    if op_name == ops.CAUSAL_CONV_WITH_STATE.onnx_name:
+        from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive
+
+        y, state = causal_conv_with_state_naive(t["input"], t["weight"], t["bias"], t["past_state"],
+                                                activation="silu", pad_mask=t["mask_pad"] != 0)  # fmt: skip
+        return {"output": y.numpy(), "present_state": state.float().numpy()}
     out, S, z = causal_linear_attention_packed(t["q"], t["k"], t["v"], 2, t["S0"], t["z0"], t["mask_pad"] != 0)
     return {"out": out.numpy(), "S_last": S.numpy(), "z_last": z.numpy()}
 

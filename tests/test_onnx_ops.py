@@ -27,24 +27,21 @@ import torch
 ort = pytest.importorskip("onnxruntime")
 
 from rnnx.export.onnx_ops import TARGETS, custom_op_schemas, finalize, translation_table  # noqa: E402
+from rnnx.export.onnx_ops.registry import EXPORTS  # noqa: E402
 from rnnx.export.onnx_ops.schemas import (  # noqa: E402
     TYPE_PARAMETERS,
     attribute_type,
     node_attribute_defaults,
     op_schema,
 )
-from rnnx.export.onnx_ops.translate import (  # noqa: E402
-    attention_node,
-    attention_node_full,
-    sru_scan_node,
-    sru_scan_node_full,
-)
+from rnnx.models.ops.causal_conv_with_state import causal_conv_with_state  # noqa: E402
 from rnnx.models.ops.causal_linear_attention import causal_linear_attention  # noqa: E402
 from rnnx.models.ops.causal_linear_attention.naive import (  # noqa: E402
     causal_linear_attention_packed,
     causal_linear_attention_recurrent,
 )
 from rnnx.models.ops.dtypes import state_dtype  # noqa: E402
+from rnnx.models.ops.linear_recurrence import linear_recurrence  # noqa: E402
 from rnnx.models.ops.sru_scan import sru_scan, sru_scan_naive  # noqa: E402
 from rnnx.runtime.contract import ops as spec  # noqa: E402
 from rnnx.runtime.contract.targets import PORTABLE_OPSET  # noqa: E402
@@ -77,6 +74,40 @@ class AttentionModule(torch.nn.Module):
     def forward(self, q, k, v, S0: Optional[torch.Tensor] = None, z0: Optional[torch.Tensor] = None):
         out, (S, z) = causal_linear_attention(q, k, v, None if S0 is None else (S0, z0), eps=self.eps)
         return out, S, z
+
+
+class RecurrenceModule(torch.nn.Module):
+    """Calls the linear recurrence (gated_delta, 2 query heads on 1 kv head) with a state, a decay and a beta."""
+
+    def forward(self, query, key, value, past_state, decay, beta):
+        return linear_recurrence(
+            query, key, value, past_state, decay, beta, q_num_heads=2, kv_num_heads=1, update_rule="gated_delta"
+        )
+
+
+class ConvModule(torch.nn.Module):
+    """Calls the causal convolution with state (SiLU)."""
+
+    def forward(self, input, weight, bias, past_state):
+        return causal_conv_with_state(input, weight, bias, past_state, activation="silu")
+
+
+def family_inputs(dtype: torch.dtype) -> dict[spec.OpSpec, tuple[torch.Tensor, ...]]:
+    """Small inputs of RecurrenceModule and ConvModule in ``dtype`` (states fp32)."""
+    g = torch.Generator().manual_seed(0)
+    recurrence = (
+        torch.randn(1, 3, 8, generator=g).to(dtype), torch.randn(1, 3, 4, generator=g).to(dtype),
+        torch.randn(1, 3, 5, generator=g).to(dtype), torch.randn(1, 1, 4, 5, generator=g),
+        -torch.rand(1, 3, 1, generator=g).to(dtype), torch.rand(1, 3, 1, generator=g).to(dtype),
+    )  # fmt: skip
+    conv = (
+        torch.randn(1, 3, 6, generator=g).to(dtype), torch.randn(3, 1, 4, generator=g).to(dtype),
+        torch.randn(3, generator=g).to(dtype), torch.randn(1, 3, 3, generator=g),
+    )  # fmt: skip
+    return {spec.LINEAR_RECURRENCE: recurrence, spec.CAUSAL_CONV_WITH_STATE: conv}
+
+
+FAMILY_MODULES = {spec.LINEAR_RECURRENCE: RecurrenceModule, spec.CAUSAL_CONV_WITH_STATE: ConvModule}
 
 
 def export(module: torch.nn.Module, args: tuple, dynamic_shapes: tuple, target: str, path: Path) -> onnx.ModelProto:
@@ -484,6 +515,9 @@ def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
             tmp_path / "att.onnx",
         ),
     }
+    for op, args in family_inputs(torch.float32).items():
+        path = tmp_path / f"{op.torch_name}.onnx"
+        exported[op.onnx_name] = export(FAMILY_MODULES[op](), args, None, "tensorrt", path)
     for op in spec.ALL_OPS:
         model = exported[op.onnx_name]
         (node,) = [n for n in rnnx_nodes(model) if n.op_type == op.onnx_name]
@@ -523,6 +557,8 @@ def test_node_outputs_follow_the_records(tmp_path):
             tmp_path / "att.onnx",
         ),
     }
+    for op, args in family_inputs(torch.float16).items():
+        models[op] = export(FAMILY_MODULES[op](), args, None, "tensorrt", tmp_path / f"{op.torch_name}.onnx")
     assert set(models) == set(spec.ALL_OPS)
     for op, model in models.items():
         (node,) = rnnx_nodes(model)
@@ -551,8 +587,9 @@ def test_schema_follows_the_record(op):
 
 #: Torch schema types an attribute kind of the records may have (bool attributes are ints in ONNX).
 TORCH_ATTRIBUTE_TYPES = {"int": ("int", "bool"), "float": ("float",), "str": ("str",)}
-TRANSLATIONS = {spec.SRU_SCAN: sru_scan_node, spec.CAUSAL_LINEAR_ATTENTION: attention_node}
-FULL_TRANSLATIONS = {spec.SRU_SCAN: sru_scan_node_full, spec.CAUSAL_LINEAR_ATTENTION: attention_node_full}
+#: Each op's translations for a target leaving absent inputs out and for the TensorRT layout, from its registry record.
+TRANSLATIONS = {e.spec: e.translation(target_record("onnxruntime")) for e in EXPORTS}
+FULL_TRANSLATIONS = {e.spec: e.translation(target_record("tensorrt")) for e in EXPORTS}
 
 
 @pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
@@ -593,13 +630,13 @@ def test_schemas_are_registered_only_inside_the_context():
     def registered() -> list[bool]:
         return [onnx.defs.has(op.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN) for op in spec.ALL_OPS]
 
-    assert registered() == [False, False]
+    assert registered() == [False] * len(spec.ALL_OPS)
     with custom_op_schemas():
-        assert registered() == [True, True]
+        assert registered() == [True] * len(spec.ALL_OPS)
         schema = onnx.defs.get_schema(spec.SRU_SCAN.onnx_name, spec.ONNX_DOMAIN_VERSION, spec.ONNX_DOMAIN)
         assert [i.name for i in schema.inputs] == list(spec.SRU_SCAN.inputs)
         assert set(schema.attributes) == set(node_attribute_defaults(spec.SRU_SCAN))
-    assert registered() == [False, False]
+    assert registered() == [False] * len(spec.ALL_OPS)
 
 
 def test_unknown_target_is_rejected():

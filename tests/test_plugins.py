@@ -89,12 +89,7 @@ def plugin_facts(build: Path) -> dict:
     return json.loads(result.stdout)
 
 
-#: The ops whose plugins are built: ``ALL_OPS`` and the recurrence family, whose plugins exist before the family joins
-#: ``ALL_OPS`` (a set, so the family is not tested twice once it has).
-PLUGIN_OPS: tuple[spec.OpSpec, ...] = tuple(dict.fromkeys((*spec.ALL_OPS, *spec.RECURRENCE_FAMILY)))
-
-
-@pytest.mark.parametrize("op", PLUGIN_OPS, ids=lambda op: op.onnx_name)
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
 def test_field_tables_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
     """The creators' field names, kinds, defaults and required flags are the op's attribute records."""
     creator = plugin_facts[op.onnx_name]
@@ -115,7 +110,7 @@ def test_field_tables_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
     assert {n for n, f in fields.items() if f["required"]} == op.required_attributes
 
 
-@pytest.mark.parametrize("op", PLUGIN_OPS, ids=lambda op: op.onnx_name)
+@pytest.mark.parametrize("op", spec.ALL_OPS, ids=lambda op: op.onnx_name)
 def test_plugin_tensors_match_spec(plugin_facts: dict, op: spec.OpSpec) -> None:
     """With all inputs given: the plugin's input count, outputs, the role (dtype rule) of every input and
     output and the output types for fp16 activations are those of the op's record. The plugins declare no
@@ -146,7 +141,7 @@ def test_both_libraries_are_built(build: Path) -> None:
 
 def test_library_loads_without_tensorrt(build: Path) -> None:
     """The load_library library through ctypes in a fresh process: getCreators returns one creator per plugin
-    (PLUGIN_OPS), setLoggerFinder takes a null finder; the self-registering one loads too (no registry: nothing
+    (ALL_OPS), setLoggerFinder takes a null finder; the self-registering one loads too (no registry: nothing
     registered) and has no getCreators."""
     code = (
         "import ctypes, sys\n"
@@ -164,7 +159,7 @@ def test_library_loads_without_tensorrt(build: Path) -> None:
         [sys.executable, "-c", code, str(build), str(STATIC_LIBRARY)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [str(len(PLUGIN_OPS)), "True", "False", "False"]
+    assert result.stdout.split() == [str(len(spec.ALL_OPS)), "True", "False", "False"]
 
 
 def _dynamic_symbols(library: Path) -> tuple[dict[str, str], str, str]:

@@ -27,11 +27,14 @@ from typing import Optional
 import torch
 
 from rnnx import plugins
-from rnnx.runtime.contract.ops import ALL_OPS, TORCH_NAMESPACE
+from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION, SRU_SCAN, TORCH_NAMESPACE
 
 from ...runtime.build_dirs import build_main, native_library_path
 
 LIBRARY_NAME = "librnnx_torch_ops.so"
+#: The ops this library defines and runs for libtorch programs. The linear-recurrence family's ops are not in it
+#: yet: a scripted module calling them runs in Python (torch.library) only.
+LIBTORCH_OPS = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)
 _SOURCES = (plugins.TORCH_DIR / "rnnx_torch_ops.cpp", plugins.OPS_DIR / "sru_scan" / "cpu" / "sru_scan_cpu.cpp")
 #: The torch layer, the shared CPU headers and every op's CPU kernel folder (``plugins/<op>/cpu``).
 _INCLUDES = (plugins.TORCH_DIR, plugins.CPU_DIR, *sorted(plugins.OPS_DIR.glob("*/cpu")))
@@ -47,12 +50,12 @@ def library_path() -> Path:
 
 
 def schemas() -> dict[str, str]:
-    """``{torch op name: schema}`` of every rnnx op, as the Python registration defines it."""
+    """``{torch op name: schema}`` of every op of :data:`LIBTORCH_OPS`, as the Python registration defines it."""
     import rnnx.models.ops.causal_linear_attention
     import rnnx.models.ops.sru_scan  # noqa: F401
 
     namespace = getattr(torch.ops, TORCH_NAMESPACE)
-    return {op.torch_name: str(getattr(namespace, op.torch_name).default._schema) for op in ALL_OPS}
+    return {op.torch_name: str(getattr(namespace, op.torch_name).default._schema) for op in LIBTORCH_OPS}
 
 
 def _schema_header() -> str:

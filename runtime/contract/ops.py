@@ -351,8 +351,8 @@ CAUSAL_CONV_WITH_STATE = OpSpec(
     ),
 )
 
-#: The family's ops, recorded ahead of their export and native kernels (issue 39); they join ``ALL_OPS`` when every
-#: target serves them.
+#: The linear-recurrence family's ops (ONNX opset 27's LinearAttention and CausalConvWithState with rnnx's pad mask).
 RECURRENCE_FAMILY: tuple[OpSpec, ...] = (LINEAR_RECURRENCE, CAUSAL_CONV_WITH_STATE)
 
-ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)
+#: Every rnnx op, in the order of the plugin library's creators and the exporter's registry.
+ALL_OPS: tuple[OpSpec, ...] = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION, *RECURRENCE_FAMILY)
