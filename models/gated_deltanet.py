@@ -61,7 +61,7 @@ class ConvRecurrentState:
 def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
     """x / sqrt(sum(x^2) + eps) over the last dim, computed in fp32 (fp64 for fp64), returned in x's dtype."""
     xf = x.to(state_dtype(x.dtype))
-    return (xf * torch.rsqrt((xf * xf).sum(-1, keepdim=True) + eps)).to(x.dtype)
+    return (xf / torch.sqrt((xf * xf).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class GatedRMSNorm(nn.Module):
@@ -86,9 +86,12 @@ class GatedRMSNorm(nn.Module):
         u, gate = x.to(dt), F.silu(z.to(dt))
         if not self.norm_before_gate:
             u = u * gate
-        groups = u.reshape(*u.shape[:-1], self.dim // self.group_size, self.group_size)
-        groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
-        u = groups.reshape(u.shape) * self.weight.to(dt)
+        if self.group_size == self.dim:  # x / sqrt(mean(x^2) + eps) * w: the form ONNX Runtime fuses into one node
+            u = u / torch.sqrt(u.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(dt)
+        else:
+            groups = u.reshape(*u.shape[:-1], self.dim // self.group_size, self.group_size)
+            groups = groups / torch.sqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
+            u = groups.reshape(u.shape) * self.weight.to(dt)
         if self.norm_before_gate:
             u = u * gate
         return u.to(x.dtype)
@@ -156,23 +159,26 @@ class GatedDeltaNet(nn.Module):
         conv_state = None if state is None else state.conv
         recurrent = None if state is None else state.recurrent
 
+        # one MatMul for the four projections (their weights concatenated: a constant the runtime folds)
+        weight = torch.cat(
+            [self.in_proj_qkv.weight, self.in_proj_z.weight, self.in_proj_b.weight, self.in_proj_a.weight]
+        )
+        mixed, z, b, a = F.linear(x, weight).split([self.conv_dim, self.value_dim, Hv, Hv], dim=-1)
         qkv, conv_state = causal_conv_with_state(
-            self.in_proj_qkv(x).transpose(1, 2), self.conv1d.weight, self.conv1d.bias, conv_state,
-            activation="silu", pad_mask=pad_mask,
+            mixed.transpose(1, 2), self.conv1d.weight, self.conv1d.bias, conv_state, activation="silu",
+            pad_mask=pad_mask,
         )  # fmt: skip
-        q, k, v = qkv.transpose(1, 2).split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
-        q = l2_normalize(q.reshape(B, T, Hk, dk))
-        k = l2_normalize(k.reshape(B, T, Hk, dk))
+        qk, v = qkv.transpose(1, 2).split([2 * self.key_dim, self.value_dim], dim=-1)
+        qk = l2_normalize(qk.reshape(B, T, 2, Hk, 1, dk))  # q and k heads normalised together
         if Hv != Hk:  # a key head serves Hv / Hk consecutive value heads, each with its own state
-            q = q.repeat_interleave(Hv // Hk, dim=2)
-            k = k.repeat_interleave(Hv // Hk, dim=2)
+            qk = qk.expand(B, T, 2, Hk, Hv // Hk, dk)
+        q, k = qk.reshape(B, T, 2 * Hv * dk).split(Hv * dk, dim=-1)
         dt = state_dtype(x.dtype)
-        decay = -self.A_log.to(dt).exp() * F.softplus(self.in_proj_a(x).to(dt) + self.dt_bias.to(dt))
-        beta = torch.sigmoid(self.in_proj_b(x))
+        decay = -self.A_log.to(dt).exp() * F.softplus(a.to(dt) + self.dt_bias.to(dt))
+        beta = torch.sigmoid(b)
         out, recurrent = linear_recurrence(
-            q.reshape(B, T, Hv * dk), k.reshape(B, T, Hv * dk), v.contiguous(), recurrent, decay.to(x.dtype), beta,
+            q, k, v, recurrent, decay.to(x.dtype), beta,
             q_num_heads=Hv, kv_num_heads=Hv, update_rule="gated_delta", scale=0.0, pad_mask=pad_mask,
         )  # fmt: skip
-        z = self.in_proj_z(x).reshape(B, T, Hv, dv)
-        out = self.norm(out.reshape(B, T, Hv, dv), z).reshape(B, T, Hv * dv)
+        out = self.norm(out.reshape(B, T, Hv, dv), z.reshape(B, T, Hv, dv)).reshape(B, T, Hv * dv)
         return self.out_proj(out), ConvRecurrentState(conv=conv_state, recurrent=recurrent)
