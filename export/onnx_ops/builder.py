@@ -57,6 +57,10 @@ class NodeWriter:
         """A 0-D int64 constant holding the enclosing function's int attribute ``attribute``."""
         return self._attribute_constant(attribute, "value_int", onnx.AttributeProto.INT, hint)
 
+    def attribute_string(self, attribute: str, hint: str = "") -> str:
+        """A 0-D string constant holding the enclosing function's string attribute ``attribute``."""
+        return self._attribute_constant(attribute, "value_string", onnx.AttributeProto.STRING, hint)
+
     def _attribute_constant(self, attribute: str, field: str, kind: int, hint: str) -> str:
         ref = onnx.AttributeProto(name=field, ref_attr_name=attribute, type=kind)
         out = self.fresh(hint or attribute)

@@ -126,11 +126,7 @@ def _string_flag(w: NodeWriter, name: str, values: AttributeValues, accepted: tu
     """A 0-D fp32 1.0 / 0.0: whether string attribute ``name`` is one of ``accepted`` (given, or compared)."""
     if values is not None:
         return w.scalar_float(1.0 if values[name] in accepted else 0.0, f"is_{name}")
-    ref = onnx.AttributeProto(name="value_string", ref_attr_name=name, type=onnx.AttributeProto.STRING)
-    given = w.fresh(name)
-    node = helper.make_node("Constant", [], [given], name=w.fresh("n_Constant"))
-    node.attribute.append(ref)
-    w.nodes.append(node)
+    given = w.attribute_string(name)
     hit = None
     for word in accepted:
         text = w.op("Constant", [], "word", value_string=word)

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from rnnx.models.ops.dtypes import state_dtype
+from rnnx.models.ops.registration import torch_schema
 from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
 
 from ...state import LinearAttentionState
@@ -31,18 +32,9 @@ from .chunked import DEFAULT_CHUNK_SIZE, chunked_backward, chunked_forward
 from .naive import DEFAULT_EPS, heads_apart, heads_packed
 
 _SPEC = CAUSAL_LINEAR_ATTENTION
-_SCHEMA_TYPES = {float: "float", int: "int", str: "str"}
 
 
-def _schema() -> str:
-    """The op schema built from the spec's input/output names (the op name is not part of it)."""
-    args = [f"Tensor{'?' if name in _SPEC.optional_inputs else ''} {name}" for name in _SPEC.inputs]
-    args += [f"{_SCHEMA_TYPES[type(default)]} {name}" for name, default in _SPEC.attributes.items()]
-    outs = [f"Tensor {name}" for name in _SPEC.outputs]
-    return f"({', '.join(args)}) -> ({', '.join(outs)})"
-
-
-@torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=_schema())
+@torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))
 def causal_linear_attention_op(
     q: Tensor,
     k: Tensor,
