@@ -16,9 +16,8 @@ d_k, H_v value heads of d_v (H_v a multiple of H_k) and a depthwise causal convo
 The recurrence is :func:`~rnnx.models.ops.linear_recurrence.linear_recurrence` (``gated_delta``, scale 0 =
 1/sqrt(d_k)) and the convolution :func:`~rnnx.models.ops.causal_conv_with_state.causal_conv_with_state`
 (``silu``). Grouped heads: transformers shares a *key* head among H_v / H_k value heads, each value head keeping
-its own state. The op's grouping is the other way round (several query heads read one key/value state, key and
-value having the same head count), so it cannot express this; q and k are repeated to H_v heads explicitly and
-the op runs with ``q_num_heads = kv_num_heads = H_v``.
+its own state: the op's grouped value (``q_num_heads = H_k``, ``kv_num_heads = H_v``), with ``qk_l2_norm`` for the
+norms, so neither the normalised nor the repeated q and k are ever written out.
 
 State (:class:`ConvRecurrentState`): ``conv`` (B, 2*H_k*d_k + H_v*d_v, K-1), the last K-1 projected inputs of
 the convolution, and ``recurrent`` (B, H_v, d_k, d_v), both fp32 (fp64 for an fp64 layer). transformers keeps
@@ -26,8 +25,8 @@ the last K inputs in its conv cache (``[..., 1:]`` of it is this state) and the 
 (B, H_v, d_k, d_v) layout. ``pad_mask`` (B, T), non-zero = pad, carries both states over a pad step, so a
 right-padded batch equals each row alone; a prefill followed by one-token steps equals one pass.
 
-Precision: the L2 norms and the decay are computed in fp32 and passed to the op in the activation dtype (the
-op keeps the state in fp32); transformers runs the whole rule in fp32.
+Precision: the decay is computed in fp32 and passed to the op in the activation dtype; the op normalises q and k
+and keeps the state in fp32; transformers runs the whole rule in fp32.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from .ops.causal_conv_with_state import causal_conv_with_state
 from .ops.dtypes import state_dtype
 from .ops.linear_recurrence import linear_recurrence
 
-__all__ = ["ConvRecurrentState", "GatedDeltaNet", "GatedRMSNorm", "l2_normalize"]
+__all__ = ["ConvRecurrentState", "GatedDeltaNet", "GatedRMSNorm"]
 
 
 @dataclass
@@ -56,12 +55,6 @@ class ConvRecurrentState:
 
     conv: Optional[Tensor]
     recurrent: Tensor
-
-
-def l2_normalize(x: Tensor, eps: float = 1e-6) -> Tensor:
-    """x / sqrt(sum(x^2) + eps) over the last dim, computed in fp32 (fp64 for fp64), returned in x's dtype."""
-    xf = x.to(state_dtype(x.dtype))
-    return (xf / torch.sqrt((xf * xf).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class GatedRMSNorm(nn.Module):
@@ -155,7 +148,7 @@ class GatedDeltaNet(nn.Module):
         Returns ``(y (B, T, hidden), ConvRecurrentState)``.
         """
         B, T, _ = x.shape
-        Hk, Hv, dk, dv = self.num_key_heads, self.num_value_heads, self.key_head_dim, self.value_head_dim
+        Hk, Hv, dv = self.num_key_heads, self.num_value_heads, self.value_head_dim
         conv_state = None if state is None else state.conv
         recurrent = None if state is None else state.recurrent
 
@@ -168,17 +161,14 @@ class GatedDeltaNet(nn.Module):
             mixed.transpose(1, 2), self.conv1d.weight, self.conv1d.bias, conv_state, activation="silu",
             pad_mask=pad_mask,
         )  # fmt: skip
-        qk, v = qkv.transpose(1, 2).split([2 * self.key_dim, self.value_dim], dim=-1)
-        qk = l2_normalize(qk.reshape(B, T, 2, Hk, 1, dk))  # q and k heads normalised together
-        if Hv != Hk:  # a key head serves Hv / Hk consecutive value heads, each with its own state
-            qk = qk.expand(B, T, 2, Hk, Hv // Hk, dk)
-        q, k = qk.reshape(B, T, 2 * Hv * dk).split(Hv * dk, dim=-1)
+        # q and k L2-normalised and each shared by Hv / Hk value heads inside the op (qk_l2_norm, grouped value)
+        q, k, v = qkv.transpose(1, 2).split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
         dt = state_dtype(x.dtype)
         decay = -self.A_log.to(dt).exp() * F.softplus(a.to(dt) + self.dt_bias.to(dt))
         beta = torch.sigmoid(b)
         out, recurrent = linear_recurrence(
             q, k, v, recurrent, decay.to(x.dtype), beta,
-            q_num_heads=Hv, kv_num_heads=Hv, update_rule="gated_delta", scale=0.0, pad_mask=pad_mask,
+            q_num_heads=Hk, kv_num_heads=Hv, update_rule="gated_delta", scale=0.0, pad_mask=pad_mask, qk_l2_norm=True,
         )  # fmt: skip
         out = self.norm(out.reshape(B, T, Hv, dv), z.reshape(B, T, Hv, dv)).reshape(B, T, Hv * dv)
         return self.out_proj(out), ConvRecurrentState(conv=conv_state, recurrent=recurrent)

@@ -3,9 +3,12 @@
 This folder is the package ``rnnx.plugins``: the shared parts (the CMake build, the kernels' launch API and
 shared headers, the plugin base and registration, the CUDA host emulation, the C++ tests, the ONNX Runtime op
 library's shared sources, the PyTorch-facing native layer in ``torch/``) and each op's own native sources in its
-op folder here, ``<op>/`` named by the op's torch name: ``cpu/`` (its CPU kernel), ``cuda/`` (its kernels),
-``ort/`` (its ONNX Runtime op), ``tensorrt/`` (its plugin). The wheel carries all of them, so both users of the
-kernels build from the installed package as well as from a source checkout:
+op folder here, ``<op>/`` named by the op's torch name: ``cpu/`` (its CPU kernel), ``cuda/`` (its kernels, their
+launcher header and their CUDA-emulation entry points), ``ort/`` (its ONNX Runtime op), ``tensorrt/`` (its plugin),
+``torch/`` (its CUDA binding and libtorch registration) and ``tests/`` (its plugin's C++ tests). No shared file
+names an op: the builds take op sources by glob, and each op registers itself with one line per registry. The
+wheel carries all of them, so both users of the kernels build from the installed package as well as from a source
+checkout:
 
 * the PyTorch binding (``rnnx.models.ops.cuda``) JIT-compiles :data:`KERNEL_SOURCES` with
   :data:`KERNELS_INCLUDE_DIR` and :data:`KERNELS_SRC_DIR` on its include path;
@@ -63,26 +66,29 @@ LIBRARY_KINDS = {"load_library": LIBRARY_NAME, "dlopen": STATIC_LIBRARY_NAME}
 SOURCE_DIR = Path(__file__).resolve().parent
 #: The repository root in a source checkout (editable install included), else None (installed wheel).
 REPO_ROOT: Optional[Path] = SOURCE_DIR.parent if (SOURCE_DIR.parent / "pyproject.toml").is_file() else None
-#: The folder of the op folders, this one: each op's CPU kernel, CUDA kernels, ONNX Runtime op and plugin are in
-#: ``<op>/cpu``, ``<op>/cuda``, ``<op>/ort`` and ``<op>/tensorrt`` (``<op>`` the op's torch name). An op folder is
-#: one with such a language folder; the shared folders (``common``, ``cpu``, ``kernels``, ``ort``, ``tests``,
-#: ``torch``) have none, so the globs ``*/cuda/*.cu`` and the like take op sources only.
+#: The folder of the op folders, this one: each op's CPU kernel, CUDA kernels, ONNX Runtime op, plugin, torch glue
+#: and plugin tests are in ``<op>/cpu``, ``<op>/cuda``, ``<op>/ort``, ``<op>/tensorrt``, ``<op>/torch`` and
+#: ``<op>/tests`` (``<op>`` the op's torch name). An op folder is one with such a language folder; the shared
+#: folders (``common``, ``cpu``, ``kernels``, ``ort``, ``tests``, ``torch``) have none, so the globs ``*/cuda/*.cu``
+#: and the like take op sources only.
 OPS_DIR = SOURCE_DIR
 #: The language folders of an op folder.
-OP_LANGUAGE_FOLDERS = ("cpu", "cuda", "ort", "tensorrt")
+OP_LANGUAGE_FOLDERS = ("cpu", "cuda", "ort", "tensorrt", "torch", "tests")
 #: Headers the CPU kernels of every op share (``vector_math.h``), for their hosts: torch, libtorch, ONNX Runtime.
 CPU_DIR = SOURCE_DIR / "cpu"
-#: The PyTorch-facing native layer: the libtorch registration (``rnnx_torch_ops.cpp``), ATen's parallel-for for
-#: the CPU kernels (``aten_parallel_for.h``) and the CUDA extension's binding (``binding.cpp``).
+#: The PyTorch-facing native layer's shared parts: the libtorch library (``rnnx_torch_ops.cpp``,
+#: ``libtorch_op_support.h``), ATen's parallel-for for the CPU kernels (``aten_parallel_for.h``) and the CUDA
+#: extension's module (``binding.cpp``, ``binding_support.h``); each op's parts are in ``<op>/torch/``.
 TORCH_DIR = SOURCE_DIR / "torch"
 #: The CUDA kernel library shared by the TensorRT plugins and the PyTorch binding (its CMake build).
 KERNELS_DIR = SOURCE_DIR / "kernels"
-#: Public headers of the kernels (``rnnx/kernels.h``: the C++ launch API).
+#: Public headers the kernels share (``rnnx/kernel_types.h``: the types of the C++ launch API). Each op's launcher
+#: is in its folder, ``<op>/cuda/<op>.h``, included from :data:`OPS_DIR`.
 KERNELS_INCLUDE_DIR = KERNELS_DIR / "include"
 #: The private headers the kernel sources share (``type_utils.cuh``): on the include path of their builds.
 KERNELS_SRC_DIR = KERNELS_DIR / "src"
 #: Include directories a build of :data:`KERNEL_SOURCES` needs.
-KERNEL_INCLUDE_DIRS = (KERNELS_INCLUDE_DIR, KERNELS_SRC_DIR)
+KERNEL_INCLUDE_DIRS = (KERNELS_INCLUDE_DIR, OPS_DIR, KERNELS_SRC_DIR)
 #: The kernel translation units, every ``<op>/cuda/*.cu`` of the op folders (sorted), compiled by both the CMake
 #: build (the same glob) and the PyTorch binding.
 KERNEL_SOURCES = tuple(sorted(OPS_DIR.glob("*/cuda/*.cu")))

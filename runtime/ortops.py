@@ -1,11 +1,12 @@
-"""rnnx's custom-op library for ONNX Runtime: ``SRUScan`` and ``CausalLinearAttention`` as native CPU kernels
-instead of their function bodies.
+"""rnnx's custom-op library for ONNX Runtime: the rnnx ops (``SRUScan``, ``CausalLinearAttention``,
+``LinearRecurrence``, ``CausalConvWithState``) as native CPU kernels instead of their function bodies.
 
     python3 -m rnnx.runtime.ortops        # fetches the headers and builds the library if needed; prints its path
 
-The library (``librnnx_ort_ops.so``; sources in ``plugins/ort/`` and each op's ``plugins/<op>/ort/``) is
-built from ONNX Runtime's C/C++ headers alone: it links no libonnxruntime and takes the API table from the process
-that loads it, through ``SessionOptions.register_custom_ops_library(path)`` (Python),
+The library (``librnnx_ort_ops.so``; shared sources in ``plugins/ort/``, which name no op, and each op's
+``plugins/<op>/ort/``: ``<op>_op.cpp`` registers the op, ``<op>_isa.cpp`` is built per instruction set) is built
+from ONNX Runtime's C/C++ headers alone: it links no libonnxruntime and takes the API table from the process that
+loads it, through ``SessionOptions.register_custom_ops_library(path)`` (Python),
 ``Ort::SessionOptions::RegisterCustomOpsLibrary`` (C++) or ``SessionOptions.RegisterCustomOpLibrary`` (C#). Its
 kernels are host-independent headers under ``plugins/*/cpu`` (the SRU one is rnnx's torch CPU kernel), built
 for AVX-512, AVX2/FMA and a baseline and picked by the CPU's features; each op has a kernel per activation dtype (fp32,
@@ -25,8 +26,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from .build_dirs import CHECKOUT, build_main, native_library_path, user_cache
 from .contract.ops import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION
@@ -43,15 +45,15 @@ LIBRARY_NAME = "librnnx_ort_ops.so"
 NATIVE_OPS = tuple((ONNX_DOMAIN, op.onnx_name) for op in ALL_OPS)
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, or site-packages/rnnx
-#: The library's shared sources: the registration, the per-instruction-set kernel entry points, the op support.
+#: The library's shared sources, which name no op: the registration (``rnnx_ort_ops.cpp``, ``op_registry.h``), the
+#: per-instruction-set entry-point macros (``isa_kernels.h``, ``isa_build.h``), the op support.
 _SOURCES = _PACKAGE_ROOT / "plugins" / "ort"
 #: The op folders, ``plugins/<op>/`` (only they have language folders such as ``ort/`` and ``cpu/``).
 _OPS = _PACKAGE_ROOT / "plugins"
-#: Each op's ONNX Runtime op header, in its op folder (``<op>/ort/``).
-_OP_DIRS = tuple(sorted(_OPS.glob("*/ort")))
-#: The host-independent kernel headers the library shares with rnnx's torch ops (``plugins/cpu/``, the shared
-#: vector maths, and each op's ``<op>/cpu/``).
-_KERNEL_DIRS = (_OPS / "cpu", *sorted(_OPS.glob("*/cpu")))
+#: The instruction-set builds of each op's ``<op>/ort/*_isa.cpp``, in link order: base first, so that where the
+#: builds share a definition (std::vector's members) the linker keeps the one any CPU runs (the kernels themselves
+#: have internal linkage, ``plugins/ort/isa_build.h``).
+ISAS = (("base", ()), ("avx2", ("-mavx2", "-mfma")), ("avx512", ("-mavx512f", "-mavx2", "-mfma")))
 
 
 _logger = logging.getLogger("rnnx.runtime")
@@ -101,9 +103,9 @@ def build(
             f"ONNX Runtime headers not found in {headers}: run scripts/setup.sh (npm pack {HEADERS_PACKAGE}) "
             "or set RNNX_ORT_HEADERS"
         )
-    sources = [*sorted(_SOURCES.glob("*.cpp")), *sorted(_SOURCES.glob("*.h"))]
-    sources += [h for d in (*_OP_DIRS, *_KERNEL_DIRS) for h in sorted(d.glob("*.h"))]
-    if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+    sources = _sources()
+    inputs = [*sources.files, *sources.folders]
+    if not force and out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None:
@@ -114,28 +116,57 @@ def build(
         common += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
     x86 = os.uname().machine in ("x86_64", "amd64", "i686")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        objects = []
-        # base first: where the builds share a definition the linker keeps (std::vector's members), it
-        # keeps the one any CPU runs (the kernels themselves have internal linkage, isa_kernels.cpp)
-        isas = (("base", []), ("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f", "-mavx2", "-mfma"]))
-        for isa, flags in ((isa, flags if x86 else []) for isa, flags in isas):
-            obj = Path(tmp) / f"kernels_{isa}.o"
-            _run([cxx, *common, *flags, f"-DRNNX_ISA={isa}", *(f"-I{d}" for d in _KERNEL_DIRS), "-c",
-                  str(_SOURCES / "isa_kernels.cpp"), "-o", str(obj)])  # fmt: skip
-            objects.append(str(obj))
-        ops = Path(tmp) / "ops.o"
-        includes = [f"-I{d}" for d in (_SOURCES, *_OP_DIRS, headers)]
-        _run([cxx, *common, *includes, "-c", str(_SOURCES / "rnnx_ort_ops.cpp"), "-o", str(ops)])
+        # One object per source and build, named by its path under plugins/ (unique) and the instruction set.
+        def obj(source: Path, isa: str = "") -> str:
+            name = source.relative_to(_OPS).with_suffix("").as_posix().replace("/", "+")
+            return str(Path(tmp) / f"{name}{'.' + isa if isa else ''}.o")
+
+        ops_cmd = [cxx, *common, f"-I{_SOURCES}", f"-I{headers}", "-c"]
+        jobs = [[*ops_cmd, str(cpp), "-o", obj(cpp)] for cpp in (*sources.shared, *sources.ops)]
+        for isa, flags in ISAS:
+            isa_cmd = [cxx, *common, *(flags if x86 else ()), f"-DRNNX_ISA={isa}", f"-I{_SOURCES}", "-c"]
+            jobs += [[*isa_cmd, str(cpp), "-o", obj(cpp, isa)] for cpp in sources.isa]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), len(os.sched_getaffinity(0))))) as pool:
+            list(pool.map(_run, jobs))
         lib = Path(tmp) / LIBRARY_NAME
-        _run([cxx, "-shared", *([f"-fsanitize={sanitize}"] if sanitize else []), "-o", str(lib), str(ops), *objects])
+        link = [cxx, "-shared", *([f"-fsanitize={sanitize}"] if sanitize else []), "-o", str(lib)]
+        _run([*link, *(job[-1] for job in jobs)])
         os.replace(lib, out)
     return out
+
+
+class _Sources(NamedTuple):
+    """The library's sources, found by glob (a new op's folder needs no edit here)."""
+
+    #: ``plugins/ort/*.cpp``: the registration, compiled once.
+    shared: tuple[Path, ...]
+    #: ``plugins/<op>/ort/*_op.cpp``: each op registering itself, compiled once.
+    ops: tuple[Path, ...]
+    #: ``plugins/<op>/ort/*_isa.cpp``: each op's kernel entry points, compiled once per instruction set (:data:`ISAS`).
+    isa: tuple[Path, ...]
+    #: Every file the library is built from (the above, the headers of ``plugins/ort``, of each ``plugins/<op>/ort``
+    #: and of the kernels it shares with rnnx's torch ops: ``plugins/cpu`` and each ``plugins/<op>/cpu``).
+    files: tuple[Path, ...]
+    #: The folders holding them: a file added or removed changes its folder's time.
+    folders: tuple[Path, ...]
+
+
+def _sources() -> _Sources:
+    op_dirs = sorted(_OPS.glob("*/ort"))
+    kernel_dirs = [_OPS / "cpu", *sorted(_OPS.glob("*/cpu"))]
+    folders = (_SOURCES, *op_dirs, *kernel_dirs)
+    files = tuple(p for d in (_SOURCES, *op_dirs) for p in sorted(d.iterdir()) if p.suffix in (".cpp", ".h"))
+    files += tuple(p for d in kernel_dirs for p in sorted(d.glob("*.h")))
+    ops = tuple(p for d in op_dirs for p in sorted(d.glob("*_op.cpp")))
+    isa = tuple(p for d in op_dirs for p in sorted(d.glob("*_isa.cpp")))
+    return _Sources(tuple(sorted(_SOURCES.glob("*.cpp"))), ops, isa, files, folders)
 
 
 def _run(cmd: list[str]) -> None:
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        raise OrtOpsError(f"building the rnnx ONNX Runtime ops failed: {' '.join(cmd[:2])} ...\n{result.stderr}")
+        what = cmd[cmd.index("-c") + 1] if "-c" in cmd else "linking"
+        raise OrtOpsError(f"building the rnnx ONNX Runtime ops failed: {cmd[0]} ({what}) ...\n{result.stderr}")
 
 
 def fetch_headers(dest: Optional[Path] = None) -> Path:

@@ -2,8 +2,8 @@
 compiled for the CUDA host emulation (plugins/kernels/emulation), called on CPU tensors. Test helper, not part of
 the package.
 
-The functions mirror the PyTorch CUDA binding's (plugins/torch/binding.cpp): the caller allocates every output, and
-the state outputs may be the very tensors passed as the input state (in place).
+The functions mirror the PyTorch CUDA binding's (plugins/<op>/torch/<op>_binding.cpp): the caller allocates every
+output, and the state outputs may be the very tensors passed as the input state (in place).
 """
 
 from __future__ import annotations

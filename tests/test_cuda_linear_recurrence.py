@@ -5,7 +5,9 @@ on the CUDA host emulation (plugins/kernels/emulation), against the float64 naiv
 field) for each update rule x activation dtype x {H_q = H_kv, GQA} x {decay per head, per key dim} (gated rules),
 with a pad mask, a past state, and head dims that are not multiples of the tiles (24, 40) plus one of 256; then
 absent state, no mask, an int32 mask, prefill-then-step against one pass, in-place state, a random thread schedule
-and refused arguments. ``causalConvWithStateForward`` likewise against its naive twin.
+and refused arguments; grouped value (H_kv a multiple of H_q, query and key with H_q heads, H_kv output heads) and
+``qk_l2_norm`` (queries and keys of norm far from 1) for both kernels, every dtype, head dims 128 and 23 too.
+``causalConvWithStateForward`` likewise against its naive twin.
 
 Tolerances: the kernels compute in fp32 from the same rounded inputs as the fp64 references, so the fp32 state
 matches to 1e-4 (relative) in every dtype; outputs add one rounding to the activation dtype (fp16 1e-2,
@@ -53,15 +55,15 @@ RULE_DECAYS = [
 
 
 class RecurrenceKernels(EmulatedKernels):
-    """The emulated library's entry points of the two ops (plugins/kernels/emulation/src/c_api.cpp)."""
+    """The emulated library's entry points of the two ops (plugins/<op>/cuda/<op>_emulation.cpp)."""
 
     def __init__(self, library) -> None:
         super().__init__(library)
         lib = self._lib
         vp, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-        # batch, length, q_heads, kv_heads, dim_k, dim_v, rule, decay_per_key, beta_per_head, scale, kernel,
-        # mask_int32, dtype, query, key, value, past_state, decay, beta, mask_pad, output, present_state
-        lib.rnnx_emu_linear_recurrence_forward.argtypes = [i] * 9 + [f, i, i, i] + [vp] * 9
+        # batch, length, q_heads, kv_heads, dim_k, dim_v, rule, decay_per_key, beta_per_head, scale, qk_l2_norm,
+        # kernel, mask_int32, dtype, query, key, value, past_state, decay, beta, mask_pad, output, present_state
+        lib.rnnx_emu_linear_recurrence_forward.argtypes = [i] * 9 + [f, i, i, i, i] + [vp] * 9
         lib.rnnx_emu_linear_recurrence_forward.restype = i
         # batch, channels, length, kernel_size, silu, mask_int32, dtype, input, weight, bias, past_state, mask_pad,
         # output, present_state
@@ -84,6 +86,7 @@ class RecurrenceKernels(EmulatedKernels):
         kv_heads: int,
         rule: str,
         scale: float = 0.0,
+        qk_l2_norm: bool = False,
         kernel: str = "auto",
         mask_int32: bool = False,
     ) -> None:
@@ -96,7 +99,8 @@ class RecurrenceKernels(EmulatedKernels):
         status = self._lib.rnnx_emu_linear_recurrence_forward(
             B, T, q_heads, kv_heads, dk, dv, RULES[rule],
             int(decay is not None and decay.shape[2] == kv_heads * dk and dk > 1),
-            int(beta is not None and beta.shape[2] == kv_heads), scale, KERNELS[kernel], int(mask_int32),
+            int(beta is not None and beta.shape[2] == kv_heads), scale, int(qk_l2_norm), KERNELS[kernel],
+            int(mask_int32),
             DTYPE_CODES[q.dtype], _ptr(q), _ptr(k), _ptr(v), _ptr(past_state), _ptr(decay), _ptr(beta), _ptr(mask),
             _ptr(out), _ptr(present_state),
         )  # fmt: skip
@@ -155,21 +159,24 @@ def lr_inputs(
     state: bool = True,
     mask: bool = True,
     beta_per_head: bool = True,
+    qk_scale: float = 1.0,
 ) -> dict:
-    """Inputs of one call: unit-norm keys for the delta rules (a stable recurrence), log decays in (-1, 0),
-    beta in (0, 1); the mask pads the last b steps of row b and step 2 of row 1 (a pad inside the sequence)."""
+    """Inputs of one call: min(Hq, Hkv) key heads, unit-norm keys for the delta rules (a stable recurrence), query
+    and key times ``qk_scale``, log decays in (-1, 0), beta in (0, 1); the mask pads the last b steps of row b and
+    step 2 of row 1 (a pad inside the sequence)."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape):
         return torch.randn(*shape, generator=g, dtype=torch.float64)
 
+    Hk = min(Hq, Hkv)
     q = rnd(B, T, Hq, dk)
-    k = rnd(B, T, Hkv, dk)
+    k = rnd(B, T, Hk, dk)
     if rule in ("delta", "gated_delta"):
         k = F.normalize(k, dim=-1)
     inputs = dict(
-        query=q.reshape(B, T, Hq * dk).to(dtype),
-        key=k.reshape(B, T, Hkv * dk).to(dtype),
+        query=(qk_scale * q).reshape(B, T, Hq * dk).to(dtype),
+        key=(qk_scale * k).reshape(B, T, Hk * dk).to(dtype),
         value=rnd(B, T, Hkv * dv).to(dtype),
         past_state=(rnd(B, Hkv, dk, dv) * 0.5).float() if state else None,
         decay=None,
@@ -195,7 +202,7 @@ def run_lr(emu: RecurrenceKernels, inputs: dict, Hq: int, Hkv: int, rule: str, k
     q, v = inputs["query"], inputs["value"]
     B, T = q.shape[:2]
     dk, dv = q.shape[2] // Hq, v.shape[2] // Hkv
-    out = torch.full((B, T, Hq * dv), float("nan"), dtype=q.dtype)
+    out = torch.full((B, T, max(Hq, Hkv) * dv), float("nan"), dtype=q.dtype)
     state = kw.pop("present_state", None)
     state = torch.full((B, Hkv, dk, dv), float("nan")) if state is None else state
     emu.linear_recurrence(
@@ -205,8 +212,10 @@ def run_lr(emu: RecurrenceKernels, inputs: dict, Hq: int, Hkv: int, rule: str, k
     return out, state
 
 
-def reference_lr(inputs: dict, Hq: int, Hkv: int, rule: str, scale: float = 0.0):
-    return linear_recurrence_naive(**inputs, q_num_heads=Hq, kv_num_heads=Hkv, update_rule=rule, scale=scale)
+def reference_lr(inputs: dict, Hq: int, Hkv: int, rule: str, scale: float = 0.0, qk_l2_norm: bool = False):
+    return linear_recurrence_naive(
+        **inputs, q_num_heads=Hq, kv_num_heads=Hkv, update_rule=rule, scale=scale, qk_l2_norm=int(qk_l2_norm)
+    )
 
 
 def assert_lr_close(got, ref, dtype: torch.dtype) -> None:
@@ -288,15 +297,48 @@ def test_linear_recurrence_prefill_then_step_in_place(emu, rule_decay):
 
 @pytest.mark.parametrize("kernel", ["recurrent", "chunked"])
 def test_linear_recurrence_schedule_independent(emu, kernel):
-    """A random thread / block order gives the in-order result bit for bit (no race the barriers miss)."""
-    inputs = lr_inputs(2, 19, 4, 2, 24, 40, "gated_delta", True, torch.float32, seed=8)
-    expected = run_lr(emu, inputs, 4, 2, "gated_delta", kernel)
-    try:
-        emu.set_schedule("random", seed=1234)
-        got = run_lr(emu, inputs, 4, 2, "gated_delta", kernel)
-    finally:
-        emu.set_schedule("in_order")
-    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    """A random thread / block order gives the in-order result bit for bit (no race the barriers miss), GQA and
+    grouped value with qk_l2_norm (its per-row warp reductions)."""
+    for Hq, Hkv, l2 in ((4, 2, False), (2, 4, True)):
+        inputs = lr_inputs(2, 19, Hq, Hkv, 24, 40, "gated_delta", True, torch.float32, seed=8, qk_scale=1 + l2)
+        expected = run_lr(emu, inputs, Hq, Hkv, "gated_delta", kernel, qk_l2_norm=l2)
+        try:
+            emu.set_schedule("random", seed=1234)
+            got = run_lr(emu, inputs, Hq, Hkv, "gated_delta", kernel, qk_l2_norm=l2)
+        finally:
+            emu.set_schedule("in_order")
+        torch.testing.assert_close(got, expected, atol=0, rtol=0)
+
+
+#: (Hq, Hkv, qk_l2_norm): grouped value with and without the norm, GQA with it
+GROUPED_HEADS = [(2, 4, True), (1, 3, False), (4, 2, True)]
+
+
+@pytest.mark.parametrize("kernel", ["recurrent", "chunked"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("heads", GROUPED_HEADS, ids=lambda h: f"hq{h[0]}-hkv{h[1]}{'-l2' if h[2] else ''}")
+def test_linear_recurrence_grouped_value_and_qk_l2_norm(emu, heads, dtype, kernel):
+    """Grouped value (state s reads query / key head s // (Hkv / Hq), output head s) and qk_l2_norm (queries and keys
+    times 3), the rule and shape cycled over the cases (a pad mask, a past state)."""
+    Hq, Hkv, l2 = heads
+    case = GROUPED_HEADS.index(heads) * len(DTYPES) + DTYPES.index(dtype)
+    rule, per_key = RULE_DECAYS[case % len(RULE_DECAYS)]
+    B, T, dk, dv = LR_SHAPES[case % len(LR_SHAPES)]
+    inputs = lr_inputs(B, T, Hq, Hkv, dk, dv, rule, per_key, dtype, seed=40 + case, beta_per_head=case % 2 == 0,
+                       qk_scale=3.0 if l2 else 1.0)  # fmt: skip
+    got = run_lr(emu, inputs, Hq, Hkv, rule, kernel, qk_l2_norm=l2)
+    assert got[0].shape == (B, T, max(Hq, Hkv) * dv)
+    assert_lr_close(got, reference_lr(inputs, Hq, Hkv, rule, qk_l2_norm=l2), dtype)
+
+
+@pytest.mark.parametrize("kernel", ["recurrent", "chunked"])
+@pytest.mark.parametrize("dk", [128, 23])
+def test_linear_recurrence_grouped_value_qk_l2_norm_head_dims(emu, dk, kernel):
+    """gated_delta (per-key decay), grouped value with qk_l2_norm at d_k 128 (the models' head dim: several lanes per
+    warp in the norm) and an odd 23."""
+    inputs = lr_inputs(2, 9, 1, 2, dk, 8, "gated_delta", True, torch.float32, seed=dk, qk_scale=3.0)
+    got = run_lr(emu, inputs, 1, 2, "gated_delta", kernel, qk_l2_norm=True)
+    assert_lr_close(got, reference_lr(inputs, 1, 2, "gated_delta", qk_l2_norm=True), torch.float32)
 
 
 def test_linear_recurrence_refuses_bad_arguments(emu):
@@ -306,6 +348,9 @@ def test_linear_recurrence_refuses_bad_arguments(emu):
     big = lr_inputs(1, 1, 1, 1, 257, 4, "linear", False, torch.float32, seed=0)
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # d_k > 256
         run_lr(emu, big, 1, 1, "linear", "auto")
+    odd = lr_inputs(1, 3, 2, 3, 8, 8, "linear", False, torch.float32, seed=0)
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # neither of H_q, H_kv a multiple of the other
+        run_lr(emu, odd, 2, 3, "linear", "auto")
 
 
 # ---------------------------------------------------------------------------------------------

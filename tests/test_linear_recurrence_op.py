@@ -1,9 +1,9 @@
 """The ``rnnx::linear_recurrence`` and ``rnnx::causal_conv_with_state`` torch ops against their float64 naive twins.
 
 Every rule x dtype (fp32, fp16, bf16, fp64) x heads (H_q = H_kv, GQA) x decay (per head, per key dim, where the
-rule takes one); prefill followed by one-token steps equals one pass; a right-padded batch equals each row
-alone; gradients equal those of the naive token loop (itself plain autograd) and finite differences; the
-fake implementation and schema pass ``torch.library.opcheck``.
+rule takes one), and grouped value (H_kv > H_q) with ``qk_l2_norm``; prefill followed by one-token steps equals
+one pass; a right-padded batch equals each row alone; gradients equal those of the naive token loop (itself plain
+autograd) and finite differences; the fake implementation and schema pass ``torch.library.opcheck``.
 """
 
 from __future__ import annotations
@@ -35,13 +35,27 @@ def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def _inputs(
-    rule: str, h_q: int, h_kv: int, per_key: bool, T: int, dtype=torch.float32, seed: int = 0, shared_beta=False
+    rule: str,
+    h_q: int,
+    h_kv: int,
+    per_key: bool,
+    T: int,
+    dtype=torch.float32,
+    seed: int = 0,
+    shared_beta=False,
+    key_scale: float = 0.0,
 ) -> dict:
-    """Well-scaled inputs: unit keys (the delta rules' stable regime), decays -softplus (<= 0), beta in (0, 1)."""
+    """Well-scaled inputs: unit keys (the delta rules' stable regime), decays -softplus (<= 0), beta in (0, 1).
+
+    Keys have min(h_q, h_kv) heads (grouped value when h_kv > h_q); ``key_scale`` > 0 gives raw keys of that scale
+    instead of unit ones (for ``qk_l2_norm``, which normalises them inside the op)."""
     g = torch.Generator().manual_seed(seed)
+    h_k = min(h_q, h_kv)
+    keys = torch.randn(B, T, h_k, D_K, generator=g)
+    keys = keys * key_scale if key_scale > 0 else F.normalize(keys, dim=-1)
     x = {
         "query": torch.randn(B, T, h_q * D_K, generator=g),
-        "key": F.normalize(torch.randn(B, T, h_kv, D_K, generator=g), dim=-1).reshape(B, T, h_kv * D_K),
+        "key": keys.reshape(B, T, h_k * D_K),
         "value": torch.randn(B, T, h_kv * D_V, generator=g),
         "past_state": torch.randn(B, h_kv, D_K, D_V, generator=g),
     }
@@ -140,6 +154,72 @@ def test_gradcheck_against_finite_differences():
     assert torch.autograd.gradcheck(fn, [t.clone().requires_grad_() for t in x.values()])
 
 
+#: Gated DeltaNet's layout: 2 query / key heads serving 4 value heads and states, raw keys normalised in the op.
+GROUPED_VALUE_CASES = [("gated_delta", (2, 4), False), ("delta", (2, 4), False), ("gated", (1, 2), True)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", GROUPED_VALUE_CASES, ids=_case_id)
+def test_grouped_value_with_qk_l2_norm_equals_the_naive_twin(case, dtype):
+    rule, (h_q, h_kv), per_key = case
+    x = _inputs(rule, h_q, h_kv, per_key, T=70, dtype=dtype, key_scale=3.0)
+    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule, qk_l2_norm=True)
+    out, state = linear_recurrence(**x, **attrs)
+    ref_out, ref_state = linear_recurrence_naive(**x, **attrs)
+    assert out.shape == ref_out.shape == (B, 70, h_kv * D_V)
+    assert _rel_err(out, ref_out) < REL_TOL[dtype]
+    assert _rel_err(state, ref_state) < STATE_REL_TOL[dtype]
+
+
+def test_grouped_value_is_the_standard_op_on_repeated_normalised_heads():
+    """The naive twin's grouped value and qk_l2_norm against their definition: each query / key head divided by
+    its norm (eps 1e-6) and repeated H_kv / H_q times, then the standard grouping (H_q = H_kv)."""
+    x = _inputs("gated_delta", 2, 4, False, T=9, dtype=torch.float64, key_scale=2.0)
+    x["past_state"] = x["past_state"].double()
+    got, got_state = linear_recurrence_naive(**x, q_num_heads=2, kv_num_heads=4, qk_l2_norm=True)
+    q, k = (x[n].reshape(B, 9, 2, D_K) for n in ("query", "key"))
+    q, k = (t / (t.square().sum(-1, keepdim=True) + 1e-6).sqrt() for t in (q, k))
+    q, k = (t[:, :, [0, 0, 1, 1]].reshape(B, 9, 4 * D_K) for t in (q, k))
+    want, want_state = linear_recurrence_naive(**{**x, "query": q, "key": k}, q_num_heads=4, kv_num_heads=4)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got_state, want_state, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", GROUPED_VALUE_CASES[:1], ids=_case_id)
+def test_grouped_value_prefill_steps_padding_and_gradients(case):
+    rule, (h_q, h_kv), per_key = case
+    x = _inputs(rule, h_q, h_kv, per_key, T=19, dtype=torch.float64, seed=5, key_scale=2.0)
+    x["past_state"] = x["past_state"].double()
+    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule, qk_l2_norm=True)
+    whole, whole_state = linear_recurrence(**x, **attrs)
+    per_step = {n: t for n, t in x.items() if n != "past_state"}
+    outs, state = [], x["past_state"]
+    for lo, hi in [(0, 16), (16, 17), (17, 18), (18, 19)]:
+        o, state = linear_recurrence(**{n: t[:, lo:hi] for n, t in per_step.items()}, past_state=state, **attrs)
+        outs.append(o)
+    torch.testing.assert_close(torch.cat(outs, dim=1), whole, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(state, whole_state, rtol=1e-10, atol=1e-10)
+    pad = torch.zeros(B, 19, dtype=torch.int32)
+    pad[1, 11:] = 1
+    padded, padded_state = linear_recurrence(**x, **attrs, pad_mask=pad)
+    alone, alone_state = linear_recurrence(
+        **{n: t[1:, :11] if n != "past_state" else t[1:] for n, t in x.items()}, **attrs
+    )
+    torch.testing.assert_close(padded[1:, :11], alone, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(padded_state[1:], alone_state, rtol=1e-10, atol=1e-10)
+    weights = [torch.randn(B, 19, h_kv * D_V, dtype=torch.float64), torch.randn(B, h_kv, D_K, D_V, dtype=torch.float64)]
+
+    def grads(fn):
+        leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
+        out, state = fn(**leaves, **attrs)
+        ((out * weights[0]).sum() + (state * weights[1]).sum()).backward()
+        return {n: t.grad for n, t in leaves.items()}
+
+    got, want = grads(linear_recurrence), grads(linear_recurrence_naive)
+    for name in x:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
 @pytest.mark.parametrize("rule", UPDATE_RULES)
 def test_opcheck(rule):
     """Schema, fake (meta) implementation, autograd registration and dispatch, as torch.library checks them."""
@@ -147,7 +227,11 @@ def test_opcheck(rule):
     mask = torch.zeros(B, 5, dtype=torch.int32)
     mask[1, 3:] = 1
     args = (x["query"], x["key"], x["value"], x["past_state"], x.get("decay"), x.get("beta"), mask)
-    torch.library.opcheck(torch.ops.rnnx.linear_recurrence.default, (*args, 4, 2, rule, 0.0))
+    torch.library.opcheck(torch.ops.rnnx.linear_recurrence.default, (*args, 4, 2, rule, 0.0, 0))
+    if rule == "gated_delta":  # grouped value, q and k normalised in the op
+        y = _inputs(rule, 2, 4, False, T=5, key_scale=2.0)
+        grouped = (y["query"], y["key"], y["value"], y["past_state"], y["decay"], y["beta"], mask)
+        torch.library.opcheck(torch.ops.rnnx.linear_recurrence.default, (*grouped, 2, 4, rule, 0.0, 1))
 
 
 def test_errors_name_the_tensor():
@@ -160,6 +244,9 @@ def test_errors_name_the_tensor():
         linear_recurrence(**{**x, "key": x["key"].double()}, q_num_heads=2, update_rule="gated")
     with pytest.raises(ValueError, match="^q_num_heads / kv_num_heads"):
         linear_recurrence(**x, q_num_heads=2, kv_num_heads=3, update_rule="gated")
+    grouped = {"query": x["query"], "key": x["key"].repeat(1, 1, 2), "value": x["value"].repeat(1, 1, 2)}
+    with pytest.raises(ValueError, match=r"^key: expected shape \(2, 4, 16\), got \(2, 4, 32\)"):
+        linear_recurrence(**grouped, q_num_heads=2, kv_num_heads=4, update_rule="linear")
 
 
 # ----- causal convolution with state -----

@@ -8,6 +8,10 @@ run them, on a real ONNX Runtime session, against the float64 naive twins (``lin
   takes one} (beta per head, or one shared by all heads with GQA), with a past state and scale 0 (1/sqrt(dk)); a
   right-padded batch equals each row alone; an absent past state (empty name) is zeros; prefill then a one-token
   step equals one pass; fp64 and bf16 have kernels too; bad shapes are refused in one line naming the input.
+  Grouped value (H_kv a multiple of H_q, query and key with H_q heads) with and without ``qk_l2_norm`` (keys and
+  queries not of unit norm), every rule x {fp32, fp16, bf16}, plus GQA with ``qk_l2_norm``; a padded batch and
+  prefill then steps for one such case. ``qk_l2_norm`` absent from the node is 0 (the other tests leave it out).
+  The kernels' epsilon of ``qk_l2_norm`` (plugins/linear_recurrence/linear_recurrence_constants.h) is the record's.
 * CausalConvWithState: {none, silu, swish} x {fp32, fp16} x {bias and state, neither}; a right-padded batch with
   a pad inside a row; prefill then steps equals one pass; bf16 / fp64.
 
@@ -22,6 +26,7 @@ and skips, saying why, without headers or compiler.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,7 +40,13 @@ import onnxruntime as ort
 from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive
 from rnnx.models.ops.linear_recurrence.naive import linear_recurrence_naive
 from rnnx.runtime import ortops
-from rnnx.runtime.contract.ops import CAUSAL_CONV_WITH_STATE, LINEAR_RECURRENCE, ONNX_DOMAIN, ONNX_DOMAIN_VERSION
+from rnnx.runtime.contract.ops import (
+    CAUSAL_CONV_WITH_STATE,
+    LINEAR_RECURRENCE,
+    ONNX_DOMAIN,
+    ONNX_DOMAIN_VERSION,
+    QK_L2_NORM_EPS,
+)
 
 FP32, FP16, BF16, FP64 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE
 TORCH = {FP32: torch.float32, FP16: torch.float16, BF16: torch.bfloat16, FP64: torch.float64}
@@ -44,6 +55,8 @@ OUT_TOLERANCE = {FP32: 1e-5, FP16: 2e-3, BF16: 8e-3, FP64: 1e-12}
 #: State tolerance: the state is fp32 (fp64 for fp64) whatever the activation dtype.
 STATE_TOLERANCE = {FP32: 1e-5, FP16: 1e-5, BF16: 1e-5, FP64: 1e-12}
 RULES = ("linear", "gated", "delta", "gated_delta")
+#: The header holding the native kernels' constants of the op (kQK_L2_NORM_EPS).
+CONSTANTS_HEADER = Path(__file__).resolve().parents[1] / "plugins/linear_recurrence/linear_recurrence_constants.h"
 
 
 @pytest.fixture(scope="module")
@@ -116,16 +129,18 @@ def mask_elem(mask: torch.Tensor) -> int:
 
 def recurrence_inputs(
     rule: str, dtype: torch.dtype, B: int, T: int, Hq: int, Hkv: int, dk: int, dv: int, per_key: bool,
-    beta_heads: int, seed: int = 0,
+    beta_heads: int, seed: int = 0, qk_scale: float = 1.0,
 ) -> dict[str, torch.Tensor]:  # fmt: skip
-    """Inputs of one LinearRecurrence call: unit-norm keys (the delta rules stay stable), decay in (-0.5, 0), beta in
-    (0, 1), a past state; activations in ``dtype``, the state fp32 (fp64 for fp64)."""
+    """Inputs of one LinearRecurrence call: keys of norm ``qk_scale`` (min(Hq, Hkv) heads; unit norm keeps the delta
+    rules stable), queries times ``qk_scale``, decay in (-0.5, 0), beta in (0, 1), a past state; activations in
+    ``dtype``, the state fp32 (fp64 for fp64)."""
     g = torch.Generator().manual_seed(seed)
     state = torch.float64 if dtype == torch.float64 else torch.float32
-    k = torch.nn.functional.normalize(torch.randn(B, T, Hkv, dk, generator=g, dtype=torch.float64), dim=-1)
+    Hk = min(Hq, Hkv)
+    k = torch.nn.functional.normalize(torch.randn(B, T, Hk, dk, generator=g, dtype=torch.float64), dim=-1)
     x = {
-        "query": torch.randn(B, T, Hq * dk, generator=g, dtype=torch.float64).to(dtype),
-        "key": k.reshape(B, T, Hkv * dk).to(dtype),
+        "query": (qk_scale * torch.randn(B, T, Hq * dk, generator=g, dtype=torch.float64)).to(dtype),
+        "key": (qk_scale * k.reshape(B, T, Hk * dk)).to(dtype),
         "value": torch.randn(B, T, Hkv * dv, generator=g, dtype=torch.float64).to(dtype),
         "past_state": torch.randn(B, Hkv, dk, dv, generator=g, dtype=torch.float64).to(state),
     }
@@ -137,21 +152,24 @@ def recurrence_inputs(
 
 
 def run_recurrence(
-    library: str, x: dict[str, torch.Tensor], rule: str, Hq: int, Hkv: int, scale: float = 0.0
+    library: str, x: dict[str, torch.Tensor], rule: str, Hq: int, Hkv: int, scale: float = 0.0, qk_l2_norm: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
+    """One session of the node on ``x``; ``qk_l2_norm`` 0 leaves the attribute out (its default)."""
     elem = elem_of(x["query"].dtype)
     state = FP64 if elem == FP64 else FP32
     inputs = {n: state if n == "past_state" else mask_elem(t) if n == "mask_pad" else elem for n, t in x.items()}
+    extra = {"qk_l2_norm": qk_l2_norm} if qk_l2_norm else {}
     model = one_node(LINEAR_RECURRENCE.onnx_name, inputs, {"output": elem, "present_state": state},
-                     q_num_heads=Hq, kv_num_heads=Hkv, update_rule=rule, scale=scale)  # fmt: skip
+                     q_num_heads=Hq, kv_num_heads=Hkv, update_rule=rule, scale=scale, **extra)  # fmt: skip
     out, present = session(library, model).run(None, feeds(x))
     return out, present
 
 
-def reference(x: dict[str, torch.Tensor], rule: str, Hq: int, Hkv: int, scale: float = 0.0):
+def reference(x: dict[str, torch.Tensor], rule: str, Hq: int, Hkv: int, scale: float = 0.0, qk_l2_norm: int = 0):
     return linear_recurrence_naive(
         x["query"], x["key"], x["value"], x.get("past_state"), x.get("decay"), x.get("beta"),
         q_num_heads=Hq, kv_num_heads=Hkv, update_rule=rule, scale=scale, pad_mask=x.get("mask_pad"),
+        qk_l2_norm=qk_l2_norm,
     )  # fmt: skip
 
 
@@ -263,7 +281,7 @@ def test_linear_recurrence_refuses_bad_shapes_with_the_input_named(library):
     x = recurrence_inputs("gated_delta", torch.float32, B=1, T=3, Hq=2, Hkv=2, dk=4, dv=4, per_key=False, beta_heads=2)
     x["mask_pad"] = torch.zeros(1, 3, dtype=torch.bool)
     refusals = [
-        ({"key": x["key"][..., :6]}, "key must be (B, T, kv_num_heads * dk) = (1, 3, 8)"),
+        ({"key": x["key"][..., :6]}, "key must be (B, T, min(q_num_heads, kv_num_heads) * dk) = (1, 3, 8)"),
         ({"value": x["value"][..., :7]}, "value must be (B, T, kv_num_heads * dv)"),
         ({"past_state": x["past_state"][..., :3]}, "past_state must be (B, kv_num_heads, dk, dv) = (1, 2, 4, 4)"),
         ({"decay": x["decay"][..., :1]}, "update_rule gated_delta needs decay"),
@@ -277,6 +295,54 @@ def test_linear_recurrence_refuses_bad_shapes_with_the_input_named(library):
         run_recurrence(library, x, "mamba", 2, 2)
     with pytest.raises(Exception, match=re.escape("rnnx LinearRecurrence: q_num_heads and kv_num_heads must be")):
         run_recurrence(library, x, "gated_delta", 2, 3)
+
+
+#: (Hq, Hkv, qk_l2_norm): grouped value with and without the norm, GQA with it
+GROUPED_CASES = [(2, 4, 1), (1, 3, 0), (4, 2, 1)]
+
+
+@pytest.mark.parametrize("heads", GROUPED_CASES, ids=lambda c: f"hq{c[0]}-hkv{c[1]}{'-l2' if c[2] else ''}")
+@pytest.mark.parametrize("elem", [FP32, FP16, BF16], ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("rule", RULES)
+def test_linear_recurrence_grouped_value_and_qk_l2_norm(library, rule, elem, heads):
+    """Grouped value (state h reads query / key head h // (Hkv / Hq), output Hkv heads) and qk_l2_norm on queries and
+    keys of norm about 3 * sqrt(dk) and 3 (per-key decay, beta per head; dv 72: a full and a partial tile)."""
+    Hq, Hkv, l2 = heads
+    x = recurrence_inputs(rule, TORCH[elem], B=2, T=7, Hq=Hq, Hkv=Hkv, dk=16, dv=72, per_key=True, beta_heads=Hkv,
+                          qk_scale=3.0 if l2 else 1.0)  # fmt: skip
+    out, present = run_recurrence(library, x, rule, Hq, Hkv, qk_l2_norm=l2)
+    out_ref, present_ref = reference(x, rule, Hq, Hkv, qk_l2_norm=l2)
+    assert out.shape == (2, 7, max(Hq, Hkv) * 72)
+    assert close(out, out_ref, OUT_TOLERANCE[elem]) and close(present, present_ref, STATE_TOLERANCE[elem])
+
+
+def test_linear_recurrence_grouped_value_padded_and_in_steps(library):
+    """gated_delta, grouped value (Hq 2, Hkv 4) with qk_l2_norm: a right-padded batch (a pad inside a row too) against
+    the loop, and prefill then one-token steps, each from the previous present_state, equal to one pass."""
+    rule, Hq, Hkv = "gated_delta", 2, 4
+    x = recurrence_inputs(rule, torch.float32, B=2, T=8, Hq=Hq, Hkv=Hkv, dk=8, dv=12, per_key=True, beta_heads=Hkv,
+                          qk_scale=3.0)  # fmt: skip
+    padded = {**x, "mask_pad": torch.tensor([[0, 0, 1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1, 1, 1]], dtype=torch.bool)}
+    out, present = run_recurrence(library, padded, rule, Hq, Hkv, qk_l2_norm=1)
+    out_ref, present_ref = reference(padded, rule, Hq, Hkv, qk_l2_norm=1)
+    assert close(out, out_ref, 1e-5) and close(present, present_ref, 1e-5)
+    out_all, present_all = run_recurrence(library, x, rule, Hq, Hkv, qk_l2_norm=1)
+    state, outs = x["past_state"], []
+    for t0, t1 in [(0, 5), (5, 6), (6, 7), (7, 8)]:
+        part = {n: t[:, t0:t1] for n, t in x.items() if n != "past_state"}
+        out, present = run_recurrence(library, {**part, "past_state": state}, rule, Hq, Hkv, qk_l2_norm=1)
+        outs.append(out)
+        state = torch.from_numpy(present)
+    assert close(np.concatenate(outs, axis=1), torch.from_numpy(out_all), 1e-6)
+    assert close(state.numpy(), torch.from_numpy(present_all), 1e-6)
+
+
+def test_qk_l2_norm_eps_of_the_kernels_is_the_records():
+    """kQK_L2_NORM_EPS of the native kernels' constants header equals rnnx.runtime.contract.ops.QK_L2_NORM_EPS."""
+    text = CONSTANTS_HEADER.read_text()
+    found = re.search(r"constexpr\s+float\s+kQK_L2_NORM_EPS\s*=\s*([0-9.eE+-]+)f?\s*;", text)
+    assert found is not None, f"{CONSTANTS_HEADER}: no 'constexpr float kQK_L2_NORM_EPS = ...;'"
+    assert float(found[1]) == QK_L2_NORM_EPS, f"{CONSTANTS_HEADER}: {found[1]} != QK_L2_NORM_EPS {QK_L2_NORM_EPS}"
 
 
 @pytest.mark.parametrize("rule", ["linear", "gated", "delta"])

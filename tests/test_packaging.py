@@ -72,7 +72,7 @@ def test_every_plugin_source_is_package_data() -> None:
         if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
     }
     assert on_disk - shipped == set()
-    assert {folder / "kernels" / "include" / "rnnx" / "kernels.h", folder / "tests" / "CMakeLists.txt"} <= shipped
+    assert {folder / "kernels" / "include" / "rnnx" / "kernel_types.h", folder / "tests" / "CMakeLists.txt"} <= shipped
 
 
 def test_op_folders_are_named_by_the_ops_torch_names() -> None:
@@ -113,8 +113,11 @@ def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
     assert {p.parent for p in plugins.KERNEL_SOURCES} == set(plugins.OPS_DIR.glob("*/cuda"))
     assert all(p.is_file() for p in plugins.KERNEL_SOURCES)
     assert (plugins.KERNELS_SRC_DIR / "type_utils.cuh").is_file()
-    assert plugins.KERNEL_INCLUDE_DIRS == (plugins.KERNELS_INCLUDE_DIR, plugins.KERNELS_SRC_DIR)
-    assert (plugins.KERNELS_INCLUDE_DIR / "rnnx" / "kernels.h").is_file()
+    assert plugins.KERNEL_INCLUDE_DIRS == (plugins.KERNELS_INCLUDE_DIR, plugins.OPS_DIR, plugins.KERNELS_SRC_DIR)
+    assert (plugins.KERNELS_INCLUDE_DIR / "rnnx" / "kernel_types.h").is_file()
+    # Each op's launcher in its own folder (no umbrella header naming the ops).
+    assert not (plugins.KERNELS_INCLUDE_DIR / "rnnx" / "kernels.h").exists()
+    assert all((d / f"{d.parent.name}.h").is_file() for d in plugins.OPS_DIR.glob("*/cuda"))
     assert cuda.KERNEL_SOURCES == plugins.KERNEL_SOURCES
     assert cuda.sources_present()
 

@@ -28,8 +28,9 @@ from rnnx.runtime.contract.targets import target as target_record
 
 REL = 1e-4
 HIDDEN = 64
-#: Nodes of the Gated DeltaNet layer's onnxruntime file after ONNX Runtime's optimizer (measured 2026-11-27).
-GDN_NODES = 36
+#: Nodes of the Gated DeltaNet layer's onnxruntime file after ONNX Runtime's optimizer (measured 2026-11-27, 36 before
+#: qk_l2_norm and grouped value; issue 39 asks at most 25).
+GDN_NODES = 24
 
 
 class LayerWithState(torch.nn.Module):
@@ -128,8 +129,8 @@ def test_portable_file_on_the_reference_evaluator(exported):
 @pytest.mark.parametrize("exported", ["gated_deltanet"], indirect=True)
 def test_gated_deltanet_graph_size_on_onnxruntime(exported, tmp_path):
     """The Gated DeltaNet layer's ``onnxruntime`` file after ONNX Runtime's optimizer, rnnx's op library registered:
-    at most :data:`GDN_NODES` nodes (a guard: issue 39 aims at 25, which needs the q/k norms and the head grouping
-    inside the op), with one node per rnnx op and the four input projections as one MatMul."""
+    at most :data:`GDN_NODES` nodes (the q / k norms and the head grouping inside the op), with one node per rnnx op,
+    the four input projections as one MatMul and nothing between the convolution's split and the recurrence."""
     module, paths = exported
     assert isinstance(module.layer, GatedDeltaNet)
     options = ort.SessionOptions()
@@ -139,4 +140,5 @@ def test_gated_deltanet_graph_size_on_onnxruntime(exported, tmp_path):
     ops = [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
     assert ops.count(spec.LINEAR_RECURRENCE.onnx_name) == ops.count(spec.CAUSAL_CONV_WITH_STATE.onnx_name) == 1
     assert ops.count("MatMul") == 2  # the fused input projection and the output projection
+    assert not {"Expand", "ReduceSum", "Sqrt", "Div"} & set(ops)  # no q / k norm or head repeat outside the op
     assert len(ops) <= GDN_NODES, (len(ops), sorted(ops))

@@ -29,9 +29,11 @@ from rnnx.export.onnx_ops.recurrence_family import (
     LOWERINGS,
     MS_DOMAIN,
     MS_DOMAIN_VERSION,
+    PLAIN_HEADS,
     SCAN,
     STANDARD_DOMAIN,
     STANDARD_OPSET,
+    HeadLayout,
     standard_function,
 )
 from rnnx.models.ops.causal_conv_with_state import causal_conv_with_state_naive
@@ -74,7 +76,8 @@ def _model(op: spec.OpSpec, arrays: dict[str, np.ndarray], attrs: dict, form: st
         LOWERINGS[op.onnx_name](w, {n: n for n in arrays}, {n: n for n in op.outputs}, attrs, domain)
         nodes, functions = w.nodes, []
     else:
-        function = standard_function(op, frozenset(arrays), domain, opset)
+        layout = HeadLayout.of(attrs) if op is spec.LINEAR_RECURRENCE else PLAIN_HEADS
+        function = standard_function(op, frozenset(arrays), domain, opset, layout)
         node = helper.make_node(
             op.onnx_name, [n if n in arrays else "" for n in op.inputs], list(op.outputs), domain=spec.ONNX_DOMAIN,
             **attrs,
@@ -102,25 +105,31 @@ def _rel(got: np.ndarray, want: torch.Tensor) -> float:
 
 
 CASES = [
-    (rule, heads, per_key, dtype)
+    (rule, heads, per_key, dtype, False)
     for rule, heads, per_key, dtype in itertools.product(
         UPDATE_RULES, [(2, 2), (4, 2)], [False, True], [np.float32, np.float16]
     )
     if rule in GATED_RULES or not per_key
+] + [  # grouped value (H_kv > H_q) with qk_l2_norm, Gated DeltaNet's layout; and grouped value alone
+    ("gated_delta", (2, 4), False, np.float32, True),
+    ("gated_delta", (2, 4), False, np.float16, True),
+    ("gated", (1, 2), True, np.float32, False),
 ]
 
 
 @pytest.mark.parametrize(
-    "rule,heads,per_key,dtype",
+    "rule,heads,per_key,dtype,qk_norm",
     CASES,
-    ids=[f"{r}-h{h[0]}x{h[1]}{'-perkey' if p else ''}-{d.__name__}" for r, h, p, d in CASES],
+    ids=[f"{r}-h{h[0]}x{h[1]}{'-perkey' if p else ''}-{d.__name__}{'-qknorm' if n else ''}" for r, h, p, d, n in CASES],
 )
-def test_linear_recurrence_lowering_equals_the_naive_twin(rule, heads, per_key, dtype):
+def test_linear_recurrence_lowering_equals_the_naive_twin(rule, heads, per_key, dtype, qk_norm):
     h_q, h_kv = heads
+    h_k = min(h_q, h_kv)
     g = torch.Generator().manual_seed(len(rule) + h_q)
+    keys = torch.randn(B, T, h_k, D_K, generator=g)
     x = {
         "query": torch.randn(B, T, h_q * D_K, generator=g),
-        "key": F.normalize(torch.randn(B, T, h_kv, D_K, generator=g), dim=-1).reshape(B, T, h_kv * D_K),
+        "key": (keys * 2.0 if qk_norm else F.normalize(keys, dim=-1)).reshape(B, T, h_k * D_K),
         "value": torch.randn(B, T, h_kv * D_V, generator=g),
     }
     if rule in GATED_RULES:
@@ -130,7 +139,7 @@ def test_linear_recurrence_lowering_equals_the_naive_twin(rule, heads, per_key, 
     x = {n: t.to(torch.float16 if dtype is np.float16 else torch.float32) for n, t in x.items()}
     mask = torch.zeros(B, T, dtype=torch.int32)
     mask[1, 6:] = 1  # a right-padded row
-    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule, scale=0.0)
+    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule, scale=0.0, qk_l2_norm=int(qk_norm))
     for with_state, with_mask in [(False, False), (True, True)]:
         inputs = dict(x)
         if with_state:

@@ -49,7 +49,8 @@ REQUIRED = (
     *(f"{OPS}/{name}" for name in KERNEL_FILES),
     f"{OPS}/causal_linear_attention/cuda/linear_attention_internal.h",
     f"{KERNELS}/src/type_utils.cuh",
-    f"{KERNELS}/include/rnnx/kernels.h",
+    f"{KERNELS}/include/rnnx/kernel_types.h",
+    *(f"{OPS}/{op}/cuda/{op}.h" for op in sorted({name.split("/")[0] for name in KERNEL_FILES})),  # launchers
     f"{KERNELS}/CMakeLists.txt",
     f"{KERNELS}/emulation/CMakeLists.txt",
     "rnnx/plugins/__init__.py",
@@ -61,6 +62,15 @@ REQUIRED = (
     f"{OPS}/sru_scan/tensorrt/sruScanPlugin.cpp",
     f"{OPS}/causal_linear_attention/tensorrt/causalLinearAttentionPlugin.cpp",
     "rnnx/plugins/torch/binding.cpp",
+    "rnnx/plugins/torch/binding_support.h",
+    "rnnx/plugins/torch/libtorch_op_support.h",
+    f"{KERNELS}/emulation/include/rnnx_emulation_c_api.h",
+    # each op's torch layer (libtorch op, CUDA-extension wrappers), found by the builds' globs
+    *(
+        f"{OPS}/{op}/torch/{op}_{part}.cpp"
+        for op in ("sru_scan", "causal_linear_attention")
+        for part in ("torch_op", "binding")
+    ),
     "rnnx/plugins/sru_scan/cpu/sru_scan_cpu.cpp",
     "rnnx/plugins/sru_scan/cpu/sru_scan_kernel.h",
     "rnnx/plugins/cpu/vector_math.h",
@@ -68,10 +78,14 @@ REQUIRED = (
     "rnnx/plugins/torch/aten_parallel_for.h",
     "rnnx/plugins/causal_linear_attention/cpu/causal_linear_attention_kernel.h",
     "rnnx/plugins/ort/rnnx_ort_ops.cpp",
-    "rnnx/plugins/ort/isa_kernels.cpp",
     "rnnx/plugins/ort/isa_kernels.h",
+    "rnnx/plugins/ort/isa_build.h",
+    "rnnx/plugins/ort/op_registry.h",
     "rnnx/plugins/ort/ort_op_support.h",
     f"{OPS}/sru_scan/ort/sru_scan_op.h",
+    f"{OPS}/sru_scan/ort/sru_scan_op.cpp",
+    f"{OPS}/sru_scan/ort/sru_scan_isa.h",
+    f"{OPS}/sru_scan/ort/sru_scan_isa.cpp",
     f"{OPS}/causal_linear_attention/ort/causal_linear_attention_op.h",
 )
 TENSORRT_CACHE = REPO / ".cache" / "tensorrt"
@@ -176,14 +190,15 @@ def test_installed_kernel_sources_include_only_installed_headers(site: Path, tmp
     the kernels' shared headers): every header it reads resolves, and the rnnx ones are the installed copies
     (none from the checkout)."""
     kernels = site / KERNELS
-    includes = [f"-I{kernels / 'include'}", f"-I{kernels / 'src'}"]
+    includes = [f"-I{kernels / 'include'}", f"-I{site / OPS}", f"-I{kernels / 'src'}"]
     cmd = [NVCC, "-M", "-std=c++17", "-arch=sm_90", *includes, str(site / OPS / name)]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     deps = [Path(d) for d in result.stdout.split(":", 1)[1].replace("\\\n", " ").split()]
     assert deps and deps[0].name == Path(name).name
     ours = [d for d in deps if site.resolve() in d.resolve().parents]
-    assert {d.name for d in ours} >= {Path(name).name, "kernels.h", "type_utils.cuh"}, ours
+    launcher = f"{Path(name).parent.parent.name}.h"  # <op>/cuda/<op>.h
+    assert {d.name for d in ours} >= {Path(name).name, launcher, "kernel_types.h", "type_utils.cuh"}, ours
     assert not [d for d in deps if REPO.resolve() in d.resolve().parents], "a header resolved to the checkout"
 
 

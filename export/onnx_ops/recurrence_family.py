@@ -9,6 +9,9 @@ given: the portable ``onnx`` target, which has no custom domain). What is added 
   pad step neither writes nor decays the state (beta needs nothing: with a zero key the write is zero);
   CausalConvWithState moves each row's real steps to the front (ranks from two CumSums, a ScatterElements),
   convolves, gathers the outputs back (0 at pads) and reads the state after each row's last real step;
+* rnnx's two extensions of the heads: ``qk_l2_norm`` divides each query and key head by sqrt(sum(x^2) + 1e-6)
+  (in fp32), and grouped value (H_kv a multiple of H_q) repeats each query and key head H_kv / H_q times, so the
+  standard op sees H_q = H_kv;
 * the state in fp32 whatever the activation dtype: LinearAttention's state type is its own (type parameter S),
   and an absent past_state becomes fp32 zeros so the present state is fp32 too; CausalConvWithState's state
   has the activation type T, so the fp32 state is cast to T around it (exact: it holds past inputs, which
@@ -70,16 +73,87 @@ def _keep_mask(w: NodeWriter, mask: str) -> tuple[str, str]:
     return pad, w.op("Not", [pad], "keep")
 
 
+@dataclass(frozen=True)
+class HeadLayout:
+    """What a ``LinearRecurrence`` node asks of its query and key heads, when known where the lowering is written
+    (an inline lowering, or a function overload per layout): ``qk_l2_norm`` and ``grouped_value`` (H_kv > H_q).
+    The ``None`` fields of :data:`DYNAMIC_HEADS` are decided by the node's attributes at run time instead (the one
+    function of the TensorRT target's "any" body)."""
+
+    qk_l2_norm: Optional[bool]
+    grouped_value: Optional[bool]
+
+    @staticmethod
+    def of(values: Mapping[str, Union[int, float, str]]) -> HeadLayout:
+        """The layout of a node with attribute ``values`` (``qk_l2_norm`` may be left out: the record's default)."""
+        norm = values.get("qk_l2_norm", spec.LINEAR_RECURRENCE.attributes["qk_l2_norm"])
+        return HeadLayout(bool(norm), int(values["kv_num_heads"]) > int(values["q_num_heads"]))
+
+    @property
+    def suffix(self) -> str:
+        """The function overload's suffix: ``_qknorm`` and / or ``_gv``."""
+        return ("_qknorm" if self.qk_l2_norm else "") + ("_gv" if self.grouped_value else "")
+
+
+#: The layout of a node with neither extension, and the layout decided at run time.
+PLAIN_HEADS = HeadLayout(False, False)
+DYNAMIC_HEADS = HeadLayout(None, None)
+
+
+def _l2_normalize_heads(w: NodeWriter, x: str, heads: str, dynamic_flag: Optional[str] = None) -> str:
+    """x (B, T, H*d) with each of its ``heads`` (a 1-D int64 name) divided by sqrt(sum(x^2) + 1e-6), in fp32 and
+    cast back; with ``dynamic_flag`` (0-D bool) only where the flag holds."""
+    shape = w.op("Concat", [w.ints([0, 0]), heads, w.ints([-1])], "heads_shape", axis=0)
+    xh = w.op("Reshape", [w.op("Cast", [x], to=_FP32), shape], "x_heads")
+    sumsq = w.op("ReduceSum", [w.op("Mul", [xh, xh]), w.ints([-1])], "sumsq", keepdims=1)
+    norm = w.op("Sqrt", [w.op("Add", [sumsq, w.scalar_float(spec.QK_L2_NORM_EPS)])], "norm")
+    normalized = w.op("CastLike", [w.op("Reshape", [w.op("Div", [xh, norm]), w.op("Shape", [x])]), x], "normalized")
+    return normalized if dynamic_flag is None else w.op("Where", [dynamic_flag, normalized, x], "maybe_normalized")
+
+
+def _repeat_heads(w: NodeWriter, x: str, heads: str, repeats: str) -> str:
+    """x (B, T, H*d) -> (B, T, H*R*d): each of its ``heads`` repeated ``repeats`` (1-D int64 names) times."""
+    xh = w.op("Reshape", [x, w.op("Concat", [w.ints([0, 0]), heads, w.ints([1, -1])], axis=0)], "x_heads")
+    tiled = w.op("Expand", [xh, w.op("Concat", [w.ints([1, 1, 1]), repeats, w.ints([1])], axis=0)], "x_tiled")
+    return w.op("Reshape", [tiled, w.ints([0, 0, -1])], "x_repeated")
+
+
+def _prepare_query_key(
+    w: NodeWriter, query: str, key: str, values: AttributeValues, layout: HeadLayout
+) -> tuple[str, str, str]:
+    """``(query, key, q_num_heads attribute)`` for the standard op (module docstring): normalised, and for grouped
+    value each head repeated H_kv / H_q times; the standard node's H_q is then the node's ``kv_num_heads``. For
+    :data:`DYNAMIC_HEADS` both follow the attributes at run time (R = max(1, H_kv / H_q) repeats, 1 a no-op)."""
+    if layout == PLAIN_HEADS:
+        return query, key, "q_num_heads"
+    heads_q = w.op("Unsqueeze", [_int_value(w, "q_num_heads", values), w.ints([0])], "heads_q")
+    heads_kv = w.op("Unsqueeze", [_int_value(w, "kv_num_heads", values), w.ints([0])], "heads_kv")
+    heads_k = w.op("Min", [heads_q, heads_kv], "heads_k")
+    if layout.qk_l2_norm is not False:
+        flag = None
+        if layout.qk_l2_norm is None:
+            flag = w.op("Cast", [_int_value(w, "qk_l2_norm", values)], "qk_l2_norm", to=onnx.TensorProto.BOOL)
+        query, key = _l2_normalize_heads(w, query, heads_q, flag), _l2_normalize_heads(w, key, heads_k, flag)
+    if layout.grouped_value is not False:
+        repeats = w.op("Max", [w.op("Div", [heads_kv, heads_q]), w.ints([1])], "repeats")
+        query, key = _repeat_heads(w, query, heads_q, repeats), _repeat_heads(w, key, heads_k, repeats)
+    return query, key, "kv_num_heads" if layout.grouped_value else "q_num_heads"
+
+
 def linear_recurrence_nodes(
     w: NodeWriter,
     inputs: Mapping[str, str],
     outputs: Mapping[str, str],
     values: AttributeValues = None,
     domain: str = STANDARD_DOMAIN,
+    layout: Optional[HeadLayout] = None,
 ) -> None:
     """Append the lowering of one ``LinearRecurrence``: ``inputs`` maps the record's input names that are present
     to value names, ``outputs`` its two outputs to the names to write; ``values`` the attributes (None: refs);
-    ``domain`` that of the ``LinearAttention`` node (:data:`STANDARD_DOMAIN` or :data:`MS_DOMAIN`)."""
+    ``domain`` that of the ``LinearAttention`` node (:data:`STANDARD_DOMAIN` or :data:`MS_DOMAIN`); ``layout`` the
+    node's :class:`HeadLayout` (by default read from ``values``, else :data:`DYNAMIC_HEADS`)."""
+    if layout is None:
+        layout = HeadLayout.of(values) if values is not None else DYNAMIC_HEADS
     query, key, value = inputs["query"], inputs["key"], inputs["value"]
     decay, beta, mask = inputs.get("decay"), inputs.get("beta"), inputs.get("mask_pad")
     if mask is not None:
@@ -96,16 +170,20 @@ def linear_recurrence_nodes(
         shape = w.op("Concat", [w.op("Shape", [query], end=1), heads_kv, d_k, d_v], "state_shape", axis=0)
         zero = helper.make_tensor("zero", _FP32, [1], [0.0])
         state = w.op("ConstantOfShape", [shape], "zero_state", value=zero)
+    query_in = query
     if domain == SCAN:
-        _scan_recurrence(w, query, key, value, state, decay, beta, values, outputs)
+        heads_q = w.op("Unsqueeze", [_int_value(w, "q_num_heads", values), w.ints([0])], "heads_q")
+        d_k = w.op("Div", [w.op("Shape", [query], start=2, end=3), heads_q], "d_k")
+        query, key, _ = _prepare_query_key(w, query, key, values, layout)
+        _scan_recurrence(w, query, key, value, state, decay, beta, values, outputs, d_k, query_in)
         return
     output = outputs["output"]
     # com.microsoft's type inference gives present_state query's type: run it in fp32 (no-op casts for fp32)
     if domain == MS_DOMAIN:
-        query_in = query
         query, key, value = (w.op("Cast", [t], f"{t}_f32", to=_FP32) for t in (query, key, value))
         decay, beta = (None if t is None else w.op("Cast", [t], "f32", to=_FP32) for t in (decay, beta))
         output = w.fresh("output_f32")
+    query, key, q_heads_attribute = _prepare_query_key(w, query, key, values, layout)
     node = helper.make_node(
         "LinearAttention", [query, key, value, state, decay or "", beta or ""],
         [output, outputs["present_state"]], name=w.fresh("n_LinearAttention"), domain=domain,
@@ -113,7 +191,8 @@ def linear_recurrence_nodes(
     while node.input and node.input[-1] == "":
         node.input.pop()
     INT, FLOAT, STRING = onnx.AttributeProto.INT, onnx.AttributeProto.FLOAT, onnx.AttributeProto.STRING
-    for name, kind in (("q_num_heads", INT), ("kv_num_heads", INT), ("update_rule", STRING), ("scale", FLOAT)):
+    node.attribute.append(_attribute("q_num_heads", values, INT, ref=q_heads_attribute))
+    for name, kind in (("kv_num_heads", INT), ("update_rule", STRING), ("scale", FLOAT)):
         node.attribute.append(_attribute(name, values, kind))
     w.nodes.append(node)
     if output != outputs["output"]:
@@ -145,17 +224,18 @@ def _scan_recurrence(
     beta: Optional[str],
     values: AttributeValues,
     outputs: Mapping[str, str],
+    d_k: str,
+    query_in: str,
 ) -> None:
-    """The recurrence as one ``Scan`` over time in fp32 (standard ops before opset 27). Per step, on (B, H_kv, ...)::
+    """The recurrence as one ``Scan`` over time in fp32 (standard ops before opset 27), on query and key as
+    :func:`_prepare_query_key` leaves them, ``d_k`` their head dim (1-D int64). Per step, on (B, H_kv, ...)::
 
         S' = exp(g_t) S;  w = v_t + delta (beta_t (v_t - S'^T k_t) - v_t);  S = S' + k_t w^T;  o_t = s q_t^T S
 
     with delta 1 for the delta rules (read from ``update_rule``; a decay given to an ungated rule is zeroed the
     same way), and s the scale (1/sqrt(d_k) for 0). Step tensors are reshaped to heads by shapes computed once.
     """
-    heads_q = w.op("Unsqueeze", [_int_value(w, "q_num_heads", values), w.ints([0])], "heads_q")
     heads_kv = w.op("Unsqueeze", [_int_value(w, "kv_num_heads", values), w.ints([0])], "heads_kv")
-    d_k = w.op("Div", [w.op("Shape", [query], start=2, end=3), heads_q], "d_k")
     d_v = w.op("Div", [w.op("Shape", [value], start=2, end=3), heads_kv], "d_v")
     zero, one, minus = w.ints([0]), w.ints([1]), w.ints([-1])
     shape = {
@@ -211,7 +291,7 @@ def _scan_recurrence(
     present, out_tm = w.op("Scan", [state32, *scanned.values()], "scan", num_outputs=2, body=body, num_scan_inputs=n)
     out_all = w.op("Transpose", [out_tm], "out_bf", perm=[1, 0, 2])
     w.nodes.append(helper.make_node("Identity", [present], [outputs["present_state"]], name=w.fresh("n_present")))
-    w.nodes.append(helper.make_node("CastLike", [out_all, query], [outputs["output"]], name=w.fresh("n_out")))
+    w.nodes.append(helper.make_node("CastLike", [out_all, query_in], [outputs["output"]], name=w.fresh("n_out")))
 
 
 def causal_conv_nodes(
@@ -317,16 +397,24 @@ _FORMS = {
 
 
 def standard_function(
-    op: spec.OpSpec, present: frozenset[str], domain: str = STANDARD_DOMAIN, opset_version: int = STANDARD_OPSET
+    op: spec.OpSpec,
+    present: frozenset[str],
+    domain: str = STANDARD_DOMAIN,
+    opset_version: int = STANDARD_OPSET,
+    layout: HeadLayout = PLAIN_HEADS,
 ) -> onnx.FunctionProto:
-    """The model-local function ``rnnx::<op>`` (overload :func:`overload_name` plus the form's suffix) ending in the
-    opset-27 standard op (``opset_version`` 27 or later), ONNX Runtime's contrib op (:data:`MS_DOMAIN`) or the
-    :data:`SCAN` lowering (standard ops of ``opset_version`` >= :data:`MIN_SCAN_OPSET`)."""
+    """The model-local function ``rnnx::<op>`` (overload :func:`overload_name` plus the head layout's and the form's
+    suffixes) ending in the opset-27 standard op (``opset_version`` 27 or later), ONNX Runtime's contrib op
+    (:data:`MS_DOMAIN`) or the :data:`SCAN` lowering (standard ops of ``opset_version`` >= :data:`MIN_SCAN_OPSET`);
+    ``layout`` is the LinearRecurrence node's :class:`HeadLayout`."""
     w = NodeWriter("")
     inputs = {n: n for n in op.inputs if n not in op.optional_inputs or n in present}
-    LOWERINGS[op.onnx_name](w, inputs, {n: n for n in op.outputs}, None, domain)
+    if op is spec.LINEAR_RECURRENCE:
+        linear_recurrence_nodes(w, inputs, {n: n for n in op.outputs}, None, domain, layout)
+    else:
+        LOWERINGS[op.onnx_name](w, inputs, {n: n for n in op.outputs}, None, domain)
     suffix, body = _FORMS[domain]
-    overload = overload_name(op, present) + suffix
+    overload = overload_name(op, present) + layout.suffix + suffix
     extra = ((MS_DOMAIN, MS_DOMAIN_VERSION),) if domain == MS_DOMAIN else ()
     doc = f"{op.onnx_name}, overload {overload}: {body.format(name=_standard_name(op))} body."
     return op_function(op, w.nodes, opset_version, doc, overload, extra_opsets=extra)
@@ -348,6 +436,7 @@ def _linear_recurrence_translation(full_layout: bool) -> Callable[..., tuple[Any
     def translate(
         query: Any, key: Any, value: Any, past_state: Optional[Any], decay: Optional[Any], beta: Optional[Any],
         mask_pad: Optional[Any], q_num_heads: int, kv_num_heads: int, update_rule: str, scale: float,
+        qk_l2_norm: int = 0,
     ) -> tuple[Any, Any]:  # fmt: skip
         if query.dtype == ir.DataType.DOUBLE:
             raise ValueError("LinearRecurrence: fp64 activations have no ONNX form (opset 27 and ONNX Runtime's "
@@ -367,7 +456,7 @@ def _linear_recurrence_translation(full_layout: bool) -> Callable[..., tuple[Any
                 beta = ox.Expand(zero, ox.Concat(lead, ox.Constant(value_ints=[1]), axis=0))
             mask_pad = int32_mask(mask_pad, lead)
         values = dict(q_num_heads=int(q_num_heads), kv_num_heads=int(kv_num_heads), update_rule=str(update_rule),
-                      scale=float(scale))  # fmt: skip
+                      scale=float(scale), qk_l2_norm=int(qk_l2_norm))  # fmt: skip
         attrs = node_attributes(spec.LINEAR_RECURRENCE, values)
         outputs = custom_op(spec.LINEAR_RECURRENCE)(query, key, value, past_state, decay, beta, mask_pad, **attrs)
         bind_state_dtypes(spec.LINEAR_RECURRENCE, outputs, double=False)
@@ -414,10 +503,22 @@ class FamilyVariant:
     op: spec.OpSpec
     present: frozenset[str]
     form: str
+    layout: HeadLayout = PLAIN_HEADS
 
     @property
     def name(self) -> str:
-        return overload_name(self.op, self.present) + _FORMS[self.form][0]
+        return overload_name(self.op, self.present) + self.layout.suffix + _FORMS[self.form][0]
+
+
+def _head_layout(node: onnx.NodeProto, op: spec.OpSpec) -> HeadLayout:
+    """The :class:`HeadLayout` a LinearRecurrence node's attributes ask for (:data:`PLAIN_HEADS` for other ops)."""
+    if op is not spec.LINEAR_RECURRENCE:
+        return PLAIN_HEADS
+    values = {
+        **{a.name: a.default for a in op.attribute_records},
+        **{a.name: helper.get_attribute_value(a) for a in node.attribute},
+    }
+    return HeadLayout.of(values)
 
 
 def _check_opset(op: spec.OpSpec, form: str, opset: int) -> None:
@@ -434,7 +535,7 @@ def _family_variant(op: spec.OpSpec) -> Callable[[onnx.NodeProto, NodeContext], 
         target = context.target
         form = MS_DOMAIN if target.contrib_ops else STANDARD_DOMAIN if not target.custom_domain else SCAN
         _check_opset(op, form, context.opset)
-        return FamilyVariant(op, present_inputs(node, op), form)
+        return FamilyVariant(op, present_inputs(node, op), form, _head_layout(node, op))
 
     return variant
 
@@ -449,11 +550,13 @@ def _family_any_variant(op: spec.OpSpec) -> Callable[[onnx.NodeProto, NodeContex
 
 
 def _family_function(variant: FamilyVariant, context: NodeContext) -> onnx.FunctionProto:
-    return standard_function(variant.op, variant.present, variant.form, context.opset)
+    return standard_function(variant.op, variant.present, variant.form, context.opset, variant.layout)
 
 
 def _family_any_function(variant: FamilyVariant, context: NodeContext) -> onnx.FunctionProto:
-    function = standard_function(variant.op, variant.present, SCAN, context.opset)
+    """The one function of every node of the op (the TensorRT target's "any" body): heads decided at run time."""
+    layout = DYNAMIC_HEADS if variant.op is spec.LINEAR_RECURRENCE else PLAIN_HEADS
+    function = standard_function(variant.op, variant.present, SCAN, context.opset, layout)
     function.overload = ""
     return function
 

@@ -5,11 +5,14 @@
 A module scripted in Python (``torch.jit.script``, e.g. :class:`rnnx.models.SRU`) calls
 ``torch.ops.rnnx.sru_scan``; a C++ program loading it with ``torch::jit::load`` needs those ops
 registered, which this library does (``TORCH_LIBRARY(rnnx)``, CPU kernels, inference only) when the
-program links it or ``dlopen``s it before the load. The schemas are written from the Python ops'
-definitions (:func:`schemas`) into a generated header, so the two never differ; the kernels are the
-sources of rnnx's CPU kernels (``plugins/torch/rnnx_torch_ops.cpp``, with each op's ``plugins/<op>/cpu/``). It
-is built with g++ against the headers and libraries of the installed torch wheel (the same libtorch a C++
-program links), into ``<checkout>/build/torchops`` (``$RNNX_TORCH_OPS`` overrides), written whole (temp + rename).
+program links it or ``dlopen``s it before the load. Each op of the library is one file in its own folder,
+``plugins/<op>/torch/<op>_torch_op.cpp`` (its ``TORCH_LIBRARY_FRAGMENT`` and CPU ``TORCH_LIBRARY_IMPL``), compiled
+with that op's ``plugins/<op>/cpu/*.cpp``; ``plugins/torch/`` holds what they share (``rnnx_torch_ops.cpp`` claims
+the namespace). The library's ops, :data:`LIBTORCH_OPS`, are the ops with such a file: a new op joins by adding
+it, with no edit here. The schemas are written from the Python ops' definitions (:func:`schemas`) into a
+generated header, ``RNNX_<OP>_SCHEMA`` per op, so the two never differ. It is built with g++ against the headers
+and libraries of the installed torch wheel (the same libtorch a C++ program links), into
+``<checkout>/build/torchops`` (``$RNNX_TORCH_OPS`` overrides), written whole (temp + rename).
 
 Link a program with ``-Wl,--no-as-needed -lrnnx_torch_ops`` (the library is only referenced through its
 static registrations) and torch's ``-ltorch -ltorch_cpu -lc10``; ``docs/examples/libtorch/`` is one.
@@ -17,6 +20,7 @@ static registrations) and torch's ``-ltorch -ltorch_cpu -lc10``; ``docs/examples
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -27,17 +31,34 @@ from typing import Optional
 import torch
 
 from rnnx import plugins
-from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION, SRU_SCAN, TORCH_NAMESPACE
+from rnnx.runtime.contract.ops import ALL_OPS, TORCH_NAMESPACE, OpSpec
 
 from ...runtime.build_dirs import build_main, native_library_path
 
 LIBRARY_NAME = "librnnx_torch_ops.so"
-#: The ops this library defines and runs for libtorch programs. The linear-recurrence family's ops are not in it
-#: yet: a scripted module calling them runs in Python (torch.library) only.
-LIBTORCH_OPS = (SRU_SCAN, CAUSAL_LINEAR_ATTENTION)
-_SOURCES = (plugins.TORCH_DIR / "rnnx_torch_ops.cpp", plugins.OPS_DIR / "sru_scan" / "cpu" / "sru_scan_cpu.cpp")
-#: The torch layer, the shared CPU headers and every op's CPU kernel folder (``plugins/<op>/cpu``).
-_INCLUDES = (plugins.TORCH_DIR, plugins.CPU_DIR, *sorted(plugins.OPS_DIR.glob("*/cpu")))
+#: The suffix of an op's file of this library in its folder: ``plugins/<op>/torch/<op>_torch_op.cpp``.
+OP_SOURCE_SUFFIX = "_torch_op.cpp"
+
+
+def op_sources(op: OpSpec) -> tuple[Path, ...]:
+    """The sources ``op`` adds to the library: its ``plugins/<op>/torch/*_torch_op.cpp`` (none: the op is not in
+    the library) and, when it has one, its CPU kernel's ``plugins/<op>/cpu/*.cpp`` (built with ``RNNX_NO_PYTHON``)."""
+    folder = plugins.OPS_DIR / op.torch_name
+    torch_files = sorted((folder / "torch").glob(f"*{OP_SOURCE_SUFFIX}"))
+    return (*torch_files, *sorted((folder / "cpu").glob("*.cpp"))) if torch_files else ()
+
+
+#: The ops this library defines and runs for libtorch programs: those of ALL_OPS with a
+#: ``plugins/<op>/torch/*_torch_op.cpp``. The others (the linear-recurrence family's, today) are not in it: a
+#: scripted module calling them runs in Python (torch.library) only.
+LIBTORCH_OPS: tuple[OpSpec, ...] = tuple(op for op in ALL_OPS if op_sources(op))
+#: Everything compiled: the shared registration, then each op's sources.
+_SOURCES = (plugins.TORCH_DIR / "rnnx_torch_ops.cpp", *(path for op in LIBTORCH_OPS for path in op_sources(op)))
+#: The torch layer, the shared CPU headers, the op folders' parent (``"<op>/cpu/..."`` includes) and every op's
+#: CPU kernel folder (``plugins/<op>/cpu``).
+_INCLUDES = (plugins.TORCH_DIR, plugins.CPU_DIR, plugins.OPS_DIR, *sorted(plugins.OPS_DIR.glob("*/cpu")))
+#: Headers a build depends on besides those of the include folders: each op's torch folder's.
+_OP_HEADERS_GLOBS = ("*/torch/*.h",)
 
 
 class LibtorchOpsError(RuntimeError):
@@ -50,10 +71,10 @@ def library_path() -> Path:
 
 
 def schemas() -> dict[str, str]:
-    """``{torch op name: schema}`` of every op of :data:`LIBTORCH_OPS`, as the Python registration defines it."""
-    import rnnx.models.ops.causal_linear_attention
-    import rnnx.models.ops.sru_scan  # noqa: F401
-
+    """``{torch op name: schema}`` of every op of :data:`LIBTORCH_OPS`, as the Python registration defines it
+    (importing ``rnnx.models.ops.<op>`` registers it)."""
+    for op in LIBTORCH_OPS:
+        importlib.import_module(f"rnnx.models.ops.{op.torch_name}")
     namespace = getattr(torch.ops, TORCH_NAMESPACE)
     return {op.torch_name: str(getattr(namespace, op.torch_name).default._schema) for op in LIBTORCH_OPS}
 
@@ -94,7 +115,11 @@ def build(out: Optional[Path] = None, force: bool = False) -> Path:
     out = Path(out or library_path())
     header = _schema_header()
     kept_header = out.with_name("rnnx_torch_schemas.h")
-    inputs = [*_SOURCES, *(h for d in _INCLUDES for h in d.glob("*.h")), Path(torch.__file__), Path(__file__)]
+    headers = [
+        *(h for d in _INCLUDES for h in d.glob("*.h")),
+        *(h for g in _OP_HEADERS_GLOBS for h in plugins.OPS_DIR.glob(g)),
+    ]
+    inputs = [*_SOURCES, *headers, Path(torch.__file__), Path(__file__)]
     fresh = out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs)
     if not force and fresh and kept_header.is_file() and kept_header.read_text() == header:
         return out

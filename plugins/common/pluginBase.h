@@ -27,7 +27,7 @@
 #pragma once
 
 #include "common/pluginCommon.h"
-#include "rnnx/kernels.h"
+#include "rnnx/kernel_types.h"
 
 #include <NvInferRuntime.h>
 

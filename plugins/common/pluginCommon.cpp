@@ -1,7 +1,9 @@
 #include "pluginCommon.h"
+#include "pluginRegistry.h"
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -455,6 +457,50 @@ std::string toString(nvinfer1::Dims const& dims)
     }
     out << ")";
     return out.str();
+}
+
+namespace
+{
+
+//! The registrars' list (function-local static: usable from any static initialiser, pluginRegistry.h).
+std::vector<CreatorInstanceFn>& creatorInstances() noexcept
+{
+    static std::vector<CreatorInstanceFn> instances;
+    return instances;
+}
+
+} // namespace
+
+CreatorRegistrar::CreatorRegistrar(CreatorInstanceFn instance) noexcept
+{
+    try
+    {
+        creatorInstances().push_back(instance);
+    }
+    catch (...)
+    {
+        log(Severity::kERROR, "out of memory while listing the plugin creators");
+    }
+}
+
+std::vector<nvinfer1::IPluginCreatorInterface*> const& registeredCreators() noexcept
+{
+    static std::vector<nvinfer1::IPluginCreatorInterface*> const creators = []
+    {
+        std::vector<nvinfer1::IPluginCreatorV3One*> sorted;
+        for (CreatorInstanceFn instance : creatorInstances())
+        {
+            sorted.push_back(&instance());
+        }
+        std::sort(sorted.begin(), sorted.end(),
+            [](nvinfer1::IPluginCreatorV3One const* a, nvinfer1::IPluginCreatorV3One const* b)
+            {
+                int const byName = std::strcmp(a->getPluginName(), b->getPluginName());
+                return byName != 0 ? byName < 0 : std::strcmp(a->getPluginVersion(), b->getPluginVersion()) < 0;
+            });
+        return std::vector<nvinfer1::IPluginCreatorInterface*>(sorted.begin(), sorted.end());
+    }();
+    return creators;
 }
 
 } // namespace plugin

@@ -17,6 +17,10 @@
  *    Without TensorRT in the process (CI) the initialiser finds no registry and does nothing; with a TensorRT of
  *    another major than the headers' it registers nothing and says so on stderr.
  *
+ * The creators are those the op folders register (RNNX_REGISTER_PLUGIN_CREATOR in the plugin .cpp of
+ * plugins/<op>/tensorrt/, common/pluginRegistry.h), sorted by plugin name; this file names no op. pluginRegistry.h
+ * explains why the list is complete before SelfRegistration below walks it (the registrars' init_priority).
+ *
  * Neither library links libnvinfer: the registry (self-registering library: first in the global scope) and the
  * global logger are found with dlsym in an already loaded libnvinfer (kTENSORRT_SONAME, RTLD_NOLOAD; Python loads
  * it with local scope), and used only when the TensorRT major of where they were found (getInferLibMajorVersion or
@@ -27,11 +31,8 @@
  * serves one TensorRT major only; loaders compare these (or the marker string, read from the file) with the
  * TensorRT in the process before loading.
  */
-#include "causal_conv_with_state/tensorrt/causalConvWithStatePlugin.h"
-#include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
 #include "common/pluginCommon.h"
-#include "linear_recurrence/tensorrt/linearRecurrencePlugin.h"
-#include "sru_scan/tensorrt/sruScanPlugin.h"
+#include "common/pluginRegistry.h"
 
 #ifndef RNNX_PLUGIN_SELF_REGISTER
 #error "define RNNX_PLUGIN_SELF_REGISTER: 0 for the getCreators library, 1 for the self-registering one"
@@ -45,14 +46,6 @@ namespace plugin
 {
 namespace
 {
-
-SruScanPluginCreator gSruScanCreator;
-CausalLinearAttentionPluginCreator gCausalLinearAttentionCreator;
-LinearRecurrencePluginCreator gLinearRecurrenceCreator;
-CausalConvWithStatePluginCreator gCausalConvWithStateCreator;
-nvinfer1::IPluginCreatorInterface* const gCreators[] = {
-    &gSruScanCreator, &gCausalLinearAttentionCreator, &gLinearRecurrenceCreator, &gCausalConvWithStateCreator};
-constexpr int32_t kNB_CREATORS = static_cast<int32_t>(sizeof(gCreators) / sizeof(gCreators[0]));
 
 #if RNNX_PLUGIN_SELF_REGISTER
 
@@ -68,7 +61,8 @@ nvinfer1::IPluginRegistry* findPluginRegistry() noexcept
     return fn != nullptr ? fn() : nullptr;
 }
 
-//! Runs once per loaded copy of the library (dlopen of an already loaded path runs no initialiser).
+//! Runs once per loaded copy of the library (dlopen of an already loaded path runs no initialiser). Unprioritised, so
+//! after every creator registrar of the library (pluginRegistry.h).
 struct SelfRegistration
 {
     SelfRegistration() noexcept
@@ -78,7 +72,7 @@ struct SelfRegistration
         {
             return;
         }
-        for (nvinfer1::IPluginCreatorInterface* creator : gCreators)
+        for (nvinfer1::IPluginCreatorInterface* creator : registeredCreators())
         {
             if (!registry->registerCreator(*creator, kPLUGIN_NAMESPACE))
             {
@@ -115,8 +109,9 @@ extern "C" RNNX_PLUGIN_EXPORT char const* rnnx_trt_plugins_tensorrt_version()
 
 extern "C" RNNX_PLUGIN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
 {
-    nbCreators = rnnx::plugin::kNB_CREATORS;
-    return rnnx::plugin::gCreators;
+    std::vector<nvinfer1::IPluginCreatorInterface*> const& creators = rnnx::plugin::registeredCreators();
+    nbCreators = static_cast<int32_t>(creators.size());
+    return creators.data();
 }
 
 extern "C" RNNX_PLUGIN_EXPORT void setLoggerFinder(nvinfer1::ILoggerFinder* finder)

@@ -1,10 +1,11 @@
-// The CPU kernels of the ONNX Runtime custom-op library, one entry point per op and instruction set.
+// The CPU kernels of the ONNX Runtime custom-op library, built per instruction set; names no op.
 //
-// isa_kernels.cpp is compiled three times by rnnx.runtime.ortops (-DRNNX_ISA=avx512 -mavx512f -mavx2 -mfma,
-// -DRNNX_ISA=avx2 -mavx2 -mfma, and -DRNNX_ISA=base with no flags); the ops pick one at run time by the CPU's features
-// (isa_avx512(), isa_avx2_fma(); SRUScan and CausalLinearAttention use avx2 or base), so the library never
-// executes an instruction the CPU lacks. fp32 tensors (fp64 for fp64 activations, whose state is fp64 too);
-// the ops stage fp16 / bf16 I/O to fp32 around these calls.
+// Each op declares its entry points in its own folder (plugins/<op>/ort/<op>_isa.h: its Args struct, then
+// RNNX_ISA_ENTRY(<op>_forward, <Op>Args)) and defines them in plugins/<op>/ort/<op>_isa.cpp, which
+// rnnx.runtime.ortops compiles three times (-DRNNX_ISA=avx512 -mavx512f -mavx2 -mfma, -DRNNX_ISA=avx2 -mavx2 -mfma,
+// and -DRNNX_ISA=base with no flags; isa_build.h says how). The op picks a build at run time by the CPU's features
+// (isa_avx512(), isa_avx2_fma()), so the library never executes an instruction the CPU lacks. fp32 tensors (fp64 for
+// fp64 activations, whose state is fp64 too); the ops stage fp16 / bf16 I/O to fp32 around these calls.
 #pragma once
 
 #include <cstdint>
@@ -15,64 +16,6 @@ namespace rnnx_ort
 using RangeFn = std::function<void(int64_t, int64_t)>;
 // Runs fn over disjoint ranges covering [begin, end), each at least `grain` long where possible.
 using ParallelFor = std::function<void(int64_t, int64_t, int64_t, const RangeFn&)>;
-
-// rnnx::SRUScan in the layouts of docs/ops.md, all in acc_t (float or double); x and mask may be null.
-template <typename acc_t> struct SruArgs
-{
-    int64_t L, B, D, d, k;
-    bool has_skip, use_tanh;
-    double scale_x;
-    const acc_t *U, *x, *weight_c, *bias, *c0;
-    const uint8_t* mask;
-    acc_t *h, *c_last;
-};
-
-// rnnx::CausalLinearAttention in the layouts of docs/ops.md, all in acc_t; S0 and z0 may be null (zeros).
-template <typename acc_t> struct AttentionArgs
-{
-    int64_t B, H, L, E, M;
-    double eps;
-    bool time_major;
-    const acc_t *q, *k, *v, *S0, *z0;
-    const uint8_t* pad;
-    acc_t *out, *S_last, *z_last;
-};
-
-// rnnx::LinearRecurrence in the layouts of docs/ops.md, all in acc_t; rule 0..3 = linear, gated, delta, gated_delta;
-// past_state and pad may be null (zeros, no pads), decay / beta are null where the rule reads none.
-template <typename acc_t> struct LinearRecurrenceArgs
-{
-    int64_t B, T, Hq, Hkv, dk, dv, rule;
-    bool decay_per_key, beta_per_head;
-    double scale; // resolved: never 0
-    const acc_t *query, *key, *value, *past_state, *decay, *beta;
-    const uint8_t* pad;
-    acc_t *out, *present_state;
-};
-
-// rnnx::CausalConvWithState in the layouts of docs/ops.md, all in acc_t; bias, past_state and pad may be null.
-template <typename acc_t> struct CausalConvArgs
-{
-    int64_t B, C, T, K;
-    bool silu;
-    const acc_t *input, *weight, *bias, *past_state;
-    const uint8_t* pad;
-    acc_t *out, *present_state;
-};
-
-#define RNNX_ORT_DECLARE_KERNELS(isa)                                                                                  \
-    void sru_forward_##isa(const ParallelFor& parallel_for, const SruArgs<float>& args);                               \
-    void sru_forward_##isa(const ParallelFor& parallel_for, const SruArgs<double>& args);                              \
-    void attention_forward_##isa(const ParallelFor& parallel_for, const AttentionArgs<float>& args);                   \
-    void attention_forward_##isa(const ParallelFor& parallel_for, const AttentionArgs<double>& args);                  \
-    void linear_recurrence_forward_##isa(const ParallelFor& parallel_for, const LinearRecurrenceArgs<float>& args);    \
-    void linear_recurrence_forward_##isa(const ParallelFor& parallel_for, const LinearRecurrenceArgs<double>& args);   \
-    void causal_conv_forward_##isa(const ParallelFor& parallel_for, const CausalConvArgs<float>& args);                \
-    void causal_conv_forward_##isa(const ParallelFor& parallel_for, const CausalConvArgs<double>& args);
-RNNX_ORT_DECLARE_KERNELS(avx512)
-RNNX_ORT_DECLARE_KERNELS(avx2)
-RNNX_ORT_DECLARE_KERNELS(base)
-#undef RNNX_ORT_DECLARE_KERNELS
 
 // Whether this CPU runs the avx2 build (AVX2 and FMA).
 inline bool isa_avx2_fma()
@@ -93,42 +36,40 @@ inline bool isa_avx512()
     return false;
 #endif
 }
-
-// The entry points of the build this CPU can run.
-template <typename acc_t> void sru_forward(const ParallelFor& parallel_for, const SruArgs<acc_t>& args)
-{
-    if (isa_avx2_fma())
-        sru_forward_avx2(parallel_for, args);
-    else
-        sru_forward_base(parallel_for, args);
-}
-
-template <typename acc_t> void attention_forward(const ParallelFor& parallel_for, const AttentionArgs<acc_t>& args)
-{
-    if (isa_avx2_fma())
-        attention_forward_avx2(parallel_for, args);
-    else
-        attention_forward_base(parallel_for, args);
-}
-
-template <typename acc_t>
-void linear_recurrence_forward(const ParallelFor& parallel_for, const LinearRecurrenceArgs<acc_t>& args)
-{
-    if (isa_avx512())
-        linear_recurrence_forward_avx512(parallel_for, args);
-    else if (isa_avx2_fma())
-        linear_recurrence_forward_avx2(parallel_for, args);
-    else
-        linear_recurrence_forward_base(parallel_for, args);
-}
-
-template <typename acc_t> void causal_conv_forward(const ParallelFor& parallel_for, const CausalConvArgs<acc_t>& args)
-{
-    if (isa_avx512())
-        causal_conv_forward_avx512(parallel_for, args);
-    else if (isa_avx2_fma())
-        causal_conv_forward_avx2(parallel_for, args);
-    else
-        causal_conv_forward_base(parallel_for, args);
-}
 } // namespace rnnx_ort
+
+// The fp32 and fp64 entry point `name_<isa>` of each build, for an op's Args template (inside namespace rnnx_ort).
+#define RNNX_ISA_DECLARE_(name, Args, isa)                                                                             \
+    void name##_##isa(const ParallelFor& parallel_for, const Args<float>& args);                                       \
+    void name##_##isa(const ParallelFor& parallel_for, const Args<double>& args);
+
+// Declares an op's entry points name_avx512, name_avx2 and name_base (fp32 and fp64) and defines
+// `template <typename acc_t> void name(const ParallelFor&, const Args<acc_t>&)`, which runs the build this CPU can
+// run: avx512, else avx2, else base. Use inside namespace rnnx_ort.
+#define RNNX_ISA_ENTRY(name, Args)                                                                                     \
+    RNNX_ISA_DECLARE_(name, Args, avx512)                                                                              \
+    RNNX_ISA_DECLARE_(name, Args, avx2)                                                                                \
+    RNNX_ISA_DECLARE_(name, Args, base)                                                                                \
+    template <typename acc_t> void name(const ParallelFor& parallel_for, const Args<acc_t>& args)                      \
+    {                                                                                                                  \
+        if (isa_avx512())                                                                                              \
+            name##_avx512(parallel_for, args);                                                                         \
+        else if (isa_avx2_fma())                                                                                       \
+            name##_avx2(parallel_for, args);                                                                           \
+        else                                                                                                           \
+            name##_base(parallel_for, args);                                                                           \
+    }
+
+// RNNX_ISA_ENTRY for an op that stops at AVX2: its dispatcher runs avx2, else base (the avx512 build is compiled
+// like every op's, and never runs).
+#define RNNX_ISA_ENTRY_AVX2(name, Args)                                                                                \
+    RNNX_ISA_DECLARE_(name, Args, avx512)                                                                              \
+    RNNX_ISA_DECLARE_(name, Args, avx2)                                                                                \
+    RNNX_ISA_DECLARE_(name, Args, base)                                                                                \
+    template <typename acc_t> void name(const ParallelFor& parallel_for, const Args<acc_t>& args)                      \
+    {                                                                                                                  \
+        if (isa_avx2_fma())                                                                                            \
+            name##_avx2(parallel_for, args);                                                                           \
+        else                                                                                                           \
+            name##_base(parallel_for, args);                                                                           \
+    }

@@ -1,9 +1,12 @@
 // What the library's ops share: the op itself (CpuOp: name, I/O types by role, kernel creation, exceptions as
 // statuses), attributes with defaults, error statuses, ORT's thread pool as the kernels' parallel-for, fp16 <-> fp32
-// staging of I/O and the pad mask in any element type. Needs ORT's C++ API with ORT_API_MANUAL_INIT (the API table
-// comes from the host process, RegisterCustomOps).
+// staging of I/O and the pad mask in any element type. Uses ORT's C++ API with ORT_API_MANUAL_INIT in every file of
+// the library (they must agree; the API table comes from the host process, RegisterCustomOps).
 #pragma once
 
+#ifndef ORT_API_MANUAL_INIT
+#define ORT_API_MANUAL_INIT
+#endif
 #include "onnxruntime_cxx_api.h"
 #include "isa_kernels.h"
 
@@ -239,8 +242,8 @@ inline std::vector<int64_t> shape_of(const Ort::ConstValue& value)
     return value.GetTensorTypeAndShapeInfo().GetShape();
 }
 
-// Runs a kernel's entry point (isa_kernels.h) on ORT's intra-op thread pool, then copies the activation output
-// `out` from `staging` when it is fp16 / bf16 (store()).
+// Runs a kernel's entry point (RNNX_ISA_ENTRY, isa_kernels.h) on ORT's intra-op thread pool, then copies the activation
+// output `out` from `staging` when it is fp16 / bf16 (store()).
 template <typename T, typename Args>
 OrtStatusPtr run(Ort::KernelContext& ctx, void (*forward)(const ParallelFor&, const Args&), const Args& args,
     Ort::UnownedValue& out, const std::vector<float>& staging)

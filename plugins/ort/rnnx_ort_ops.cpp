@@ -1,46 +1,52 @@
-// rnnx custom-op library for ONNX Runtime (CPU execution provider): domain "rnnx", ops SRUScan
-// (plugins/sru_scan/ort/sru_scan_op.h), CausalLinearAttention, LinearRecurrence and CausalConvWithState
-// (plugins/<op>/ort/<op>_op.h, all on the include path), each with a kernel per
+// rnnx custom-op library for ONNX Runtime (CPU execution provider): domain "rnnx", with every rnnx op (docs/ops.md),
+// each registering itself (op_registry.h) from its folder's plugins/<op>/ort/<op>_op.cpp, with a kernel per
 // activation dtype the exporter writes (fp32, fp16, bf16, fp64), so registering the library never makes a graph
-// invalid. What the ops share is in ort_op_support.h.
+// invalid. What the ops share is in ort_op_support.h. This file names no op.
 //
 // Built on ONNX Runtime's C++ custom-op API (headers only: the library links no libonnxruntime and takes
 // the API table from the host process), registered with SessionOptions.register_custom_ops_library. The
 // kernels are host-independent headers shared with rnnx's torch CPU op (plugins/*/cpu), built per
-// instruction set (isa_kernels.cpp).
-#define ORT_API_MANUAL_INIT // the API table comes from the host process (RegisterCustomOps)
-#include "causal_conv_with_state_op.h"
-#include "causal_linear_attention_op.h"
-#include "linear_recurrence_op.h"
-#include "sru_scan_op.h"
+// instruction set (plugins/<op>/ort/<op>_isa.cpp, isa_kernels.h).
+#include "op_registry.h"
 
-#include <memory>
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+
+rnnx_ort::OpRegistry& rnnx_ort::op_registry()
+{
+    static OpRegistry registry;
+    return registry;
+}
 
 namespace
 {
 std::once_flag g_once;
 std::unique_ptr<Ort::CustomOpDomain> g_domain;
-template <template <typename> class Op> struct EveryDtype
+
+// The "rnnx" domain with every registered op, sorted by op name (the load order of the ops' files is the linker's).
+std::unique_ptr<Ort::CustomOpDomain> make_domain()
 {
-    Op<float> fp32;
-    Op<Ort::Float16_t> fp16;
-    Op<Ort::BFloat16_t> bf16;
-    Op<double> fp64;
-    void add_to(Ort::CustomOpDomain& domain)
-    {
-        domain.Add(&fp32);
-        domain.Add(&fp16);
-        domain.Add(&bf16);
-        domain.Add(&fp64);
-    }
-};
-EveryDtype<rnnx_ort::SruScanOp> g_sru_scan;
-EveryDtype<rnnx_ort::CausalLinearAttentionOp> g_attention;
-EveryDtype<rnnx_ort::LinearRecurrenceOp> g_linear_recurrence;
-EveryDtype<rnnx_ort::CausalConvWithStateOp> g_causal_conv;
+    rnnx_ort::OpRegistry& registry = rnnx_ort::op_registry();
+    if (!registry.error.empty())
+        throw std::runtime_error("librnnx_ort_ops: registering an op failed: " + registry.error);
+    std::vector<rnnx_ort::RegisteredOp*> ops;
+    for (const auto& op : registry.ops)
+        ops.push_back(op.get());
+    std::sort(ops.begin(), ops.end(), [](const rnnx_ort::RegisteredOp* a, const rnnx_ort::RegisteredOp* b)
+        { return std::strcmp(a->name(), b->name()) < 0; });
+    for (size_t i = 1; i < ops.size(); ++i)
+        if (std::strcmp(ops[i - 1]->name(), ops[i]->name()) == 0)
+            throw std::runtime_error(std::string("librnnx_ort_ops: op ") + ops[i]->name() + " registered twice");
+    auto domain = std::make_unique<Ort::CustomOpDomain>("rnnx");
+    for (rnnx_ort::RegisteredOp* op : ops)
+        op->add_to(*domain);
+    return domain;
+}
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(
@@ -57,15 +63,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
     Ort::InitApi(api);
     try
     {
-        std::call_once(g_once,
-            []
-            {
-                g_domain = std::make_unique<Ort::CustomOpDomain>("rnnx");
-                g_sru_scan.add_to(*g_domain);
-                g_attention.add_to(*g_domain);
-                g_linear_recurrence.add_to(*g_domain);
-                g_causal_conv.add_to(*g_domain);
-            });
+        std::call_once(g_once, [] { g_domain = make_domain(); });
         Ort::UnownedSessionOptions(options).Add(*g_domain);
     }
     catch (const std::exception& e) // Ort::Exception included: nothing may unwind into ORT's C API

@@ -1,11 +1,14 @@
 /*
  * Fuzzing the creators: thousands of random, truncated and mutated PluginFieldCollections (names, types,
- * lengths, contents, null pointers) for both creators in both phases. Every call must return nullptr or a
- * plugin whose parameters are in range and survive a round trip; nothing may crash or throw.
+ * lengths, contents, null pointers) for every registered creator (registeredCreators) in both phases. Every call
+ * must return nullptr or a plugin whose parameters are in range (its op's test probe checks them) and survive a
+ * round trip; nothing may crash or throw. Field names and string values come from the creators' field tables.
  */
+#include "common/pluginRegistry.h"
 #include "testHarness.h"
 #include "testUtils.h"
 
+#include <cctype>
 #include <cmath>
 #include <random>
 
@@ -16,8 +19,66 @@ using nvinfer1::PluginFieldType;
 namespace
 {
 
-char const* const kNames[] = {"hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x",
-    "eps", "num_heads", "time_major", "plugin_version", "plugin_namespace", "", "hidden_size\n", "EPS", "x"};
+//! The registered creators.
+std::vector<nvinfer1::IPluginCreatorV3One*> creators()
+{
+    std::vector<nvinfer1::IPluginCreatorV3One*> all;
+    for (nvinfer1::IPluginCreatorInterface* creator : plugin::registeredCreators())
+    {
+        all.push_back(static_cast<nvinfer1::IPluginCreatorV3One*>(creator));
+    }
+    return all;
+}
+
+//! Every creator's field names, each also with a trailing newline and upper-cased, plugin_version /
+//! plugin_namespace, and names no creator has.
+std::vector<std::string> const& fieldNames()
+{
+    static std::vector<std::string> const names = []
+    {
+        std::vector<std::string> all{"plugin_version", "plugin_namespace", "", "x"};
+        for (nvinfer1::IPluginCreatorV3One* creator : creators())
+        {
+            nvinfer1::PluginFieldCollection const* fc = creator->getFieldNames();
+            for (int32_t i = 0; i < fc->nbFields; ++i)
+            {
+                std::string const name = fc->fields[i].name;
+                std::string upper = name;
+                for (char& ch : upper)
+                {
+                    ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+                }
+                all.insert(all.end(), {name, name + "\n", upper});
+            }
+        }
+        return all;
+    }();
+    return names;
+}
+
+//! Every string field's choices, each also with a trailing '_', capitalised and cut short, plus "", "2", "rnnx".
+std::vector<std::string> const& fieldStrings()
+{
+    static std::vector<std::string> const strings = []
+    {
+        std::vector<std::string> all{"", "2", "rnnx"};
+        for (PluginTestProbe const& probe : pluginTestProbes())
+        {
+            for (plugin::FieldDesc const& field : probe.fieldTable())
+            {
+                for (char const* choice : field.choices)
+                {
+                    std::string const text = choice;
+                    std::string capital = text;
+                    capital[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(capital[0])));
+                    all.insert(all.end(), {text, text + "_", capital, text.substr(0, text.size() - 1)});
+                }
+            }
+        }
+        return all;
+    }();
+    return strings;
+}
 
 //! Random bytes that are often small ints / floats that pass validation.
 void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
@@ -49,14 +110,8 @@ void fillRandom(std::mt19937& rng, std::vector<unsigned char>& bytes)
     }
 }
 
-bool sruParamsValid(plugin::SruScanParameters const& p)
-{
-    return p.hiddenSize > 0 && (p.numDirections == 1 || p.numDirections == 2)
-        && (p.numMatrices == 3 || p.numMatrices == 4) && (p.hasSkipTerm == 0 || p.hasSkipTerm == 1)
-        && (p.useTanh == 0 || p.useTanh == 1) && std::isfinite(p.scaleX);
-}
-
-//! Creates from `fc`; if accepted, checks the parameters and the round trip. Returns whether it was accepted.
+//! Creates from `fc`; if accepted, checks the parameters (the op's probe) and the round trip. Returns whether it was
+//! accepted.
 bool exercise(
     nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase)
 {
@@ -71,54 +126,15 @@ bool exercise(
     std::unique_ptr<nvinfer1::IPluginV3> restored(
         creator.createPlugin("fuzz", serialized, nvinfer1::TensorRTPhase::kRUNTIME));
     CHECK(restored != nullptr);
-    if (auto* sru = dynamic_cast<plugin::SruScanPlugin*>(plugin.get()))
-    {
-        CHECK(sruParamsValid(sru->parameters()));
-        if (restored)
-        {
-            auto const& r = static_cast<plugin::SruScanPlugin*>(restored.get())->parameters();
-            CHECK(r.hiddenSize == sru->parameters().hiddenSize && r.scaleX == sru->parameters().scaleX);
-        }
-    }
-    else if (auto* recurrence = dynamic_cast<plugin::LinearRecurrencePlugin*>(plugin.get()))
-    {
-        auto const& p = recurrence->parameters();
-        CHECK(p.qNumHeads > 0 && p.kvNumHeads > 0 && p.qNumHeads % p.kvNumHeads == 0 && p.updateRule >= 0
-            && p.updateRule < 4 && std::isfinite(p.scale));
-        if (restored)
-        {
-            auto const& r = static_cast<plugin::LinearRecurrencePlugin*>(restored.get())->parameters();
-            CHECK(r.qNumHeads == p.qNumHeads && r.kvNumHeads == p.kvNumHeads && r.updateRule == p.updateRule
-                && r.scale == p.scale);
-        }
-    }
-    else if (auto* conv = dynamic_cast<plugin::CausalConvWithStatePlugin*>(plugin.get()))
-    {
-        CHECK(conv->parameters().activation >= 0 && conv->parameters().activation < 3);
-        if (restored)
-        {
-            CHECK(static_cast<plugin::CausalConvWithStatePlugin*>(restored.get())->parameters().activation
-                == conv->parameters().activation);
-        }
-    }
-    else if (auto* attention = dynamic_cast<plugin::CausalLinearAttentionPlugin*>(plugin.get()))
-    {
-        auto const& p = attention->parameters();
-        CHECK(p.eps >= 0.F && std::isfinite(p.eps) && p.numHeads > 0 && (p.timeMajor == 0 || p.timeMajor == 1));
-        if (restored)
-        {
-            auto const& r = static_cast<plugin::CausalLinearAttentionPlugin*>(restored.get())->parameters();
-            CHECK(r.eps == p.eps && r.numHeads == p.numHeads && r.timeMajor == p.timeMajor);
-        }
-    }
+    PluginTestProbe const* probe = findPluginTestProbe(creator.getPluginName());
+    REQUIRE(probe != nullptr);
+    probe->checkParameters(*plugin, restored.get());
     return true;
 }
 
-//! The two creators a fuzz case feeds and its tally of the collections they accepted and rejected.
+//! A fuzz case's tally of the collections the creators accepted and rejected.
 struct FuzzRun
 {
-    plugin::SruScanPluginCreator sru;
-    plugin::CausalLinearAttentionPluginCreator attention;
     int32_t accepted = 0;
     int32_t rejected = 0;
 
@@ -161,7 +177,7 @@ TEST_CASE("fuzz: random field collections are rejected or yield valid plugins")
             {
                 fillRandom(rng, storage[i]);
                 nvinfer1::PluginField& f = fields[i];
-                f.name = rng() % 23 == 0 ? nullptr : kNames[rng() % (sizeof(kNames) / sizeof(kNames[0]))];
+                f.name = rng() % 23 == 0 ? nullptr : fieldNames()[rng() % fieldNames().size()].c_str();
                 f.data = rng() % 19 == 0 ? nullptr : storage[i].data();
                 f.type = rng() % 3 == 0 ? static_cast<PluginFieldType>(rng() % 16)
                                         : (rng() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
@@ -175,8 +191,7 @@ TEST_CASE("fuzz: random field collections are rejected or yield valid plugins")
             }
             for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
             {
-                for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&run.sru),
-                         static_cast<nvinfer1::IPluginCreatorV3One*>(&run.attention)})
+                for (nvinfer1::IPluginCreatorV3One* creator : creators())
                 {
                     run.tally(*creator, &fc, phase);
                 }
@@ -189,13 +204,12 @@ TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
     fuzz("mutated", 7,
         [](std::mt19937& rng, FuzzRun& run)
         {
-            bool const isSru = rng() % 2 == 0;
-            std::unique_ptr<nvinfer1::IPluginV3> source(isSru
-                    ? static_cast<nvinfer1::IPluginV3*>(makeSru(1 + static_cast<int32_t>(rng() % 64), 1 + rng() % 2,
-                          3 + rng() % 2, rng() % 2, rng() % 2, 0.5F)
-                              .release())
-                    : makeAttention(1 + static_cast<int32_t>(rng() % 16), 1e-5F, static_cast<int32_t>(rng() % 2))
-                          .release());
+            std::vector<nvinfer1::IPluginCreatorV3One*> const all = creators();
+            nvinfer1::IPluginCreatorV3One& creator = *all[rng() % all.size()];
+            PluginTestProbe const* probe = findPluginTestProbe(creator.getPluginName());
+            REQUIRE(probe != nullptr);
+            std::unique_ptr<nvinfer1::IPluginV3> source = probe->makeRandom(rng);
+            REQUIRE(source != nullptr);
             auto* runtime = static_cast<nvinfer1::IPluginV3OneRuntime*>(
                 source->getCapabilityInterface(nvinfer1::PluginCapabilityType::kRUNTIME));
             nvinfer1::PluginFieldCollection const* serialized = runtime->getFieldsToSerialize();
@@ -214,73 +228,60 @@ TEST_CASE("fuzz: truncated and mutated serialisations are rejected or valid")
             default: std::swap(fields[at], fields[rng() % fields.size()]); break;
             }
             nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
-            nvinfer1::IPluginCreatorV3One& creator = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(run.sru)
-                                                           : static_cast<nvinfer1::IPluginCreatorV3One&>(run.attention);
             run.tally(creator, &fc, nvinfer1::TensorRTPhase::kRUNTIME);
-            // The other creator must never accept these fields at run time (names do not overlap).
-            nvinfer1::IPluginCreatorV3One& other = isSru ? static_cast<nvinfer1::IPluginCreatorV3One&>(run.attention)
-                                                         : static_cast<nvinfer1::IPluginCreatorV3One&>(run.sru);
-            if (!fields.empty())
+            // The other creators must never accept these fields at run time (names do not overlap).
+            for (nvinfer1::IPluginCreatorV3One* other : all)
             {
-                CHECK(!exercise(other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
+                if (other != &creator && !fields.empty())
+                {
+                    CHECK(!exercise(*other, &fc, nvinfer1::TensorRTPhase::kRUNTIME));
+                }
             }
         });
 }
 
-TEST_CASE("fuzz: random LinearRecurrence / CausalConvWithState fields, string fields included, are rejected or valid")
+TEST_CASE("fuzz: random fields, string fields included, are rejected or valid")
 {
-    char const* const names[] = {"q_num_heads", "kv_num_heads", "update_rule", "scale", "activation", "plugin_version",
-        "plugin_namespace", "", "update_rule\n", "x"};
-    char const* const strings[] = {"linear", "gated", "delta", "gated_delta", "none", "silu", "swish", "", "2", "rnnx",
-        "gated_delta_", "Linear", "sil"};
-    std::mt19937 rng(20261127);
-    plugin::LinearRecurrencePluginCreator recurrence;
-    plugin::CausalConvWithStatePluginCreator conv;
-    int32_t accepted = 0;
-    int32_t rejected = 0;
-    for (int32_t i = 0; i < 20000; ++i)
-    {
-        int32_t const nbFields = static_cast<int32_t>(rng() % 7);
-        std::vector<std::vector<unsigned char>> storage(static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
-        std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
-        for (int32_t f = 0; f < nbFields; ++f)
+    fuzz("string fields", 20261127,
+        [](std::mt19937& rng, FuzzRun& run)
         {
-            fillRandom(rng, storage[f]);
-            nvinfer1::PluginField& field = fields[f];
-            field.name = rng() % 29 == 0 ? nullptr : names[rng() % (sizeof(names) / sizeof(names[0]))];
-            field.data = rng() % 19 == 0 ? nullptr : storage[f].data();
-            field.length = 1;
-            int32_t const kind = static_cast<int32_t>(rng() % 4);
-            if (kind == 0)
+            int32_t const nbFields = static_cast<int32_t>(rng() % 7);
+            std::vector<std::vector<unsigned char>> storage(
+                static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
+            std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
+            for (int32_t f = 0; f < nbFields; ++f)
             {
-                // A string, its length with or without the NUL, sometimes cut short or negative.
-                std::string const text = strings[rng() % (sizeof(strings) / sizeof(strings[0]))];
-                std::memcpy(storage[f].data(), text.c_str(), text.size() + 1);
-                field.type = PluginFieldType::kCHAR;
-                int32_t const cut = static_cast<int32_t>(rng() % 8);
-                field.length = static_cast<int32_t>(text.size()) + (cut == 0 ? 1 : (cut == 1 ? -1 : 0));
-                field.length = cut == 2 ? -1 : field.length;
+                fillRandom(rng, storage[f]);
+                nvinfer1::PluginField& field = fields[f];
+                field.name = rng() % 29 == 0 ? nullptr : fieldNames()[rng() % fieldNames().size()].c_str();
+                field.data = rng() % 19 == 0 ? nullptr : storage[f].data();
+                field.length = 1;
+                int32_t const kind = static_cast<int32_t>(rng() % 4);
+                if (kind == 0)
+                {
+                    // A string, its length with or without the NUL, sometimes cut short or negative.
+                    std::string const& text = fieldStrings()[rng() % fieldStrings().size()];
+                    std::memcpy(storage[f].data(), text.c_str(), text.size() + 1);
+                    field.type = PluginFieldType::kCHAR;
+                    int32_t const cut = static_cast<int32_t>(rng() % 8);
+                    field.length = static_cast<int32_t>(text.size()) + (cut == 0 ? 1 : (cut == 1 ? -1 : 0));
+                    field.length = cut == 2 ? -1 : field.length;
+                }
+                else
+                {
+                    field.type = kind == 1
+                        ? PluginFieldType::kINT32
+                        : (kind == 2 ? PluginFieldType::kFLOAT32 : static_cast<PluginFieldType>(rng() % 16));
+                    field.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
+                }
             }
-            else
+            nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
+            for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
             {
-                field.type = kind == 1
-                    ? PluginFieldType::kINT32
-                    : (kind == 2 ? PluginFieldType::kFLOAT32 : static_cast<PluginFieldType>(rng() % 16));
-                field.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
+                for (nvinfer1::IPluginCreatorV3One* creator : creators())
+                {
+                    run.tally(*creator, &fc, phase);
+                }
             }
-        }
-        nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
-        for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
-        {
-            for (nvinfer1::IPluginCreatorV3One* creator : {static_cast<nvinfer1::IPluginCreatorV3One*>(&recurrence),
-                     static_cast<nvinfer1::IPluginCreatorV3One*>(&conv)})
-            {
-                (exercise(*creator, &fc, phase) ? accepted : rejected) += 1;
-            }
-        }
-    }
-    takeLoggedErrors();
-    std::cout << "  fuzz (string fields): " << accepted << " accepted, " << rejected << " rejected\n";
-    CHECK(accepted > 0);
-    CHECK(rejected > 0);
+        });
 }

@@ -1,94 +1,50 @@
 /*
- * Test double of the CUDA kernels' launch API (plugins/kernels/include/rnnx/kernels.h): records the arguments
- * of the last call and returns a chosen status, so enqueue can be checked on a machine without a GPU.
+ * Test double of the CUDA kernels' launch API for rnnx_plugin_tests, op-agnostic part: the status every launcher
+ * double returns, the workspace size the doubles report, and recordedCall<Call>(), the arguments of the last call
+ * of one launcher. Each op's launcher double sits in its folder (plugins/<op>/tests/<opCamel>KernelDouble.cpp,
+ * defining the launcher of plugins/<op>/cuda/<op>.h) with its call record (<opCamel>TestUtils.h), so enqueue is
+ * checked on a machine without a GPU.
  */
 #pragma once
 
-#include "rnnx/kernels.h"
+#include "rnnx/kernel_types.h"
+
+#include <cstddef>
+#include <cstdint>
 
 namespace rnnx
 {
 namespace test
 {
 
-struct SruScanCall
-{
-    int32_t count{0};
-    kernels::SruScanParams params{};
-    kernels::DataType type{};
-    void const* U{};
-    void const* x{};
-    void const* weightC{};
-    void const* bias{};
-    float const* c0{};
-    void const* maskPad{};
-    void* h{};
-    float* cLast{};
-    cudaStream_t stream{};
-};
-
-struct AttentionCall
-{
-    int32_t count{0};
-    kernels::LinearAttentionParams params{};
-    kernels::DataType type{};
-    void const* q{};
-    void const* k{};
-    void const* v{};
-    float const* S0{};
-    float const* z0{};
-    void const* maskPad{};
-    void* out{};
-    float* SLast{};
-    float* zLast{};
-    void* workspace{};
-    cudaStream_t stream{};
-};
-
-struct LinearRecurrenceCall
-{
-    int32_t count{0};
-    kernels::LinearRecurrenceParams params{};
-    kernels::DataType type{};
-    void const* query{};
-    void const* key{};
-    void const* value{};
-    float const* pastState{};
-    void const* decay{};
-    void const* beta{};
-    void const* maskPad{};
-    void* output{};
-    float* presentState{};
-    cudaStream_t stream{};
-};
-
-struct CausalConvCall
-{
-    int32_t count{0};
-    kernels::CausalConvParams params{};
-    kernels::DataType type{};
-    void const* input{};
-    void const* weight{};
-    void const* bias{};
-    float const* pastState{};
-    void const* maskPad{};
-    void* output{};
-    float* presentState{};
-    cudaStream_t stream{};
-};
-
 struct KernelsDouble
 {
-    SruScanCall sru;
-    AttentionCall attention;
-    LinearRecurrenceCall recurrence;
-    CausalConvCall conv;
+    //! What every launcher double returns.
     cudaError_t status{cudaSuccess};
+    //! What a workspace-size double reports.
     size_t workspaceSize{4096};
+    //! Bumped by resetKernelsDouble(): a recorded call older than this is forgotten.
+    uint64_t generation{0};
 };
 
-//! The double's state; reset between test cases.
+//! The double's state; reset between test cases (resetKernelsDouble).
 KernelsDouble& kernelsDouble();
+
+//! Back to the defaults, every recorded call forgotten (before each test case).
+void resetKernelsDouble();
+
+//! The arguments of the last call of the launcher whose call record is `Call` (count 0: none since the reset).
+template <typename Call> Call& recordedCall()
+{
+    static Call call{};
+    static uint64_t generation = 0;
+    if (generation != kernelsDouble().generation)
+    {
+        call = Call{};
+        generation = kernelsDouble().generation;
+    }
+    return call;
+}
 
 } // namespace test
 } // namespace rnnx

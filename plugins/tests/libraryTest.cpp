@@ -223,13 +223,32 @@ public:
     CountingLogger logger;
 };
 
-std::vector<std::string> const kExpectedKeys{
-    "SRUScan/2/rnnx", "CausalLinearAttention/2/rnnx", "LinearRecurrence/2/rnnx", "CausalConvWithState/2/rnnx"};
+//! "name/2/rnnx" of every creator, in getCreators' order: read from the load_library library (loadLibraryShape), whose
+//! creators are the op folders' registrations; the self-registering library must register exactly these, in order.
+std::vector<std::string> gExpectedKeys;
+
+//! createPlugin's fields for `creator`: every int field set to `value` (no other field). A creator whose required
+//! fields are all ints that `value` satisfies makes a plugin from them; what a creator requires is not asked here (its
+//! op's unit tests check it), only that creators registered through the library make plugins.
+std::vector<nvinfer1::PluginField> intFields(nvinfer1::IPluginCreatorV3One& creator, int32_t const& value)
+{
+    std::vector<nvinfer1::PluginField> fields;
+    nvinfer1::PluginFieldCollection const* listed = creator.getFieldNames();
+    for (int32_t i = 0; listed != nullptr && i < listed->nbFields; ++i)
+    {
+        if (listed->fields[i].type == nvinfer1::PluginFieldType::kINT32)
+        {
+            fields.emplace_back(listed->fields[i].name, &value, nvinfer1::PluginFieldType::kINT32, 1);
+        }
+    }
+    return fields;
+}
 
 //! One plugin from each registered creator; bad fields are refused (and logged, through `finder` when given).
 void checkCreators(Finder* finder)
 {
-    for (auto const& key : kExpectedKeys)
+    int32_t made = 0;
+    for (auto const& key : gExpectedKeys)
     {
         std::string const name = key.substr(0, key.find('/'));
         nvinfer1::IPluginCreatorInterface* found = gRegistry.getCreator(name.c_str(), "2", "rnnx");
@@ -241,27 +260,24 @@ void checkCreators(Finder* finder)
         check(std::strcmp(found->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") == 0, "V3One creator");
         auto* creator = static_cast<nvinfer1::IPluginCreatorV3One*>(found);
         check(std::strcmp(creator->getPluginNamespace(), "rnnx") == 0, "creator namespace");
-        // The required fields of each: hidden_size (SRUScan), num_heads (CausalLinearAttention), q_num_heads and
-        // kv_num_heads (LinearRecurrence); CausalConvWithState has none.
         int32_t const hidden = 8;
-        int32_t const heads = 2;
-        std::vector<nvinfer1::PluginField> fields;
-        if (name == "SRUScan")
+        // No fields (every field has a default), else every int field 1, else 2: the first a creator accepts.
+        nvinfer1::IPluginV3* plugin = nullptr;
+        for (int32_t const value : {0, 1, 2})
         {
-            fields.emplace_back("hidden_size", &hidden, nvinfer1::PluginFieldType::kINT32, 1);
+            std::vector<nvinfer1::PluginField> fields;
+            if (value > 0)
+            {
+                fields = intFields(*creator, value);
+            }
+            nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
+            plugin = creator->createPlugin("layer", &fc, nvinfer1::TensorRTPhase::kBUILD);
+            if (plugin != nullptr)
+            {
+                ++made;
+                break;
+            }
         }
-        else if (name == "CausalLinearAttention")
-        {
-            fields.emplace_back("num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
-        }
-        else if (name == "LinearRecurrence")
-        {
-            fields.emplace_back("q_num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
-            fields.emplace_back("kv_num_heads", &heads, nvinfer1::PluginFieldType::kINT32, 1);
-        }
-        nvinfer1::PluginFieldCollection fc{static_cast<int32_t>(fields.size()), fields.data()};
-        nvinfer1::IPluginV3* plugin = creator->createPlugin("layer", &fc, nvinfer1::TensorRTPhase::kBUILD);
-        check(plugin != nullptr, "createPlugin");
         delete plugin;
         nvinfer1::PluginField unknown("no_such_field", &hidden, nvinfer1::PluginFieldType::kINT32, 1);
         nvinfer1::PluginFieldCollection bad{1, &unknown};
@@ -272,6 +288,7 @@ void checkCreators(Finder* finder)
             check(finder->logger.errors > before, "error reported through the logger finder");
         }
     }
+    check(made > 0, "createPlugin through a registered creator makes a plugin");
 }
 
 //! Prints "<title>: <path>", forgets the registry's state (a fresh process), then dlopens `path`, checking that
@@ -334,13 +351,20 @@ void loadLibraryShape(char const* path)
     setLoggerFinder(&finder);
     int32_t nb = -1;
     nvinfer1::IPluginCreatorInterface* const* creators = getCreators(nb);
-    check(nb == static_cast<int32_t>(kExpectedKeys.size()) && creators != nullptr, "one creator per plugin");
+    check(nb > 0 && creators != nullptr, "getCreators returns the creators");
+    gExpectedKeys.clear();
+    for (int32_t i = 0; creators != nullptr && i < nb; ++i)
+    {
+        gExpectedKeys.push_back(creatorKey(*creators[i], "rnnx"));
+        check(gExpectedKeys.back().find("/2/rnnx") != std::string::npos, "a V3One creator of version 2");
+        check(i == 0 || gExpectedKeys[i - 1] < gExpectedKeys[i], "creators sorted by name, each once");
+    }
     check(gRegistry.calls == 0, "getCreators did not touch the registry");
     for (int32_t i = 0; creators != nullptr && i < nb; ++i)
     {
         check(gRegistry.registerCreator(*creators[i], "rnnx"), "the loader registers each creator");
     }
-    check(gRegistry.keys == kExpectedKeys, "one registration per creator, v2 rnnx");
+    check(gRegistry.keys == gExpectedKeys, "one registration per creator, v2 rnnx");
     // A second dlopen of the same path (what a second loadLibrary starts with) runs no initialiser.
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
@@ -351,7 +375,7 @@ void loadLibraryShape(char const* path)
     nvinfer1::IPluginCreatorInterface* const* same = getCreators(nbAgain);
     check(same == creators && nbAgain == nb, "getCreators returns the same creators");
     check(!gRegistry.registerCreator(*same[0], "rnnx"), "the registry refuses a duplicate creator");
-    check(gRegistry.keys.size() == kExpectedKeys.size(), "still one registration per creator");
+    check(gRegistry.keys.size() == gExpectedKeys.size(), "still one registration per creator");
     checkCreators(&finder);
 }
 
@@ -365,17 +389,17 @@ void plainDlopenShape(char const* path)
         return;
     }
     check(gGetPluginRegistryCalls >= 1, "the initialiser looked up getPluginRegistry");
-    check(static_cast<size_t>(gRegistry.registerCalls) == kExpectedKeys.size(),
+    check(static_cast<size_t>(gRegistry.registerCalls) == gExpectedKeys.size(),
         "the initialiser called registerCreator once per creator");
-    check(gRegistry.keys == kExpectedKeys, "registered: every creator, version 2, namespace rnnx");
+    check(gRegistry.keys == gExpectedKeys, "registered: every creator, version 2, namespace rnnx");
     check(dlsym(handle, "getCreators") == nullptr, "getCreators is not exported (no second mechanism)");
     check(dlsym(handle, "setLoggerFinder") == nullptr, "setLoggerFinder is not exported");
     check(dlsym(handle, "getPluginRegistry") == nullptr, "the library does not define TensorRT symbols");
     checkTensorRtVersion(handle);
     void* again = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     check(again == handle, "a second dlopen returns the loaded library");
-    check(static_cast<size_t>(gRegistry.registerCalls) == kExpectedKeys.size()
-            && gRegistry.keys.size() == kExpectedKeys.size(),
+    check(static_cast<size_t>(gRegistry.registerCalls) == gExpectedKeys.size()
+            && gRegistry.keys.size() == gExpectedKeys.size(),
         "a second dlopen registered nothing more");
     checkCreators(nullptr);
 }

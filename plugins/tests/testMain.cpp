@@ -6,10 +6,12 @@
  * for fp16 activations, and the name and version of its build capability ("PLUGIN_V3ONE_BUILD 1.0":
  * IPluginV3OneBuild, which has no getAliasedInput, so no output ever aliases an input).
  * tests/test_plugins.py compares all of it with the op records of runtime/contract/ops.py, the single source of the
- * op contract.
+ * op contract. The plugins are those the library registers (registeredCreators), each made and described by its
+ * op's test probe (RNNX_PLUGIN_TEST_PROBE in plugins/<op>/tests/).
  */
-#include "testHarness.h"
+#include "common/pluginRegistry.h"
 #include "kernelsDouble.h"
+#include "testHarness.h"
 #include "testUtils.h"
 
 #include <cstring>
@@ -91,8 +93,7 @@ std::string pluginFacts(nvinfer1::IPluginV3& plugin)
     std::vector<int32_t> counts;
     for (int32_t n = 0; n <= 8; ++n)
     {
-        // Each plugin accepts exactly one count: its fixed TensorRT node layout (SRUScan 6, CausalLinearAttention 6,
-        // LinearRecurrence 7, CausalConvWithState 5).
+        // Each plugin accepts exactly one count: its fixed TensorRT node layout.
         IoDescs in(static_cast<size_t>(n), dynDesc(desc({1, 1, 1, 1}, DataType::kFLOAT)));
         if (build.configurePlugin(in.data(), n, out.data(), nbOutputs) == 0)
         {
@@ -173,27 +174,27 @@ int main(int argc, char** argv)
     if (argc > 1 && std::strcmp(argv[1], "--fields") == 0)
     {
         plugin::setLogSink(&test::discardingSink); // probing configurePlugin with every input count logs errors
-        plugin::SruScanPluginCreator sru;
-        plugin::CausalLinearAttentionPluginCreator attention;
-        plugin::LinearRecurrencePluginCreator recurrence;
-        plugin::CausalConvWithStatePluginCreator conv;
-        auto const sruPlugin = test::makeSru(4);
-        auto const attentionPlugin = test::makeAttention();
-        auto const recurrencePlugin = test::makeRecurrence();
-        auto const convPlugin = test::makeConv();
+        std::vector<nvinfer1::IPluginCreatorInterface*> const& creators = plugin::registeredCreators();
         std::cout << "{\n";
-        test::printFields("SRUScan", sru, plugin::SruScanPlugin::fieldTable(), *sruPlugin, false);
-        test::printFields("CausalLinearAttention", attention, plugin::CausalLinearAttentionPlugin::fieldTable(),
-            *attentionPlugin, false);
-        test::printFields(
-            "LinearRecurrence", recurrence, plugin::LinearRecurrencePlugin::fieldTable(), *recurrencePlugin, false);
-        test::printFields(
-            "CausalConvWithState", conv, plugin::CausalConvWithStatePlugin::fieldTable(), *convPlugin, true);
+        for (size_t i = 0; i < creators.size(); ++i)
+        {
+            auto& creator = *static_cast<nvinfer1::IPluginCreatorV3One*>(creators[i]);
+            test::PluginTestProbe const* probe = test::findPluginTestProbe(creator.getPluginName());
+            if (probe == nullptr)
+            {
+                std::cerr << "no test probe for the plugin " << creator.getPluginName()
+                          << ": register one with RNNX_PLUGIN_TEST_PROBE in its op's tests\n";
+                return 1;
+            }
+            auto const instance = probe->make();
+            test::printFields(
+                creator.getPluginName(), creator, probe->fieldTable(), *instance, i + 1 == creators.size());
+        }
         std::cout << "}\n";
         return 0;
     }
     char const* filter = argc > 1 ? argv[1] : nullptr;
     plugin::setLogSink(&test::countingSink);
-    auto const resetKernels = [](test::TestCase const&) { test::kernelsDouble() = test::KernelsDouble{}; };
+    auto const resetKernels = [](test::TestCase const&) { test::resetKernelsDouble(); };
     return test::runTestCases(filter, resetKernels, /*failOnLoggedErrors=*/false);
 }

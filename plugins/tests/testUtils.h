@@ -1,17 +1,25 @@
 /*
- * Helpers shared by the test files: building PluginFieldCollections and tensor descriptors.
+ * Helpers shared by the test files, op-agnostic: building PluginFieldCollections and tensor descriptors, refused
+ * fields, fake device pointers, and the registry of plugin test probes (what the shared tests need to know of an
+ * op's plugin that its creator does not say), which each op's tests fill (RNNX_PLUGIN_TEST_PROBE in
+ * plugins/<op>/tests/). An op's own helpers are in plugins/<op>/tests/<opCamel>TestUtils.h.
  */
 #pragma once
 
-#include "causal_conv_with_state/tensorrt/causalConvWithStatePlugin.h"
-#include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
-#include "linear_recurrence/tensorrt/linearRecurrencePlugin.h"
-#include "sru_scan/tensorrt/sruScanPlugin.h"
+#include "common/pluginCommon.h"
+#include "testHarness.h"
 
+#include <NvInferRuntime.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rnnx
@@ -93,81 +101,11 @@ private:
     nvinfer1::PluginFieldCollection mCollection{};
 };
 
-//! All SRUScan fields with the ONNX parser's types (INT -> kINT32, FLOAT -> kFLOAT32).
-inline Fields sruFields(int32_t hidden, int32_t directions = 1, int32_t matrices = 3, int32_t skip = 1,
-    int32_t tanh = 0, float scaleX = 1.F)
-{
-    Fields f;
-    f.i32("hidden_size", hidden)
-        .i32("num_directions", directions)
-        .i32("num_matrices", matrices)
-        .i32("has_skip_term", skip)
-        .i32("use_tanh", tanh)
-        .f32("scale_x", scaleX);
-    return f;
-}
-
 template <typename Plugin>
 std::unique_ptr<Plugin> createAs(nvinfer1::IPluginCreatorV3One& creator, nvinfer1::PluginFieldCollection const* fc,
     nvinfer1::TensorRTPhase phase = nvinfer1::TensorRTPhase::kBUILD)
 {
     return std::unique_ptr<Plugin>(static_cast<Plugin*>(creator.createPlugin("layer", fc, phase)));
-}
-
-inline std::unique_ptr<plugin::SruScanPlugin> makeSru(int32_t hidden, int32_t directions = 1, int32_t matrices = 3,
-    int32_t skip = 1, int32_t tanh = 0, float scaleX = 1.F)
-{
-    plugin::SruScanPluginCreator creator;
-    Fields f = sruFields(hidden, directions, matrices, skip, tanh, scaleX);
-    return createAs<plugin::SruScanPlugin>(creator, f.get());
-}
-
-//! All CausalLinearAttention fields with the ONNX parser's types (INT -> kINT32, FLOAT -> kFLOAT32).
-inline Fields attentionFields(int32_t heads, float eps = 1e-6F, int32_t timeMajor = 0)
-{
-    Fields f;
-    f.f32("eps", eps).i32("num_heads", heads).i32("time_major", timeMajor);
-    return f;
-}
-
-inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(
-    int32_t heads = 2, float eps = 1e-6F, int32_t timeMajor = 0)
-{
-    plugin::CausalLinearAttentionPluginCreator creator;
-    Fields f = attentionFields(heads, eps, timeMajor);
-    return createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
-}
-
-//! All LinearRecurrence fields with the ONNX parser's types (INT -> kINT32, STRING -> kCHAR, FLOAT -> kFLOAT32).
-inline Fields recurrenceFields(
-    int32_t qHeads, int32_t kvHeads, std::string const& rule = "gated_delta", float scale = 0.F)
-{
-    Fields f;
-    f.i32("q_num_heads", qHeads).i32("kv_num_heads", kvHeads).str("update_rule", rule).f32("scale", scale);
-    return f;
-}
-
-inline std::unique_ptr<plugin::LinearRecurrencePlugin> makeRecurrence(
-    int32_t qHeads = 4, int32_t kvHeads = 2, std::string const& rule = "gated_delta", float scale = 0.F)
-{
-    plugin::LinearRecurrencePluginCreator creator;
-    Fields f = recurrenceFields(qHeads, kvHeads, rule, scale);
-    return createAs<plugin::LinearRecurrencePlugin>(creator, f.get());
-}
-
-//! The CausalConvWithState field as the ONNX parser passes it (STRING -> kCHAR).
-inline Fields convFields(std::string const& activation = "none")
-{
-    Fields f;
-    f.str("activation", activation);
-    return f;
-}
-
-inline std::unique_ptr<plugin::CausalConvWithStatePlugin> makeConv(std::string const& activation = "none")
-{
-    plugin::CausalConvWithStatePluginCreator creator;
-    Fields f = convFields(activation);
-    return createAs<plugin::CausalConvWithStatePlugin>(creator, f.get());
 }
 
 inline nvinfer1::Dims dims(std::vector<int64_t> const& extents)
@@ -202,5 +140,81 @@ inline nvinfer1::DynamicPluginTensorDesc dynDesc(nvinfer1::PluginTensorDesc cons
     return d;
 }
 
+//! createPlugin must return nullptr and log at least one error; a failure names the caller's `file` and `line`.
+inline void expectRejected(
+    nvinfer1::IPluginCreatorV3One& creator, Fields& fields, nvinfer1::TensorRTPhase phase, char const* file, int line)
+{
+    takeLoggedErrors();
+    nvinfer1::IPluginV3* plugin = creator.createPlugin("bad", fields.get(), phase);
+    if (plugin != nullptr)
+    {
+        fail(file, line, "createPlugin accepted bad fields");
+        delete plugin;
+    }
+    if (takeLoggedErrors() == 0)
+    {
+        fail(file, line, "no error logged for bad fields");
+    }
+}
+
+//! Distinct fake device addresses.
+inline void* address(uintptr_t i)
+{
+    return reinterpret_cast<void*>(0x1000 * (i + 1));
+}
+
+//! A fake stream.
+inline cudaStream_t const kStream = reinterpret_cast<cudaStream_t>(0xabc0);
+
+//! What the op-agnostic tests (testMain's --fields, the fuzz tests) need to know of one op's plugin beyond its
+//! creator: registered by the op's tests with RNNX_PLUGIN_TEST_PROBE, looked up by plugin name.
+struct PluginTestProbe
+{
+    //! The plugin name, as its creator's getPluginName().
+    char const* name;
+    //! The plugin's field table (defaults and required flags, which getFieldNames does not give).
+    std::function<std::vector<plugin::FieldDesc> const&()> fieldTable;
+    //! A plugin as the op's tests make it (for --fields).
+    std::function<std::unique_ptr<nvinfer1::IPluginV3>()> make;
+    //! A plugin with random valid fields (a source of serialisations to mutate).
+    std::function<std::unique_ptr<nvinfer1::IPluginV3>(std::mt19937&)> makeRandom;
+    //! Checks (CHECK) that `plugin`'s parameters are in range and that `restored` (its round trip, may be null) has
+    //! the same ones.
+    std::function<void(nvinfer1::IPluginV3& plugin, nvinfer1::IPluginV3* restored)> checkParameters;
+};
+
+//! Every registered probe, in registration order.
+inline std::vector<PluginTestProbe>& pluginTestProbes()
+{
+    static std::vector<PluginTestProbe> probes;
+    return probes;
+}
+
+//! The probe of the plugin named `name`, or nullptr.
+inline PluginTestProbe const* findPluginTestProbe(char const* name)
+{
+    for (PluginTestProbe const& probe : pluginTestProbes())
+    {
+        if (std::strcmp(probe.name, name) == 0)
+        {
+            return &probe;
+        }
+    }
+    return nullptr;
+}
+
+struct PluginTestProbeRegistrar
+{
+    explicit PluginTestProbeRegistrar(PluginTestProbe probe)
+    {
+        pluginTestProbes().push_back(std::move(probe));
+    }
+};
+
 } // namespace test
 } // namespace rnnx
+
+//! Registers the probe of an op's plugin (a PluginTestProbe initializer), once, in one of the op's test files.
+#define RNNX_PLUGIN_TEST_PROBE(...)                                                                                    \
+    static ::rnnx::test::PluginTestProbeRegistrar const RNNX_CONCAT(pluginTestProbe_, __LINE__)(                       \
+        ::rnnx::test::PluginTestProbe{__VA_ARGS__})

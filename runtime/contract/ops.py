@@ -284,12 +284,19 @@ CAUSAL_LINEAR_ATTENTION = OpSpec(
 #: mask. Names, layouts, attributes and defaults are the standard's, so ``ai.onnx::LinearAttention-27`` (and ONNX
 #: Runtime's ``com.microsoft.LinearAttention``) is a lowering of the node: heads packed in the last axis, H_q a
 #: multiple of H_kv (query head h reads kv head h // (H_q / H_kv)), decay in log space per head or per key dim.
+#: Two extensions, both lowered to the standard by ordinary nodes before it: grouped value (H_kv a multiple of H_q:
+#: query and key head h serve state heads h*R .. h*R+R-1, R = H_kv / H_q; Gated DeltaNet's layout) and
+#: ``qk_l2_norm`` (ONNX Runtime's ``com.microsoft.GatedDeltaNet`` attribute of that name).
+#: The epsilon of LINEAR_RECURRENCE's ``qk_l2_norm``: each head x becomes x / sqrt(sum(x^2) + QK_L2_NORM_EPS), as
+#: transformers' and fla's ``l2norm`` (the kernels' kQK_L2_NORM_EPS in
+#: plugins/linear_recurrence/linear_recurrence_constants.h; tests/test_ort_linear_recurrence.py checks they agree).
+QK_L2_NORM_EPS = 1e-6
 LINEAR_RECURRENCE = OpSpec(
     torch_name="linear_recurrence",
     onnx_name="LinearRecurrence",
     input_records=(
         OpTensor("query", ACTIVATION, ("B", "T", "Hq*dk"), doc="queries, heads packed"),
-        OpTensor("key", ACTIVATION, ("B", "T", "Hkv*dk"), doc="keys, heads packed"),
+        OpTensor("key", ACTIVATION, ("B", "T", "Hk*dk"), doc="keys, heads packed; Hk = min(Hq, Hkv)"),
         OpTensor("value", ACTIVATION, ("B", "T", "Hkv*dv"), doc="values, heads packed"),
         OpTensor("past_state", STATE, ("B", "Hkv", "dk", "dv"), optional=True, doc="initial state (zeros when absent)"),
         OpTensor(
@@ -311,14 +318,25 @@ LINEAR_RECURRENCE = OpSpec(
         ),
     ),
     output_records=(
-        OpTensor("output", ACTIVATION, ("B", "T", "Hq*dv"), doc="scale * S_t^T q_t per query head, heads packed"),
+        OpTensor(
+            "output",
+            ACTIVATION,
+            ("B", "T", "Ho*dv"),
+            doc="scale * S_t^T q_t per query head (Hq >= Hkv) or per state head (Hkv > Hq); Ho = max(Hq, Hkv)",
+        ),
         OpTensor("present_state", STATE, ("B", "Hkv", "dk", "dv"), updates="past_state", doc="last state"),
     ),
     attribute_records=(
         OpAttribute("q_num_heads", 0, required=True, doc="H_q (0 is a placeholder)"),
-        OpAttribute("kv_num_heads", 0, required=True, doc="H_kv, a divisor of H_q (0 is a placeholder)"),
+        OpAttribute(
+            "kv_num_heads",
+            0,
+            required=True,
+            doc="H_kv, state and value heads: a divisor of H_q, or a multiple (grouped value); 0 is a placeholder",
+        ),
         OpAttribute("update_rule", "gated_delta", doc="linear | gated | delta | gated_delta (the standard's default)"),
         OpAttribute("scale", 0.0, doc="output scale; 0 means 1/sqrt(dk)"),
+        OpAttribute("qk_l2_norm", 0, doc="1: each query and key head divided by sqrt(sum(x^2) + 1e-6) first"),
     ),
 )
 

@@ -1,8 +1,9 @@
 """The PyTorch CUDA extension of the rnnx kernels: built once, shared by every op's ``cuda_kernel`` module.
 
-"One launcher, two callers": the TensorRT plugins and this PyTorch binding (``binding.cpp``) call the
-same C++ launchers (``plugins/kernels/include/rnnx/kernels.h``). The binding is compiled lazily with
-:func:`torch.utils.cpp_extension.load` from ``binding.cpp`` plus every op's kernel ``.cu`` files
+"One launcher, two callers": the TensorRT plugins and this PyTorch binding call the same C++ launchers
+(``plugins/<op>/cuda/<op>.h``). The binding is compiled lazily with :func:`torch.utils.cpp_extension.load` from
+:data:`BINDING_SOURCES` (``plugins/torch/binding.cpp``, which makes the module, and each op's wrappers,
+``plugins/<op>/torch/<op>_binding.cpp``, found by a glob) plus every op's kernel ``.cu`` files
 (``plugins/<op>/cuda/``), on the first CUDA call, and only where torch has CUDA and a device is present.
 The sources are package data, so the binding builds from an installed wheel as well as from a checkout.
 
@@ -28,8 +29,11 @@ from ..jit import LazyExtension, Unavailable, build_extension
 
 #: Name of the built extension, before the hash of its build's inputs (:func:`rnnx.models.ops.jit.extension_name`).
 EXTENSION_NAME = "rnnx_cuda_kernels_v1"
-#: The binding's source, in the PyTorch-facing native layer (``plugins/torch/``).
+#: The binding's module source, in the PyTorch-facing native layer (``plugins/torch/``, with ``binding_support.h``).
 BINDING_SOURCE = plugins.TORCH_DIR / "binding.cpp"
+#: Every source of the binding: :data:`BINDING_SOURCE`, then each op's ``plugins/<op>/torch/*_binding.cpp`` (sorted;
+#: each registers its functions, so a new op's file joins with no edit here).
+BINDING_SOURCES = (BINDING_SOURCE, *sorted(plugins.OPS_DIR.glob("*/torch/*_binding.cpp")))
 #: The kernel library shared with the TensorRT plugins, as ``rnnx.plugins`` ships it.
 KERNELS_DIR = plugins.KERNELS_DIR
 KERNEL_SOURCES = plugins.KERNEL_SOURCES
@@ -43,7 +47,7 @@ def cuda_present() -> bool:
 
 def sources_present() -> bool:
     """Whether the binding and kernel sources are on disk (a checkout or an installed wheel)."""
-    return BINDING_SOURCE.is_file() and all(p.is_file() for p in KERNEL_SOURCES)
+    return all(p.is_file() for p in (*BINDING_SOURCES, *KERNEL_SOURCES))
 
 
 def _build() -> ModuleType:
@@ -51,8 +55,8 @@ def _build() -> ModuleType:
         raise Unavailable("no CUDA device or torch without CUDA")
     if not sources_present():
         raise FileNotFoundError(f"kernel sources not found under {KERNELS_DIR}")
-    includes = [plugins.KERNELS_INCLUDE_DIR, plugins.KERNELS_SRC_DIR]
-    return build_extension(EXTENSION_NAME, [BINDING_SOURCE, *KERNEL_SOURCES], includes, ["-O3"], ["-O3"])
+    includes = [plugins.TORCH_DIR, *plugins.KERNEL_INCLUDE_DIRS]  # binding_support.h, the launchers' headers
+    return build_extension(EXTENSION_NAME, [*BINDING_SOURCES, *KERNEL_SOURCES], includes, ["-O3"], ["-O3"])
 
 
 #: The binding's one build per process.
@@ -62,8 +66,8 @@ EXTENSION = LazyExtension(
     "Reason:\n{error}",
 )
 
-#: The compiled binding (``sru_scan``, ``causal_linear_attention``), or ``None`` if unavailable (why:
-#: ``EXTENSION.error``).
+#: The compiled binding (a function per op with a ``plugins/<op>/torch/<op>_binding.cpp``, named by the op:
+#: ``sru_scan``, ``causal_linear_attention``, ...), or ``None`` if unavailable (why: ``EXTENSION.error``).
 load = EXTENSION.load
 
 

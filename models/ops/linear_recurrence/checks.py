@@ -10,12 +10,32 @@ from typing import Optional
 
 from torch import Tensor
 
+from rnnx.runtime.contract.ops import QK_L2_NORM_EPS
+
+__all__ = ["DELTA_RULES", "GATED_RULES", "QK_L2_NORM_EPS", "UPDATE_RULES", "check_inputs", "head_counts"]
+
 #: The update rules, in the standard's spelling.
 UPDATE_RULES: tuple[str, ...] = ("linear", "gated", "delta", "gated_delta")
 #: Rules that take ``decay`` (log space, per head or per key dim).
 GATED_RULES: frozenset[str] = frozenset({"gated", "gated_delta"})
 #: Rules that take ``beta``.
 DELTA_RULES: frozenset[str] = frozenset({"delta", "gated_delta"})
+
+
+def head_counts(q_num_heads: int, kv_num_heads: int) -> tuple[int, int]:
+    """``(H_k, H_o)``: the heads of query and key, and of the output, for the op's two groupings.
+
+    Grouped query (H_q a multiple of H_kv, the standard's GQA): key has H_kv heads and the output H_q, query
+    head h reading state h // (H_q / H_kv). Grouped value (H_kv a multiple of H_q, Gated DeltaNet's
+    ``num_v_heads > num_k_heads``): query and key have H_q heads, each serving H_kv / H_q consecutive value
+    heads and their states, and the output has H_kv heads. ValueError when neither divides the other.
+    """
+    if q_num_heads <= 0 or kv_num_heads <= 0 or (q_num_heads % kv_num_heads and kv_num_heads % q_num_heads):
+        raise ValueError(
+            "q_num_heads / kv_num_heads: expected positive, one a multiple of the other, "
+            f"got {q_num_heads} / {kv_num_heads}"
+        )
+    return min(q_num_heads, kv_num_heads), max(q_num_heads, kv_num_heads)
 
 
 def _check_shape(name: str, tensor: Tensor, expected: tuple[int, ...]) -> None:
@@ -39,18 +59,17 @@ def check_inputs(
     q_num_heads: int,
     kv_num_heads: int,
     update_rule: str,
+    qk_l2_norm: int = 0,
 ) -> tuple[int, int, int, int, int]:
-    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, G)``.
+    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, H_o)``.
 
-    G = q_num_heads // kv_num_heads is the number of query heads reading each kv head.
+    H_o = max(q_num_heads, kv_num_heads) is the number of output heads (:func:`head_counts`).
     """
     if update_rule not in UPDATE_RULES:
         raise ValueError(f"update_rule: expected one of {UPDATE_RULES}, got {update_rule!r}")
-    if q_num_heads <= 0 or kv_num_heads <= 0 or q_num_heads % kv_num_heads != 0:
-        raise ValueError(
-            f"q_num_heads / kv_num_heads: expected positive with q_num_heads a multiple of kv_num_heads, "
-            f"got {q_num_heads} / {kv_num_heads}"
-        )
+    if qk_l2_norm not in (0, 1):
+        raise ValueError(f"qk_l2_norm: expected 0 or 1, got {qk_l2_norm!r}")
+    key_heads, out_heads = head_counts(q_num_heads, kv_num_heads)
     gated, delta = update_rule in GATED_RULES, update_rule in DELTA_RULES
     if gated and decay is None:
         raise ValueError(f"decay: update_rule {update_rule!r} requires decay, got None")
@@ -71,7 +90,7 @@ def check_inputs(
     if qdim % q_num_heads != 0:
         raise ValueError(f"query: expected last dim a multiple of q_num_heads={q_num_heads}, got {qdim}")
     d_k = qdim // q_num_heads
-    _check_shape("key", key, (B, T, kv_num_heads * d_k))
+    _check_shape("key", key, (B, T, key_heads * d_k))
     if value.shape[:2] != (B, T) or value.shape[2] % kv_num_heads != 0:
         raise ValueError(
             f"value: expected shape ({B}, {T}, kv_num_heads*d_v) with kv_num_heads={kv_num_heads}, "
@@ -95,4 +114,4 @@ def check_inputs(
             )
     if pad_mask is not None:
         _check_shape("pad_mask", pad_mask, (B, T))
-    return B, T, d_k, d_v, q_num_heads // kv_num_heads
+    return B, T, d_k, d_v, out_heads

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..dtypes import state_dtype
 from .checks import DELTA_RULES, check_inputs
+from .heads import prepare_query_key
 
 #: Tokens per chunk with a decay per head (or none): the intra-chunk terms are (chunk x chunk) matrices.
 DEFAULT_CHUNK_SIZE = 64
@@ -52,21 +53,24 @@ def linear_recurrence_forward(
     kv_num_heads: int,
     update_rule: str,
     scale: float,
+    qk_l2_norm: int = 0,
     chunk_size: Optional[int] = None,
 ) -> tuple[Tensor, Tensor]:
     """The op (layouts of :data:`rnnx.runtime.contract.ops.LINEAR_RECURRENCE`): ``(output, present_state)``.
 
-    ``output`` (B, T, H_q*d_v) has query's dtype, ``present_state`` (B, H_kv, d_k, d_v) the state dtype.
+    ``output`` (B, T, max(H_q, H_kv)*d_v) has query's dtype, ``present_state`` (B, H_kv, d_k, d_v) the state dtype.
     T == 1 takes the one-token step; longer inputs the chunked form (``chunk_size`` tokens per chunk; by
     default :data:`DEFAULT_CHUNK_SIZE`, or :data:`PER_KEY_CHUNK_SIZE` with a decay per key dim).
     """
-    B, T, d_k, d_v, G = check_inputs(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule
+    B, T, d_k, d_v, H_o = check_inputs(
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
     )
-    H = kv_num_heads
+    H, G = kv_num_heads, H_o // kv_num_heads
     dt = state_dtype(query.dtype)
     s = float(scale) if scale != 0.0 else 1.0 / math.sqrt(d_k)
-    q = _heads(query, q_num_heads, dt).reshape(B, H, G, T, d_k)  # query head h*G + j reads kv head h
+    act = query.dtype
+    query, key, _ = prepare_query_key(query.to(dt), key.to(dt), q_num_heads, kv_num_heads, qk_l2_norm)
+    q = _heads(query, H_o, dt).reshape(B, H, G, T, d_k)  # query head h*G + j reads kv head h
     k, v = _heads(key, H, dt), _heads(value, H, dt)  # (B, H, T, d_k), (B, H, T, d_v)
     g = None if decay is None else _heads(decay, H, dt)  # (B, H, T, 1 or d_k)
     bt = None
@@ -85,8 +89,8 @@ def linear_recurrence_forward(
         C = chunk_size or (PER_KEY_CHUNK_SIZE if per_key else DEFAULT_CHUNK_SIZE)
         out, S = _chunked(q, k, v, g, bt, S0, delta, s, C)
     # (B, H, G, T, d_v) -> (B, T, H*G*d_v): query heads in order h*G + j
-    out = out.permute(0, 3, 1, 2, 4).reshape(B, T, q_num_heads * d_v)
-    return out.to(query.dtype), S
+    out = out.permute(0, 3, 1, 2, 4).reshape(B, T, H_o * d_v)
+    return out.to(act), S
 
 
 def _step(

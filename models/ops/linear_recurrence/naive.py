@@ -20,7 +20,10 @@ per key dim) and beta_t::
 Group-query attention: H_q is a multiple G of H_kv and query head h reads kv head h // G (the standard's
 function body repeats each kv state G times along the head axis). rnnx adds ``pad_mask`` (B, T), non-zero
 = pad: at a pad step the state is carried unchanged and that step's output is read from the carried
-state, so a right-padded batch equals each row run alone.
+state, so a right-padded batch equals each row run alone. rnnx also takes the grouping the other way
+round (grouped value: H_kv a multiple R of H_q, query and key (B, T, H_q*d_k), query / key head h serving
+the states and value heads h*R .. h*R+R-1, output (B, T, H_kv*d_v)) and ``qk_l2_norm`` (each query and key
+head divided by sqrt(sum(x^2) + 1e-6) first), as Gated DeltaNet layers need.
 
 ``CausalConvWithState`` is depthwise and channels-first::
 
@@ -40,7 +43,7 @@ import torch
 from torch import Tensor
 
 from ..causal_linear_attention.naive import DEFAULT_EPS, feature_map
-from .checks import check_inputs
+from .checks import QK_L2_NORM_EPS, check_inputs
 
 _F64 = torch.float64
 
@@ -58,23 +61,32 @@ def linear_recurrence_naive(
     update_rule: str = "gated_delta",
     scale: float = 0.0,
     pad_mask: Optional[Tensor] = None,
+    qk_l2_norm: int = 0,
 ) -> tuple[Tensor, Tensor]:
-    """ONNX-27 ``LinearAttention`` (plus rnnx's ``pad_mask``) as a float64 token loop.
+    """ONNX-27 ``LinearAttention`` (plus rnnx's ``pad_mask``, grouped value and ``qk_l2_norm``) as a float64
+    token loop.
 
     Shapes as in the module docstring; ``decay`` only for ``gated`` / ``gated_delta``, ``beta`` only for
     ``delta`` / ``gated_delta`` (anything else is refused, as ONNX shape inference refuses it).
     Absent ``past_state`` is zeros.
 
-    Returns ``(output (B, T, H_q*d_v) in query's dtype, present_state (B, H_kv, d_k, d_v) in float64)``.
+    Returns ``(output (B, T, max(H_q, H_kv)*d_v) in query's dtype, present_state (B, H_kv, d_k, d_v) in float64)``.
     The state stays float64 (unlike the standard, which casts it to past_state's or query's dtype) so
     that a caller chaining calls, or comparing a kernel's fp32 state, loses nothing to the reference.
     """
-    B, T, d_k, d_v, G = check_inputs(
-        query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule
+    B, T, d_k, d_v, H_o = check_inputs(
+        query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
     )
-    H_q, H_kv = q_num_heads, kv_num_heads
-    q = query.to(_F64).reshape(B, T, H_q, d_k)
-    k = key.to(_F64).reshape(B, T, H_kv, d_k)
+    H_kv = kv_num_heads
+    q = query.to(_F64).reshape(B, T, q_num_heads, d_k)
+    k = key.to(_F64).reshape(B, T, min(q_num_heads, H_kv), d_k)
+    if qk_l2_norm:
+        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + QK_L2_NORM_EPS)
+        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + QK_L2_NORM_EPS)
+    if H_kv > q_num_heads:  # grouped value: state head h reads query / key head h // (H_kv / H_q)
+        q = q.repeat_interleave(H_kv // q_num_heads, dim=2)
+        k = k.repeat_interleave(H_kv // q_num_heads, dim=2)
+    G = H_o // H_kv
     v = value.to(_F64).reshape(B, T, H_kv, d_v)
     # log-space decay -> multiplier (B, T, H_kv, 1 or d_k, 1): a scalar per head, or one per key row of S
     a = None if decay is None else decay.to(_F64).reshape(B, T, H_kv, -1).exp().unsqueeze(-1)
@@ -96,8 +108,8 @@ def linear_recurrence_naive(
         S = S_new if pad is None else torch.where(pad[:, t, None, None, None], S, S_new)
         S_read = S.repeat_interleave(G, dim=1)  # (B, H_q, d_k, d_v): query head h reads kv head h // G
         outs.append(s * torch.einsum("bhk,bhkv->bhv", q[:, t], S_read))
-    out = torch.stack(outs, dim=1) if outs else q.new_zeros((B, 0, H_q, d_v))
-    return out.reshape(B, T, H_q * d_v).to(query.dtype), S
+    out = torch.stack(outs, dim=1) if outs else q.new_zeros((B, 0, H_o, d_v))
+    return out.reshape(B, T, H_o * d_v).to(query.dtype), S
 
 
 def katharopoulos_as_linear(

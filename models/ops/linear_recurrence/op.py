@@ -4,7 +4,8 @@ Contract: :data:`rnnx.runtime.contract.ops.LINEAR_RECURRENCE` (ONNX opset 27's `
 mask). Schema::
 
     (Tensor query, Tensor key, Tensor value, Tensor? past_state, Tensor? decay, Tensor? beta, Tensor? mask_pad,
-     int q_num_heads, int kv_num_heads, str update_rule, float scale) -> (Tensor output, Tensor present_state)
+     int q_num_heads, int kv_num_heads, str update_rule, float scale, int qk_l2_norm)
+     -> (Tensor output, Tensor present_state)
 
 The implementation is the device-agnostic torch code of :mod:`.chunked` (a chunked prefill, a one-token step),
 registered for every device; the backward re-runs it under autograd, so the op can be fine-tuned through.
@@ -40,11 +41,13 @@ def linear_recurrence_op(
     kv_num_heads: int,
     update_rule: str,
     scale: float,
+    qk_l2_norm: int,
 ) -> tuple[Tensor, Tensor]:
-    """The registered op (any device): ``(output (B, T, H_q*d_v), present_state (B, H_kv, d_k, d_v))``."""
+    """The registered op (any device): ``(output (B, T, H_o*d_v), present_state (B, H_kv, d_k, d_v))``."""
     return linear_recurrence_forward(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale
-    )
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale,
+        qk_l2_norm,
+    )  # fmt: skip
 
 
 @linear_recurrence_op.register_fake
@@ -60,12 +63,13 @@ def _fake(
     kv_num_heads: int,
     update_rule: str,
     scale: float,
+    qk_l2_norm: int,
 ) -> tuple[Tensor, Tensor]:
-    B, T, d_k, d_v, _ = check_inputs(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule
+    B, T, d_k, d_v, out_heads = check_inputs(
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
     )
     return (
-        query.new_empty((B, T, q_num_heads * d_v)),
+        query.new_empty((B, T, out_heads * d_v)),
         query.new_empty((B, kv_num_heads, d_k, d_v), dtype=state_dtype(query.dtype)),
     )
 
@@ -86,11 +90,19 @@ def linear_recurrence(
     update_rule: str = str(_SPEC.attributes["update_rule"]),
     scale: float = float(_SPEC.attributes["scale"]),
     pad_mask: Optional[Tensor] = None,
+    qk_l2_norm: bool = bool(_SPEC.attributes["qk_l2_norm"]),
 ) -> tuple[Tensor, Tensor]:
     """One of the four linear recurrences (ONNX opset 27 ``LinearAttention``), from an optional state.
 
-    Heads packed: query (B, T, H_q*d_k), key (B, T, H_kv*d_k), value (B, T, H_kv*d_v), with H_kv =
-    ``kv_num_heads`` (default H_q) dividing H_q = ``q_num_heads``; query head h reads kv head h // (H_q/H_kv).
+    Heads packed: query (B, T, H_q*d_k), key (B, T, H_k*d_k), value (B, T, H_kv*d_v), with H_q =
+    ``q_num_heads`` and H_kv = ``kv_num_heads`` (default H_q), one a multiple of the other:
+
+    - grouped query (H_q a multiple of H_kv, the standard's GQA): H_k = H_kv, query head h reads state
+      h // (H_q/H_kv), output (B, T, H_q*d_v);
+    - grouped value (H_kv a multiple of H_q, Gated DeltaNet's more value heads than key heads): H_k = H_q,
+      query and key head h serve states h*R .. h*R+R-1 (R = H_kv/H_q), output (B, T, H_kv*d_v).
+
+    ``qk_l2_norm`` divides each query and key head by sqrt(sum(x^2) + 1e-6) first (transformers' ``l2norm``).
     Per kv head, with ``past_state`` S (B, H_kv, d_k, d_v; zeros when None) in the state dtype (fp32; fp64 for
     fp64 inputs), a_t = exp(decay_t) and ``beta``::
 
@@ -103,11 +115,11 @@ def linear_recurrence(
     ``decay`` (B, T, H_kv) per head or (B, T, H_kv*d_k) per key dim, log space, for the gated rules only;
     ``beta`` (B, T, H_kv) or (B, T, 1) for the delta rules only; all in query's dtype. ``pad_mask`` (B, T),
     non-zero = pad: the state is carried over the step, so a right-padded batch equals each row alone.
-    Returns ``(output (B, T, H_q*d_v) in query's dtype, present_state)``; T = 1 is a decode step, and a
+    Returns ``(output (B, T, max(H_q, H_kv)*d_v) in query's dtype, present_state)``; T = 1 is a decode step, and a
     prefill followed by steps gives the numbers of one pass.
     """
     heads_kv = q_num_heads if kv_num_heads is None else kv_num_heads
     return linear_recurrence_op(
         query, key, value, past_state, decay, beta, pad_mask, int(q_num_heads), int(heads_kv), str(update_rule),
-        float(scale),
+        float(scale), int(bool(qk_l2_norm)),
     )  # fmt: skip

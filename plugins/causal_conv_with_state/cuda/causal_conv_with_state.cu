@@ -9,6 +9,7 @@
 // are not pads, one thread per (b, c): it finds the first of them walking back, then copies forwards, so slot j
 // is written only after every entry it could read (past_state slots >= j) was read, and present_state may alias
 // past_state. The two launches are ordered on the stream, so the outputs read past_state before it changes.
+#include "causal_conv_with_state/cuda/causal_conv_with_state.h"
 #include "type_utils.cuh"
 
 namespace rnnx

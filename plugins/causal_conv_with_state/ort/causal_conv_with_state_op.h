@@ -5,9 +5,11 @@
 // outputs output (B, C, T), present_state (B, C, K-1); attribute activation, none | silu | swish
 // (rnnx.runtime.contract.ops.CAUSAL_CONV_WITH_STATE). An absent optional input may be an empty name or left out at the
 // end; an absent or empty bias / past_state is zeros, an absent or empty mask no pads. fp16 / bf16 inputs are staged
-// to fp32 around the fp32 kernel (isa_kernels.h), parallel over (batch, channel) on ORT's intra-op thread pool.
+// to fp32 around the fp32 kernel (causal_conv_with_state_isa.h), parallel over (batch, channel) on ORT's intra-op
+// thread pool.
 #pragma once
 
+#include "causal_conv_with_state_isa.h"
 #include "ort_op_support.h"
 
 namespace rnnx_ort

@@ -1,7 +1,8 @@
 #include "causalConvWithStatePlugin.h"
 
 #include "common/exprChecks.h"
-#include "rnnx/kernels.h"
+#include "causal_conv_with_state/cuda/causal_conv_with_state.h"
+#include "common/pluginRegistry.h"
 
 #include <string>
 
@@ -214,6 +215,8 @@ int32_t CausalConvWithStatePlugin::launch(nvinfer1::PluginTensorDesc const* inpu
         inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.pastState]), inputs[mLayout.maskPad], outputs[0],
         static_cast<float*>(outputs[1]), stream));
 }
+
+RNNX_REGISTER_PLUGIN_CREATOR(CausalConvWithStatePluginCreator);
 
 } // namespace plugin
 } // namespace rnnx

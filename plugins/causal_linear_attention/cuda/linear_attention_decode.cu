@@ -1,7 +1,7 @@
 // Causal linear attention, one token per (batch, head): the decode step (L == 1) and the slow
 // generic path of the prefill for head dims the chunked kernel does not instantiate.
 //
-// Heads are packed in the last axis (rnnx/kernels.h): the block of (b, h) reads q[row, h*E : (h+1)*E],
+// Heads are packed in the last axis (causal_linear_attention.h): the block of (b, h) reads q[row, h*E : (h+1)*E],
 // k likewise and v[row, h*M : (h+1)*M] of its token's row (TokenRows), and writes out there. At a pad step
 // (mask_pad non-zero) phi(k) and v count as zeros: the state is carried, out is still computed from it.
 //

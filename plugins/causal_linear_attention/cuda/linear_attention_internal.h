@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "rnnx/kernels.h"
+#include "causal_linear_attention/cuda/causal_linear_attention.h"
 
 namespace rnnx
 {
@@ -34,8 +34,8 @@ struct TokenRows
 };
 
 //! One recurrence step for token t of every (batch, head): reads q, k, v (and mask_pad) at position t of
-//! sequences of length params.length in the packed layout of rnnx/kernels.h, the state (S_in, z_in) (nullptr =
-//! zeros), writes out at position t and the new state (S_out, z_out), which may alias (S_in, z_in) exactly. A pad
+//! sequences of length params.length in the packed layout of causal_linear_attention.h, the state (S_in, z_in) (nullptr
+//! = zeros), writes out at position t and the new state (S_out, z_out), which may alias (S_in, z_in) exactly. A pad
 //! step copies the state and still writes out. Any E >= 1 and M >= 1.
 cudaError_t launchLinearAttentionStep(const LinearAttentionParams& params, DataType type, int t, const void* q,
     const void* k, const void* v, const float* S_in, const float* z_in, const void* mask_pad, void* out, float* S_out,

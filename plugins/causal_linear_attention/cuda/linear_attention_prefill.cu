@@ -14,8 +14,8 @@
 // state). Q S, the normaliser and the state stay in fp32; z sums phi(k) in fp32 from the inputs, as a
 // decode step does (only S's update takes the activation-type phi(k) that the tensor cores need).
 // fp32 activations use fp32 FMA throughout.
-// Heads are packed in the last axis (rnnx/kernels.h): the block of (b, h) reads columns h*E .. h*E+E-1 of q and k
-// and h*M + m0 .. of v at each of its tokens' rows (TokenRows: consecutive rows batch-first, rows B apart
+// Heads are packed in the last axis (causal_linear_attention.h): the block of (b, h) reads columns h*E .. h*E+E-1 of q
+// and k and h*M + m0 .. of v at each of its tokens' rows (TokenRows: consecutive rows batch-first, rows B apart
 // time-major) and writes out there. A pad step (mask_pad non-zero) is loaded with phi(k) = 0 and v = 0, so it adds
 // nothing to the state nor to any other step's output (its column of A is zero); its own output row is still
 // phi(q) S / (phi(q) z + eps) from the state carried to it.

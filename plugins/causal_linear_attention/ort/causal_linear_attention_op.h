@@ -5,9 +5,10 @@
 // (B, L, H*M), S_last, z_last; attributes eps, num_heads, time_major (rnnx.runtime.contract.ops.
 // CAUSAL_LINEAR_ATTENTION). The onnxruntime target's nodes leave absent states and mask out, the tensorrt target's
 // give zeros and an all-false mask: both run. fp16 / bf16 inputs are staged to fp32 around the fp32 kernel
-// (isa_kernels.h), parallel over (batch, head) on ORT's intra-op thread pool.
+// (causal_linear_attention_isa.h), parallel over (batch, head) on ORT's intra-op thread pool.
 #pragma once
 
+#include "causal_linear_attention_isa.h"
 #include "ort_op_support.h"
 
 namespace rnnx_ort

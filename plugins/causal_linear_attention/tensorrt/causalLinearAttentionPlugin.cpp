@@ -1,7 +1,8 @@
 #include "causalLinearAttentionPlugin.h"
 
 #include "common/exprChecks.h"
-#include "rnnx/kernels.h"
+#include "causal_linear_attention/cuda/causal_linear_attention.h"
+#include "common/pluginRegistry.h"
 
 #include <cmath>
 
@@ -210,6 +211,8 @@ int32_t CausalLinearAttentionPlugin::launch(nvinfer1::PluginTensorDesc const* in
         inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), nullptr,
         stream));
 }
+
+RNNX_REGISTER_PLUGIN_CREATOR(CausalLinearAttentionPluginCreator);
 
 } // namespace plugin
 } // namespace rnnx

@@ -16,7 +16,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include "rnnx/kernels.h"
+#include "rnnx/kernel_types.h"
 
 #ifdef RNNX_CUDA_HOST_EMULATION
 #include "rnnx_cuda_emulation.h"

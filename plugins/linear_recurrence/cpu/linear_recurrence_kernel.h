@@ -11,9 +11,14 @@
 //     gated:       S_t = a_t S_{t-1} + k_t v_t^T
 //     delta:       S_t = S_{t-1} + k_t w_t^T,       w_t = beta_t (v_t - S_{t-1}^T k_t)
 //     gated_delta: S_t = a_t S_{t-1} + k_t w_t^T,   w_t = beta_t (v_t - (a_t S_{t-1})^T k_t)
-//     o_t = scale S_t^T q_t for each of the G = Hq / Hkv query heads h*G .. h*G+G-1 of kv head h
-// Layouts, row-major, heads packed: query (B, T, Hq*dk); key (B, T, Hkv*dk); value (B, T, Hkv*dv); out
-// (B, T, Hq*dv); decay (B, T, Hkv*Dg), Dg = 1 or dk; beta (B, T, Hb), Hb = Hkv or 1; past_state, present_state
+//     o_t = scale S_t^T q_t
+// Two groupings (Hq and Hkv one a multiple of the other; Hk = min(Hq, Hkv) key heads, Ho = max(Hq, Hkv) output heads):
+//     grouped query (Hq = G Hkv): kv head h has key head h and is read by the G query heads h*G .. h*G+G-1, which
+//                                 give the output heads h*G .. h*G+G-1;
+//     grouped value (Hkv = R Hq): state h reads query and key head h / R and gives output head h.
+// With qk_l2_norm each query and key head x (dk values) is first x / sqrt(sum(x^2) + kQK_L2_NORM_EPS), in acc_t.
+// Layouts, row-major, heads packed: query (B, T, Hq*dk); key (B, T, Hk*dk); value (B, T, Hkv*dv); out
+// (B, T, Ho*dv); decay (B, T, Hkv*Dg), Dg = 1 or dk; beta (B, T, Hb), Hb = Hkv or 1; past_state, present_state
 // (B, Hkv, dk, dv); pad (B, T), one byte per step, non-zero = pad: the state is carried over a pad step (its key,
 // value, decay and beta are ignored) and its output is read from the carried state. past_state / pad may be null
 // (zeros / no pads); decay is read by the gated rules only, beta by the delta rules only. The state and all
@@ -23,7 +28,9 @@
 // (batch row, kv head, tile of TW columns) and walks the T steps with its dk x TW block of S (present_state itself
 // when dv fits one tile, else a contiguous copy); each step sweeps the block once (update and output together; the
 // delta rules' S^T k in the previous step's sweep or in a sweep before), the tile's accumulators in registers,
-// vectorised over the tile with the build's widest vectors (AVX-512, AVX2 or SSE: isa_kernels.cpp builds each).
+// vectorised over the tile with the build's widest vectors (AVX-512, AVX2 or SSE: ort/linear_recurrence_isa.cpp is
+// built for each). qk_l2_norm folds each head's 1 / norm into the coefficients a step already computes from k and q (no
+// copy).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "../../cpu/vector_math.h"
+#include "../linear_recurrence_constants.h"
 
 namespace rnnx::linear_recurrence_cpu
 {
@@ -57,6 +65,7 @@ inline bool is_delta(Rule r)
 
 struct Problem
 {
+    //! Hq and Hkv: one a multiple of the other (the two groupings above).
     int64_t B, T, Hq, Hkv, dk, dv;
     Rule rule;
     //! decay holds dk values per kv head (else one).
@@ -65,6 +74,19 @@ struct Problem
     bool beta_per_head;
     //! The output scale, already resolved (not 0).
     double scale;
+    //! Each query and key head is divided by its L2 norm (sqrt(sum(x^2) + kQK_L2_NORM_EPS)) first.
+    bool qk_l2_norm{false};
+
+    //! Query heads read per state (and output heads per state): Hq / Hkv for grouped query, 1 for grouped value.
+    int64_t group() const
+    {
+        return Hq >= Hkv ? Hq / Hkv : 1;
+    }
+    //! States per query / key head: Hkv / Hq for grouped value, 1 for grouped query.
+    int64_t repeat() const
+    {
+        return Hkv > Hq ? Hkv / Hq : 1;
+    }
 };
 
 //! Columns of S per task: 256 bytes of acc_t (eight AVX2 registers per accumulator row: enough independent FMAs).
@@ -76,7 +98,7 @@ constexpr int64_t min_parallel_work = int64_t(1) << 15;
 namespace detail
 {
 
-//! Pointers and strides of one task: kv head h of batch row b, columns [j0, j0 + width).
+//! Pointers and strides of one task: state (kv head) h of batch row b, columns [j0, j0 + width).
 template <typename scalar_t, typename acc_t> struct Task
 {
     const scalar_t *q, *k, *v, *decay, *beta;
@@ -84,7 +106,7 @@ template <typename scalar_t, typename acc_t> struct Task
     scalar_t* out;
     acc_t* S;
     int64_t ld; // row stride of S
-    int64_t q_step, kv_step, v_step, out_step, decay_step, beta_step;
+    int64_t q_step, k_step, v_step, out_step, decay_step, beta_step;
 };
 
 // The widest vector of the build (64 bytes with AVX-512, else 32: an AVX2 register, two SSE ones in the base build) as
@@ -249,6 +271,18 @@ void update(acc_t* S, int64_t ld, int64_t dk, int64_t n, const acc_t* f, const a
 }
 
 // S[i, j] *= f[i].
+// 1 / sqrt(sum_i x[i]^2 + kQK_L2_NORM_EPS) of dk values, in acc_t: qk_l2_norm's factor of one head.
+template <typename acc_t, typename scalar_t> acc_t inverse_l2_norm(const scalar_t* x, int64_t dk)
+{
+    acc_t sum = acc_t(0);
+    for (int64_t i = 0; i < dk; ++i)
+    {
+        const acc_t xi = static_cast<acc_t>(x[i]);
+        sum += xi * xi;
+    }
+    return acc_t(1) / std::sqrt(sum + static_cast<acc_t>(kQK_L2_NORM_EPS));
+}
+
 template <typename acc_t> void scale_rows(acc_t* S, int64_t ld, int64_t dk, int64_t n, const acc_t* f)
 {
     for (int64_t i = 0; i < dk; ++i)
@@ -282,8 +316,10 @@ template <int64_t TW, bool FULL, bool GATED, bool DELTA, typename scalar_t, type
 void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, acc_t* scratch)
 {
     const int64_t n = FULL ? TW : width;
-    const int64_t dk = p.dk, G = p.Hq / p.Hkv, T = p.T;
+    const int64_t dk = p.dk, G = p.group(), T = p.T;
     const acc_t scale = static_cast<acc_t>(p.scale);
+    // qk_l2_norm's factor of a query / key head (1 without: multiplying by it changes nothing)
+    auto norm = [&](const scalar_t* head) { return p.qk_l2_norm ? inverse_l2_norm<acc_t>(head, dk) : acc_t(1); };
     acc_t* c = scratch;   // dk: GATED: the row factors (S = diag(c) S')
     acc_t* prod = c + dk; // dk: GATED: c times the step's decay, before a fold
     acc_t* prod_next = prod + dk;
@@ -300,11 +336,12 @@ void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, a
     // the step's c a (into pr) and (c a) k (into krv) from the current c; true when c a must be folded
     auto prepare = [&](int64_t t, acc_t* pr, acc_t* krv) -> bool
     {
-        const scalar_t* kt = x.k + t * x.kv_step;
+        const scalar_t* kt = x.k + t * x.k_step;
+        const acc_t kn = norm(kt);
         if constexpr (!GATED)
         {
             for (int64_t i = 0; i < dk; ++i)
-                krv[i] = static_cast<acc_t>(kt[i]);
+                krv[i] = static_cast<acc_t>(kt[i]) * kn;
             return false;
         }
         const scalar_t* dt = x.decay + t * x.decay_step;
@@ -323,7 +360,7 @@ void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, a
         for (int64_t i = 0; i < dk; ++i)
         {
             outside += (pr[i] >= factor_min<acc_t>)&(pr[i] <= factor_max<acc_t>) ? 0 : 1;
-            krv[i] = static_cast<acc_t>(kt[i]) * pr[i];
+            krv[i] = static_cast<acc_t>(kt[i]) * kn * pr[i];
         }
         return outside != 0;
     };
@@ -359,9 +396,10 @@ void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, a
                     c[i] = direct ? acc_t(1) : prod[i];
                 unit = direct;
             }
-            const scalar_t* kt = x.k + t * x.kv_step;
+            const scalar_t* kt = x.k + t * x.k_step;
+            const acc_t kn = norm(kt);
             for (int64_t i = 0; i < dk; ++i)
-                kw[i] = GATED ? static_cast<acc_t>(kt[i]) / c[i] : static_cast<acc_t>(kt[i]);
+                kw[i] = GATED ? static_cast<acc_t>(kt[i]) * kn / c[i] : static_cast<acc_t>(kt[i]) * kn;
             next = fuse_retrieval<acc_t, TW> && DELTA && t + 1 < T && keeps(t + 1);
             prepared = next;
             if (next)
@@ -372,8 +410,9 @@ void run_tile(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, a
         {
             acc_t* qg = qs + g * dk;
             const scalar_t* src = qt + g * dk;
+            const acc_t sg = scale * norm(src);
             for (int64_t i = 0; i < dk; ++i)
-                qg[i] = (GATED ? scale * c[i] : scale) * static_cast<acc_t>(src[i]);
+                qg[i] = (GATED ? sg * c[i] : sg) * static_cast<acc_t>(src[i]);
         }
         if (keep)
         {
@@ -429,14 +468,15 @@ void run_task(const Problem& p, const Task<scalar_t, acc_t>& x, int64_t width, a
 
 } // namespace detail
 
-// The forward pass: out (B, T, Hq*dv) and present_state (B, Hkv, dk, dv) from the inputs (layouts above).
+// The forward pass: out (B, T, Ho*dv) and present_state (B, Hkv, dk, dv) from the inputs (layouts above).
 template <typename scalar_t, typename acc_t, typename ParallelFor>
 void forward_impl(const ParallelFor& parallel_for, const Problem& p, const scalar_t* query, const scalar_t* key,
     const scalar_t* value, const acc_t* past_state, const scalar_t* decay, const scalar_t* beta, const uint8_t* pad,
     scalar_t* out, acc_t* present_state)
 {
     constexpr int64_t TW = tile_width<acc_t>;
-    const int64_t dk = p.dk, dv = p.dv, Hq = p.Hq, Hkv = p.Hkv, G = Hq / Hkv, T = p.T;
+    const int64_t dk = p.dk, dv = p.dv, Hq = p.Hq, Hkv = p.Hkv, G = p.group(), R = p.repeat(), T = p.T;
+    const int64_t Hk = std::min(Hq, Hkv), Ho = std::max(Hq, Hkv); // key heads, output heads
     const int64_t tiles = (dv + TW - 1) / TW, tasks = p.B * Hkv * tiles;
     const int64_t work = std::max<int64_t>(T * dk * std::min(TW, dv) * G, 1);
     const int64_t grain = std::max<int64_t>(min_parallel_work / work, 1);
@@ -458,12 +498,13 @@ void forward_impl(const ParallelFor& parallel_for, const Problem& p, const scala
                 for (int64_t i = 0; i < dk; ++i)
                     for (int64_t j = 0; j < width; ++j)
                         S[i * ld + j] = past_state != nullptr ? past_state[bh * dk * dv + i * dv + j0 + j] : acc_t(0);
-                const detail::Task<scalar_t, acc_t> x{query + b * T * Hq * dk + h * G * dk,
-                    key + b * T * Hkv * dk + h * dk, value + b * T * Hkv * dv + h * dv + j0,
+                // state h: key head h / R, query heads (h / R) * G .. + G - 1, output heads h * G .. + G - 1
+                const detail::Task<scalar_t, acc_t> x{query + b * T * Hq * dk + h / R * G * dk,
+                    key + b * T * Hk * dk + h / R * dk, value + b * T * Hkv * dv + h * dv + j0,
                     gated ? decay + b * T * Hkv * decay_width + h * decay_width : nullptr,
                     delta ? beta + b * T * beta_width + (p.beta_per_head ? h : 0) : nullptr,
-                    pad != nullptr ? pad + b * T : nullptr, out + b * T * Hq * dv + h * G * dv + j0, S, ld, Hq * dk,
-                    Hkv * dk, Hkv * dv, Hq * dv, Hkv * decay_width, beta_width};
+                    pad != nullptr ? pad + b * T : nullptr, out + b * T * Ho * dv + h * G * dv + j0, S, ld, Hq * dk,
+                    Hk * dk, Hkv * dv, Ho * dv, Hkv * decay_width, beta_width};
                 switch (p.rule)
                 {
                 case Rule::linear: detail::run_task<TW, false, false>(p, x, width, scratch.data()); break;

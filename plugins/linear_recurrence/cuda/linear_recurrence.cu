@@ -6,7 +6,10 @@
 // Both kernels run one block per (b, kv head h, tile of kTileV columns of d_v): the block owns S[:, m0 : m0+TV]
 // in shared memory, all d_k rows, so the delta rule's S^T k of its columns is local; it reads its tile of
 // past_state once at the start and writes present_state once at the end (present_state may alias past_state:
-// the tiles are disjoint). The G = H_q / H_kv query heads h*G .. h*G+G-1 of kv head h are read by the block.
+// the tiles are disjoint). Grouped query (H_q = G H_kv): the block reads key head h and the G query heads
+// h*G .. h*G+G-1, writing output heads h*G .. h*G+G-1; grouped value (H_kv = R H_q): it reads query and key head
+// h / R and writes output head h (G = 1). With qk_l2_norm every loaded query / key row is divided by
+// sqrt(sum(x^2) + kQK_L2_NORM_EPS) in fp32 in shared memory (one warp per row) before it is used.
 //
 // Recurrent kernel: token after token. Thread (m, g) owns column m of the tile and rows g, g + groups, ...;
 // per token: decay its rows, (delta) partial S^T k meets in shared memory, write, then per query head a partial
@@ -21,6 +24,8 @@
 // Every exponent is b_t - b_s with s <= t or b_t alone, never positive. A pad step is loaded with k = 0 and
 // g = 0: it writes nothing and does not decay, and its output is read from the carried state. The intra-chunk
 // matrices are fp32 in shared memory, computed with fp32 FMA.
+#include "linear_recurrence/cuda/linear_recurrence.h"
+#include "linear_recurrence/linear_recurrence_constants.h"
 #include "type_utils.cuh"
 
 #include <cmath>
@@ -43,11 +48,33 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;
 //! What both kernels read: the launch's sizes with the scale resolved.
 struct Problem
 {
-    int B, T, Hq, Hkv, G, dk, dv, Dg; // Dg: decay entries per kv head and token (0 = no decay)
-    bool delta, beta_per_head;
+    int B, T, Hq, Hkv, dk, dv, Dg; // Dg: decay entries per kv head and token (0 = no decay)
+    int Hk, Ho;                    // key heads min(Hq, Hkv), output heads max(Hq, Hkv)
+    int G, R;                      // query heads per state (Hq / Hkv or 1), states per key head (Hkv / Hq or 1)
+    bool delta, beta_per_head, qk_l2_norm;
     float scale;
     MaskType mask_type;
 };
+
+//! Divides each of the n rows (dk floats, stride ld) of X in shared memory by sqrt(sum(x^2) + kQK_L2_NORM_EPS), in
+//! fp32: one warp per row, the sum by shuffles. Every thread of the block calls it, after the rows are written and
+//! synchronised; each row is scaled by the warp that reduced it, so the caller synchronises before other threads
+//! read X.
+__device__ __forceinline__ void normalizeRows(float* X, int n, int dk, int ld)
+{
+    const int lane = threadIdx.x % 32;
+    for (int t = threadIdx.x / 32; t < n; t += kThreads / 32) // uniform over the warp: all lanes shuffle
+    {
+        float sum = 0.f;
+        for (int e = lane; e < dk; e += 32)
+            sum += X[t * ld + e] * X[t * ld + e];
+        for (int offset = 16; offset > 0; offset /= 2)
+            sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        const float inv = 1.f / sqrtf(sum + kQK_L2_NORM_EPS);
+        for (int e = lane; e < dk; e += 32)
+            X[t * ld + e] *= inv;
+    }
+}
 
 template <typename T> struct Tensors
 {
@@ -104,7 +131,12 @@ template <typename T> __global__ void __launch_bounds__(kThreads) recurrentKerne
         if (!pad)
         {
             for (int e = tid; e < dk; e += kThreads)
-                ks[e] = toFloat(x.k[(row * p.Hkv + h) * dk + e]);
+                ks[e] = toFloat(x.k[(row * p.Hk + h / p.R) * dk + e]);
+            if (p.qk_l2_norm)
+            {
+                __syncthreads();
+                normalizeRows(ks, 1, dk, dk);
+            }
             for (int e = tid; e < p.Dg; e += kThreads)
                 as[e] = expf(toFloat(x.decay[(row * p.Hkv + h) * p.Dg + e]));
             if (tid < TV)
@@ -137,9 +169,14 @@ template <typename T> __global__ void __launch_bounds__(kThreads) recurrentKerne
         }
         for (int j = 0; j < p.G; ++j)
         {
-            const int hq = h * p.G + j;
+            const int hq = h / p.R * p.G + j, ho = h * p.G + j; // query head, output head
             for (int e = tid; e < dk; e += kThreads)
                 qs[e] = toFloat(x.q[(row * p.Hq + hq) * dk + e]);
+            if (p.qk_l2_norm)
+            {
+                __syncthreads();
+                normalizeRows(qs, 1, dk, dk);
+            }
             __syncthreads();
             float o = 0.f;
             for (int e = g; e < dk; e += kStepGroups)
@@ -151,7 +188,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads) recurrentKerne
                 float total = 0.f;
                 for (int i = 0; i < kStepGroups; ++i)
                     total += partial[i * TV + m];
-                x.out[(row * p.Hq + hq) * dv + m0 + m] = fromFloat<T>(p.scale * total);
+                x.out[(row * p.Ho + ho) * dv + m0 + m] = fromFloat<T>(p.scale * total);
             }
             __syncthreads(); // qs, partial free again
         }
@@ -228,7 +265,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads) chunkedKernel(
         {
             const int t = i / dk, e = i % dk;
             const size_t row = row0 + t;
-            Ks[t * ldk + e] = isPad(x.mask, p.mask_type, row) ? 0.f : toFloat(x.k[(row * p.Hkv + h) * dk + e]);
+            Ks[t * ldk + e] = isPad(x.mask, p.mask_type, row) ? 0.f : toFloat(x.k[(row * p.Hk + h / p.R) * dk + e]);
         }
         for (int i = tid; i < n * TV; i += kThreads)
         {
@@ -255,6 +292,11 @@ template <typename T> __global__ void __launch_bounds__(kThreads) chunkedKernel(
                 betas[t] = toFloat(x.beta[(row0 + t) * (p.beta_per_head ? p.Hkv : 1) + (p.beta_per_head ? h : 0)]);
         }
         __syncthreads();
+        if (p.qk_l2_norm) // a pad row stays zero
+        {
+            normalizeRows(Ks, n, dk, ldk);
+            __syncthreads();
+        }
 
         if (p.delta)
         {
@@ -306,13 +348,18 @@ template <typename T> __global__ void __launch_bounds__(kThreads) chunkedKernel(
 
         for (int j = 0; j < p.G; ++j)
         {
-            const int hq = h * p.G + j;
+            const int hq = h / p.R * p.G + j, ho = h * p.G + j; // query head, output head
             for (int i = tid; i < n * dk; i += kThreads)
             {
                 const int t = i / dk, e = i % dk;
                 Qs[t * ldk + e] = toFloat(x.q[((row0 + t) * p.Hq + hq) * dk + e]);
             }
             __syncthreads();
+            if (p.qk_l2_norm)
+            {
+                normalizeRows(Qs, n, dk, ldk);
+                __syncthreads();
+            }
             // A[t, s] = <q_t, e^{b_t - b_s} k_s> for s <= t.
             for (int i = tid; i < n * n; i += kThreads)
             {
@@ -347,7 +394,7 @@ template <typename T> __global__ void __launch_bounds__(kThreads) chunkedKernel(
                 for (int s = 0; s <= t; ++s)
                     intra += A[t * C + s] * W[s * TV + m];
                 if (m0 + m < dv)
-                    x.out[((row0 + t) * p.Hq + hq) * dv + m0 + m] = fromFloat<T>(p.scale * (inter + intra));
+                    x.out[((row0 + t) * p.Ho + ho) * dv + m0 + m] = fromFloat<T>(p.scale * (inter + intra));
             }
             __syncthreads(); // Qs, A free again
         }
@@ -397,7 +444,9 @@ cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataTy
     if (pr.batch < 0 || pr.length < 0 || pr.q_heads < 0 || pr.kv_heads < 0 || pr.dim_k < 1 || pr.dim_k > kMaxDimK
         || pr.dim_v < 1 || !validRule(pr.rule) || !detail::validMaskType(pr.mask_type))
         return cudaErrorInvalidValue;
-    if (pr.kv_heads == 0 ? pr.q_heads != 0 : pr.q_heads % pr.kv_heads != 0 || pr.q_heads == 0)
+    // one of H_q, H_kv a multiple of the other (both 0 is an empty launch)
+    if (pr.kv_heads == 0 || pr.q_heads == 0 ? pr.q_heads != pr.kv_heads
+                                            : pr.q_heads % pr.kv_heads != 0 && pr.kv_heads % pr.q_heads != 0)
         return cudaErrorInvalidValue;
     const bool gated = pr.rule == LinearRecurrenceRule::kGATED || pr.rule == LinearRecurrenceRule::kGATED_DELTA;
     const bool delta = pr.rule == LinearRecurrenceRule::kDELTA || pr.rule == LinearRecurrenceRule::kGATED_DELTA;
@@ -416,12 +465,16 @@ cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataTy
     p.T = pr.length;
     p.Hq = pr.q_heads;
     p.Hkv = pr.kv_heads;
-    p.G = pr.q_heads / pr.kv_heads;
+    p.Hk = pr.q_heads < pr.kv_heads ? pr.q_heads : pr.kv_heads;
+    p.Ho = pr.q_heads < pr.kv_heads ? pr.kv_heads : pr.q_heads;
+    p.G = pr.q_heads >= pr.kv_heads ? pr.q_heads / pr.kv_heads : 1;
+    p.R = pr.kv_heads > pr.q_heads ? pr.kv_heads / pr.q_heads : 1;
     p.dk = pr.dim_k;
     p.dv = pr.dim_v;
     p.Dg = gated ? (pr.decay_per_key ? pr.dim_k : 1) : 0;
     p.delta = delta;
     p.beta_per_head = pr.beta_per_head;
+    p.qk_l2_norm = pr.qk_l2_norm;
     p.scale = pr.scale != 0.f ? pr.scale : 1.f / std::sqrt(static_cast<float>(pr.dim_k));
     p.mask_type = pr.mask_type;
 

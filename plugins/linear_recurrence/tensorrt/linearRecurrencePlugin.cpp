@@ -1,7 +1,8 @@
 #include "linearRecurrencePlugin.h"
 
 #include "common/exprChecks.h"
-#include "rnnx/kernels.h"
+#include "linear_recurrence/cuda/linear_recurrence.h"
+#include "common/pluginRegistry.h"
 
 #include <cmath>
 #include <string>
@@ -102,6 +103,7 @@ bool checkExtents(Extents const* in, LinearRecurrenceInputs const& layout, Linea
 {
     int64_t const Hq = params.qNumHeads;
     int64_t const Hkv = params.kvNumHeads;
+    int64_t const Hk = Hq < Hkv ? Hq : Hkv; // key heads
     Extents const& q = in[layout.query];
     Extents const& k = in[layout.key];
     Extents const& v = in[layout.value];
@@ -139,12 +141,12 @@ bool checkExtents(Extents const* in, LinearRecurrenceInputs const& layout, Linea
     {
         return false;
     }
-    if (k.rank() != 3 || !k.mayMatch(0, q, 0) || !k.mayMatch(1, q, 1) || !k.mayBeMultipleOf(2, Hkv)
-        || (dk > 0 && !k.mayBe(2, Hkv * dk)))
+    if (k.rank() != 3 || !k.mayMatch(0, q, 0) || !k.mayMatch(1, q, 1) || !k.mayBeMultipleOf(2, Hk)
+        || (dk > 0 && !k.mayBe(2, Hk * dk)))
     {
-        return wrong("key", layout.key, k, bt + heads(Hkv, "d_k", dk) + ") with query's B, T");
+        return wrong("key", layout.key, k, bt + heads(Hk, "d_k", dk) + ") with query's B, T (min(H_q, H_kv) heads)");
     }
-    if (k.known(2) && !headDim(dk, k.value(2) / Hkv, "d_k", "key", layout.key, k))
+    if (k.known(2) && !headDim(dk, k.value(2) / Hk, "d_k", "key", layout.key, k))
     {
         return false;
     }
@@ -210,7 +212,8 @@ template <typename Shape, typename Get> std::vector<Extents> extentsOf(int32_t n
 std::string describe(LinearRecurrenceParameters const& p)
 {
     return "q_num_heads " + std::to_string(p.qNumHeads) + ", kv_num_heads " + std::to_string(p.kvNumHeads)
-        + ", update_rule " + LinearRecurrencePlugin::updateRules()[static_cast<size_t>(p.updateRule)];
+        + ", update_rule " + LinearRecurrencePlugin::updateRules()[static_cast<size_t>(p.updateRule)] + ", qk_l2_norm "
+        + std::to_string(p.qkL2Norm);
 }
 
 } // namespace
@@ -229,6 +232,7 @@ std::vector<Field<LinearRecurrenceParameters>> const& LinearRecurrencePlugin::fi
         {"kv_num_heads", &LinearRecurrenceParameters::kvNumHeads, 0.0, true},
         {"update_rule", &LinearRecurrenceParameters::updateRule, updateRules(), 3},
         {"scale", &LinearRecurrenceParameters::scale, 0.0},
+        {"qk_l2_norm", &LinearRecurrenceParameters::qkL2Norm, 0.0},
     };
     return table;
 }
@@ -241,10 +245,15 @@ bool LinearRecurrencePlugin::checkParameters(LinearRecurrenceParameters const& p
             + std::to_string(p.kvNumHeads));
         return false;
     }
-    if (p.qNumHeads % p.kvNumHeads != 0)
+    if (p.qNumHeads % p.kvNumHeads != 0 && p.kvNumHeads % p.qNumHeads != 0)
     {
-        logPluginError("q_num_heads " + std::to_string(p.qNumHeads) + " is not a multiple of kv_num_heads "
-            + std::to_string(p.kvNumHeads));
+        logPluginError("q_num_heads " + std::to_string(p.qNumHeads) + " and kv_num_heads "
+            + std::to_string(p.kvNumHeads) + ": expected one a multiple of the other");
+        return false;
+    }
+    if (p.qkL2Norm != 0 && p.qkL2Norm != 1)
+    {
+        logPluginError("qk_l2_norm must be 0 or 1, got " + std::to_string(p.qkL2Norm));
         return false;
     }
     if (p.updateRule < 0 || static_cast<size_t>(p.updateRule) >= updateRules().size())
@@ -306,9 +315,10 @@ int32_t LinearRecurrencePlugin::outputShapes(nvinfer1::DimsExprs const* inputs, 
         }
         nvinfer1::DimsExprs const& q = inputs[layout.query];
         nvinfer1::DimsExprs const& v = inputs[layout.value];
-        // output (B, T, H_q*d_v), d_v = value's last extent / H_kv: value's shape when H_q = H_kv.
+        // output (B, T, H_o*d_v), H_o = max(H_q, H_kv), d_v = value's last extent / H_kv: value's last extent when
+        // H_q <= H_kv (one head per state), else H_q * (value's last extent / H_kv).
         nvinfer1::IDimensionExpr const* width = v.d[2];
-        if (mParams.qNumHeads != mParams.kvNumHeads)
+        if (mParams.qNumHeads > mParams.kvNumHeads)
         {
             auto const* perHead = exprBuilder.operation(
                 nvinfer1::DimensionOperation::kFLOOR_DIV, *v.d[2], *exprBuilder.constant(mParams.kvNumHeads));
@@ -401,12 +411,15 @@ int32_t LinearRecurrencePlugin::launch(nvinfer1::PluginTensorDesc const* inputDe
     params.beta_per_head = mLayout.readsBeta && inputDesc[mLayout.beta].dims.d[2] == params.kv_heads;
     params.scale = mParams.scale;
     params.kernel = kernels::LinearRecurrenceKernel::kAUTO;
+    params.qk_l2_norm = mParams.qkL2Norm != 0;
     // decay / beta only when the rule reads them (else their bindings are dummies); the state and the mask always.
     return launched(kernels::linearRecurrenceForward(params, type, inputs[mLayout.query], inputs[mLayout.key],
         inputs[mLayout.value], static_cast<float const*>(inputs[mLayout.pastState]),
         mLayout.readsDecay ? inputs[mLayout.decay] : nullptr, mLayout.readsBeta ? inputs[mLayout.beta] : nullptr,
         inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), stream));
 }
+
+RNNX_REGISTER_PLUGIN_CREATOR(LinearRecurrencePluginCreator);
 
 } // namespace plugin
 } // namespace rnnx

@@ -25,7 +25,7 @@
 #include "sru_scan_kernel.h"
 #include "../../torch/aten_parallel_for.h"
 
-// RNNX_NO_PYTHON: built into librnnx_torch_ops (plugins/torch/rnnx_torch_ops.cpp) for libtorch programs
+// RNNX_NO_PYTHON: built into librnnx_torch_ops (plugins/sru_scan/torch/sru_scan_torch_op.cpp) for libtorch programs
 // without Python; otherwise the torch extension that op.py loads.
 #ifdef RNNX_NO_PYTHON
 #include <ATen/ATen.h>

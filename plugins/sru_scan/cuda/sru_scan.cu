@@ -5,7 +5,7 @@
 // together) and then runs those steps one after another, so the scan is limited by memory
 // bandwidth rather than by the latency of one step's loads. Neighbouring threads handle
 // neighbouring hidden units, so every step reads and writes neighbouring memory.
-#include "rnnx/kernels.h"
+#include "sru_scan/cuda/sru_scan.h"
 #include "type_utils.cuh"
 
 namespace rnnx

@@ -3,9 +3,10 @@
 // Reads the node layout the exporter writes for both targets, by position: U, x?, weight_c, bias, c0,
 // mask_pad? (the tensorrt target's 1-element dummy x and all-false mask are accepted too), with the
 // attributes of rnnx.runtime.contract.ops.SRU_SCAN. Tensor roles and dtypes: docs/ops.md. fp16 / bf16 inputs are
-// staged to fp32 around the fp32 kernel (isa_kernels.h), which runs on ORT's intra-op thread pool.
+// staged to fp32 around the fp32 kernel (sru_scan_isa.h), which runs on ORT's intra-op thread pool.
 #pragma once
 
+#include "sru_scan_isa.h"
 #include "ort_op_support.h"
 
 namespace rnnx_ort

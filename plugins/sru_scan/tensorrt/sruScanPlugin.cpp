@@ -1,7 +1,8 @@
 #include "sruScanPlugin.h"
 
 #include "common/exprChecks.h"
-#include "rnnx/kernels.h"
+#include "sru_scan/cuda/sru_scan.h"
+#include "common/pluginRegistry.h"
 
 namespace rnnx
 {
@@ -198,6 +199,8 @@ int32_t SruScanPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void 
             inputs[mLayout.weightC], inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.c0]),
             inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), stream));
 }
+
+RNNX_REGISTER_PLUGIN_CREATOR(SruScanPluginCreator);
 
 } // namespace plugin
 } // namespace rnnx

@@ -1,0 +1,5 @@
+// LinearRecurrence in rnnx's ONNX Runtime op library (op_registry.h).
+#include "linear_recurrence_op.h"
+#include "op_registry.h"
+
+RNNX_ORT_REGISTER_OP(rnnx_ort::LinearRecurrenceOp);

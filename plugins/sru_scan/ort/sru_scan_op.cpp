@@ -1,0 +1,5 @@
+// SRUScan in rnnx's ONNX Runtime op library (op_registry.h).
+#include "sru_scan_op.h"
+#include "op_registry.h"
+
+RNNX_ORT_REGISTER_OP(rnnx_ort::SruScanOp);
