@@ -1,6 +1,7 @@
 """The JavaScript runtime (runtime/js/rnnx.mjs) against rnnx.runtime on the demo exports and a softmax SRU++
 whose KV cache grows (onnxruntime target): greedy tokens equal generate_all's under onnxruntime-node (batch 1,
-and a right-padded batch of 2 where one row stops early), seeded samples equal Python's and repeat, the same
+and a right-padded batch of 2 where one row stops early), seeded samples equal Python's and repeat (both demos at
+batch 1 and 3; tests/test_sampling_conformance.py runs the golden sampling cases), the same
 on onnxruntime-web's wasm build under Node, numpy's generator and sampling reproduced on random logits, the
 Node example's output and errors, and the demo page generating in headless Chromium with onnxruntime-web
 (WebAssembly, and WebGPU on SwiftShader's software adapter). Real ONNX Runtime sessions throughout:
@@ -133,6 +134,15 @@ def test_seeded_sampling_equals_python_and_repeats(name: str, exports, python_to
     assert runs[0] == runs[1] == want
 
 
+@pytest.mark.parametrize("name", DEMO_CHECKPOINTS)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_seeded_tokens_equal_python_on_the_demos(name: str, batch: int, exports) -> None:
+    """Both demos at batch 1 and 3 (three prompts of different lengths): the seed's tokens are Python's."""
+    prompts = [*PROMPTS, [7, 8, 9, 1, 2, 3, 10]][:batch]
+    want = rt.load(exports[name], backend="onnxruntime").generate_all(prompts, MAX_NEW, **SAMPLED)
+    assert js_generate(exports[name], prompts, *sampled_options()) == want
+
+
 def test_a_seed_past_2_to_the_53_is_kept_exactly(exports) -> None:
     """generate.mjs --seed reads a big integer as a BigInt: 2^60 + 1 samples what Python's seed 2^60 + 1 does, and
     not what 2^60 does (a Number would round the two to one seed)."""
@@ -255,7 +265,7 @@ def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
             'state "missing": past_key_values.missing / present.missing are not graph inputs/outputs',
         ),
         "token-out-of-vocabulary": (metadata, ["--prompt", "1,12"], "prompts[0]: token 12 out of vocabulary"),
-        "bad-top-p": (metadata, ["--prompt", "1,2", "--top-p", "1.5"], "topP must be in (0, 1]"),
+        "bad-top-p": (metadata, ["--prompt", "1,2", "--top-p", "1.5"], "topP must be in [0, 1]"),
     }
     for label, (meta, args, message) in cases.items():
         export = _copy_export(source, tmp_path / label, meta)

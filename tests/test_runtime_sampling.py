@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rnnx.runtime.sampling import row_generators, sample, softmax, top_k_filter, top_p_filter
+from rnnx.runtime.sampling import SamplingOptions, row_generators, sample, softmax, top_k_filter, top_p_filter
 
 NEG = -np.inf
 
@@ -57,7 +57,22 @@ def test_seeded_reproducibility_and_row_independence():
     assert [x[0] for x in a] == [x[0] for x in alone]
 
 
-@pytest.mark.parametrize("kwargs", [{"temperature": -1}, {"top_k": 0}, {"top_p": 0.0}, {"top_p": 1.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": -1}, {"top_k": 1.5}, {"top_k": True}, {"top_p": -0.1}, {"top_p": 1.5}, {"top_p": np.nan}]
+)
 def test_bad_options(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
         sample(np.zeros((1, 3)), row_generators(0, 1), **kwargs)
+
+
+@pytest.mark.parametrize("top_k", [None, 0, -1])
+@pytest.mark.parametrize("top_p", [None, 0, 0.0, 1, 1.0])
+def test_every_off_form_is_no_filter(top_k, top_p):
+    """docs/sampling.md: top_k None / <= 0 and top_p None / 0 / 1 are "off", stored as None and drawn alike."""
+    options = SamplingOptions(1.0, top_k, top_p, 3)
+    assert (options.top_k, options.top_p) == (None, None)
+    assert SamplingOptions.from_request(1.0, top_k, top_p, 3) == options
+    with pytest.raises(ValueError, match="top_p"):  # the Triton wire: a top_p above 1 is refused, as everywhere
+        SamplingOptions.from_request(1.0, top_k, 1.5, 3)
+    logits = np.random.default_rng(0).normal(size=(2, 9))
+    assert np.array_equal(sample(logits, row_generators(3, 2), 1.0, top_k, top_p), sample(logits, row_generators(3, 2)))

@@ -248,17 +248,35 @@ export function rowGenerators(seed, batch) {
 
 // -- sampling (runtime/sampling.py) ----------------------------------------------------------------------------
 
-/** Throws RnnxError naming the bad option: temperature >= 0, topK >= 1, 0 < topP <= 1 (null: off). */
+/**
+ * The top-k filter's one meaning (docs/sampling.md): null (off) for null / undefined or any integer <= 0, else k.
+ * Throws RnnxError unless topK is one of those.
+ */
+export function topKValue(topK) {
+  if (topK === null || topK === undefined) return null;
+  if (!isInt(topK)) throw new RnnxError(`topK must be an integer (<= 0: off) or null, got ${topK}`);
+  return topK >= 1 ? topK : null;
+}
+
+/**
+ * The top-p filter's one meaning (docs/sampling.md): null (off) for null / undefined, 0 or 1, else p in (0, 1).
+ * Throws RnnxError for anything else (negative, above 1, NaN, not a number).
+ */
+export function topPValue(topP) {
+  if (topP === null || topP === undefined) return null;
+  if (typeof topP !== 'number' || !(topP >= 0 && topP <= 1)) {
+    throw new RnnxError(`topP must be in [0, 1] (0 or 1: off) or null, got ${topP}`);
+  }
+  return topP === 0 || topP === 1 ? null : topP;
+}
+
+/** Throws RnnxError naming the bad option: temperature finite and >= 0, topK an integer, topP in [0, 1] (or null). */
 export function checkSamplingOptions({ temperature = 1.0, topK = null, topP = null } = {}) {
   if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature < 0) {
     throw new RnnxError(`temperature must be a finite number >= 0, got ${temperature}`);
   }
-  if (topK !== null && (!isInt(topK) || topK < 1)) {
-    throw new RnnxError(`topK must be an integer >= 1 or null, got ${topK}`);
-  }
-  if (topP !== null && !(typeof topP === 'number' && topP > 0 && topP <= 1)) {
-    throw new RnnxError(`topP must be in (0, 1] or null, got ${topP}`);
-  }
+  topKValue(topK);
+  topPValue(topP);
 }
 
 /** The index of a row's largest value, the first of ties (numpy's argmax). */
@@ -310,23 +328,25 @@ function topPFilter(logits, p) {
   const order = Array.from(logits.keys()).sort((a, b) => logits[b] - logits[a] || a - b);
   const probs = softmax(logits);
   const out = Float64Array.from(logits);
-  let before = 0;
-  for (const index of order) {
-    if (!(before < p)) out[index] = -Infinity;
-    before += probs[index];
+  let running = 0;
+  for (const index of order) { // as numpy: the running sum minus the token's own probability is the mass before it
+    running += probs[index];
+    if (!(running - probs[index] < p)) out[index] = -Infinity;
   }
   return out;
 }
 
 /**
  * One row's next token from its logits (V numbers): greedy for temperature 0 (argmax, first of ties), else
- * divide by the temperature, keep the top-k, keep the top-p nucleus, renormalise and draw with `rng`.
+ * divide by the temperature, keep the top-k, keep the top-p nucleus, renormalise and draw with `rng`
+ * (docs/sampling.md; topK / topP in any of their "off" forms: topKValue, topPValue).
  */
 export function sampleRow(logits, rng, { temperature = 1.0, topK = null, topP = null } = {}) {
   if (temperature === 0) return argmax(logits);
+  const [k, p] = [topKValue(topK), topPValue(topP)];
   let scaled = Float64Array.from(logits, (v) => v / temperature);
-  if (topK !== null) scaled = topKFilter(scaled, topK);
-  if (topP !== null) scaled = topPFilter(scaled, topP);
+  if (k !== null) scaled = topKFilter(scaled, k);
+  if (p !== null) scaled = topPFilter(scaled, p);
   const probs = softmax(scaled);
   const cdf = new Float64Array(probs.length);
   let running = 0;

@@ -1,7 +1,7 @@
 """The native runtime: ``librnnx_runtime`` (C++17, a C API in ``include/rnnx/rnnx.h``), the example program
-``rnnx-generate``, the test driver ``rnnx_check`` and, with the TensorRT backend, the test program
-``rnnx_trt_plugins_test`` (its plugin loader against a stand-in registry), built with CMake from the sources in
-this folder.
+``rnnx-generate``, the test drivers ``rnnx_check`` and ``rnnx_sampling_cases`` (the sampling conformance cases)
+and, with the TensorRT backend, the test program ``rnnx_trt_plugins_test`` (its plugin loader against a
+stand-in registry), built with CMake from the sources in this folder.
 
 ``python3 -m rnnx.runtime.native [--sanitize address,undefined]`` configures and builds them into
 ``build/native`` (``build/native-asan`` with sanitizers) and prints the library's path; ``scripts/setup.sh``
@@ -34,7 +34,8 @@ from ..build_dirs import CHECKOUT, build_lock, user_cache
 
 SOURCES = Path(__file__).resolve().parent
 LIBRARY_NAME = "librnnx_runtime.so"
-PROGRAMS = ("rnnx-generate", "rnnx_check", "rnnx_trt_plugins_test")  # the last: where TensorRT headers exist
+#: The last: where TensorRT headers exist.
+PROGRAMS = ("rnnx-generate", "rnnx_check", "rnnx_sampling_cases", "rnnx_trt_plugins_test")
 
 
 class NativeBuildError(RuntimeError):
@@ -140,7 +141,7 @@ def library_path(sanitize: Optional[str] = None) -> Path:
 
 
 def program_path(name: str, sanitize: Optional[str] = None) -> Path:
-    """``rnnx-generate``, ``rnnx_check`` or ``rnnx_trt_plugins_test`` in the build folder."""
+    """One of :data:`PROGRAMS` in the build folder."""
     if name not in PROGRAMS:
         raise ValueError(f"unknown program {name!r}; one of {', '.join(PROGRAMS)}")
     return build_dir(sanitize) / name

@@ -122,7 +122,7 @@ rnnx::SamplingOptions sampling_options(const rnnx_sampling* sampling)
     {
         options.temperature = sampling->temperature;
         options.top_k = sampling->top_k;
-        options.top_p = sampling->top_p == 0.0f ? 1.0 : static_cast<double>(sampling->top_p);
+        options.top_p = sampling->top_p; // 0 and 1 are both off (docs/sampling.md)
     }
     rnnx::check_sampling(options);
     return options;

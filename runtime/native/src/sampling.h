@@ -1,7 +1,9 @@
-// Next-token choice from logits, in the order rnnx/runtime/sampling.py documents: divide by the temperature,
-// keep the top-k (a threshold: ties at the k-th value are kept), keep the top-p nucleus (the smallest set of
-// most likely tokens whose probability reaches p; the most likely is always kept), renormalise, draw from the
-// row's own generator. Temperature 0 is greedy: argmax, the first of ties.
+// Next-token choice from logits, as docs/sampling.md specifies and rnnx/runtime/sampling.py (the reference)
+// computes: divide by the temperature, keep the top-k (a threshold: ties at the k-th value are kept), keep the
+// top-p nucleus (the smallest set of most likely tokens whose probability reaches p; the most likely is always
+// kept), renormalise, draw from the row's own generator: numpy's PCG64 seeded through SeedSequence by
+// (seed, row), so that a seed gives the tokens Python and JavaScript give. Temperature 0 is greedy: argmax,
+// the first of ties. tests/data/sampling_cases.json holds the cases all three runtimes run.
 #pragma once
 
 #include <cstdint>
@@ -10,27 +12,35 @@
 namespace rnnx
 {
 
-// xoshiro256** seeded through splitmix64 from (seed, row): reproducible across runs and platforms.
+// The four 64-bit words numpy's SeedSequence(entropy).generate_state(4, np.uint64) gives, for entropy a list of
+// non-negative integers (each split into 32-bit words, least significant first).
+std::vector<uint64_t> seed_sequence_state(const std::vector<uint64_t>& entropy);
+
+// numpy's PCG64 (128-bit LCG, XSL-RR output) seeded by SeedSequence([seed, row]): uniform() draws what
+// np.random.default_rng([seed, row]).random() draws.
 class RowGenerator
 {
 public:
     RowGenerator(uint64_t seed, uint64_t row);
-    // Uniform in [0, 1), 53 bits.
+    // The next 64 random bits.
+    uint64_t next();
+    // Uniform in [0, 1): (next() >> 11) * 2^-53.
     double uniform();
 
 private:
-    uint64_t next();
-    uint64_t s_[4];
+    unsigned __int128 state_ = 0;
+    unsigned __int128 increment_ = 0;
 };
 
+// The options after their "off" forms are resolved (docs/sampling.md): top_k <= 0 is off, top_p 0 or 1 is off.
 struct SamplingOptions
 {
     double temperature = 1.0;
-    int64_t top_k = 0; // 0: no top-k filter
-    double top_p = 1.0;
+    int64_t top_k = 0;  // <= 0: no top-k filter
+    double top_p = 1.0; // 0 or 1: no top-p filter
 };
 
-// Throws Error naming the bad option: temperature finite and >= 0, top_k >= 0, 0 < top_p <= 1.
+// Throws Error naming the bad option: temperature finite and >= 0, top_p in [0, 1].
 void check_sampling(const SamplingOptions& options);
 
 // The index of the largest logit (the first of ties).

@@ -73,12 +73,12 @@ extern "C"
         int32_t intra_op_threads;       /* ONNX Runtime intra-op threads; 0: ONNX Runtime's default */
     } rnnx_open_options;
 
-    /* Sampling: temperature 0 is greedy (argmax, first of ties); else divide by the temperature, keep the
-     * top_k (0: all), keep the top_p nucleus (0 or 1: all), renormalise, draw. Row b draws from its own
-     * generator seeded by (seed, b), so a row's tokens do not depend on the other rows. A zero-initialised
-     * struct is greedy with no filter. top_p = 0 means "no filter" here so that zero is every field's default;
-     * Python's rnnx.runtime spells that top_p=None and refuses top_p=0. Otherwise the rules are Python's:
-     * temperature finite and >= 0, top_k >= 0, 0 < top_p <= 1 (RNNX_ERROR_INVALID_ARGUMENT else). */
+    /* Sampling (docs/sampling.md, the same in Python and JavaScript): temperature 0 is greedy (argmax, first of
+     * ties); else divide by the temperature, keep the top_k (<= 0: off), keep the top_p nucleus (0 or 1: off),
+     * renormalise, draw. Row b draws from its own generator, numpy's PCG64 seeded by (seed, b), so a row's tokens
+     * do not depend on the other rows and equal Python's and JavaScript's for the same seed. A zero-initialised
+     * struct is greedy with no filter. temperature finite and >= 0, top_p in [0, 1]
+     * (RNNX_ERROR_INVALID_ARGUMENT else). */
     typedef struct rnnx_sampling
     {
         float temperature;
