@@ -773,7 +773,7 @@ def plugin_node_model(op_name: str, mask_type: str) -> tuple[Any, dict[str, Any]
         pad = (1, slice(L - 2, L))
     elif op_name == ops.LINEAR_RECURRENCE.onnx_name:
         spec, (B, T, Hq, Hkv, dk, dv) = ops.LINEAR_RECURRENCE, (2, 6, 4, 2, 8, 8)
-        attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": "gated_delta", "scale": 0.0}
+        attrs = {"q_num_heads": Hq, "kv_num_heads": Hkv, "update_rule": "gated_delta", "scale": 0.0, "qk_l2_norm": 1}
         shapes = {"query": (B, T, Hq * dk), "key": (B, T, Hkv * dk), "value": (B, T, Hkv * dv),
                   "past_state": (B, Hkv, dk, dv), "decay": (B, T, Hkv), "beta": (B, T, Hkv), "mask_pad": (B, T),
                   "output": (B, T, Hq * dv), "present_state": (B, Hkv, dk, dv)}  # fmt: skip
@@ -838,7 +838,7 @@ def plugin_node_reference(op_name: str, arrays: dict[str, Any]) -> dict[str, Any
 
         out, S = linear_recurrence_naive(t["query"], t["key"], t["value"], t["past_state"], t["decay"], t["beta"],
                                          q_num_heads=4, kv_num_heads=2, update_rule="gated_delta",
-                                         pad_mask=t["mask_pad"] != 0)  # fmt: skip
+                                         pad_mask=t["mask_pad"] != 0, qk_l2_norm=1)  # fmt: skip
         return {"output": out.numpy(), "present_state": S.float().numpy()}
     if op_name == ops.CAUSAL_CONV_WITH_STATE.onnx_name:
         from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive

@@ -122,15 +122,13 @@ def test_a_right_padded_batch_equals_each_row_alone(case):
         torch.testing.assert_close(state[row : row + 1], s, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[1] == (4, 2)], ids=_case_id)
-def test_gradients_equal_the_naive_loops(case):
-    """The op's backward (a re-run of the chunked forward under autograd) against autograd through the token
-    loop, fp64, every differentiable input; chunk 16 / 64 with T = 19 crosses a chunk for per-key decay."""
-    rule, (h_q, h_kv), per_key = case
-    x = _inputs(rule, h_q, h_kv, per_key, T=19, dtype=torch.float64, seed=3)
-    x["past_state"] = x["past_state"].double()
-    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule)
-    weights = [torch.randn(B, 19, h_q * D_V, dtype=torch.float64), torch.randn(B, h_kv, D_K, D_V, dtype=torch.float64)]
+def _assert_gradients_equal_the_naive_loop(x: dict, attrs: dict, T: int) -> None:
+    """Gradients of a weighted sum of both outputs through the op and through the naive loop, every input, fp64."""
+    heads_out = max(attrs["q_num_heads"], attrs["kv_num_heads"])
+    weights = [
+        torch.randn(B, T, heads_out * D_V, dtype=torch.float64),
+        torch.randn(B, attrs["kv_num_heads"], D_K, D_V, dtype=torch.float64),
+    ]
 
     def grads(fn):
         leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
@@ -141,6 +139,17 @@ def test_gradients_equal_the_naive_loops(case):
     got, want = grads(linear_recurrence), grads(linear_recurrence_naive)
     for name in x:
         torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-9, msg=name)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] == (4, 2)], ids=_case_id)
+def test_gradients_equal_the_naive_loops(case):
+    """The op's backward (a re-run of the chunked forward under autograd) against autograd through the token
+    loop, fp64, every differentiable input; chunk 16 / 64 with T = 19 crosses a chunk for per-key decay."""
+    rule, (h_q, h_kv), per_key = case
+    x = _inputs(rule, h_q, h_kv, per_key, T=19, dtype=torch.float64, seed=3)
+    x["past_state"] = x["past_state"].double()
+    attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule)
+    _assert_gradients_equal_the_naive_loop(x, attrs, T=19)
 
 
 def test_gradcheck_against_finite_differences():
@@ -207,17 +216,7 @@ def test_grouped_value_prefill_steps_padding_and_gradients(case):
     )
     torch.testing.assert_close(padded[1:, :11], alone, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(padded_state[1:], alone_state, rtol=1e-10, atol=1e-10)
-    weights = [torch.randn(B, 19, h_kv * D_V, dtype=torch.float64), torch.randn(B, h_kv, D_K, D_V, dtype=torch.float64)]
-
-    def grads(fn):
-        leaves = {n: t.clone().requires_grad_() for n, t in x.items()}
-        out, state = fn(**leaves, **attrs)
-        ((out * weights[0]).sum() + (state * weights[1]).sum()).backward()
-        return {n: t.grad for n, t in leaves.items()}
-
-    got, want = grads(linear_recurrence), grads(linear_recurrence_naive)
-    for name in x:
-        torch.testing.assert_close(got[name], want[name], rtol=1e-9, atol=1e-9, msg=name)
+    _assert_gradients_equal_the_naive_loop(x, attrs, T=19)
 
 
 @pytest.mark.parametrize("rule", UPDATE_RULES)

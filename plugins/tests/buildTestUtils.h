@@ -8,6 +8,7 @@
 #include "testHarness.h"
 #include "testUtils.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -84,6 +85,32 @@ inline void checkRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<BadInp
         RNNX_CHECK_OR(plugin.getOutputShapes(in.data(), 6, nullptr, 0, out.data(), nbOutputs, b) != 0, c.what, );
         RNNX_CHECK_OR(takeLoggedMessages().find(message) != std::string::npos, c.what, );
     }
+}
+
+//! supportsFormatCombination refuses every position of a node with `nbInputs` inputs and `nbOutputs` outputs (a count
+//! the plugin does not take).
+inline void checkCountRefusedAtEveryPosition(nvinfer1::IPluginV3OneBuild& plugin, int32_t nbInputs, int32_t nbOutputs)
+{
+    std::vector<nvinfer1::DynamicPluginTensorDesc> io(10, dynDesc(desc({1}, nvinfer1::DataType::kFLOAT)));
+    for (int32_t pos = 0; pos < nbInputs + nbOutputs; ++pos)
+    {
+        CHECK(!plugin.supportsFormatCombination(pos, io.data(), nbInputs, nbOutputs));
+    }
+}
+
+//! configurePlugin takes `nbInputs` inputs and `nbOutputs` outputs, refuses `wrongNbInputs` inputs logging `message`,
+//! and getWorkspaceSize asks for no workspace.
+inline void checkConfigureCountNoWorkspace(nvinfer1::IPluginV3OneBuild& plugin, int32_t nbInputs, int32_t nbOutputs,
+    int32_t wrongNbInputs, std::string const& message)
+{
+    auto const d = dynDesc(desc({2, 3, 8}, nvinfer1::DataType::kHALF));
+    std::vector<nvinfer1::DynamicPluginTensorDesc> in(static_cast<size_t>(std::max(nbInputs, wrongNbInputs)), d);
+    std::vector<nvinfer1::DynamicPluginTensorDesc> out(static_cast<size_t>(nbOutputs), d);
+    CHECK_EQ(plugin.configurePlugin(in.data(), nbInputs, out.data(), nbOutputs), 0);
+    takeLoggedMessages();
+    CHECK(plugin.configurePlugin(in.data(), wrongNbInputs, out.data(), nbOutputs) != 0);
+    CHECK(takeLoggedMessages().find(message) != std::string::npos);
+    CHECK_EQ(plugin.getWorkspaceSize(in.data(), nbInputs, out.data(), nbOutputs), size_t{0});
 }
 
 //! The roles of a plugin's tensors (inputs then outputs) for its format-combination rules.

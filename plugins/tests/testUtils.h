@@ -157,6 +157,65 @@ inline void expectRejected(
     }
 }
 
+//! One field a creator reports, as a test states it: name, reported type, required, default (string fields: the
+//! default choice; other fields: ignored).
+struct CreatorFieldRow
+{
+    char const* name;
+    nvinfer1::PluginFieldType type;
+    bool required;
+    char const* defaultText;
+};
+
+//! Checks `creator`'s getFieldNames() against the plugin's field `table`: one field per row, in order, named as the
+//! row, of the row's serialized type, length 1. With `rows` (when not empty) also checks the table against the rows the
+//! test states: names, reported types, required flags, and string fields' default choices.
+inline void checkCreatorFields(nvinfer1::IPluginCreatorV3One& creator, std::vector<plugin::FieldDesc> const& table,
+    std::vector<CreatorFieldRow> const& rows = {})
+{
+    nvinfer1::PluginFieldCollection const* fc = creator.getFieldNames();
+    REQUIRE(fc != nullptr);
+    REQUIRE(fc->nbFields == static_cast<int32_t>(table.size()));
+    for (size_t i = 0; i < table.size(); ++i)
+    {
+        CHECK_EQ(std::string(fc->fields[i].name), std::string(table[i].name));
+        CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
+        CHECK_EQ(fc->fields[i].length, 1);
+    }
+    if (rows.empty())
+    {
+        return;
+    }
+    REQUIRE(table.size() == rows.size());
+    for (size_t i = 0; i < rows.size(); ++i)
+    {
+        CHECK_EQ(std::string(fc->fields[i].name), std::string(rows[i].name));
+        CHECK(fc->fields[i].type == rows[i].type);
+        CHECK_EQ(table[i].required, rows[i].required);
+        if (table[i].kind == plugin::FieldKind::kSTRING)
+        {
+            CHECK_EQ(std::string(table[i].choices.at(static_cast<size_t>(table[i].defaultValue))),
+                std::string(rows[i].defaultText));
+        }
+    }
+}
+
+//! Checks what `creator` says of itself: its plugin name `name`, version "2", namespace "rnnx", V3One interface.
+inline void checkCreatorIdentity(nvinfer1::IPluginCreatorV3One& creator, std::string const& name)
+{
+    CHECK_EQ(std::string(creator.getPluginName()), name);
+    CHECK_EQ(std::string(creator.getPluginVersion()), "2");
+    CHECK_EQ(std::string(creator.getPluginNamespace()), "rnnx");
+    CHECK_EQ(std::string(creator.getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
+}
+
+//! A plugin made by a fresh `Creator` from `fields` in the build phase (nullptr when the creator refuses them).
+template <typename Plugin, typename Creator> std::unique_ptr<Plugin> makeFromFields(Fields fields)
+{
+    Creator creator;
+    return createAs<Plugin>(creator, fields.get());
+}
+
 //! Distinct fake device addresses.
 inline void* address(uintptr_t i)
 {
@@ -165,6 +224,58 @@ inline void* address(uintptr_t i)
 
 //! A fake stream.
 inline cudaStream_t const kStream = reinterpret_cast<cudaStream_t>(0xabc0);
+
+//! `n` distinct fake device addresses, address(0) .. address(n - 1) (a plugin's input pointers).
+inline std::vector<void const*> addresses(int32_t n)
+{
+    std::vector<void const*> out;
+    for (int32_t i = 0; i < n; ++i)
+    {
+        out.push_back(address(static_cast<uintptr_t>(i)));
+    }
+    return out;
+}
+
+//! onShapeChange with `n` inputs (of a fixed made-up shape) and `nbOutputs` outputs must fail, logging `expected` and
+//! "got <n>".
+inline void expectInputCountRefused(
+    nvinfer1::IPluginV3OneRuntime& plugin, int32_t n, int32_t nbOutputs, std::string const& expected)
+{
+    std::vector<nvinfer1::PluginTensorDesc> const in(8, desc({2, 2, 16}, nvinfer1::DataType::kFLOAT));
+    std::vector<nvinfer1::PluginTensorDesc> const out(3, desc({2, 2, 4}, nvinfer1::DataType::kFLOAT));
+    takeLoggedMessages();
+    CHECK(plugin.onShapeChange(in.data(), n, out.data(), nbOutputs) != 0);
+    std::string const logged = takeLoggedMessages();
+    CHECK(logged.find(expected) != std::string::npos);
+    CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
+}
+
+//! One input of a good shape list replaced by a bad one, and the text onShapeChange's error must contain.
+struct BadShape
+{
+    int32_t input;
+    nvinfer1::PluginTensorDesc d;
+    char const* message;
+};
+
+//! For each of `bad`: onShapeChange with `good` but that input replaced must fail, logging its message and `prefix`.
+inline void expectShapesRefused(nvinfer1::IPluginV3OneRuntime& plugin,
+    std::vector<nvinfer1::PluginTensorDesc> const& good, std::vector<nvinfer1::PluginTensorDesc> const& out,
+    std::vector<BadShape> const& bad, std::string const& prefix)
+{
+    for (BadShape const& x : bad)
+    {
+        auto in = good;
+        in[static_cast<size_t>(x.input)] = x.d;
+        takeLoggedMessages();
+        CHECK(plugin.onShapeChange(
+                  in.data(), static_cast<int32_t>(in.size()), out.data(), static_cast<int32_t>(out.size()))
+            != 0);
+        std::string const logged = takeLoggedMessages();
+        RNNX_CHECK_OR(logged.find(x.message) != std::string::npos, logged.c_str(), );
+        CHECK(logged.find(prefix) != std::string::npos);
+    }
+}
 
 //! What the op-agnostic tests (testMain's --fields, the fuzz tests) need to know of one op's plugin beyond its
 //! creator: registered by the op's tests with RNNX_PLUGIN_TEST_PROBE, looked up by plugin name.

@@ -110,17 +110,7 @@ TEST_CASE("CausalConvWithState output types; format combinations; no aliasing, n
     CHECK(checked > 1600);
     // Other counts: refused at every position.
     auto conv = makeConv();
-    std::vector<nvinfer1::DynamicPluginTensorDesc> io(10, dynDesc(desc({1}, DataType::kFLOAT)));
-    for (int32_t pos = 0; pos < 8; ++pos)
-    {
-        CHECK(!conv->supportsFormatCombination(pos, io.data(), 6, 2));
-    }
+    checkCountRefusedAtEveryPosition(*conv, 6, 2);
     // configurePlugin: exactly 5 inputs; no workspace.
-    std::vector<nvinfer1::DynamicPluginTensorDesc> in(7, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
-    std::vector<nvinfer1::DynamicPluginTensorDesc> out(2, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
-    CHECK_EQ(conv->configurePlugin(in.data(), 5, out.data(), 2), 0);
-    takeLoggedMessages();
-    CHECK(conv->configurePlugin(in.data(), 7, out.data(), 2) != 0);
-    CHECK(takeLoggedMessages().find("CausalConvWithState 'layer': expected exactly 5 inputs") != std::string::npos);
-    CHECK_EQ(conv->getWorkspaceSize(in.data(), 5, out.data(), 2), size_t{0});
+    checkConfigureCountNoWorkspace(*conv, 5, 2, 7, "CausalConvWithState 'layer': expected exactly 5 inputs");
 }

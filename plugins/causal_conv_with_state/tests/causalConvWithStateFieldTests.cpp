@@ -18,40 +18,9 @@ using nvinfer1::TensorRTPhase;
 TEST_CASE("CausalConvWithState creator: name, field list in the record's order, kinds")
 {
     plugin::CausalConvWithStatePluginCreator conv;
-    CHECK_EQ(std::string(conv.getPluginName()), "CausalConvWithState");
-    nvinfer1::IPluginCreatorV3One* c = &conv;
-    CHECK_EQ(std::string(c->getPluginVersion()), "2");
-    CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
-    CHECK_EQ(std::string(c->getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
+    checkCreatorIdentity(conv, "CausalConvWithState");
     // name, reported type, required, default (string fields: the default string).
-    struct Row
-    {
-        char const* name;
-        PluginFieldType type;
-        bool required;
-        char const* defaultText;
-    };
-    auto check =
-        [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table, std::vector<Row> const& rows)
-    {
-        nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
-        REQUIRE(fc != nullptr);
-        REQUIRE(fc->nbFields == static_cast<int32_t>(rows.size()));
-        REQUIRE(table.size() == rows.size());
-        for (size_t i = 0; i < rows.size(); ++i)
-        {
-            CHECK_EQ(std::string(fc->fields[i].name), std::string(rows[i].name));
-            CHECK(fc->fields[i].type == rows[i].type);
-            CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
-            CHECK_EQ(table[i].required, rows[i].required);
-            if (table[i].kind == plugin::FieldKind::kSTRING)
-            {
-                CHECK_EQ(std::string(table[i].choices.at(static_cast<size_t>(table[i].defaultValue))),
-                    std::string(rows[i].defaultText));
-            }
-        }
-    };
-    check(
+    checkCreatorFields(
         conv, plugin::CausalConvWithStatePlugin::fieldTable(), {{"activation", PluginFieldType::kCHAR, false, "none"}});
 }
 

@@ -76,25 +76,12 @@ TEST_CASE("CausalConvWithState onShapeChange refuses shapes that do not fit, nam
     std::vector<nvinfer1::PluginTensorDesc> out{desc({2, 4, 6}, h), desc({2, 4, 2}, DataType::kFLOAT)};
     CHECK_EQ(plugin->onShapeChange(good.data(), 5, out.data(), 2), 0);
     CHECK_EQ(takeLoggedErrors(), 0);
-    struct Bad
-    {
-        int32_t input;
-        nvinfer1::PluginTensorDesc d;
-        char const* message;
-    };
-    for (Bad const& x : {Bad{0, desc({2, 4}, h), "input (input 0) is (2, 4), expected (B, C, T)"},
-             Bad{1, desc({3, 1, 3}, h), "weight (input 1) is (3, 1, 3), expected (C, 1, K)"},
-             Bad{1, desc({4, 1, 0}, h), "weight (input 1)"}, Bad{2, desc({5}, h), "bias (input 2) is (5)"},
-             Bad{3, desc({2, 4, 3}, DataType::kFLOAT), "past_state (input 3) is (2, 4, 3), expected (B, C, K-1)"},
-             Bad{4, desc({6, 2}, DataType::kINT32), "mask_pad (input 4) is (6, 2), expected (B, T)"}})
-    {
-        auto in = good;
-        in[static_cast<size_t>(x.input)] = x.d;
-        takeLoggedMessages();
-        CHECK(plugin->onShapeChange(in.data(), 5, out.data(), 2) != 0);
-        std::string const logged = takeLoggedMessages();
-        RNNX_CHECK_OR(logged.find(x.message) != std::string::npos, logged.c_str(), );
-        CHECK(logged.find("CausalConvWithState 'layer': ") != std::string::npos);
-    }
+    expectShapesRefused(*plugin, good, out,
+        {BadShape{0, desc({2, 4}, h), "input (input 0) is (2, 4), expected (B, C, T)"},
+            BadShape{1, desc({3, 1, 3}, h), "weight (input 1) is (3, 1, 3), expected (C, 1, K)"},
+            BadShape{1, desc({4, 1, 0}, h), "weight (input 1)"}, BadShape{2, desc({5}, h), "bias (input 2) is (5)"},
+            BadShape{3, desc({2, 4, 3}, DataType::kFLOAT), "past_state (input 3) is (2, 4, 3), expected (B, C, K-1)"},
+            BadShape{4, desc({6, 2}, DataType::kINT32), "mask_pad (input 4) is (6, 2), expected (B, T)"}},
+        "CausalConvWithState 'layer': ");
     takeLoggedErrors();
 }

@@ -27,9 +27,8 @@ inline Fields convFields(std::string const& activation = "none")
 
 inline std::unique_ptr<plugin::CausalConvWithStatePlugin> makeConv(std::string const& activation = "none")
 {
-    plugin::CausalConvWithStatePluginCreator creator;
-    Fields f = convFields(activation);
-    return createAs<plugin::CausalConvWithStatePlugin>(creator, f.get());
+    return makeFromFields<plugin::CausalConvWithStatePlugin, plugin::CausalConvWithStatePluginCreator>(
+        convFields(activation));
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<CausalConvCall>(), kernelsDouble.h).

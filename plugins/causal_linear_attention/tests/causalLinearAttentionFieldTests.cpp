@@ -18,19 +18,7 @@ using nvinfer1::TensorRTPhase;
 TEST_CASE("CausalLinearAttention creator field list follows the field table")
 {
     plugin::CausalLinearAttentionPluginCreator attention;
-    auto check = [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table)
-    {
-        nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
-        REQUIRE(fc != nullptr);
-        REQUIRE(fc->nbFields == static_cast<int32_t>(table.size()));
-        for (int32_t i = 0; i < fc->nbFields; ++i)
-        {
-            CHECK_EQ(std::string(fc->fields[i].name), std::string(table[i].name));
-            CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
-            CHECK_EQ(fc->fields[i].length, 1);
-        }
-    };
-    check(attention, plugin::CausalLinearAttentionPlugin::fieldTable());
+    checkCreatorFields(attention, plugin::CausalLinearAttentionPlugin::fieldTable());
     std::vector<std::string> names;
     for (auto const& row : plugin::CausalLinearAttentionPlugin::fieldTable())
     {

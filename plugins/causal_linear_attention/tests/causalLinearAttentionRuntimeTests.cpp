@@ -13,23 +13,11 @@ using nvinfer1::DataType;
 
 TEST_CASE("CausalLinearAttention refuses the old input counts, naming the expected count")
 {
-    std::vector<nvinfer1::PluginTensorDesc> in(8, desc({2, 2, 16}, DataType::kFLOAT));
-    std::vector<nvinfer1::PluginTensorDesc> out(3, desc({2, 2, 4}, DataType::kFLOAT));
-    // onShapeChange with `n` inputs fails, logging `expected` and the count given.
-    auto const refusesCount =
-        [&](nvinfer1::IPluginV3OneRuntime& plugin, int32_t n, int32_t nbOutputs, std::string const& expected)
-    {
-        takeLoggedMessages();
-        CHECK(plugin.onShapeChange(in.data(), n, out.data(), nbOutputs) != 0);
-        std::string const logged = takeLoggedMessages();
-        CHECK(logged.find(expected) != std::string::npos);
-        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
-    };
     auto attention = makeAttention();
     // 3 / 4 / 5: the version 1 layouts (no state, one state tensor, no mask); 7: one too many.
     for (int32_t n : {3, 4, 5, 7})
     {
-        refusesCount(*attention, n, 3, "CausalLinearAttention 'layer': expected exactly 6 inputs");
+        expectInputCountRefused(*attention, n, 3, "CausalLinearAttention 'layer': expected exactly 6 inputs");
     }
     // The static layout says the same without a plugin instance.
     plugin::CausalLinearAttentionInputs attentionLayout;
@@ -60,11 +48,7 @@ TEST_CASE("CausalLinearAttention enqueue passes sizes, eps, heads, layout, state
             std::vector<nvinfer1::PluginTensorDesc> in{q, q, v, S, z, mask};
             std::vector<nvinfer1::PluginTensorDesc> out{v, S, z};
             REQUIRE(plugin->onShapeChange(in.data(), 6, out.data(), 3) == 0);
-            std::vector<void const*> inPtr;
-            for (int32_t i = 0; i < 6; ++i)
-            {
-                inPtr.push_back(address(i));
-            }
+            std::vector<void const*> const inPtr = addresses(6);
             void* outPtr[3] = {address(10), address(11), address(12)};
             resetKernelsDouble();
             REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, address(20), kStream) == 0);

@@ -28,9 +28,8 @@ inline Fields attentionFields(int32_t heads, float eps = 1e-6F, int32_t timeMajo
 inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(
     int32_t heads = 2, float eps = 1e-6F, int32_t timeMajor = 0)
 {
-    plugin::CausalLinearAttentionPluginCreator creator;
-    Fields f = attentionFields(heads, eps, timeMajor);
-    return createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
+    return makeFromFields<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+        attentionFields(heads, eps, timeMajor));
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<AttentionCall>(), kernelsDouble.h).

@@ -213,18 +213,9 @@ TEST_CASE("LinearRecurrence output types; format combinations; no aliasing, no w
     CHECK(checked > 4000);
     // Other counts: refused at every position.
     auto recurrence = makeRecurrence();
+    checkCountRefusedAtEveryPosition(*recurrence, 6, 2);
     std::vector<nvinfer1::DynamicPluginTensorDesc> io(10, dynDesc(desc({1}, DataType::kFLOAT)));
-    for (int32_t pos = 0; pos < 8; ++pos)
-    {
-        CHECK(!recurrence->supportsFormatCombination(pos, io.data(), 6, 2));
-    }
     CHECK(!recurrence->supportsFormatCombination(0, io.data(), 7, 3));
     // configurePlugin: exactly 7 / 5 inputs; no workspace.
-    std::vector<nvinfer1::DynamicPluginTensorDesc> in(7, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
-    std::vector<nvinfer1::DynamicPluginTensorDesc> out(2, dynDesc(desc({2, 3, 8}, DataType::kHALF)));
-    CHECK_EQ(recurrence->configurePlugin(in.data(), 7, out.data(), 2), 0);
-    takeLoggedMessages();
-    CHECK(recurrence->configurePlugin(in.data(), 6, out.data(), 2) != 0);
-    CHECK(takeLoggedMessages().find("LinearRecurrence 'layer': expected exactly 7 inputs") != std::string::npos);
-    CHECK_EQ(recurrence->getWorkspaceSize(in.data(), 7, out.data(), 2), size_t{0});
+    checkConfigureCountNoWorkspace(*recurrence, 7, 2, 6, "LinearRecurrence 'layer': expected exactly 7 inputs");
 }

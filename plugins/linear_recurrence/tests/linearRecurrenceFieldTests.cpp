@@ -18,40 +18,9 @@ using nvinfer1::TensorRTPhase;
 TEST_CASE("LinearRecurrence creator: name, field list in the record's order, kinds")
 {
     plugin::LinearRecurrencePluginCreator recurrence;
-    CHECK_EQ(std::string(recurrence.getPluginName()), "LinearRecurrence");
-    nvinfer1::IPluginCreatorV3One* c = &recurrence;
-    CHECK_EQ(std::string(c->getPluginVersion()), "2");
-    CHECK_EQ(std::string(c->getPluginNamespace()), "rnnx");
-    CHECK_EQ(std::string(c->getInterfaceInfo().kind), "PLUGIN CREATOR_V3ONE");
+    checkCreatorIdentity(recurrence, "LinearRecurrence");
     // name, reported type, required, default (string fields: the default string).
-    struct Row
-    {
-        char const* name;
-        PluginFieldType type;
-        bool required;
-        char const* defaultText;
-    };
-    auto check =
-        [](nvinfer1::IPluginCreatorV3One& c, std::vector<plugin::FieldDesc> const& table, std::vector<Row> const& rows)
-    {
-        nvinfer1::PluginFieldCollection const* fc = c.getFieldNames();
-        REQUIRE(fc != nullptr);
-        REQUIRE(fc->nbFields == static_cast<int32_t>(rows.size()));
-        REQUIRE(table.size() == rows.size());
-        for (size_t i = 0; i < rows.size(); ++i)
-        {
-            CHECK_EQ(std::string(fc->fields[i].name), std::string(rows[i].name));
-            CHECK(fc->fields[i].type == rows[i].type);
-            CHECK(fc->fields[i].type == plugin::serializedType(table[i].kind));
-            CHECK_EQ(table[i].required, rows[i].required);
-            if (table[i].kind == plugin::FieldKind::kSTRING)
-            {
-                CHECK_EQ(std::string(table[i].choices.at(static_cast<size_t>(table[i].defaultValue))),
-                    std::string(rows[i].defaultText));
-            }
-        }
-    };
-    check(recurrence, plugin::LinearRecurrencePlugin::fieldTable(),
+    checkCreatorFields(recurrence, plugin::LinearRecurrencePlugin::fieldTable(),
         {{"q_num_heads", PluginFieldType::kINT32, true, ""}, {"kv_num_heads", PluginFieldType::kINT32, true, ""},
             {"update_rule", PluginFieldType::kCHAR, false, "gated_delta"},
             {"scale", PluginFieldType::kFLOAT32, false, ""}, {"qk_l2_norm", PluginFieldType::kINT32, false, ""}});

@@ -42,11 +42,7 @@ TEST_CASE("LinearRecurrence enqueue passes sizes, rule, decay / beta layouts, sc
                 std::vector<nvinfer1::PluginTensorDesc> out{
                     desc({B, T, c.Hq * dv}, type), desc({B, Hkv, dk, dv}, DataType::kFLOAT)};
                 REQUIRE(plugin->onShapeChange(in.data(), 7, out.data(), 2) == 0);
-                std::vector<void const*> inPtr;
-                for (int32_t i = 0; i < 7; ++i)
-                {
-                    inPtr.push_back(address(i));
-                }
+                std::vector<void const*> const inPtr = addresses(7);
                 void* outPtr[2] = {address(10), address(11)};
                 REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
                 LinearRecurrenceCall const& call = recordedCall<LinearRecurrenceCall>();
@@ -97,11 +93,7 @@ TEST_CASE("LinearRecurrence enqueue passes grouped value's heads and qk_l2_norm"
         std::vector<nvinfer1::PluginTensorDesc> out{
             desc({B, T, Hkv * dv}, DataType::kHALF), desc({B, Hkv, dk, dv}, DataType::kFLOAT)};
         REQUIRE(plugin->onShapeChange(in.data(), 7, out.data(), 2) == 0);
-        std::vector<void const*> inPtr;
-        for (int32_t i = 0; i < 7; ++i)
-        {
-            inPtr.push_back(address(i));
-        }
+        std::vector<void const*> const inPtr = addresses(7);
         void* outPtr[2] = {address(10), address(11)};
         REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
         LinearRecurrenceCall const& call = recordedCall<LinearRecurrenceCall>();
@@ -127,28 +119,16 @@ TEST_CASE("LinearRecurrence onShapeChange refuses shapes that do not fit, naming
         desc({2, 2, 16, 8}, f), desc({2, 0, 2}, f), desc({2, 0, 1}, f), desc({2, 0}, DataType::kINT32)};
     CHECK_EQ(plugin->onShapeChange(empty.data(), 7, out.data(), 2), 0);
     CHECK_EQ(takeLoggedErrors(), 0);
-    struct Bad
-    {
-        int32_t input;
-        nvinfer1::PluginTensorDesc d;
-        char const* message;
-    };
-    for (Bad const& x : {Bad{0, desc({2, 5, 62}, f), "query (input 0) is (2, 5, 62)"},
-             Bad{1, desc({2, 4, 32}, f), "key (input 1) is (2, 4, 32), expected (B, T, 2*d_k = 32)"},
-             Bad{1, desc({2, 5, 64}, f), "key (input 1)"}, Bad{2, desc({3, 5, 16}, f), "value (input 2) is (3, 5, 16)"},
-             Bad{3, desc({2, 2, 16, 4}, f), "past_state (input 3) is (2, 2, 16, 4), expected (B, 2, 16, 8)"},
-             Bad{3, desc({1, 2, 16, 8}, f), "past_state (input 3)"}, Bad{4, desc({2, 5, 8}, f), "decay (input 4)"},
-             Bad{5, desc({2, 5, 4}, f), "beta (input 5)"},
-             Bad{6, desc({5, 2}, DataType::kINT32), "mask_pad (input 6) is (5, 2)"}})
-    {
-        auto in = good;
-        in[static_cast<size_t>(x.input)] = x.d;
-        takeLoggedMessages();
-        CHECK(plugin->onShapeChange(in.data(), 7, out.data(), 2) != 0);
-        std::string const logged = takeLoggedMessages();
-        RNNX_CHECK_OR(logged.find(x.message) != std::string::npos, logged.c_str(), );
-        CHECK(logged.find("LinearRecurrence 'layer': ") != std::string::npos);
-    }
+    expectShapesRefused(*plugin, good, out,
+        {BadShape{0, desc({2, 5, 62}, f), "query (input 0) is (2, 5, 62)"},
+            BadShape{1, desc({2, 4, 32}, f), "key (input 1) is (2, 4, 32), expected (B, T, 2*d_k = 32)"},
+            BadShape{1, desc({2, 5, 64}, f), "key (input 1)"},
+            BadShape{2, desc({3, 5, 16}, f), "value (input 2) is (3, 5, 16)"},
+            BadShape{3, desc({2, 2, 16, 4}, f), "past_state (input 3) is (2, 2, 16, 4), expected (B, 2, 16, 8)"},
+            BadShape{3, desc({1, 2, 16, 8}, f), "past_state (input 3)"},
+            BadShape{4, desc({2, 5, 8}, f), "decay (input 4)"}, BadShape{5, desc({2, 5, 4}, f), "beta (input 5)"},
+            BadShape{6, desc({5, 2}, DataType::kINT32), "mask_pad (input 6) is (5, 2)"}},
+        "LinearRecurrence 'layer': ");
     // Head dims above 256.
     std::vector<nvinfer1::PluginTensorDesc> wide{desc({1, 1, 4 * 320}, f), desc({1, 1, 2 * 320}, f),
         desc({1, 1, 16}, f), desc({1, 2, 320, 8}, f), desc({1, 1, 2}, f), desc({1, 1, 1}, f),

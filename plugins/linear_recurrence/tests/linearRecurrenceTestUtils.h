@@ -30,9 +30,8 @@ inline Fields recurrenceFields(
 inline std::unique_ptr<plugin::LinearRecurrencePlugin> makeRecurrence(int32_t qHeads = 4, int32_t kvHeads = 2,
     std::string const& rule = "gated_delta", float scale = 0.F, int32_t qkL2Norm = 0)
 {
-    plugin::LinearRecurrencePluginCreator creator;
-    Fields f = recurrenceFields(qHeads, kvHeads, rule, scale, qkL2Norm);
-    return createAs<plugin::LinearRecurrencePlugin>(creator, f.get());
+    return makeFromFields<plugin::LinearRecurrencePlugin, plugin::LinearRecurrencePluginCreator>(
+        recurrenceFields(qHeads, kvHeads, rule, scale, qkL2Norm));
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<LinearRecurrenceCall>(),

@@ -32,11 +32,7 @@ TEST_CASE("SRUScan enqueue passes sizes, attributes and pointers; x only when re
                 std::vector<nvinfer1::PluginTensorDesc> out{
                     desc({L, B, D * d}, DataType::kHALF), desc({B, D * d}, DataType::kFLOAT)};
                 REQUIRE(plugin->onShapeChange(in.data(), 6, out.data(), 2) == 0);
-                std::vector<void const*> inPtr;
-                for (int32_t i = 0; i < 6; ++i)
-                {
-                    inPtr.push_back(address(i));
-                }
+                std::vector<void const*> const inPtr = addresses(6);
                 // c_last in its own buffer: the plugin declares no aliasing, so TensorRT never binds it to c0.
                 void* outPtr[2] = {address(10), address(11)};
                 REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
@@ -110,18 +106,6 @@ TEST_CASE("SRUScan onShapeChange rejects shapes that do not match the attributes
 
 TEST_CASE("SRUScan refuses the old input counts, naming the expected count")
 {
-    std::vector<nvinfer1::PluginTensorDesc> in(8, desc({2, 2, 16}, DataType::kFLOAT));
-    std::vector<nvinfer1::PluginTensorDesc> out(3, desc({2, 2, 4}, DataType::kFLOAT));
-    // onShapeChange with `n` inputs fails, logging `expected` and the count given.
-    auto const refusesCount =
-        [&](nvinfer1::IPluginV3OneRuntime& plugin, int32_t n, int32_t nbOutputs, std::string const& expected)
-    {
-        takeLoggedMessages();
-        CHECK(plugin.onShapeChange(in.data(), n, out.data(), nbOutputs) != 0);
-        std::string const logged = takeLoggedMessages();
-        CHECK(logged.find(expected) != std::string::npos);
-        CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
-    };
     for (int32_t matrices : {3, 4})
     {
         for (int32_t skip : {0, 1})
@@ -130,7 +114,7 @@ TEST_CASE("SRUScan refuses the old input counts, naming the expected count")
             // 4 / 5: the count-based layouts (x left out, mask_pad optional); 7: one too many.
             for (int32_t n : {4, 5, 7})
             {
-                refusesCount(*plugin, n, 2, "SRUScan 'layer': expected exactly 6 inputs");
+                expectInputCountRefused(*plugin, n, 2, "SRUScan 'layer': expected exactly 6 inputs");
             }
         }
     }

@@ -34,9 +34,8 @@ inline Fields sruFields(int32_t hidden, int32_t directions = 1, int32_t matrices
 inline std::unique_ptr<plugin::SruScanPlugin> makeSru(int32_t hidden, int32_t directions = 1, int32_t matrices = 3,
     int32_t skip = 1, int32_t tanh = 0, float scaleX = 1.F)
 {
-    plugin::SruScanPluginCreator creator;
-    Fields f = sruFields(hidden, directions, matrices, skip, tanh, scaleX);
-    return createAs<plugin::SruScanPlugin>(creator, f.get());
+    return makeFromFields<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(
+        sruFields(hidden, directions, matrices, skip, tanh, scaleX));
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<SruScanCall>(), kernelsDouble.h).
