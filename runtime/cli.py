@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -15,20 +16,33 @@ from .backends import BACKENDS
 REFERENCES = ("auto", "torch", "saved")
 
 
+#: The prompt syntax of every rnnx-generate and the browser page (docs/embedding.md, "Prompts").
+PROMPT_SYNTAX = "token ids are non-negative integers separated by spaces and/or commas"
+
+
+def parse_prompt(text: str) -> list[int]:
+    """``"1 2 3"``, ``"1,2,3"`` or ``"1, 2, 3"`` -> ``[1, 2, 3]``; ValueError naming the bad piece, or an empty
+    prompt. Ids past the vocabulary are the runtime's to refuse."""
+    pieces = [p for p in re.split(r"[ \t\r\n,]+", text) if p]
+    bad = next((p for p in pieces if not re.fullmatch(r"[0-9]+", p)), None)
+    if bad is not None:
+        raise ValueError(f'prompt "{text}": "{bad}" is not a token id ({PROMPT_SYNTAX})')
+    if not pieces:
+        raise ValueError(f'prompt "{text}": no token ids ({PROMPT_SYNTAX})')
+    return [int(p) for p in pieces]
+
+
 def _parse_prompt(text: str) -> list[int]:
     try:
-        tokens = [int(t) for t in text.replace(",", " ").split()]
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected space-separated integer token ids") from None
-    if not tokens:
-        raise click.BadParameter("empty prompt")
-    return tokens
+        return parse_prompt(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
 
 
 @click.command()
 @click.argument("model_dir", type=click.Path(exists=True, file_okay=False))
 @click.option(
-    "--prompt", "prompts", multiple=True, required=True, help='token ids, e.g. "3 5 7 10"; repeat for a batch'
+    "--prompt", "prompts", multiple=True, required=True, help='token ids, e.g. "3 5 7" or 3,5,7; repeat for a batch'
 )
 @click.option("--max-new-tokens", type=click.IntRange(min=0), default=32, show_default=True)
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True, help="0 = greedy")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prompt_cases import PARSED, PROMPT_CASES, REFUSED, expected_error
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
@@ -245,6 +246,30 @@ def test_node_example_prints_tokens_and_text(exports, python_tokens, tmp_path: P
     ]
 
 
+def test_prompts_follow_the_shared_syntax(exports) -> None:
+    """rnnx.mjs's parsePrompt (generate.mjs's and the demo page's) reads tests/prompt_cases.py's prompts as Python
+    and C do (docs/embedding.md, "Prompts"); generate.mjs generates from them what Python does from their ids, and
+    refuses a bad one with one line naming the piece."""
+    script = (
+        "import { readFileSync } from 'node:fs';\n"
+        "import { parsePrompt } from " + json.dumps((JS / "rnnx.mjs").as_uri()) + ";\n"
+        "const texts = JSON.parse(readFileSync(0, 'utf8'));\n"
+        "const parse = (t) => { try { return parsePrompt(t); } catch (e) { return e.message; } };\n"
+        "console.log(JSON.stringify(texts.map(parse)));\n"
+    )
+    got = json.loads(node("--input-type=module", "-e", script, stdin=json.dumps([t for t, _ in PROMPT_CASES])).stdout)
+    want = [ids if isinstance(ids, list) else expected_error(text, ids) for text, ids in PROMPT_CASES]
+    assert got == want
+    name = DEMO_CHECKPOINTS[0]
+    texts = [a for text, _ in PARSED for a in ("--prompt", text)]
+    out = node(str(JS / "generate.mjs"), str(exports[name]), *texts, "--max-new-tokens", "4", "--json").stdout
+    session = rt.load(exports[name], backend="onnxruntime")
+    assert json.loads(out)["tokens"] == session.generate_all([ids for _, ids in PARSED], 4, temperature=0)
+    text, piece = REFUSED[-1]
+    bad = node(str(JS / "generate.mjs"), str(exports[name]), "--prompt", text, check=False)
+    assert bad.returncode == 2 and bad.stderr == f"generate.mjs: {expected_error(text, piece)}\n", bad.stderr
+
+
 def _copy_export(source: Path, dest: Path, metadata: dict[str, Any]) -> Path:
     dest.mkdir()
     shutil.copy2(source / "model.onnx", dest / "model.onnx")
@@ -276,13 +301,13 @@ def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
 
 @needs_browser
 def test_demo_page_generates_in_chromium(exports, python_tokens) -> None:
-    """One Chromium launch: the page's greedy run and a seeded sampled run on onnxruntime-web's wasm provider, and a
-    greedy run on its WebGPU provider with the state kept on the GPU (SwiftShader's software adapter: no GPU here),
-    each equal to Python's tokens."""
+    """One Chromium launch: the page's greedy run (prompt "1 2 3 ...") and a seeded sampled run ("1, 2, 3, ...") on
+    onnxruntime-web's wasm provider, and a greedy run on its WebGPU provider with the state kept on the GPU
+    (SwiftShader's software adapter: no GPU here), each equal to Python's tokens."""
     name = DEMO_CHECKPOINTS[1]
-    greedy = {"prompt": ",".join(map(str, PROMPTS[0])), "max": str(MAX_NEW), "temperature": "0", "stop": "0"}
-    sampled = {**greedy, "temperature": str(SAMPLED["temperature"]), "topk": str(SAMPLED["top_k"]),
-               "topp": str(SAMPLED["top_p"]), "seed": str(SAMPLED["seed"])}  # fmt: skip
+    greedy = {"prompt": " ".join(map(str, PROMPTS[0])), "max": str(MAX_NEW), "temperature": "0", "stop": "0"}
+    sampled = {**greedy, "prompt": ", ".join(map(str, PROMPTS[0])), "temperature": str(SAMPLED["temperature"]),
+               "topk": str(SAMPLED["top_k"]), "topp": str(SAMPLED["top_p"]), "seed": str(SAMPLED["seed"])}  # fmt: skip
     cases = [greedy, sampled, {**greedy, "ep": "webgpu"}]
     out = node(str(REPO / "tests" / "js" / "demo_page_in_chromium.mjs"), str(exports[name]), json.dumps(cases))
     result = json.loads(out.stdout)

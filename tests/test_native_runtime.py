@@ -38,6 +38,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
+from prompt_cases import PARSED, REFUSED, expected_error
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
@@ -101,6 +102,22 @@ def test_greedy_tokens_equal_the_python_runtime(builds, ops, exports, name) -> N
     stop = want[0][2]
     stopped = generate_cpp(builds, exports[name], ops, "--max-new-tokens", "12", "--stop", str(stop))
     assert stopped == session(exports[name]).generate_all(PROMPTS, 12, temperature=0, stop_tokens=[stop])
+
+
+def test_prompts_follow_the_shared_syntax(builds, ops, exports) -> None:
+    """rnnx-generate reads tests/prompt_cases.py's prompts as Python and JavaScript do (docs/embedding.md,
+    "Prompts"): its parsed prompts, one row each, generate what Python generates from their ids; each refused
+    prompt exits 2 with a line naming the bad piece."""
+    directory = exports[DEMO_CHECKPOINTS[0]]
+    texts = [a for text, _ in PARSED for a in ("--prompt", text)]
+    result = run(builds["release"] / "rnnx-generate", str(directory), *texts, "--ort-ops", ops, "--max-new-tokens", "4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout.splitlines()
+    rows = [[int(t) for t in line.split(":", 1)[1].split()] for line in out if line.startswith("row ")]
+    assert rows == session(directory).generate_all([ids for _, ids in PARSED], 4, temperature=0)
+    for text, piece in REFUSED:
+        result = run(builds["release"] / "rnnx-generate", str(directory), "--prompt", text, "--ort-ops", ops)
+        assert result.returncode == 2 and expected_error(text, piece) in result.stderr, (text, result.stderr)
 
 
 #: Seeded sampling with every filter on; float32-exact values, as the C API's rnnx_sampling holds floats.

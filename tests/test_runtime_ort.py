@@ -9,13 +9,14 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from prompt_cases import PARSED, REFUSED, expected_error
 
 pytest.importorskip("onnxruntime")
 
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.training.copy_task import task_prompts
-from rnnx.runtime.cli import generate_main, parity_main
+from rnnx.runtime.cli import generate_main, parity_main, parse_prompt
 from rnnx.runtime.parity import ParityReport, compare_backends
 
 #: fp32 export vs PyTorch, relative to each tensor's magnitude, at every one of 256 steps.
@@ -112,6 +113,19 @@ def test_cli_parity_and_generate(exports):
     assert result.output.split()[-10:] == "3 5 7 1 2 3 4 5 6 7".split()
     result = CliRunner().invoke(generate_main, [path, "--prompt", "3 12", "--max-new-tokens", "2"])
     assert result.exit_code != 0 and "token 12 out of vocabulary" in result.output
+
+
+def test_cli_prompts_follow_the_shared_syntax(exports):
+    """rnnx-generate reads tests/prompt_cases.py's prompts as C and JavaScript do (docs/embedding.md, "Prompts"):
+    the ids each parses, the tokens a comma-and-space prompt generates, one error naming each refused piece."""
+    assert [parse_prompt(text) for text, _ in PARSED] == [ids for _, ids in PARSED]
+    path = str(exports[("linear_transformer_copy", "onnxruntime")])
+    want = rt.load(path, backend="onnxruntime").generate_all([[3, 5, 7, 10]], 4, temperature=0)[0]
+    result = CliRunner().invoke(generate_main, [path, "--prompt", "3, 5,7 10", "--max-new-tokens", "4"])
+    assert result.exit_code == 0 and result.output.split()[-4:] == [str(t) for t in want], result.output
+    for text, piece in REFUSED:
+        result = CliRunner().invoke(generate_main, [path, "--prompt", text, "--max-new-tokens", "1"])
+        assert result.exit_code == 2 and expected_error(text, piece) in result.output, (text, result.output)
 
 
 def _assert_bound_state(state: rt.State, device_type: str) -> None:

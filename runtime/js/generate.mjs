@@ -1,18 +1,19 @@
 #!/usr/bin/env node
 // Generates from an rnnx export in Node.js with rnnx.mjs and onnxruntime-node (or onnxruntime-web's wasm build).
 //
-//   NODE_PATH=.cache/js/node_modules node runtime/js/generate.mjs EXPORT_DIR --prompt 1,2,3 [--prompt 4,5] \
+//   NODE_PATH=.cache/js/node_modules node runtime/js/generate.mjs EXPORT_DIR --prompt "1 2 3" [--prompt 4,5] \
 //       [--max-new-tokens 32] [--temperature 0] [--top-k K] [--top-p P] [--seed S] [--stop T,...] \
 //       [--threads N] [--ort node|web] [--vocab vocab.json] [--json]
 //
-// Prints each row's new tokens (and, with --vocab, a JSON list of V strings, their text); --json prints
+// A prompt is token ids separated by spaces and/or commas ("1 2 3", 1,2,3: docs/embedding.md, "Prompts"). Prints
+// each row's new tokens (and, with --vocab, a JSON list of V strings, their text); --json prints
 // {"tokens": [[...], ...]} instead. ONNX Runtime is found by Node's `require` (NODE_PATH or a node_modules
 // folder above this file). Exit status 2 for a bad argument or export, with one line on stderr.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 
-import { RnnxError, RnnxModel } from './rnnx.mjs';
+import { PROMPT_SYNTAX, RnnxError, RnnxModel, parsePrompt } from './rnnx.mjs';
 
 const OPTIONS = {
   prompt: { type: 'string', multiple: true },
@@ -55,8 +56,9 @@ function seedArg(text) {
 
 async function main() {
   const { values, positionals } = parseArgs({ options: OPTIONS, allowPositionals: true });
-  if (positionals.length !== 1) throw new RnnxError('usage: generate.mjs EXPORT_DIR --prompt 1,2,3 [options] (one export folder)');
-  if (!values.prompt?.length) throw new RnnxError('--prompt: give at least one prompt (comma-separated token ids)');
+  if (positionals.length !== 1) throw new RnnxError('usage: generate.mjs EXPORT_DIR --prompt "1 2 3" [options] (one export folder)');
+  if (!values.prompt?.length) throw new RnnxError(`--prompt: give at least one prompt (${PROMPT_SYNTAX})`);
+  const prompts = values.prompt.map(parsePrompt);
   const packageName = ORT_PACKAGES[values.ort];
   if (!packageName) throw new RnnxError(`--ort: expected one of ${Object.keys(ORT_PACKAGES).join(', ')}, got "${values.ort}"`);
   const ort = createRequire(import.meta.url)(packageName);
@@ -65,7 +67,6 @@ async function main() {
   if (values.ort === 'web') ort.env.wasm.numThreads = threads;
   else sessionOptions.intraOpNumThreads = threads;
   const model = await RnnxModel.open(ort, positionals[0], { readFile }, sessionOptions);
-  const prompts = values.prompt.map((p, i) => numbers(p, `--prompt ${i + 1}`));
   const tokens = await model.generateAll(prompts, {
     maxNewTokens: number(values['max-new-tokens'], '--max-new-tokens'),
     temperature: number(values.temperature, '--temperature'),

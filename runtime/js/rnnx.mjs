@@ -36,6 +36,23 @@ export class RnnxError extends Error {
   }
 }
 
+// -- prompts -----------------------------------------------------------------------------------------------
+
+/** The prompt syntax of every rnnx-generate and the demo page (docs/embedding.md, "Prompts"), as Python's cli.py. */
+export const PROMPT_SYNTAX = 'token ids are non-negative integers separated by spaces and/or commas';
+
+/**
+ * "1 2 3", "1,2,3" or "1, 2, 3" -> [1, 2, 3]; RnnxError naming the bad piece, or an empty prompt. Ids past the
+ * vocabulary are the model's to refuse (checkTokens).
+ */
+export function parsePrompt(text) {
+  const pieces = text.split(/[ \t\r\n,]+/).filter((p) => p !== '');
+  const bad = pieces.find((p) => !/^[0-9]+$/.test(p));
+  if (bad !== undefined) throw new RnnxError(`prompt "${text}": "${bad}" is not a token id (${PROMPT_SYNTAX})`);
+  if (pieces.length === 0) throw new RnnxError(`prompt "${text}": no token ids (${PROMPT_SYNTAX})`);
+  return pieces.map(Number);
+}
+
 // -- metadata ----------------------------------------------------------------------------------------------
 // The names above are runtime/contract/artifact.py's; tests/test_js_runtime.py holds them equal.
 

@@ -12,9 +12,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +58,29 @@ std::string Args::* text_option(const std::string& arg)
     return nullptr;
 }
 
+// A --prompt's token ids: "1 2 3", "1,2,3" or "1, 2, 3" (docs/embedding.md, "Prompts"; the same rule as Python's
+// and JavaScript's). Exits with one line naming the bad piece, or an empty prompt. An id past INT64_MAX is read as
+// INT64_MAX, which the runtime refuses as out of vocabulary.
+std::vector<int64_t> parse_prompt(const std::string& text)
+{
+    static const char separators[] = " \t\r\n,";
+    const std::string syntax = " (token ids are non-negative integers separated by spaces and/or commas)";
+    std::vector<int64_t> tokens;
+    for (size_t start = text.find_first_not_of(separators); start != std::string::npos;
+        start = text.find_first_not_of(separators, start))
+    {
+        const size_t end = std::min(text.find_first_of(separators, start), text.size());
+        const std::string piece = text.substr(start, end - start);
+        if (piece.find_first_not_of("0123456789") != std::string::npos)
+            usage(("prompt \"" + text + "\": \"" + piece + "\" is not a token id" + syntax).c_str());
+        tokens.push_back(std::strtoll(piece.c_str(), nullptr, 10)); // saturates at INT64_MAX
+        start = end;
+    }
+    if (tokens.empty())
+        usage(("prompt \"" + text + "\": no token ids" + syntax).c_str());
+    return tokens;
+}
+
 Args parse(int argc, char** argv)
 {
     Args a;
@@ -71,13 +94,7 @@ Args parse(int argc, char** argv)
             return argv[++i];
         };
         if (arg == "--prompt")
-        {
-            std::vector<int64_t> tokens;
-            std::istringstream in(value());
-            for (int64_t t; in >> t;)
-                tokens.push_back(t);
-            a.prompts.push_back(tokens);
-        }
+            a.prompts.push_back(parse_prompt(value()));
         else if (arg == "--max-new-tokens")
             a.max_new_tokens = std::stoll(value());
         else if (arg == "--temperature")
