@@ -25,8 +25,9 @@
 #                         CUDA binding JIT-builds first); none may be skipped
 #   memcheck-DTYPE   180  compute-sanitizer --tool memcheck --leak-check full on plugin_enqueue_gpu --dtype DTYPE
 #   racecheck-DTYPE  180  compute-sanitizer --tool racecheck on plugin_enqueue_gpu --dtype DTYPE
-#   synccheck-DTYPE  120  compute-sanitizer --tool synccheck on the CausalLinearAttention cases (the chunked
-#                         prefill kernel, plugins/causal_linear_attention/cuda/linear_attention_prefill.cu, and the decode
+#   synccheck-DTYPE  120  compute-sanitizer --tool synccheck on the CausalLinearAttention cases (the linear
+#                         recurrence's kernels it runs on: the chunked MMA kernel,
+#                         plugins/linear_recurrence/cuda/linear_recurrence_mma.cu, the chunked and the recurrent
 #                         kernel) (DTYPE: fp32, fp16, bf16 -- nine sanitizer steps)
 #   trt-mask-types   120  full mode, first: one SRUScan and one CausalLinearAttention node (plugins only) with an
 #                         int32 and a bool pad mask; int32 must build and match the naive twins, bool is reported
@@ -135,7 +136,7 @@ LIMIT[pytest-gpu]=360 WHAT[pytest-gpu]="pytest -m gpu: test_cuda_kernels.py, tes
 for dtype in "${DTYPES[@]}"; do
     LIMIT[memcheck-$dtype]=180 WHAT[memcheck-$dtype]="compute-sanitizer memcheck (leaks too): plugin_enqueue_gpu --dtype $dtype"
     LIMIT[racecheck-$dtype]=180 WHAT[racecheck-$dtype]="compute-sanitizer racecheck: plugin_enqueue_gpu --dtype $dtype"
-    LIMIT[synccheck-$dtype]=120 WHAT[synccheck-$dtype]="compute-sanitizer synccheck: attention (prefill + decode) --dtype $dtype"
+    LIMIT[synccheck-$dtype]=120 WHAT[synccheck-$dtype]="compute-sanitizer synccheck: attention (chunked MMA, chunked, recurrent) --dtype $dtype"
 done
 LIMIT[trt-pytest]=300 WHAT[trt-pytest]="pytest -m tensorrt tests/ (none skipped)"
 LIMIT[bench]=0 WHAT[bench]="benchmarks/bench_cuda_kernels.py (optional: the time left)"

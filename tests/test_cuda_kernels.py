@@ -121,8 +121,8 @@ def test_linear_attention_prefill_matches_reference(dtype, E, M):
 @pytest.mark.parametrize("E,M,H", [(64, 32, 3), (32, 128, 2), (128, 64, 2), (48, 80, 2), (8, 24, 4)])
 def test_linear_attention_mask_and_layouts(dtype, time_major, E, M, H):
     """Pads at both ends, in the middle, rows of nothing but pads and rows without any, both layouts, several heads
-    with E != M: the chunked kernel (L = 150, three chunks), the per-token path (48 / 80, 8 / 24) and an L = 1
-    decode step. A pad step carries the state and still has its output."""
+    with E != M: the chunked MMA kernel (L = 150, three chunks), the chunked kernel (48 / 80, 8 / 24) and an L = 1
+    step (the recurrent kernel). A pad step carries the state and still has its output."""
     _ext()
     B = 4
     for seed, L in enumerate((150, 9, 1)):
@@ -153,7 +153,7 @@ def test_linear_attention_pads_equal_the_sequence_without_them(dtype):
 def test_linear_attention_decode_and_generic_dims(dtype, E, M):
     _ext()
     H = 2
-    for L in (1, 9):  # L = 1: decode kernel; 48 / 80: one step per token for every L
+    for L in (1, 9):  # L = 1: the recurrent kernel; L = 9: the chunked MMA kernel, or for 48 / 80 the chunked one
         for mask in (False, True):
             q, k, v, S0, z0, m = la_inputs(3, H, L, E, M, dtype, L, "cuda", mask=mask)
             assert_la_close(_op(q, k, v, S0, z0, m, H), la_reference(q, k, v, S0, z0, m, H), dtype)

@@ -45,6 +45,10 @@ pytestmark = [
 
 
 EPS = 1e-6
+#: Threads per block of the linear recurrence's chunked MMA kernel (plugins/linear_recurrence/cuda/
+#: linear_recurrence_mma.cu) and of its recurrent and chunked kernels (linear_recurrence.cu), which causal linear
+#: attention runs on: the launch counters' threads / blocks say which of them ran.
+MMA_BLOCK_THREADS, RECURRENCE_BLOCK_THREADS = 256, 128
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +84,11 @@ def _run_la(emu, q, k, v, S0, z0, mask_pad, H, time_major=False, out=None, S=Non
     z = torch.full((B, H, E), float("nan")) if z is None else z
     emu.causal_linear_attention(q, k, v, S0, z0, mask_pad, out, S, z, EPS, H, time_major)
     return out, S, z
+
+
+def _block_threads(stats) -> int:
+    """Threads per block of the launches counted in ``stats`` (all of one kernel)."""
+    return stats.threads // stats.blocks
 
 
 def _time_slice(x, t0, t1, time_major):
@@ -146,8 +155,8 @@ def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
         got = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
         stats = emu.stats()
         assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
-        # One chunked launch; tensor cores exactly where the dtype allows them.
-        assert stats.launches == 1
+        # One launch of the chunked MMA kernel; tensor cores exactly where the dtype allows them.
+        assert stats.launches == 1 and _block_threads(stats) == MMA_BLOCK_THREADS, stats
         assert (stats.mma > 0) == (dtype != torch.float32), stats
 
 
@@ -156,8 +165,8 @@ def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
 @pytest.mark.parametrize("E,M,H", [(64, 32, 3), (32, 128, 2), (48, 80, 2), (8, 24, 4)])
 def test_linear_attention_mask_and_layouts(emu, dtype, time_major, E, M, H):
     """Pads at both ends, in the middle, rows of nothing but pads and rows without any, both layouts, several heads
-    with E != M: the chunked kernel (chunk-crossing L = 150), the per-token path (48 / 80, 8 / 24) and an L = 1
-    decode step. A pad step carries the state and still writes its output."""
+    with E != M: the chunked MMA kernel (chunk-crossing L = 150), the chunked kernel (48 / 80, 8 / 24) and an L = 1
+    step (the recurrent kernel). A pad step carries the state and still writes its output."""
     B = 4
     for seed, L in enumerate((150, 9, 1)):
         for state in (True, False):
@@ -186,7 +195,7 @@ def test_linear_attention_pads_equal_the_sequence_without_them(emu, dtype):
 
 
 def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context(emu):
-    """The prefill kernel's dynamic shared memory attribute is set on its first launch only (it is per device
+    """The chunked MMA kernel's dynamic shared memory attribute is set on its first launch only (it is per device
     and function), and set again when a launch finds it forgotten (a new CUDA context); the outputs stay
     right either way."""
     H = 2
@@ -207,15 +216,16 @@ def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):
     H = 2
-    for L in (1, 9):  # L = 1: the decode kernel; 48 / 80: one decode launch per token for every L
+    for L in (1, 9):  # L = 1: the recurrent kernel; L = 9: the chunked MMA kernel, or for 48 / 80 the chunked one
         q, k, v, S0, z0, m = la_inputs(3, H, L, E, M, dtype, L, "cpu")
         emu.reset_stats()
         got = _run_la(emu, q, k, v, S0, z0, m, H)
         stats = emu.stats()
         assert_la_close(got, la_reference(q, k, v, S0, z0, m, H), dtype)
-        chunked = L > 1 and E in DIMS and M in DIMS
-        assert stats.launches == (1 if chunked else L), stats
-        assert stats.mma == 0 or chunked
+        mma_kernel = L > 1 and E in DIMS and M in DIMS
+        assert stats.launches == 1, stats
+        assert _block_threads(stats) == (MMA_BLOCK_THREADS if mma_kernel else RECURRENCE_BLOCK_THREADS), stats
+        assert (stats.mma > 0) == (mma_kernel and dtype != torch.float32), stats
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -7,11 +7,17 @@ with a pad mask, a past state, and head dims that are not multiples of the tiles
 absent state, no mask, an int32 mask, prefill-then-step against one pass, in-place state, a random thread schedule
 and refused arguments; grouped value (H_kv a multiple of H_q, query and key with H_q heads, H_kv output heads) and
 ``qk_l2_norm`` (queries and keys of norm far from 1) for both kernels, every dtype, head dims 128 and 23 too.
+Then what causal linear attention runs on (the feature map elu + 1, the time-major layout and the normaliser z), for
+each of the three kernels (recurrent, chunked, chunked MMA) and dtype against that op's float64 twin, or the
+recurrence's twin on [v | 1] (any scale), prefill-then-step with S and z in place (z through the workspace); the
+chunked MMA kernel on the plain linear rule (scale != 1, no normaliser); the feature map before ``qk_l2_norm`` and the
+time-major decay / beta of gated_delta; refused normaliser and MMA arguments.
 ``causalConvWithStateForward`` likewise against its naive twin.
 
 Tolerances: the kernels compute in fp32 from the same rounded inputs as the fp64 references, so the fp32 state
 matches to 1e-4 (relative) in every dtype; outputs add one rounding to the activation dtype (fp16 1e-2,
-bf16 3e-2). The emulator is slow (one fiber per CUDA thread), so sizes are small.
+bf16 3e-2). The chunked MMA kernel's fp16 / bf16 path rounds more (its tensor-core operands), so it is held to
+kernel_cases' tensor-core tolerances. The emulator is slow (one fiber per CUDA thread), so sizes are small.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from cuda_emulation import DTYPE_CODES, EmulatedKernels, EmulatedLaunchError, _ptr
+from kernel_cases import ATOL, assert_la_close
 from test_plugins import BUILD_DIR
 
 from rnnx import plugins
 from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive
+from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
 from rnnx.models.ops.linear_recurrence.naive import linear_recurrence_naive
 
 NVCC = plugins.find_nvcc()
@@ -42,7 +50,7 @@ OUT_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
 STATE_TOL = 1e-4
 #: rnnx::kernels::LinearRecurrenceRule and LinearRecurrenceKernel codes
 RULES = {"linear": 0, "gated": 1, "delta": 2, "gated_delta": 3}
-KERNELS = {"auto": 0, "recurrent": 1, "chunked": 2}
+KERNELS = {"auto": 0, "recurrent": 1, "chunked": 2, "chunked_mma": 3}
 #: (rule, decay per key dim) pairs: the gated rules take a decay per head or per key dim
 RULE_DECAYS = [
     ("linear", False),
@@ -62,9 +70,13 @@ class RecurrenceKernels(EmulatedKernels):
         lib = self._lib
         vp, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
         # batch, length, q_heads, kv_heads, dim_k, dim_v, rule, decay_per_key, beta_per_head, scale, qk_l2_norm,
-        # kernel, mask_int32, dtype, query, key, value, past_state, decay, beta, mask_pad, output, present_state
-        lib.rnnx_emu_linear_recurrence_forward.argtypes = [i] * 9 + [f, i, i, i, i] + [vp] * 9
+        # kernel, mask_int32, feature_map, time_major, dtype, query, key, value, past_state, decay, beta, mask_pad,
+        # output, present_state, normalised, z_in, z_out, eps, workspace
+        lib.rnnx_emu_linear_recurrence_forward.argtypes = [i] * 9 + [f] + [i] * 6 + [vp] * 9 + [i, vp, vp, f, vp]
         lib.rnnx_emu_linear_recurrence_forward.restype = i
+        # batch, kv_heads, dim_k, normalised, dtype
+        lib.rnnx_emu_linear_recurrence_workspace_size.argtypes = [i] * 5
+        lib.rnnx_emu_linear_recurrence_workspace_size.restype = ctypes.c_size_t
         # batch, channels, length, kernel_size, silu, mask_int32, dtype, input, weight, bias, past_state, mask_pad,
         # output, present_state
         lib.rnnx_emu_causal_conv_with_state_forward.argtypes = [i] * 7 + [vp] * 7
@@ -89,20 +101,34 @@ class RecurrenceKernels(EmulatedKernels):
         qk_l2_norm: bool = False,
         kernel: str = "auto",
         mask_int32: bool = False,
+        feature_map: bool = False,
+        time_major: bool = False,
+        z: Optional[tuple[Optional[torch.Tensor], torch.Tensor]] = None,
+        eps: float = 1e-6,
+        workspace: bool = True,
     ) -> None:
-        """linearRecurrenceForward, layouts of the record LINEAR_RECURRENCE; writes out and present_state."""
-        B, T = q.shape[0], q.shape[1]
+        """linearRecurrenceForward, layouts of the record LINEAR_RECURRENCE ((T, B, .) and a (T, B) mask with
+        ``time_major``); writes out and present_state. ``feature_map``: elu + 1 on query and key. ``z``: the
+        normaliser's (z_in (B, H_kv, d_k) fp32 | None, z_out) with ``eps``, and its workspace unless ``workspace`` is
+        False."""
+        B, T = (q.shape[1], q.shape[0]) if time_major else (q.shape[0], q.shape[1])
         dk, dv = q.shape[2] // q_heads, v.shape[2] // kv_heads
         mask = None
         if mask_pad is not None:
             mask = (mask_pad != 0).to(torch.int32 if mask_int32 else torch.uint8).contiguous()
+        code = DTYPE_CODES[q.dtype]
+        z_in, z_out = z if z is not None else (None, None)
+        ws = None
+        if z is not None and workspace:
+            ws_bytes = self._lib.rnnx_emu_linear_recurrence_workspace_size(B, kv_heads, dk, 1, code)
+            ws = torch.empty(max(1, ws_bytes), dtype=torch.uint8)
         status = self._lib.rnnx_emu_linear_recurrence_forward(
             B, T, q_heads, kv_heads, dk, dv, RULES[rule],
             int(decay is not None and decay.shape[2] == kv_heads * dk and dk > 1),
             int(beta is not None and beta.shape[2] == kv_heads), scale, int(qk_l2_norm), KERNELS[kernel],
-            int(mask_int32),
-            DTYPE_CODES[q.dtype], _ptr(q), _ptr(k), _ptr(v), _ptr(past_state), _ptr(decay), _ptr(beta), _ptr(mask),
-            _ptr(out), _ptr(present_state),
+            int(mask_int32), int(feature_map), int(time_major),
+            code, _ptr(q), _ptr(k), _ptr(v), _ptr(past_state), _ptr(decay), _ptr(beta), _ptr(mask),
+            _ptr(out), _ptr(present_state), int(z is not None), _ptr(z_in), _ptr(z_out), eps, _ptr(ws),
         )  # fmt: skip
         self._check(status, "linearRecurrenceForward")
 
@@ -341,6 +367,18 @@ def test_linear_recurrence_grouped_value_qk_l2_norm_head_dims(emu, dk, kernel):
     assert_lr_close(got, reference_lr(inputs, 1, 2, "gated_delta", qk_l2_norm=True), torch.float32)
 
 
+def test_the_python_head_dim_limit_is_the_kernels():
+    """rnnx.models.ops.cuda.MAX_DIM_K (where the torch ops fall back to their torch code) is the launcher's
+    kLINEAR_RECURRENCE_MAX_DIM_K, which the kernels refuse past (test_linear_recurrence_refuses_bad_arguments)."""
+    import re
+
+    from rnnx.models.ops import cuda
+
+    header = (plugins.OPS_DIR / "linear_recurrence" / "cuda" / "linear_recurrence.h").read_text()
+    found = re.search(r"constexpr int kLINEAR_RECURRENCE_MAX_DIM_K = (\d+);", header)
+    assert found is not None and int(found.group(1)) == cuda.MAX_DIM_K
+
+
 def test_linear_recurrence_refuses_bad_arguments(emu):
     inputs = lr_inputs(1, 3, 2, 2, 8, 8, "gated", False, torch.float32, seed=0)
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # cudaErrorInvalidValue: no decay
@@ -351,6 +389,187 @@ def test_linear_recurrence_refuses_bad_arguments(emu):
     odd = lr_inputs(1, 3, 2, 3, 8, 8, "linear", False, torch.float32, seed=0)
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # neither of H_q, H_kv a multiple of the other
         run_lr(emu, odd, 2, 3, "linear", "auto")
+
+
+# ---------------------------------------------------------------------------------------------
+# Feature map, time-major layout, normaliser and the chunked MMA kernel (causal linear attention runs on them)
+
+#: (B, T, d_k, d_v) per kernel: off the 32-column tile for the recurrent and chunked kernels (several tiles), in
+#: {32, 64, 128} for the chunked MMA kernel with T past one 64-token chunk
+OPTION_SHAPES = {"recurrent": (2, 37, 24, 40), "chunked": (3, 35, 40, 24), "chunked_mma": (2, 70, 32, 64)}
+
+
+def la_state(B: int, H: int, dk: int, dv: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(S0 (B, H, d_k, d_v), z0 (B, H, d_k)) fp32, z0 positive (a sum of phi(k)) as causal linear attention has it."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, H, dk, dv, generator=g) * 0.5, torch.rand(B, H, dk, generator=g) * 4
+
+
+def time_major(inputs: dict) -> dict:
+    """``inputs`` with every token tensor (T, B, .) and the mask (T, B), contiguous."""
+    moved = {n: x.transpose(0, 1).contiguous() for n, x in inputs.items() if n != "past_state" and x is not None}
+    return inputs | moved
+
+
+def run_normalised(emu, inputs: dict, H: int, kernel: str, z0, *, tm: bool, S=None, z=None, **kw):
+    """The kernel with the normaliser (z0 | None) on ``inputs`` (in the (T, B, .) layout when ``tm``), H_q = H_kv = H;
+    outputs start NaN (S, z: these tensors instead, for in-place calls). Returns (out, S, z)."""
+    q, v = inputs["query"], inputs["value"]
+    B = q.shape[1] if tm else q.shape[0]
+    dk, dv = q.shape[2] // H, v.shape[2] // H
+    out = torch.full(v.shape, float("nan"), dtype=q.dtype)
+    S = torch.full((B, H, dk, dv), float("nan")) if S is None else S
+    z = torch.full((B, H, dk), float("nan")) if z is None else z
+    emu.linear_recurrence(
+        q, inputs["key"], v, inputs["past_state"], None, None, inputs["pad_mask"], out, S, q_heads=H, kv_heads=H,
+        rule="linear", kernel=kernel, time_major=tm, z=(z0, z), **kw,
+    )  # fmt: skip
+    return out, S, z
+
+
+def reference_normalised(inputs: dict, H: int, z0, *, scale: float, feature_map: bool, eps: float = 1e-6):
+    """LinearAttention(linear, scale) of the float64 twin on (phi(q), phi(k) with ``feature_map``) and [v | 1] from
+    [S0 | z0], then o[:d_v] / (o[d_v] + eps); batch-first inputs. Returns (out, S, z)."""
+    q, k, v = (inputs[n].double() for n in ("query", "key", "value"))
+    if feature_map:
+        q, k = F.elu(q) + 1, F.elu(k) + 1
+    B, T = q.shape[:2]
+    dv = v.shape[2] // H
+    v1 = torch.cat([v.reshape(B, T, H, dv), v.new_ones(B, T, H, 1)], dim=-1).reshape(B, T, H * (dv + 1))
+    state0 = torch.cat([inputs["past_state"].double(), z0.double().unsqueeze(-1)], dim=-1)
+    num, state = linear_recurrence_naive(q, k, v1, state0, q_num_heads=H, kv_num_heads=H, update_rule="linear",
+                                         scale=scale, pad_mask=inputs["pad_mask"])  # fmt: skip
+    num = num.reshape(B, T, H, dv + 1)
+    out = num[..., :dv] / (num[..., dv:] + eps)
+    return out.reshape(B, T, H * dv), state[..., :dv], state[..., dv]
+
+
+def assert_normalised_close(got, ref, dtype: torch.dtype, kernel: str) -> None:
+    """The file's tolerances; the chunked MMA kernel's fp16 / bf16 path rounds phi(q), phi(k) and scale A / den to the
+    activation type for the tensor cores, so it is held to the tensor-core tolerances of kernel_cases (relative to
+    the state's magnitude), as causal linear attention's tests hold it."""
+    if kernel == "chunked_mma" and dtype != torch.float32:
+        assert_la_close(got, ref, dtype)
+        return
+    tol = OUT_TOL[dtype]
+    torch.testing.assert_close(got[0].double(), ref[0].double(), atol=tol, rtol=tol)
+    for a, b in zip(got[1:], ref[1:]):
+        torch.testing.assert_close(a.double(), b.double(), atol=STATE_TOL, rtol=STATE_TOL)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kernel", list(OPTION_SHAPES))
+def test_linear_recurrence_feature_map_and_normaliser_match_causal_linear_attention(emu, kernel, dtype):
+    """elu + 1 on query and key, the normaliser and scale 1 are causal linear attention: each kernel against that op's
+    float64 twin, with pads and a past (S0, z0), batch-first or time-major (cycled over the cases)."""
+    case = list(OPTION_SHAPES).index(kernel) + DTYPES.index(dtype)
+    B, T, dk, dv = OPTION_SHAPES[kernel]
+    H, tm = 2, case % 2 == 1
+    inputs = lr_inputs(B, T, H, H, dk, dv, "linear", False, dtype, seed=60 + case, qk_scale=0.5)
+    inputs["past_state"], z0 = la_state(B, H, dk, dv, seed=case)
+    if tm:
+        inputs = time_major(inputs)
+    got = run_normalised(emu, inputs, H, kernel, z0, tm=tm, scale=1.0, feature_map=True)
+    q, k, v, mask = (inputs[n] for n in ("query", "key", "value", "pad_mask"))
+    ref = causal_linear_attention_packed(q.double(), k.double(), v.double(), H, inputs["past_state"].double(),
+                                         z0.double(), mask, 1e-6, tm)  # fmt: skip
+    assert_normalised_close(got, ref, dtype, kernel)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_linear_recurrence_chunked_mma_plain_linear_rule(emu, dtype):
+    """The chunked MMA kernel without feature map nor normaliser is the linear rule: scale (A V + Q S), the
+    activation-type A holding scale * A; scale 0.3, or 0 (1 / sqrt(d_k)) for bf16, with pads and a past state."""
+    scale = 0.0 if dtype == torch.bfloat16 else 0.3
+    inputs = lr_inputs(2, 70, 2, 2, 64, 32, "linear", False, dtype, seed=70 + DTYPES.index(dtype))
+    emu.reset_stats()
+    got = run_lr(emu, inputs, 2, 2, "linear", "chunked_mma", scale=scale)
+    stats = emu.stats()
+    assert stats.launches == 1 and (stats.mma > 0) == (dtype != torch.float32), stats
+    out_ref, state_ref = reference_lr(inputs, 2, 2, "linear", scale=scale)
+    tol = OUT_TOL[dtype] if dtype == torch.float32 else ATOL[dtype]  # scale A rounded to the activation type
+    torch.testing.assert_close(got[0].double(), out_ref.double(), atol=tol, rtol=tol)
+    # K and V are the inputs themselves, exact in the activation type: the tensor cores' K^T V is the fp32 one.
+    torch.testing.assert_close(got[1].double(), state_ref, atol=STATE_TOL, rtol=STATE_TOL)
+
+
+@pytest.mark.parametrize("kernel", ["recurrent", "chunked"])
+def test_linear_recurrence_feature_map_time_major_with_decay_and_l2_norm(emu, kernel):
+    """The feature map comes before qk_l2_norm, and time-major reads decay and beta by token row too: gated_delta with
+    a per-key decay, grouped query, pads, no normaliser."""
+    B, T, Hq, Hkv, dk, dv = 2, 21, 4, 2, 24, 40
+    inputs = lr_inputs(B, T, Hq, Hkv, dk, dv, "gated_delta", True, torch.float32, seed=80, qk_scale=2.0)
+    out = torch.full((T, B, Hq * dv), float("nan"))
+    state = torch.full((B, Hkv, dk, dv), float("nan"))
+    tm = time_major(inputs)
+    emu.linear_recurrence(
+        tm["query"], tm["key"], tm["value"], tm["past_state"], tm["decay"], tm["beta"], tm["pad_mask"], out, state,
+        q_heads=Hq, kv_heads=Hkv, rule="gated_delta", kernel=kernel, qk_l2_norm=True, feature_map=True,
+        time_major=True,
+    )  # fmt: skip
+    mapped = inputs | {n: inputs[n].double() for n in ("value", "decay", "beta")}
+    mapped |= {n: F.elu(inputs[n].double()) + 1 for n in ("query", "key")}
+    out_ref, state_ref = reference_lr(mapped, Hq, Hkv, "gated_delta", qk_l2_norm=True)
+    assert_lr_close((out.transpose(0, 1), state), (out_ref, state_ref), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kernel", ["chunked", "chunked_mma"])
+def test_linear_recurrence_normalised_prefill_then_step_in_place(emu, kernel, dtype):
+    """A prefill of 33 tokens then one step at a time (kAUTO: the recurrent kernel), S and z updated in place (z_out
+    aliasing z_in, d_v = 128 split into several column tiles: z_in goes through the workspace), against the twin; in
+    fp32 also equal to one pass over all 40 tokens. Time-major for the chunked kernel."""
+    B, T, H, D, split = 2, 40, 2, 128, 33
+    tm = kernel == "chunked"
+    inputs = lr_inputs(B, T, H, H, D, D, "linear", False, dtype, seed=90, qk_scale=0.5)
+    del inputs["decay"], inputs["beta"]
+    inputs["past_state"], z0 = la_state(B, H, D, D, seed=9)
+    ref = reference_normalised(inputs, H, z0, scale=0.0, feature_map=True)
+    if tm:
+        inputs = time_major(inputs)
+        ref = (ref[0].transpose(0, 1), *ref[1:])
+    opts = dict(tm=tm, feature_map=True)  # scale 0: 1 / sqrt(d_k)
+
+    def part(t0: int, t1: int) -> dict:
+        sliced = {n: (x[t0:t1] if tm else x[:, t0:t1]).contiguous() for n, x in inputs.items() if n != "past_state"}
+        return inputs | sliced
+
+    S, z = inputs["past_state"].clone(), z0.clone()
+    outs = [run_normalised(emu, part(0, split) | {"past_state": S}, H, kernel, z, S=S, z=z, **opts)[0]]
+    for t in range(split, T):
+        outs.append(run_normalised(emu, part(t, t + 1) | {"past_state": S}, H, "auto", z, S=S, z=z, **opts)[0])
+    got = (torch.cat(outs, dim=0 if tm else 1), S, z)
+    assert_normalised_close(got, ref, dtype, kernel)
+    if dtype == torch.float32:
+        one_pass = run_normalised(emu, inputs, H, kernel, z0, **opts)
+        for a, b in zip(got, one_pass):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_linear_recurrence_refuses_bad_normaliser_and_mma_arguments(emu):
+    """A normaliser on another rule, the chunked MMA kernel where it is not eligible (d_k 24, qk_l2_norm, grouped query)
+    and an in-place z over several column tiles without workspace are refused; with one tile no workspace is needed."""
+    H = 2
+    inputs = lr_inputs(1, 5, H, H, 32, 64, "gated", False, torch.float32, seed=1)
+    S0, z0 = la_state(1, H, 32, 64, seed=1)
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # the normaliser needs the linear rule
+        emu.linear_recurrence(inputs["query"], inputs["key"], inputs["value"], S0, inputs["decay"], None, None,
+                              torch.empty_like(inputs["value"]), S0.clone(), q_heads=H, kv_heads=H, rule="gated",
+                              z=(z0, torch.empty_like(z0)))  # fmt: skip
+    for Hq, dk, l2 in ((H, 24, False), (H, 32, True), (2 * H, 32, False)):
+        odd = lr_inputs(1, 5, Hq, H, dk, 32, "linear", False, torch.float32, seed=2)
+        with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # not eligible for the MMA kernel
+            run_lr(emu, odd, Hq, H, "linear", "chunked_mma", qk_l2_norm=l2)
+    linear = lr_inputs(1, 5, H, H, 32, 64, "linear", False, torch.float32, seed=3) | {"past_state": S0}
+    with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # 2 tiles of the recurrent kernel read z0
+        z = z0.clone()
+        run_normalised(emu, linear, H, "recurrent", z, tm=False, z=z, workspace=False)
+    one_tile = lr_inputs(1, 5, H, H, 32, 32, "linear", False, torch.float32, seed=3)
+    one_tile["past_state"] = S0[..., :32].contiguous()
+    z = z0.clone()
+    run_normalised(emu, one_tile, H, "recurrent", z, tm=False, z=z, workspace=False)
+    ref = reference_normalised(one_tile, H, z0, scale=0.0, feature_map=False)
+    torch.testing.assert_close(z.double(), ref[2], atol=STATE_TOL, rtol=STATE_TOL)
 
 
 # ---------------------------------------------------------------------------------------------

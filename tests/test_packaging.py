@@ -105,9 +105,9 @@ def test_kernel_sources_are_named_by_rnnx_plugins() -> None:
     # KERNELS_SRC_DIR.
     assert [p.relative_to(plugins.OPS_DIR).as_posix() for p in plugins.KERNEL_SOURCES] == [
         "causal_conv_with_state/cuda/causal_conv_with_state.cu",
-        "causal_linear_attention/cuda/linear_attention_decode.cu",
-        "causal_linear_attention/cuda/linear_attention_prefill.cu",
+        "causal_linear_attention/cuda/causal_linear_attention.cu",
         "linear_recurrence/cuda/linear_recurrence.cu",
+        "linear_recurrence/cuda/linear_recurrence_mma.cu",
         "sru_scan/cuda/sru_scan.cu",
     ]
     assert {p.parent for p in plugins.KERNEL_SOURCES} == set(plugins.OPS_DIR.glob("*/cuda"))

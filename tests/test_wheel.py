@@ -37,9 +37,13 @@ OPS = "rnnx/plugins"
 #: The kernel sources, in their op folders (wheel paths below OPS).
 KERNEL_FILES = (
     "sru_scan/cuda/sru_scan.cu",
-    "causal_linear_attention/cuda/linear_attention_prefill.cu",
-    "causal_linear_attention/cuda/linear_attention_decode.cu",
+    "causal_linear_attention/cuda/causal_linear_attention.cu",
+    "linear_recurrence/cuda/linear_recurrence.cu",
+    "linear_recurrence/cuda/linear_recurrence_mma.cu",
 )
+#: Sources among them without a kernel of their own, and the launcher header whose kernels they run instead of the
+#: kernels' shared header (type_utils.cuh).
+ADAPTERS = {"causal_linear_attention/cuda/causal_linear_attention.cu": "linear_recurrence.h"}
 #: The op folders' language subfolders (the CPU kernels, CUDA kernels, ONNX Runtime ops and plugins the builds
 #: take from there).
 NATIVE_FOLDERS = plugins.OP_LANGUAGE_FOLDERS
@@ -47,7 +51,7 @@ NATIVE_FOLDERS = plugins.OP_LANGUAGE_FOLDERS
 #: the op folders is checked too).
 REQUIRED = (
     *(f"{OPS}/{name}" for name in KERNEL_FILES),
-    f"{OPS}/causal_linear_attention/cuda/linear_attention_internal.h",
+    f"{OPS}/linear_recurrence/cuda/linear_recurrence_internal.h",
     f"{KERNELS}/src/type_utils.cuh",
     f"{KERNELS}/include/rnnx/kernel_types.h",
     *(f"{OPS}/{op}/cuda/{op}.h" for op in sorted({name.split("/")[0] for name in KERNEL_FILES})),  # launchers
@@ -76,7 +80,8 @@ REQUIRED = (
     "rnnx/plugins/cpu/vector_math.h",
     "rnnx/plugins/torch/rnnx_torch_ops.cpp",
     "rnnx/plugins/torch/aten_parallel_for.h",
-    "rnnx/plugins/causal_linear_attention/cpu/causal_linear_attention_kernel.h",
+    "rnnx/plugins/linear_recurrence/cpu/linear_recurrence_kernel.h",
+    "rnnx/plugins/linear_recurrence/linear_recurrence_constants.h",
     "rnnx/plugins/ort/rnnx_ort_ops.cpp",
     "rnnx/plugins/ort/isa_kernels.h",
     "rnnx/plugins/ort/isa_build.h",
@@ -198,7 +203,8 @@ def test_installed_kernel_sources_include_only_installed_headers(site: Path, tmp
     assert deps and deps[0].name == Path(name).name
     ours = [d for d in deps if site.resolve() in d.resolve().parents]
     launcher = f"{Path(name).parent.parent.name}.h"  # <op>/cuda/<op>.h
-    assert {d.name for d in ours} >= {Path(name).name, launcher, "kernel_types.h", "type_utils.cuh"}, ours
+    reads = {"kernel_types.h", ADAPTERS.get(name, "type_utils.cuh")}
+    assert {d.name for d in ours} >= {Path(name).name, launcher, *reads}, ours
     assert not [d for d in deps if REPO.resolve() in d.resolve().parents], "a header resolved to the checkout"
 
 

@@ -25,14 +25,15 @@ def forward(
     num_heads: int,
     time_major: bool,
 ) -> Optional[tuple[Tensor, Tensor, Tensor]]:
-    """Causal linear attention on the CUDA kernels, or ``None`` where they do not apply (dtype, no binding).
+    """Causal linear attention on the CUDA kernels, or ``None`` where they do not apply (dtype, a head dim E above
+    the kernels' :data:`~rnnx.models.ops.cuda.MAX_DIM_K`, no binding).
 
     The op's layout, validated by the caller: heads packed, q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L)
     (non-zero = pad; passed to the kernel as uint8) or None -- (L, B, ...) when ``time_major`` -- with
     H = ``num_heads``; S0 (B, H, E, M) and z0 (B, H, E) fp32 or None. Returns new tensors out (v's shape:
     (B, L, H*M) or (L, B, H*M)), S_last (B, H, E, M) and z_last (B, H, E).
     """
-    if q.dtype not in binding.KERNEL_DTYPES:
+    if q.dtype not in binding.KERNEL_DTYPES or q.shape[2] // int(num_heads) > binding.MAX_DIM_K:
         return None
     ext = binding.load()
     if ext is None:

@@ -38,6 +38,9 @@ BINDING_SOURCES = (BINDING_SOURCE, *sorted(plugins.OPS_DIR.glob("*/torch/*_bindi
 KERNELS_DIR = plugins.KERNELS_DIR
 KERNEL_SOURCES = plugins.KERNEL_SOURCES
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: The largest query / key head dim the kernels take (``kLINEAR_RECURRENCE_MAX_DIM_K`` of
+#: ``plugins/linear_recurrence/cuda/linear_recurrence.h``, which the causal linear attention runs on too).
+MAX_DIM_K = 256
 
 
 def cuda_present() -> bool:

@@ -1,5 +1,5 @@
-// CUDA launcher of causal linear attention (linear_attention_prefill.cu, linear_attention_decode.cu):
-// rnnx::kernels::causalLinearAttentionForward and its workspace size.
+// CUDA launcher of causal linear attention (causal_linear_attention.cu, on the linear recurrence's kernels,
+// linear_recurrence/cuda/linear_recurrence.h): rnnx::kernels::causalLinearAttentionForward and its workspace size.
 // Launcher conventions (enqueue only, launch status returned, zero sizes valid): rnnx/kernel_types.h.
 #pragma once
 
@@ -15,8 +15,8 @@ struct LinearAttentionParams
 {
     int batch;       //!< B
     int heads;       //!< H, packed in the last axis of q, k, v and out
-    int length;      //!< L; L == 1 runs the decode kernel
-    int dim_k;       //!< E, head dim of q and k
+    int length;      //!< L
+    int dim_k;       //!< E, head dim of q and k, 1..256
     int dim_v;       //!< M, head dim of v
     float eps;       //!< added to the denominator phi(q)^T z
     bool time_major; //!< q, k, v, out are (L, B, H*.) and mask_pad (L, B); else (B, L, H*.) and (B, L)
@@ -44,12 +44,15 @@ size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& params, D
 //!   z_last    (B, H, E)     fp32; may alias z0 exactly (in place)
 //!   workspace               causalLinearAttentionWorkspaceSize() bytes, 16-byte aligned
 //!
-//! L >= 2 runs the chunked prefill kernel when E and M are both in {32, 64, 128}: 64-token chunks,
-//! the in-chunk matmuls phi(Q) phi(K)^T, A V and the state update K^T V on tensor cores for
-//! fp16 / bf16 (fp32 accumulation; fp32 activations use fp32 FMA), phi(Q) S in fp32, the fp32
-//! state carried between chunks. Other head dims run the decode kernel once per token (slow but
-//! exact). L == 1 runs the decode kernel. Returns cudaErrorInvalidValue for non-positive head dims,
-//! negative sizes or a mask_type not in MaskType.
+//! It is linearRecurrenceForward (linear_recurrence.h) with the linear rule, H_q = H_kv = H, scale 1, the feature
+//! map elu + 1, params.time_major, and the normaliser (z0, z_last, eps, workspace): z is the state's ones column.
+//! So its kernels are the linear recurrence's, picked by kAUTO: L == 1 the recurrent kernel; L >= 2 the chunked MMA
+//! kernel when E and M are both in {32, 64, 128} (fp16 / bf16: 64-token chunks, the in-chunk matmuls
+//! phi(Q) phi(K)^T, A V and the state update K^T V on tensor cores with fp32 accumulation; fp32: 32-token chunks,
+//! fp32 FMA; phi(Q) S, the normaliser and the state in fp32), else the chunked kernel (chunks of up to 32 tokens,
+//! fp32). L == 0 copies S0 / z0 to S_last / z_last (zeros where absent). Returns cudaErrorInvalidValue for negative
+//! sizes, E outside 1..256, M < 1, a mask_type not in MaskType, or z_last aliasing z0 without the workspace when M is
+//! split into several column tiles.
 cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, DataType type, const void* q,
     const void* k, const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last,
     float* z_last, void* workspace, cudaStream_t stream);

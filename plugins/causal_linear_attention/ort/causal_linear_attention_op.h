@@ -4,11 +4,13 @@
 // time_major = 1, q, k, v, out are (L, B, H*.) and mask_pad (L, B); heads packed in the last axis; outputs out
 // (B, L, H*M), S_last, z_last; attributes eps, num_heads, time_major (rnnx.runtime.contract.ops.
 // CAUSAL_LINEAR_ATTENTION). The onnxruntime target's nodes leave absent states and mask out, the tensorrt target's
-// give zeros and an all-false mask: both run. fp16 / bf16 inputs are staged to fp32 around the fp32 kernel
-// (causal_linear_attention_isa.h), parallel over (batch, head) on ORT's intra-op thread pool.
+// give zeros and an all-false mask: both run. It runs on the linear recurrence's kernel (the op's one kernel set):
+// the linear rule with phi = elu + 1 on q and k, scale 1 and the normaliser z
+// (../../linear_recurrence/ort/linear_recurrence_isa.h); fp16 / bf16 inputs are staged to fp32 around it, parallel
+// over (batch, head, tile of value columns) on ORT's intra-op thread pool.
 #pragma once
 
-#include "causal_linear_attention_isa.h"
+#include "../../linear_recurrence/ort/linear_recurrence_isa.h"
 #include "ort_op_support.h"
 
 namespace rnnx_ort
@@ -72,12 +74,17 @@ template <typename T> struct CausalLinearAttentionKernel
         Ort::UnownedValue out = ctx.GetOutput(0, {qs[0], qs[1], H * M});
         Ort::UnownedValue S_last = ctx.GetOutput(1, {B, H, E, M});
         Ort::UnownedValue z_last = ctx.GetOutput(2, {B, H, E});
-        const AttentionArgs<acc_t> args{B, H, L, E, M, eps, time_major, as_acc<T>(q, q_f), as_acc<T>(k, k_f),
-            as_acc<T>(v, v_f), has_S0 ? S0.GetTensorData<acc_t>() : nullptr,
-            has_z0 ? z0.GetTensorData<acc_t>() : nullptr, pad,
-            output_acc<T>(out, static_cast<size_t>(B * L * H * M), out_f), S_last.GetTensorMutableData<acc_t>(),
-            z_last.GetTensorMutableData<acc_t>()};
-        return run<T>(ctx, attention_forward<acc_t>, args, out, out_f);
+        LinearRecurrenceArgs<acc_t> args{B, L, H, H, E, M, /*rule linear*/ 0, false, false, /*scale*/ 1.0,
+            as_acc<T>(q, q_f), as_acc<T>(k, k_f), as_acc<T>(v, v_f), has_S0 ? S0.GetTensorData<acc_t>() : nullptr,
+            nullptr, nullptr, pad, output_acc<T>(out, static_cast<size_t>(B * L * H * M), out_f),
+            S_last.GetTensorMutableData<acc_t>(), false};
+        args.time_major = time_major;
+        args.feature_map = true;
+        args.normalise = true;
+        args.eps = eps;
+        args.z_in = has_z0 ? z0.GetTensorData<acc_t>() : nullptr;
+        args.z_out = z_last.GetTensorMutableData<acc_t>();
+        return run<T>(ctx, linear_recurrence_forward<acc_t>, args, out, out_f);
     }
 };
 

@@ -2,6 +2,7 @@
 
 #include "common/exprChecks.h"
 #include "causal_linear_attention/cuda/causal_linear_attention.h"
+#include "linear_recurrence/cuda/linear_recurrence.h"
 #include "common/pluginRegistry.h"
 
 #include <cmath>
@@ -143,6 +144,12 @@ int32_t CausalLinearAttentionPlugin::outputShapes(nvinfer1::DimsExprs const* inp
             + std::to_string(H) + ", E, M), z0 (B, " + std::to_string(H) + ", E)");
         return -1;
     }
+    if (q.d[2]->isConstant() && q.d[2]->getConstantValue() / H > kernels::kLINEAR_RECURRENCE_MAX_DIM_K)
+    {
+        logLayerError("q's head dim E = " + std::to_string(q.d[2]->getConstantValue() / H) + " exceeds "
+            + std::to_string(kernels::kLINEAR_RECURRENCE_MAX_DIM_K) + ", the largest the kernels take");
+        return -1;
+    }
     // out is (d0, d1, H*M), v's shape; the state outputs take the state inputs' shapes (S_last continues S0,
     // z_last continues z0).
     outputs[0] = v;
@@ -176,6 +183,13 @@ bool CausalLinearAttentionPlugin::checkShapes(
     }
     // mask_pad has q's two leading axes: (B, L), or (L, B) when time_major.
     ok = ok && mask.nbDims == 2 && mask.d[0] == q.d[0] && mask.d[1] == q.d[1];
+    if (ok && p.dim_k > kernels::kLINEAR_RECURRENCE_MAX_DIM_K)
+    {
+        logLayerError("q " + toString(q) + ": head dim E = " + std::to_string(p.dim_k) + " exceeds "
+            + std::to_string(kernels::kLINEAR_RECURRENCE_MAX_DIM_K)
+            + ", the largest the kernels take (the linear recurrence's, linear_recurrence/cuda/linear_recurrence.h)");
+        return false;
+    }
     if (!ok)
     {
         logLayerError("inconsistent shapes for num_heads " + std::to_string(mParams.numHeads) + ", time_major "

@@ -7,6 +7,7 @@
 #include "testHarness.h"
 #include "testUtils.h"
 #include "causal_linear_attention/tests/causalLinearAttentionTestUtils.h"
+#include "linear_recurrence/cuda/linear_recurrence.h"
 
 using namespace rnnx;
 using namespace rnnx::test;
@@ -105,6 +106,39 @@ TEST_CASE("CausalLinearAttention getOutputShapes refuses constant extents that d
         };
         checkRefused(*plugin, bad, [&](int32_t) { return good(); }, 3, "do not match num_heads 4", b);
     }
+}
+
+TEST_CASE("CausalLinearAttention refuses a head dim E above the kernels' limit, at build time and at a shape change")
+{
+    // num_heads 2, E = 257 (the linear recurrence's kernels, which this op runs on, take E <= 256); M = 8.
+    int32_t const E = kernels::kLINEAR_RECURRENCE_MAX_DIM_K + 1;
+    auto plugin = makeAttention(2);
+    REQUIRE(plugin != nullptr);
+    TestExprBuilder b;
+    auto const* B = b.constant(2);
+    auto const* L = b.symbol("L");
+    std::vector<nvinfer1::DimsExprs> in{exprs({B, L, b.constant(2 * E)}), exprs({B, L, b.constant(2 * E)}),
+        exprs({B, L, b.constant(16)}), exprs({B, b.constant(2), b.constant(E), b.constant(8)}),
+        exprs({B, b.constant(2), b.constant(E)}), exprs({B, L})};
+    nvinfer1::DimsExprs out[3]{};
+    takeLoggedMessages();
+    CHECK(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 3, b) != 0);
+    CHECK(takeLoggedMessages().find("head dim E = 257 exceeds 256") != std::string::npos);
+    // E = 256 passes.
+    in[0] = in[1] = exprs({B, L, b.constant(2 * (E - 1))});
+    in[3] = exprs({B, b.constant(2), b.constant(E - 1), b.constant(8)});
+    in[4] = exprs({B, b.constant(2), b.constant(E - 1)});
+    CHECK(plugin->getOutputShapes(in.data(), 6, nullptr, 0, out, 3, b) == 0);
+    // Concrete shapes (symbolic at build time) are checked before enqueue.
+    auto const q = desc({2, 5, 2 * E}, DataType::kFLOAT);
+    auto const v = desc({2, 5, 16}, DataType::kFLOAT);
+    auto const S = desc({2, 2, E, 8}, DataType::kFLOAT);
+    auto const z = desc({2, 2, E}, DataType::kFLOAT);
+    auto const mask = desc({2, 5}, DataType::kINT32);
+    std::vector<nvinfer1::PluginTensorDesc> all{q, q, v, S, z, mask}, outs{v, S, z};
+    takeLoggedMessages();
+    CHECK(plugin->onShapeChange(all.data(), 6, outs.data(), 3) != 0);
+    CHECK(takeLoggedMessages().find("head dim E = 257 exceeds 256") != std::string::npos);
 }
 
 TEST_CASE("CausalLinearAttention output data types: activations follow the first input, state is fp32")

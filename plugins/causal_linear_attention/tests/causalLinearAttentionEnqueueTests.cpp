@@ -286,8 +286,8 @@ int32_t randomLength()
     }
 }
 
-//! Head dims 32 / 64 / 128 (chunked prefill; L = 1 decode), every state-input variant, both layouts, padding or
-//! not, random B, H, L.
+//! Head dims 32 / 64 / 128 (the chunked MMA kernel; L = 1 the recurrent kernel), every state-input variant, both
+//! layouts, padding or not, random B, H, L.
 void attentionRandomShapes(Act act)
 {
     int32_t variant = randInt(0, 15);
@@ -376,7 +376,8 @@ AttentionConfig paddedStatefulConfig(Act act, AttentionDims d, int32_t maxHeads,
     return c;
 }
 
-//! Other head dims (the per-token decode kernel for every L) and L = 1 with state, padding and both layouts.
+//! Other head dims (the chunked kernel for L > 1) and L = 1 (the recurrent kernel) with state, padding and both
+//! layouts.
 void attentionGenericDims(Act act)
 {
     int32_t i = 0;
@@ -390,7 +391,8 @@ void attentionGenericDims(Act act)
 
 /*
  * The same attention problems with mask_pad bound as int32 (what TensorRT gives the plugin), uint8 and bool, for
- * the chunked prefill (E = M = 32, L > 64), the per-token kernel (E = 16, M = 8) and L = 1 decode, both layouts:
+ * the chunked MMA kernel (E = M = 32, L > 64), the chunked kernel (E = 16, M = 8) and L = 1 (the recurrent kernel),
+ * both layouts:
  * each matches the reference, and the three give bitwise the same out, S_last and z_last.
  */
 void attentionMaskTypes()

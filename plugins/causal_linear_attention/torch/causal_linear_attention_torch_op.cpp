@@ -1,9 +1,9 @@
 // rnnx::causal_linear_attention in librnnx_torch_ops (plugins/torch/rnnx_torch_ops.cpp says what the library is):
-// the schema of the Python op and the recurrent CPU kernel of ../cpu/causal_linear_attention_kernel.h on ATen's
-// thread pool.
+// the schema of the Python op and the linear recurrence's CPU kernel (linear_recurrence/cpu/linear_recurrence_kernel.h:
+// the linear rule with phi = elu + 1, scale 1 and the normaliser) on ATen's thread pool.
 #include "libtorch_op_support.h"
 #include "aten_parallel_for.h"
-#include "causal_linear_attention/cpu/causal_linear_attention_kernel.h"
+#include "linear_recurrence/cpu/linear_recurrence_kernel.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -16,7 +16,7 @@ namespace
 {
 using rnnx::torch_ops::stateDtype;
 
-// rnnx::causal_linear_attention on the CPU: the recurrent kernel in the state dtype, out cast back to q's dtype.
+// rnnx::causal_linear_attention on the CPU: the token-loop kernel in the state dtype, out cast back to q's dtype.
 // q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) — (L, B, ...) when time_major — heads packed.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const at::Tensor& q, const at::Tensor& k,
     const at::Tensor& v, const std::optional<at::Tensor>& S0, const std::optional<at::Tensor>& z0,
@@ -55,16 +55,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_linear_attention_cpu(const
     auto out = at::empty({q.size(0), q.size(1), H * M}, qf.options());
     auto S_last = at::empty({B, H, E, M}, qf.options());
     auto z_last = at::empty({B, H, E}, qf.options());
-    const rnnx::linear_attention_cpu::Problem p{B, H, L, E, M, eps, tm};
+    namespace lr = rnnx::linear_recurrence_cpu;
+    lr::Problem p{B, L, H, H, E, M, lr::Rule::linear, false, false, /*scale*/ 1.0};
+    p.time_major = tm;
+    p.feature_map = true;
+    p.normalise = true;
+    p.eps = eps;
     AT_DISPATCH_FLOATING_TYPES(acc, "causal_linear_attention_cpu",
         [&]
         {
-            rnnx::linear_attention_cpu::forward_impl<scalar_t, scalar_t>(rnnx::AtenParallelFor{}, p,
-                qf.data_ptr<scalar_t>(), kf.data_ptr<scalar_t>(), vf.data_ptr<scalar_t>(),
-                s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr,
-                zz0.has_value() ? zz0->data_ptr<scalar_t>() : nullptr,
-                pad.has_value() ? pad->data_ptr<uint8_t>() : nullptr, out.data_ptr<scalar_t>(),
-                S_last.data_ptr<scalar_t>(), z_last.data_ptr<scalar_t>());
+            lr::forward_impl<scalar_t, scalar_t>(rnnx::AtenParallelFor{}, p, qf.data_ptr<scalar_t>(),
+                kf.data_ptr<scalar_t>(), vf.data_ptr<scalar_t>(), s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr,
+                nullptr, nullptr, pad.has_value() ? pad->data_ptr<uint8_t>() : nullptr, out.data_ptr<scalar_t>(),
+                S_last.data_ptr<scalar_t>(), zz0.has_value() ? zz0->data_ptr<scalar_t>() : nullptr,
+                z_last.data_ptr<scalar_t>());
         });
     return {out.to(q.scalar_type()), S_last, z_last};
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 namespace
 {
@@ -24,9 +25,9 @@ void linear_recurrence_forward_impl(const ParallelFor& parallel_for, const Linea
 {
     namespace lr = rnnx::linear_recurrence_cpu;
     const lr::Problem p{a.B, a.T, a.Hq, a.Hkv, a.dk, a.dv, static_cast<lr::Rule>(a.rule), a.decay_per_key,
-        a.beta_per_head, a.scale, a.qk_l2_norm};
+        a.beta_per_head, a.scale, a.qk_l2_norm, a.time_major, a.feature_map, a.normalise, a.eps};
     lr::forward_impl<acc_t, acc_t>(HostParallelFor{&parallel_for}, p, a.query, a.key, a.value, a.past_state, a.decay,
-        a.beta, a.pad, a.out, a.present_state);
+        a.beta, a.pad, a.out, a.present_state, a.z_in, a.z_out);
 }
 } // namespace
 

@@ -19,6 +19,12 @@ template <typename acc_t> struct LinearRecurrenceArgs
     const uint8_t* pad;
     acc_t *out, *present_state;
     bool qk_l2_norm; // each query / key head divided by its L2 norm first
+    // rnnx's extensions for causal linear attention (../cpu/linear_recurrence_kernel.h): token rows (T, B, ...) and pad
+    // (T, B); phi = elu + 1 on queries and keys; the linear rule's normaliser z (B, Hkv, dk), z_in null = zeros.
+    bool time_major{false}, feature_map{false}, normalise{false};
+    double eps{0.0};
+    const acc_t* z_in{nullptr};
+    acc_t* z_out{nullptr};
 };
 
 // The avx512 build where the CPU runs it, else avx2, else base.

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "common/pluginBase.h"
+#include "linear_recurrence/cuda/linear_recurrence.h"
 
 #include <NvInferRuntime.h>
 
@@ -82,7 +83,7 @@ public:
     //! update_rule's strings, in the order of kernels::LinearRecurrenceRule.
     static std::vector<char const*> const& updateRules();
     //! The largest head dim (d_k and d_v) the plugin takes: the kernels' limit for d_k.
-    static constexpr int64_t kMAX_HEAD_DIM{256};
+    static constexpr int64_t kMAX_HEAD_DIM{kernels::kLINEAR_RECURRENCE_MAX_DIM_K};
 
     static bool inputLayout(LinearRecurrenceParameters const& params, int32_t nbInputs, LinearRecurrenceInputs& inputs,
         char const* layer) noexcept;

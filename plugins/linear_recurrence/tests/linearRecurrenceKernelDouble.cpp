@@ -13,11 +13,12 @@ namespace kernels
 
 cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataType type, const void* query,
     const void* key, const void* value, const float* past_state, const void* decay, const void* beta,
-    const void* mask_pad, void* output, float* present_state, cudaStream_t stream)
+    const void* mask_pad, void* output, float* present_state, cudaStream_t stream,
+    const LinearRecurrenceNormaliser* normaliser)
 {
     test::LinearRecurrenceCall& call = test::recordedCall<test::LinearRecurrenceCall>();
     call = {call.count + 1, params, type, query, key, value, past_state, decay, beta, mask_pad, output, present_state,
-        stream};
+        stream, normaliser};
     return test::kernelsDouble().status;
 }
 

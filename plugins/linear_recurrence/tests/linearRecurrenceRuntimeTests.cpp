@@ -56,6 +56,9 @@ TEST_CASE("LinearRecurrence enqueue passes sizes, rule, decay / beta layouts, sc
                 CHECK(call.params.rule == c.expected);
                 CHECK(call.params.scale == 0.25F);
                 CHECK(call.params.kernel == kernels::LinearRecurrenceKernel::kAUTO);
+                // The op itself: no feature map, batch-first, no normaliser (causal linear attention's options).
+                CHECK(call.params.feature_map == kernels::LinearRecurrenceFeatureMap::kNONE);
+                CHECK(!call.params.time_major && call.normaliser == nullptr);
                 CHECK_EQ(call.params.decay_per_key, gated && c.decayWidth == Hkv * dk);
                 CHECK_EQ(call.params.beta_per_head, delta && c.betaWidth == Hkv);
                 kernels::DataType expectedType{};

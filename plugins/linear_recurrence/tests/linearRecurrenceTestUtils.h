@@ -51,6 +51,7 @@ struct LinearRecurrenceCall
     void* output{};
     float* presentState{};
     cudaStream_t stream{};
+    kernels::LinearRecurrenceNormaliser const* normaliser{};
 };
 
 } // namespace test

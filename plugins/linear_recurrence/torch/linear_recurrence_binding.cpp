@@ -15,7 +15,8 @@ using namespace rnnx::torch_binding;
 //! H_k = min(H_q, H_kv), H_o = max(H_q, H_kv) (one a multiple of the other); past_state (B, H_kv, d_k, d_v) fp32 or
 //! None, present_state the same (may be past_state); mask_pad (B, T) uint8 / bool / int32 or None. update_rule:
 //! LinearRecurrenceRule (0 linear, 1 gated, 2 delta, 3 gated_delta); kernel: LinearRecurrenceKernel (0 auto,
-//! 1 recurrent, 2 chunked); scale 0 means 1/sqrt(d_k); qk_l2_norm: each query / key head divided by its L2 norm.
+//! 1 recurrent, 2 chunked, 3 chunked_mma); scale 0 means 1/sqrt(d_k); qk_l2_norm: each query / key head divided by its
+//! L2 norm.
 void linearRecurrence(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const c10::optional<at::Tensor>& past_state, const c10::optional<at::Tensor>& decay,
     const c10::optional<at::Tensor>& beta, const c10::optional<at::Tensor>& mask_pad, at::Tensor output,

@@ -1,44 +1,40 @@
-// Causal linear attention prefill (rnnx::kernels::causalLinearAttentionForward), chunked.
+// The linear rule's chunked MMA kernel (LinearRecurrenceKernel::kCHUNKED_MMA; linear_recurrence.h says when it is
+// eligible): S_t = S_{t-1} + k_t v_t^T, o_t = scale * S_t^T q_t, optionally normalised by z.
 //
-// One block per (batch * head, tile of kTileM columns of v): the block owns S[:, m0:m0+kTileM]
-// (fp32, shared memory) and the whole z (every column tile recomputes it; tile 0 writes it) and
-// walks the sequence in chunks of kChunk tokens. With Q = phi(q), K = phi(k) of one chunk:
+// One block per (batch * head, tile of kTileM columns of v): the block owns S[:, m0:m0+kTileM] (fp32, shared memory)
+// and, with a normaliser, the whole z (every column tile computes it; tile 0 writes it), and walks the sequence in
+// chunks of kChunk tokens. With Q, K the chunk's query and key rows after the feature map:
 //
 //   A   = tril(Q K^T)                          (kChunk x kChunk)
-//   den = Q z + A 1 + eps
-//   out = (A V + Q S) / den                    (tensor cores: (A / den) V + (Q S) / den)
+//   den = scale (Q z + A 1) + eps              (with a normaliser; else 1)
+//   out = scale (A V + Q S) / den              (tensor cores: (scale A / den) V + scale (Q S) / den)
 //   S  += K^T V,   z += K^T 1
 //
-// fp16 / bf16: Q, K, V and A are kept in the activation type and the matmuls Q K^T, A V and K^T V
-// run on tensor cores (WMMA 16x16x16, fp32 accumulation; K^T V accumulates straight onto the fp32
-// state). Q S, the normaliser and the state stay in fp32; z sums phi(k) in fp32 from the inputs, as a
-// decode step does (only S's update takes the activation-type phi(k) that the tensor cores need).
-// fp32 activations use fp32 FMA throughout.
-// Heads are packed in the last axis (causal_linear_attention.h): the block of (b, h) reads columns h*E .. h*E+E-1 of q
-// and k and h*M + m0 .. of v at each of its tokens' rows (TokenRows: consecutive rows batch-first, rows B apart
-// time-major) and writes out there. A pad step (mask_pad non-zero) is loaded with phi(k) = 0 and v = 0, so it adds
-// nothing to the state nor to any other step's output (its column of A is zero); its own output row is still
-// phi(q) S / (phi(q) z + eps) from the state carried to it.
-// Each block reads its state tile completely before the first write, so S_last may alias S0;
-// z0 is copied to the workspace first when z_last aliases it and several tiles read it.
+// fp16 / bf16: Q, K, V and scale A / den are kept in the activation type and the matmuls Q K^T, A V and K^T V run on
+// tensor cores (WMMA 16x16x16, fp32 accumulation; K^T V accumulates straight onto the fp32 state). Q S, the normaliser
+// and the state stay in fp32; z sums k in fp32 from the inputs (only S's update takes the activation-type K that the
+// tensor cores need), as the recurrent kernel does. fp32 activations use fp32 FMA throughout.
+// Heads are packed in the last axis: the block of (b, h) reads columns h*E .. h*E+E-1 of query and key and
+// h*M + m0 .. of value at each of its tokens' rows (tokenRow: b*T + t, or t*B + b time-major) and writes output there.
+// A pad step (mask_pad non-zero) is loaded with K = 0 and V = 0, so it adds nothing to the state nor to any other
+// step's output (its column of A is zero); its own output row is still read from the state carried to it.
+// Each block reads its state tile completely before the first write, so present_state may alias past_state; the
+// launcher hands z_in through its workspace when z_out aliases it and several tiles read it.
 #include <mma.h>
 
 #include <atomic>
 #include <type_traits>
 
-#include "linear_attention_internal.h"
-#include "type_utils.cuh"
+#include "linear_recurrence/cuda/linear_recurrence_internal.h"
 
 namespace rnnx
 {
 namespace kernels
 {
+namespace detail
+{
 namespace
 {
-
-using detail::fromFloat;
-using detail::phi;
-using detail::toFloat;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -49,11 +45,18 @@ constexpr size_t alignUp(size_t bytes)
     return (bytes + 127) / 128 * 128;
 }
 
-template <typename T, int E, int M> struct PrefillConfig
+//! Columns of v per block: 64, or 32 on tensor cores at E = 128 (shared memory); at most M.
+constexpr int tileColumns(bool tensor_cores, int E, int M)
+{
+    return (tensor_cores && E == 128) ? (M < 32 ? M : 32) : (M < 64 ? M : 64);
+}
+
+//! Chunk and column tile of the kernel for activation type T and head dims E, M, and its shared memory.
+template <typename T, int E, int M> struct MmaConfig
 {
     static constexpr bool kTensorCores = !std::is_same<T, float>::value;
     static constexpr int kChunk = kTensorCores ? 64 : 32;
-    static constexpr int kTileM = (kTensorCores && E == 128) ? (M < 32 ? M : 32) : (M < 64 ? M : 64);
+    static constexpr int kTileM = tileColumns(kTensorCores, E, M);
     static constexpr int kTiles = M / kTileM;
     // Leading dimensions (elements): padded against bank conflicts; multiples of 8 (T) or 4 (float)
     // where WMMA loads or stores them.
@@ -85,11 +88,9 @@ template <typename T, int E, int M> struct PrefillConfig
 };
 
 template <typename T, int E, int M>
-__global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams p, const T* __restrict__ q,
-    const T* __restrict__ k, const T* __restrict__ v, const float* S0, const float* z0,
-    const void* __restrict__ mask_pad, T* __restrict__ out, float* S_last, float* z_last)
+__global__ void __launch_bounds__(kThreads) chunkedMmaKernel(RecurrenceProblem p, RecurrenceTensors<T> x)
 {
-    using Cfg = PrefillConfig<T, E, M>;
+    using Cfg = MmaConfig<T, E, M>;
     constexpr int C = Cfg::kChunk;
     constexpr int TM = Cfg::kTileM;
     RNNX_DYNAMIC_SHARED_MEMORY(unsigned char, smem, 128);
@@ -106,47 +107,46 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const size_t bh = blockIdx.x;
     const int m0 = blockIdx.y * TM;
-    const int L = p.length;
-    const int b = static_cast<int>(bh / p.heads), h = static_cast<int>(bh % p.heads);
-    const detail::TokenRows rowsOf = detail::TokenRows::of(p, b);
-    // Elements between consecutive rows of q / k and of v / out; the head's first column in them.
-    const size_t ldqk = static_cast<size_t>(p.heads) * E;
-    const size_t ldvo = static_cast<size_t>(p.heads) * M;
-    const T* qb = q + static_cast<size_t>(h) * E;
-    const T* kb = k + static_cast<size_t>(h) * E;
-    const T* vb = v + static_cast<size_t>(h) * M;
-    T* ob = out + static_cast<size_t>(h) * M;
+    const int L = p.T;
+    const int b = static_cast<int>(bh / p.Hkv), h = static_cast<int>(bh % p.Hkv);
+    // Elements between consecutive rows of query / key and of value / output; the head's first column in them.
+    const size_t ldqk = static_cast<size_t>(p.Hkv) * E;
+    const size_t ldvo = static_cast<size_t>(p.Hkv) * M;
+    const T* qb = x.q + static_cast<size_t>(h) * E;
+    const T* kb = x.k + static_cast<size_t>(h) * E;
+    const T* vb = x.v + static_cast<size_t>(h) * M;
+    T* ob = x.out + static_cast<size_t>(h) * M;
 
     for (int i = tid; i < E * TM; i += kThreads)
     {
         const int e = i / TM, m = i % TM;
-        Ss[e * Cfg::kLdS + m] = S0 != nullptr ? S0[(bh * E + e) * M + m0 + m] : 0.f;
+        Ss[e * Cfg::kLdS + m] = x.S_in != nullptr ? x.S_in[(bh * E + e) * M + m0 + m] : 0.f;
     }
     for (int e = tid; e < E; e += kThreads)
-        zs[e] = z0 != nullptr ? z0[bh * E + e] : 0.f;
+        zs[e] = x.z_in != nullptr ? x.z_in[bh * E + e] : 0.f;
 
     for (int t0 = 0; t0 < L; t0 += C)
     {
         const int rows = L - t0 < C ? L - t0 : C;
-        // Load phi(q), phi(k), v of the chunk; rows past the end are zeros (no contribution), and so are phi(k)
-        // and v at pad steps.
+        // Load Q, K (feature-mapped), V of the chunk; rows past the end are zeros (no contribution), and so are K
+        // and V at pad steps.
         for (int i = tid; i < C * E; i += kThreads)
         {
             const int t = i / E, e = i % E;
             const bool in = t < rows;
-            const size_t row = in ? rowsOf.row(t0 + t) : 0;
+            const size_t row = in ? tokenRow(p, b, t0 + t) : 0;
             const size_t g = row * ldqk + e;
-            Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? phi(toFloat(qb[g])) : 0.f);
+            Qs[t * Cfg::kLdQK + e] = fromFloat<T>(in ? featureMap(p, toFloat(qb[g])) : 0.f);
             Ks[t * Cfg::kLdQK + e] =
-                fromFloat<T>(in && !detail::isPad(mask_pad, p.mask_type, row) ? phi(toFloat(kb[g])) : 0.f);
+                fromFloat<T>(in && !isPad(x.mask, p.mask_type, row) ? featureMap(p, toFloat(kb[g])) : 0.f);
         }
         for (int i = tid; i < C * TM; i += kThreads)
         {
             const int t = i / TM, m = i % TM;
             const bool in = t < rows;
-            const size_t row = in ? rowsOf.row(t0 + t) : 0;
+            const size_t row = in ? tokenRow(p, b, t0 + t) : 0;
             Vs[t * Cfg::kLdV + m] =
-                in && !detail::isPad(mask_pad, p.mask_type, row) ? vb[row * ldvo + m0 + m] : fromFloat<T>(0.f);
+                in && !isPad(x.mask, p.mask_type, row) ? vb[row * ldvo + m0 + m] : fromFloat<T>(0.f);
         }
         __syncthreads();
 
@@ -193,31 +193,39 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
         }
         __syncthreads();
 
-        // den = Q z + A 1 + eps, one warp per row; the activation-type copy of tril(A) / den.
-        for (int t = warp; t < C; t += kWarps)
+        // den = scale (Q z + A 1) + eps with a normaliser, one warp per row; else 1.
+        if (p.normalised)
         {
-            float sum = 0.f;
-            for (int s = lane; s <= t; s += 32)
-                sum += Af[t * Cfg::kLdA + s];
-            for (int e = lane; e < E; e += 32)
-                sum += toFloat(Qs[t * Cfg::kLdQK + e]) * zs[e];
-            for (int offset = 16; offset > 0; offset /= 2)
-                sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-            if (lane == 0)
-                den[t] = sum + p.eps;
+            for (int t = warp; t < C; t += kWarps)
+            {
+                float sum = 0.f;
+                for (int s = lane; s <= t; s += 32)
+                    sum += Af[t * Cfg::kLdA + s];
+                for (int e = lane; e < E; e += 32)
+                    sum += toFloat(Qs[t * Cfg::kLdQK + e]) * zs[e];
+                for (int offset = 16; offset > 0; offset /= 2)
+                    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+                if (lane == 0)
+                    den[t] = p.scale * sum + p.eps;
+            }
+        }
+        else
+        {
+            for (int t = tid; t < C; t += kThreads)
+                den[t] = 1.f;
         }
         if constexpr (Cfg::kTensorCores)
         {
-            // The activation-type copy holds A / den (entries in [0, 1]): raw scores Q K^T overflow
-            // fp16 (> 65504) for large but representable q, k, and tiny ones flush to zero.
+            // The activation-type copy holds scale A / den (with a normaliser entries in [0, 1]: raw scores Q K^T
+            // overflow fp16 (> 65504) for large but representable q, k, and tiny ones flush to zero).
             __syncthreads(); // den
             for (int i = tid; i < C * C; i += kThreads)
             {
                 const int t = i / C, s = i % C;
-                Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? Af[t * Cfg::kLdA + s] / den[t] : 0.f);
+                Ah[t * Cfg::kLdAh + s] = fromFloat<T>(s <= t ? p.scale * Af[t * Cfg::kLdA + s] / den[t] : 0.f);
             }
             __syncthreads();
-            // Os = (A / den) V (over the diagonal blocks and those left of it), overwriting the fp32 A.
+            // Os = (scale A / den) V (over the diagonal blocks and those left of it), overwriting the fp32 A.
             namespace wmma = nvcuda::wmma;
             constexpr int nti = C / kFrag, ntj = TM / kFrag;
             for (int tile = warp; tile < nti * ntj; tile += kWarps)
@@ -238,8 +246,8 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
         }
         __syncthreads();
 
-        // out = (A V + Q S) / den: a thread owns one column and every kRowStep-th row. With tensor
-        // cores Os already holds (A / den) V and acc gets Q S only.
+        // out = scale (A V + Q S) / den: a thread owns one column and every kRowStep-th row. With tensor cores Os
+        // already holds (scale A / den) V and acc gets Q S only.
         {
             constexpr int kRowStep = kThreads / TM;
             constexpr int kRows = C / kRowStep;
@@ -271,16 +279,16 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
                 const int t = r0 + j * kRowStep;
                 if (t < rows)
                 {
-                    float o = acc[j] / den[t];
+                    float o = p.scale * acc[j] / den[t];
                     if constexpr (Cfg::kTensorCores)
                         o += Os[t * Cfg::kLdO + m];
-                    ob[rowsOf.row(t0 + t) * ldvo + m0 + m] = fromFloat<T>(o);
+                    ob[tokenRow(p, b, t0 + t) * ldvo + m0 + m] = fromFloat<T>(o);
                 }
             }
         }
         __syncthreads();
 
-        // S += K^T V, z += K^T 1.
+        // S += K^T V.
         if constexpr (Cfg::kTensorCores)
         {
             namespace wmma = nvcuda::wmma;
@@ -319,18 +327,21 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
             for (int j = 0; j < kRows; ++j)
                 Ss[(r0 + j * kRowStep) * Cfg::kLdS + m] += acc[j];
         }
-        // z += sum_s phi(k_s) over the chunk's non-pad steps in fp32 from the inputs themselves, as a decode step
+        // z += sum_s k_s over the chunk's non-pad steps in fp32 from the inputs themselves, as the recurrent kernel
         // sums it: not from the activation-type copy in Ks (the matmul operand), whose rounding would accumulate in z.
-        for (int e = tid; e < E; e += kThreads)
+        if (p.normalised)
         {
-            float sum = 0.f;
-            for (int s = 0; s < rows; ++s)
+            for (int e = tid; e < E; e += kThreads)
             {
-                const size_t row = rowsOf.row(t0 + s);
-                if (!detail::isPad(mask_pad, p.mask_type, row))
-                    sum += phi(toFloat(kb[row * ldqk + e]));
+                float sum = 0.f;
+                for (int s = 0; s < rows; ++s)
+                {
+                    const size_t row = tokenRow(p, b, t0 + s);
+                    if (!isPad(x.mask, p.mask_type, row))
+                        sum += featureMap(p, toFloat(kb[row * ldqk + e]));
+                }
+                zs[e] += sum;
             }
-            zs[e] += sum;
         }
         __syncthreads();
     }
@@ -338,12 +349,12 @@ __global__ void __launch_bounds__(kThreads) prefillKernel(LinearAttentionParams 
     for (int i = tid; i < E * TM; i += kThreads)
     {
         const int e = i / TM, m = i % TM;
-        S_last[(bh * E + e) * M + m0 + m] = Ss[e * Cfg::kLdS + m];
+        x.S_out[(bh * E + e) * M + m0 + m] = Ss[e * Cfg::kLdS + m];
     }
-    if (blockIdx.y == 0)
+    if (p.normalised && blockIdx.y == 0)
     {
         for (int e = tid; e < E; e += kThreads)
-            z_last[bh * E + e] = zs[e];
+            x.z_out[bh * E + e] = zs[e];
     }
 }
 
@@ -368,20 +379,19 @@ cudaError_t allowSharedMemory(Kernel* kernel, int bytes, std::atomic<unsigned lo
 }
 
 template <typename T, int E, int M>
-cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
+cudaError_t launch(const RecurrenceProblem& p, const RecurrenceTensors<T>& x, cudaStream_t stream)
 {
-    using Cfg = PrefillConfig<T, E, M>;
+    using Cfg = MmaConfig<T, E, M>;
     static std::atomic<unsigned long long> shared_set{0}; // per instantiation: this kernel's devices
-    const auto kernel = &prefillKernel<T, E, M>;
-    const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.batch) * p.heads), Cfg::kTiles);
+    const auto kernel = &chunkedMmaKernel<T, E, M>;
+    const dim3 grid(static_cast<unsigned>(static_cast<size_t>(p.B) * p.Hkv), Cfg::kTiles);
     cudaError_t err = cudaSuccess;
     for (bool force : {false, true})
     {
         err = allowSharedMemory(kernel, static_cast<int>(Cfg::kBytes), shared_set, force);
         if (err != cudaSuccess)
             return err;
-        RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last);
+        RNNX_LAUNCH(kernel, grid, kThreads, Cfg::kBytes, stream)(p, x);
         err = cudaGetLastError();
         if (err != cudaErrorInvalidValue) // a launch refused for its shared memory says kInvalidValue
             break;
@@ -390,111 +400,52 @@ cudaError_t launchPrefill(const LinearAttentionParams& p, const T* q, const T* k
 }
 
 template <typename T, int E>
-cudaError_t dispatchM(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
+cudaError_t dispatchM(const RecurrenceProblem& p, const RecurrenceTensors<T>& x, cudaStream_t stream)
 {
-    switch (p.dim_v)
+    switch (p.dv)
     {
-    case 32: return launchPrefill<T, E, 32>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
-    case 64: return launchPrefill<T, E, 64>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
-    case 128: return launchPrefill<T, E, 128>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
+    case 32: return launch<T, E, 32>(p, x, stream);
+    case 64: return launch<T, E, 64>(p, x, stream);
+    case 128: return launch<T, E, 128>(p, x, stream);
     default: return cudaErrorInvalidValue;
     }
 }
 
-template <typename T>
-cudaError_t dispatchPrefill(const LinearAttentionParams& p, const T* q, const T* k, const T* v, const float* S0,
-    const float* z0, const void* mask_pad, T* out, float* S_last, float* z_last, cudaStream_t stream)
-{
-    switch (p.dim_k)
-    {
-    case 32: return dispatchM<T, 32>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
-    case 64: return dispatchM<T, 64>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
-    case 128: return dispatchM<T, 128>(p, q, k, v, S0, z0, mask_pad, out, S_last, z_last, stream);
-    default: return cudaErrorInvalidValue;
-    }
-}
-
-bool isChunkedDim(int dim)
+bool isMmaDim(int dim)
 {
     return dim == 32 || dim == 64 || dim == 128;
 }
 
-//! Column tiles the prefill kernel splits M into (several tiles read z0 from different blocks).
-int prefillTiles(const LinearAttentionParams& p, DataType type)
-{
-    const bool tensor_cores = type != DataType::kFLOAT;
-    const int tile = (tensor_cores && p.dim_k == 128) ? 32 : 64;
-    return p.dim_v > tile ? p.dim_v / tile : 1;
-}
-
 } // namespace
 
-size_t causalLinearAttentionWorkspaceSize(const LinearAttentionParams& p, DataType)
+bool chunkedMmaEligible(const LinearRecurrenceParams& params)
 {
-    const size_t z_bytes = static_cast<size_t>(p.batch) * p.heads * p.dim_k * sizeof(float);
-    return (z_bytes + 255) / 256 * 256;
+    return params.rule == LinearRecurrenceRule::kLINEAR && params.q_heads == params.kv_heads && !params.qk_l2_norm
+        && isMmaDim(params.dim_k) && isMmaDim(params.dim_v);
 }
 
-cudaError_t causalLinearAttentionForward(const LinearAttentionParams& p, DataType type, const void* q, const void* k,
-    const void* v, const float* S0, const float* z0, const void* mask_pad, void* out, float* S_last, float* z_last,
-    void* workspace, cudaStream_t stream)
+int chunkedMmaTiles(int dk, int dv, DataType type)
 {
-    if (p.batch < 0 || p.heads < 0 || p.length < 0 || p.dim_k <= 0 || p.dim_v <= 0
-        || !detail::validMaskType(p.mask_type))
-    {
-        return cudaErrorInvalidValue;
-    }
-    const size_t BH = static_cast<size_t>(p.batch) * p.heads;
-    if (BH == 0)
-        return cudaSuccess;
-    if (BH > 0x7fffffffu)
-        return cudaErrorInvalidValue;
-    const size_t S_bytes = BH * p.dim_k * p.dim_v * sizeof(float);
-    const size_t z_bytes = BH * p.dim_k * sizeof(float);
-    if (p.length == 0)
-    {
-        cudaError_t err = S0 == nullptr ? cudaMemsetAsync(S_last, 0, S_bytes, stream)
-            : S0 != S_last              ? cudaMemcpyAsync(S_last, S0, S_bytes, cudaMemcpyDeviceToDevice, stream)
-                                        : cudaSuccess;
-        if (err != cudaSuccess)
-            return err;
-        return z0 == nullptr ? cudaMemsetAsync(z_last, 0, z_bytes, stream)
-            : z0 != z_last   ? cudaMemcpyAsync(z_last, z0, z_bytes, cudaMemcpyDeviceToDevice, stream)
-                             : cudaSuccess;
-    }
-    if (p.length == 1 || !isChunkedDim(p.dim_k) || !isChunkedDim(p.dim_v))
-    {
-        // Decode step, or one step per token for head dims without a chunked instantiation.
-        for (int t = 0; t < p.length; ++t)
-        {
-            const float* S_in = t == 0 ? S0 : S_last;
-            const float* z_in = t == 0 ? z0 : z_last;
-            cudaError_t err = detail::launchLinearAttentionStep(
-                p, type, t, q, k, v, S_in, z_in, mask_pad, out, S_last, z_last, stream);
-            if (err != cudaSuccess)
-                return err;
-        }
-        return cudaSuccess;
-    }
-    const float* z_in = z0;
-    if (z0 != nullptr && z0 == z_last && prefillTiles(p, type) > 1)
-    {
-        if (workspace == nullptr)
-            return cudaErrorInvalidValue;
-        cudaError_t err = cudaMemcpyAsync(workspace, z0, z_bytes, cudaMemcpyDeviceToDevice, stream);
-        if (err != cudaSuccess)
-            return err;
-        z_in = static_cast<const float*>(workspace);
-    }
-    return detail::dispatchType(type,
-        [&](auto tag)
-        {
-            using T = decltype(tag);
-            return dispatchPrefill<T>(p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-                S0, z_in, mask_pad, static_cast<T*>(out), S_last, z_last, stream);
-        });
+    return dv / tileColumns(type != DataType::kFLOAT, dk, dv);
 }
 
+template <typename T>
+cudaError_t launchChunkedMma(const RecurrenceProblem& p, const RecurrenceTensors<T>& x, cudaStream_t stream)
+{
+    switch (p.dk)
+    {
+    case 32: return dispatchM<T, 32>(p, x, stream);
+    case 64: return dispatchM<T, 64>(p, x, stream);
+    case 128: return dispatchM<T, 128>(p, x, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+template cudaError_t launchChunkedMma<float>(const RecurrenceProblem&, const RecurrenceTensors<float>&, cudaStream_t);
+template cudaError_t launchChunkedMma<__half>(const RecurrenceProblem&, const RecurrenceTensors<__half>&, cudaStream_t);
+template cudaError_t launchChunkedMma<__nv_bfloat16>(
+    const RecurrenceProblem&, const RecurrenceTensors<__nv_bfloat16>&, cudaStream_t);
+
+} // namespace detail
 } // namespace kernels
 } // namespace rnnx
