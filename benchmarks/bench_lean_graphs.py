@@ -129,7 +129,7 @@ def _node_counts(model_dir: Path, native_ops: bool = True):
     try:
         from rnnx.runtime.contract.artifact import ort_session_config
     except ImportError:
-        from rnnx.runtime.artifact import ort_session_config
+        from rnnx.runtime.contract.artifact import ort_session_config
     for key, value in ort_session_config(meta).items():
         options.add_session_config_entry(key, value)
     if native_ops:

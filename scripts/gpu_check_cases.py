@@ -487,7 +487,7 @@ def copy_accuracy(prompts: Sequence[Sequence[int]], tokens: Sequence[Sequence[in
 def run_demo_graphs(ctx: Context) -> str:
     import rnnx.runtime as rt
     from rnnx.runtime import Session
-    from rnnx.runtime.artifact import read_metadata
+    from rnnx.runtime.contract.artifact import read_metadata
 
     trt_dir = demo_export(ctx, "tensorrt", "fp32")
     ops = sorted(op["name"] for op in read_metadata(trt_dir)["ops"])
@@ -658,7 +658,7 @@ def strip_local_functions(export_dir: Path, out: Path) -> Path:
 
 
 def prefill_profile(export_dir: Path, limits: Any) -> Any:
-    from rnnx.runtime.artifact import read_metadata
+    from rnnx.runtime.contract.artifact import read_metadata
     from rnnx.runtime.tensorrt import PREFILL, build_profiles
 
     return next(p for p in build_profiles(read_metadata(export_dir), limits) if p.name == PREFILL)
@@ -674,7 +674,7 @@ def find_trtexec() -> Optional[str]:
 def run_trtexec(ctx: Context) -> str:
     import numpy as np
 
-    from rnnx.runtime.artifact import numpy_dtype, read_metadata
+    from rnnx.runtime.contract.artifact import numpy_dtype, read_metadata
     from rnnx.runtime.tensorrt import ProfileLimits
 
     exe = find_trtexec()
@@ -716,7 +716,7 @@ def run_trtexec(ctx: Context) -> str:
 
 
 def run_polygraphy(ctx: Context) -> str:
-    from rnnx.runtime.artifact import MODEL_FILE, read_metadata
+    from rnnx.runtime.contract.artifact import MODEL_FILE, read_metadata
     from rnnx.runtime.parity import polygraphy_command
     from rnnx.runtime.tensorrt import ProfileLimits
 

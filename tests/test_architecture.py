@@ -158,14 +158,10 @@ def test_the_native_runtime_compares_no_target_or_precision_name():
     assert found == []
 
 
-#: Modules kept under an earlier name (``sys.modules`` aliases), and the room of the module they alias.
+#: Modules kept under an earlier name (``sys.modules`` aliases), and the room of the module they alias: the one
+#: released alias, deprecated (its import warns).
 ALIASES = {
-    "rnnx.runtime.artifact": "contract",
     "rnnx.models.ops.spec": "contract",
-    "rnnx.runtime.slots": "serving",
-    "rnnx.runtime.scheduler": "serving",
-    "rnnx.runtime.triton": "serving",
-    "rnnx.runtime.triton.python_model": "serving",
 }
 #: Module prefix -> room, most specific first (docs/architecture.md, "The house").
 ROOMS = (
@@ -229,3 +225,43 @@ def test_the_arrow_table_is_the_documented_one():
     rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| ([^|]*) \|$", text, re.M)
     documented = {name: set(re.findall(r"`(\w+)`", arrows)) for name, arrows in rows}
     assert documented == ARROWS
+
+
+def test_one_alias_module_and_the_deprecated_names_warn():
+    """The only ``sys.modules`` alias module is :data:`ALIASES`' (``rnnx.models.ops.spec``, rnnx 0.1.0's name of the op
+    records); it and the two 0.1.0 op packages warn when imported; the names that moved after 0.1.0 are gone."""
+    import subprocess
+    import sys
+
+    aliasing = sorted(
+        str(path.relative_to(REPO))
+        for folder in ("models", "export", "runtime", "plugins")
+        for path in (REPO / folder).rglob("*.py")
+        if "sys.modules[__name__]" in path.read_text()
+    )
+    assert aliasing == ["models/ops/spec.py"]
+    script = (
+        "import importlib, warnings\n"
+        "for name in ('rnnx.models.ops.spec', 'rnnx.models.ops.sru', 'rnnx.models.ops.linear_attention'):\n"
+        "    with warnings.catch_warnings(record=True) as seen:\n"
+        "        warnings.simplefilter('always')\n"
+        "        importlib.import_module(name)\n"
+        "    print(name, any(issubclass(w.category, DeprecationWarning) for w in seen))\n"
+        "gone = ('rnnx.runtime.artifact', 'rnnx.runtime.slots', 'rnnx.runtime.scheduler', 'rnnx.runtime.triton')\n"
+        "for name in gone:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "        print(name, 'imports')\n"
+        "    except ModuleNotFoundError:\n"
+        "        print(name, 'gone')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:7] == [
+        "rnnx.models.ops.spec True",
+        "rnnx.models.ops.sru True",
+        "rnnx.models.ops.linear_attention True",
+        "rnnx.runtime.artifact gone",
+        "rnnx.runtime.slots gone",
+        "rnnx.runtime.scheduler gone",
+        "rnnx.runtime.triton gone",
+    ]

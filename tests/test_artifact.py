@@ -30,7 +30,7 @@ CONTRACT_NAMES = {
 #: and read the GPU's identity through it (both only on a GPU machine, imported inside functions).
 TORCH_ALLOWED = {
     "runtime/backends/torch_backend.py",
-    "runtime/backends/tensorrt_backend.py",
+    "runtime/tensorrt/backend.py",
     "runtime/tensorrt/builder.py",
 }
 

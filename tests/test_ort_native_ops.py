@@ -42,12 +42,12 @@ import rnnx.runtime as rt
 from rnnx.export import export_model
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
-from rnnx.models.ops.spec import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, SRU_SCAN
 from rnnx.models.ops.sru_scan.naive import sru_scan_naive
 from rnnx.runtime import ortops
-from rnnx.runtime.artifact import TARGETS
 from rnnx.runtime.backends.base import BackendUnavailable
 from rnnx.runtime.backends.ort_backend import OrtBackend
+from rnnx.runtime.contract.artifact import TARGETS
+from rnnx.runtime.contract.ops import ALL_OPS, CAUSAL_LINEAR_ATTENTION, ONNX_DOMAIN, ONNX_DOMAIN_VERSION, SRU_SCAN
 
 needs_library = pytest.mark.skipif(
     ortops.find_library() is None,

@@ -1,5 +1,5 @@
 """The TensorRT plugin libraries: CMake build, the C++ unit tests (ctest), the plugins against the op
-records of models/ops/spec.py (fields, outputs, tensor roles, output types, no output aliasing), and
+records of runtime/contract/ops.py (fields, outputs, tensor roles, output types, no output aliasing), and
 loading both libraries without TensorRT (ctypes, exported symbols: librnnx_trt_plugins.so for
 load_library / trtexec --dynamicPlugins, librnnx_trt_plugins_static.so for plain-dlopen loaders).
 
@@ -23,7 +23,7 @@ from typing import Optional
 import pytest
 
 from rnnx import plugins
-from rnnx.models.ops import spec
+from rnnx.runtime.contract import ops as spec
 
 NVCC = plugins.find_nvcc()
 

@@ -377,7 +377,7 @@ STAND_IN_TRT = SimpleNamespace(  # TEST DOUBLE for the parts of the tensorrt mod
 def _stand_in_backend(monkeypatch, cuda_graphs: bool = True, grows: bool = False):
     import torch
 
-    from rnnx.runtime.backends.tensorrt_backend import TensorRTBackend
+    from rnnx.runtime.tensorrt.backend import TensorRTBackend
 
     backend = object.__new__(TensorRTBackend)  # __init__ needs TensorRT + CUDA: the rest runs as is
     backend._describe_model(_metadata(grows), "cpu", ProfileLimits(max_batch=4, max_length=8, max_context=64))
@@ -543,7 +543,7 @@ def test_batch_churn_keeps_a_bounded_number_of_rings_and_pools(monkeypatch):
     """A scheduler changes the batch size all the time: rings (sets, contexts, graphs) exist for at most
     MAX_GRAPH_BATCHES batch sizes, the least recently used idle one making room, and pooled buffers for at most
     MAX_POOL_BATCHES; the tokens are the eager backend's."""
-    from rnnx.runtime.backends import tensorrt_backend
+    from rnnx.runtime.tensorrt import backend as tensorrt_backend
 
     limits = ProfileLimits(max_batch=8, max_length=8, max_context=64)
     graphs, eager = _stand_in_backend(monkeypatch), _stand_in_backend(monkeypatch, cuda_graphs=False)

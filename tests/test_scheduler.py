@@ -26,6 +26,7 @@ from rnnx.models.lm import SRUppLM
 from rnnx.models.training.copy_task import task_prompts
 from rnnx.runtime.backends.ort_backend import OrtBackend
 from rnnx.runtime.backends.torch_backend import TorchBackend
+from rnnx.runtime.sampling import SamplingOptions
 from rnnx.runtime.serving.scheduler import Scheduler, SchedulerClosed, SchedulerFull
 
 TIMEOUT = 120.0
@@ -115,7 +116,11 @@ def test_sampled_streams_match_their_seed_alone(backend, sessions):
         dict(temperature=1.0, top_k=3, top_p=0.9, seed=14),
     ]
     with Scheduler(session, max_streams=3) as scheduler:
-        streams = [scheduler.submit(p, 10, **o) for p, o in zip(prompts, options)]
+        # the odd streams take their options whole (one SamplingOptions), the even ones as keywords
+        streams = [
+            scheduler.submit(p, 10, SamplingOptions(**o)) if i % 2 else scheduler.submit(p, 10, **o)
+            for i, (p, o) in enumerate(zip(prompts, options))
+        ]
         got = [s.result(TIMEOUT) for s in streams]
     for p, o, g in zip(prompts, options, got):
         assert g == alone(session, p, 10, **o), o
@@ -188,6 +193,10 @@ def test_bad_requests_fail_alone(sessions):
             scheduler.submit([1.5, 2.0], 4)
         with pytest.raises(ValueError, match="top_p"):
             scheduler.submit(prompts[1], 4, top_p=1.5)
+        with pytest.raises(rt.InputError, match=r"sampling=SamplingOptions\(\.\.\.\) or temperature, seed, not both"):
+            scheduler.submit(prompts[1], 4, SamplingOptions(0.5), temperature=0.0, seed=3)
+        with pytest.raises(rt.InputError, match="sampling: expected a SamplingOptions, got dict"):
+            scheduler.submit(prompts[1], 4, {"temperature": 0.0})
 
         def explode(stream, token):
             if token is not None:

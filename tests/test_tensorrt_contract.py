@@ -182,7 +182,7 @@ def test_builder_then_backend_load_once_and_register_each_creator_once(library, 
 
 
 def test_the_backend_uses_the_builders_loader():
-    from rnnx.runtime.backends import tensorrt_backend
+    from rnnx.runtime.tensorrt import backend as tensorrt_backend
 
     assert tensorrt_backend.load_plugin_library is builder.load_plugin_library
 
@@ -756,8 +756,8 @@ def test_a_timing_cache_problem_never_loses_the_built_engine(demo_exports, tmp_p
 
 def test_one_tensorrt_logger_per_process(monkeypatch):
     """STAND-IN tensorrt module counting Logger constructions: the builder's and the backend's logger are one."""
-    from rnnx.runtime.backends import tensorrt_backend
     from rnnx.runtime.tensorrt import _trt
+    from rnnx.runtime.tensorrt import backend as tensorrt_backend
 
     made: list[Any] = []
 
@@ -798,7 +798,7 @@ class StandInEngine:
 
 def test_an_engine_whose_profiles_are_not_decode_then_prefill_is_refused(demo_exports):
     from rnnx.runtime.backends.base import RnnxRuntimeError
-    from rnnx.runtime.backends.tensorrt_backend import check_engine_profiles
+    from rnnx.runtime.tensorrt.backend import check_engine_profiles
 
     meta = read_metadata(demo_exports[("linear_transformer_copy", "tensorrt")])
     limits = ProfileLimits(max_batch=4, max_length=16)
@@ -822,7 +822,7 @@ def test_an_engine_whose_profiles_are_not_decode_then_prefill_is_refused(demo_ex
 def test_disabling_a_ring_waits_for_the_stream_before_dropping_its_contexts(caplog):
     """STAND-IN stream (no CUDA here) recording what the ring still held when it was synchronised: the contexts
     (and their graphs) are dropped only after the work they enqueued has finished."""
-    from rnnx.runtime.backends.tensorrt_backend import DecodeRing, RingContext, TensorRTBackend
+    from rnnx.runtime.tensorrt.backend import DecodeRing, RingContext, TensorRTBackend
 
     ring = DecodeRing()
     ring.contexts = {"ping": RingContext("context", {}, {}, graph="graph"), "pong": RingContext("context", {}, {})}

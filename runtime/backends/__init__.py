@@ -5,7 +5,7 @@
 * ``onnxruntime`` (:mod:`.ort_backend`): an export directory (``rnnx.json`` + ``model.onnx``); CPU EP,
   or CUDA EP when ``device="cuda"``; ``io_binding`` picks IO binding with OrtValue state on the device
   (default: on CUDA only; ``True`` on CPU runs the same bound code).
-* ``tensorrt``: an export directory; imported lazily from ``rnnx.runtime.tensorrt`` which must provide
+* ``tensorrt`` (:mod:`rnnx.runtime.tensorrt.backend`, the TensorRT room's own): an export directory;
   ``TensorRTBackend(model_dir, device="cuda", precision=None)`` implementing :class:`.base.Backend`.
 
 Directory kinds: :func:`dir_kind` -> ``"checkpoint"`` | ``"export"``.
@@ -59,7 +59,7 @@ class BackendKind:
 TORCH = BackendKind("torch", ".torch_backend", "TorchBackend", ("torch",), "PyTorch", runs_checkpoints=True)
 ONNXRUNTIME = BackendKind("onnxruntime", ".ort_backend", "OrtBackend", ("onnxruntime",), "ONNX Runtime",
                           options=("io_binding", "native_ops", "threads"))  # fmt: skip
-TENSORRT = BackendKind("tensorrt", "..tensorrt", "TensorRTBackend", ("tensorrt", "rnnx.runtime.tensorrt"),
+TENSORRT = BackendKind("tensorrt", "..tensorrt.backend", "TensorRTBackend", ("tensorrt", "rnnx.runtime.tensorrt"),
                        "TensorRT", cuda_only=True)  # fmt: skip
 #: The backends by name.
 BACKEND_KINDS = {kind.name: kind for kind in (TORCH, ONNXRUNTIME, TENSORRT)}

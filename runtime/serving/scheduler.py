@@ -66,7 +66,6 @@ import itertools
 import os
 import queue
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -131,8 +130,34 @@ class PrefixHandle:
         return len(self.tokens)
 
 
+class _Channel:
+    """What a stream hands to its reader: the tokens so far, an event per token and one at the end, how it ended
+    (``finish_reason``, ``error``) and the state it kept. The worker writes it (:meth:`put`, :meth:`close`); the
+    :class:`Stream` handle reads it from any thread."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.finish_reason: Optional[str] = None
+        self.error: Optional[BaseException] = None
+        self.error_traceback: Optional[TracebackType] = None
+        self.state: Optional[State] = None
+        self.events: queue.Queue = queue.Queue()
+        self.done = threading.Event()
+
+    def put(self, token: int) -> None:
+        self.tokens.append(token)
+        self.events.put(token)
+
+    def close(self, reason: str, error: Optional[BaseException]) -> None:
+        self.finish_reason, self.error = reason, error
+        self.error_traceback = None if error is None else error.__traceback__
+        self.events.put(_END)
+        self.done.set()
+
+
 class Stream:
-    """One submitted generation: iterate it for its new tokens as they are produced.
+    """One submitted generation: iterate it for its new tokens as they are produced. The user's handle; the
+    scheduler's worker keeps its own record of the stream (a row of the batch) and writes what the handle reads.
 
     ``tokens``: the tokens so far; ``finish_reason``: None while running, then one of
     :data:`FINISH_REASONS`; ``error``: the exception that ended it (``finish_reason == "error"``),
@@ -140,37 +165,35 @@ class Stream:
     """
 
     def __init__(
-        self, stream_id: int, prompt: list[int], options: StreamOptions, callback: Optional[Callback],
-        scheduler: Scheduler, start: Optional[Union[State, HostState]] = None, keep_state: bool = False,
-        conversation: Optional[str] = None,
+        self, stream_id: int, prompt: list[int], options: StreamOptions, scheduler: Scheduler, channel: _Channel,
+        keep_state: bool = False, conversation: Optional[str] = None,
     ) -> None:  # fmt: skip
         self.id = stream_id
         self.prompt = prompt
         self.options = options
         self.conversation = conversation
         self.keep_state = keep_state
-        self._start = start  # None: the zero state; a prefix's State; a resumed HostState
-        self._fed = 0  # emitted tokens already fed into the stream's row
-        self._last_logits: Optional[np.ndarray] = None  # (1, V) after the last fed token (kept streams only)
-        self._state: Optional[State] = None
-        self.tokens: list[int] = []
-        self.finish_reason: Optional[str] = None
-        self.error: Optional[BaseException] = None
-        self._error_traceback: Optional[TracebackType] = None
-        self._callback = callback
         self._scheduler = scheduler
-        self._events: queue.Queue = queue.Queue()
-        self._done = threading.Event()
-        self._cancel_requested = False  # set by any thread, read by the worker
-        self._ending: Optional[tuple[str, Optional[BaseException]]] = None  # (reason, error), set by the worker
-        self._rng = options.sampling.generators(1)[0]
+        self._channel = channel
 
     def __repr__(self) -> str:
         return f"Stream(id={self.id}, tokens={len(self.tokens)}, finish_reason={self.finish_reason!r})"
 
     @property
+    def tokens(self) -> list[int]:
+        return self._channel.tokens
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        return self._channel.finish_reason
+
+    @property
+    def error(self) -> Optional[BaseException]:
+        return self._channel.error
+
+    @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._channel.done.is_set()
 
     def cancel(self) -> None:
         """Ends the stream (``finish_reason "cancelled"``) after the step in flight; its slot is freed.
@@ -181,7 +204,7 @@ class Stream:
         """The new tokens in order, each as soon as it is produced; ends with the stream (re-raises its
         error). One consumer per stream."""
         while True:
-            event = self._events.get()
+            event = self._channel.events.get()
             if event is _END:
                 self._raise_error()
                 return
@@ -190,7 +213,7 @@ class Stream:
     def result(self, timeout: Optional[float] = None) -> list[int]:
         """Waits for the end of the stream and returns all its new tokens (stop token included);
         re-raises its error; TimeoutError after ``timeout`` seconds."""
-        if not self._done.wait(timeout):
+        if not self._channel.done.wait(timeout):
             raise TimeoutError(f"stream {self.id}: not finished after {timeout} s")
         self._raise_error()
         return list(self.tokens)
@@ -205,36 +228,51 @@ class Stream:
         if not self.keep_state:
             raise InputError(f"stream {self.id}: submitted without keep_state=True, so its state was not kept")
         self.result(timeout)
-        if self._state is None:
+        if self._channel.state is None:
             raise RnnxRuntimeError(f"stream {self.id}: ended ({self.finish_reason}) before it had a state to keep")
-        return self._state
+        return self._channel.state
 
     def _raise_error(self) -> None:
         """Re-raises the stream's error, if any, with the traceback it had when it ended: every call raises
         it afresh, so the traceback never grows and keeps no earlier caller's frames alive."""
         if self.error is not None:
-            raise self.error.with_traceback(self._error_traceback)
+            raise self.error.with_traceback(self._channel.error_traceback)
 
-    def _emit(self, token: int) -> None:
-        self.tokens.append(token)
-        self._events.put(token)
-        if self._callback is not None:
-            self._callback(self, token)
 
-    def _finish(self, reason: str, error: Optional[BaseException] = None) -> None:
-        if self._done.is_set():
-            return
-        self._start = None  # a resumed state or a prefix is not kept alive by a finished stream
-        self._scheduler._conversation_done(self)
-        self.finish_reason, self.error = reason, error
-        self._error_traceback = None if error is None else error.__traceback__
-        self._events.put(_END)
-        self._done.set()
-        if self._callback is not None:
-            try:
-                self._callback(self, None)
-            except Exception:  # the stream has ended: nothing left for a failing callback to stop
-                pass
+@dataclass(eq=False)
+class _Row:
+    """The worker's record of one stream, from its submission to its end: what it starts from, its generator, how
+    far its row of the batch has been fed, its last logits (kept streams), and why it is ending. Writes the
+    stream's :class:`_Channel`; ``cancel_requested`` is set by any thread, everything else by the worker (or under
+    the scheduler's lock before the worker sees the row)."""
+
+    stream: Stream
+    channel: _Channel
+    callback: Optional[Callback]
+    start: Optional[Union[State, HostState]]  # None: the zero state; a prefix's State; a resumed HostState
+    rng: np.random.Generator
+    fed: int = 0  # emitted tokens already fed into the stream's row
+    last_logits: Optional[np.ndarray] = None  # (1, V) after the last fed token (kept streams only)
+    ending: Optional[tuple[str, Optional[BaseException]]] = None  # (reason, error), set by the worker
+    cancel_requested: bool = False
+
+    @property
+    def id(self) -> int:
+        return self.stream.id
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.channel.tokens
+
+    @property
+    def keeps_state(self) -> bool:
+        """Whether the stream's final state is kept (``keep_state``) or stored (a conversation)."""
+        return self.stream.keep_state or self.stream.conversation is not None
+
+    def emit(self, token: int) -> None:
+        self.channel.put(token)
+        if self.callback is not None:
+            self.callback(self.stream, token)
 
 
 @dataclass(frozen=True)
@@ -285,9 +323,9 @@ class Scheduler:
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._waiting: deque[Stream] = deque()
-        self._streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()  # id -> handle
-        self._running: list[Stream] = []  # the streams holding a row of self._pool
+        self._waiting: deque[_Row] = deque()
+        self._rows: dict[int, _Row] = {}  # id -> the record of every stream not yet ended (waiting or running)
+        self._running: list[_Row] = []  # the streams holding a row of self._pool
         self._admitting = 0  # streams taken from the queue whose prefill is under way
         self._pool = StatePool(backend)  # refuses a non-LM export and a growing (KV-cache) state
         if isinstance(conversations, ConversationStore):
@@ -314,21 +352,24 @@ class Scheduler:
         self,
         prompt: Sequence[int],
         max_new_tokens: int,
-        temperature: float = 1.0,
+        sampling: Optional[SamplingOptions] = None,
+        *,
+        temperature: Optional[float] = None,
         top_k: Optional[int] = None,
         top_p: Optional[float] = None,
-        stop_tokens: Sequence[int] = (),
         seed: Optional[int] = None,
+        stop_tokens: Sequence[int] = (),
         callback: Optional[Callback] = None,
-        *,
         state: Optional[StartState] = None,
         prefix: Optional[PrefixHandle] = None,
         conversation: Optional[str] = None,
         keep_state: bool = False,
     ) -> Stream:
-        """Queues a stream and returns its handle at once. Options as in ``Session.generate``, per
-        stream. ``callback(stream, token)`` runs on the worker thread for every new token and once
-        with ``None`` when the stream ends (an exception from it ends that stream with the error).
+        """Queues a stream and returns its handle at once. ``sampling``: how it chooses its tokens, a
+        :class:`~rnnx.runtime.sampling.SamplingOptions` (as ``Session.generate`` builds one), or its fields as
+        keywords (``temperature`` 1.0, no filters and a fresh seed unless given); not both. ``stop_tokens`` end it.
+        ``callback(stream, token)`` runs on the worker thread for every new token and once with ``None`` when the
+        stream ends (an exception from it ends that stream with the error).
 
         Where it starts (see the module doc): ``state`` (a :class:`State` of one row of this model, any
         backend, or a state file; read now, so a bad file raises here), else ``prefix`` (a
@@ -340,12 +381,7 @@ class Scheduler:
         its previous state), :class:`SchedulerFull` when every slot and waiting place is taken,
         :class:`SchedulerClosed` after :meth:`close`."""
         tokens = self._check_prompt(prompt)
-        try:
-            sampling = SamplingOptions(float(temperature), top_k, top_p, seed)
-            stops = frozenset(int(t) for t in stop_tokens)
-            options = StreamOptions(check_max_new_tokens(max_new_tokens), stops, sampling)
-        except ValueError as error:
-            raise InputError(str(error)) from None
+        options = _stream_options(max_new_tokens, sampling, temperature, top_k, top_p, seed, stop_tokens)
         if state is not None and prefix is not None:
             raise InputError("submit: give either a start state or a prefix, not both")
         if prefix is not None and (not isinstance(prefix, PrefixHandle) or prefix.state.backend is not self.backend):
@@ -365,18 +401,19 @@ class Scheduler:
             with self._lock:
                 if self._closed:
                     raise SchedulerClosed("the scheduler is closed")
-                stream = Stream(next(self._ids), tokens, options, callback, self, start, bool(keep_state), conversation)
-                self._streams[stream.id] = stream
+                channel = _Channel()
+                stream = Stream(next(self._ids), tokens, options, self, channel, bool(keep_state), conversation)
+                row = _Row(stream, channel, callback, start, options.sampling.generators(1)[0])
                 if at_once:
                     self._counts["finished"] += 1
                 else:
-                    self._queue(stream)
+                    self._queue(row)
         except BaseException:
             with self._lock:
                 self._busy.discard(conversation)
             raise
         if at_once:
-            stream._finish("max_new_tokens")  # outside the lock: the callback may call the scheduler
+            self._finish(row, "max_new_tokens")  # outside the lock: the callback may call the scheduler
         return stream
 
     def _start_state(self, state: Optional[StartState], conversation: Optional[str]) -> Optional[HostState]:
@@ -419,39 +456,52 @@ class Scheduler:
             self._wake.notify()
         return done.result(timeout)
 
-    def _conversation_done(self, stream: Stream) -> None:
-        """A stream ended: its conversation may take its next turn."""
-        if stream.conversation is not None:
-            with self._lock:
-                self._busy.discard(stream.conversation)
+    def _finish(self, row: _Row, reason: str, error: Optional[BaseException] = None) -> None:
+        """Ends a stream: its handle sees how (and its kept state), its conversation may take its next turn, its
+        callback gets ``None``. Called without the lock (the callback may call the scheduler); once per stream."""
+        if row.channel.done.is_set():
+            return
+        row.start = None  # a resumed state or a prefix is not kept alive by a finished stream
+        with self._lock:  # before the end is visible: a caller that saw it may submit the conversation's next turn
+            self._rows.pop(row.id, None)
+            if row.stream.conversation is not None:
+                self._busy.discard(row.stream.conversation)
+        row.channel.close(reason, error)
+        if row.callback is None:
+            return
+        try:
+            row.callback(row.stream, None)
+        except Exception:  # the stream has ended: nothing left for a failing callback to stop
+            pass
 
-    def _queue(self, stream: Stream) -> None:
-        """Appends ``stream`` to the waiting queue (the lock held); SchedulerFull past the bounds."""
+    def _queue(self, row: _Row) -> None:
+        """Appends ``row`` to the waiting queue (the lock held); SchedulerFull past the bounds."""
         free = self.max_streams - len(self._running) - self._admitting
         if len(self._waiting) >= free + self.max_waiting:
             raise SchedulerFull(
                 f"scheduler full: {_count(len(self._running), 'stream')} running and {len(self._waiting)} waiting "
                 f"(max_streams={self.max_streams}, max_waiting={self.max_waiting})"
             )
-        self._waiting.append(stream)
+        self._rows[row.id] = row
+        self._waiting.append(row)
         self._wake.notify()
 
     def cancel(self, stream: Union[Stream, int]) -> None:
         """Cancels a stream (handle or id) from any thread; see :meth:`Stream.cancel`. A waiting stream
         ends at once; a running one (or one being prefilled) ends at the worker's next look at it."""
         with self._lock:
-            target = stream if isinstance(stream, Stream) else self._streams.get(int(stream))
-            if target is None or target.done:
+            row = self._rows.get(stream.id if isinstance(stream, Stream) else int(stream))
+            if row is None or row.channel.done.is_set():
                 return
-            target._cancel_requested = True
-            waiting = target in self._waiting
+            row.cancel_requested = True
+            waiting = row in self._waiting
             if waiting:
-                self._waiting.remove(target)
+                self._waiting.remove(row)
                 self._counts["finished"] += 1
             else:
                 self._wake.notify()
         if waiting:
-            target._finish("cancelled")  # outside the lock: the callback may call the scheduler
+            self._finish(row, "cancelled")  # outside the lock: the callback may call the scheduler
 
     def stats(self) -> SchedulerStats:
         """A consistent snapshot of the slots and counters."""
@@ -516,25 +566,25 @@ class Scheduler:
             self._pool.clear()
             self._waiting.clear()
             self._counts["finished"] += len(left)
-        for stream in left:
-            stream._finish("closed")
+        for row in left:
+            self._finish(row, "closed")
 
-    def _fail(self, streams: list[Stream], error: BaseException) -> None:
-        """Ends ``streams`` with ``error`` and drops every row (after an unexpected failure of a tick)."""
-        ended = [s for s in dict.fromkeys(streams) if not s.done]
+    def _fail(self, rows: list[_Row], error: BaseException) -> None:
+        """Ends ``rows`` with ``error`` and drops every row (after an unexpected failure of a tick)."""
+        ended = [r for r in dict.fromkeys(rows) if not r.channel.done.is_set()]
         with self._lock:
             self._pool.clear()
             self._counts["finished"] += len(ended)
             self._running, self._admitting = [], 0
-        for stream in ended:
-            stream._finish("error", error)
+        for row in ended:
+            self._finish(row, "error", error)
 
-    def _tick(self, admit: list[Stream]) -> None:
+    def _tick(self, admit: list[_Row]) -> None:
         """Frees the slots of cancelled streams, prefills ``admit`` into free slots, decodes one step for
         every running stream (the admitted ones included: their first token came from the prefill)."""
-        for stream in self._running:
-            if stream._cancel_requested and stream._ending is None:
-                stream._ending = ("cancelled", None)
+        for row in self._running:
+            if row.cancel_requested and row.ending is None:
+                row.ending = ("cancelled", None)
         self._release_finished()
         if admit:
             self._prefill(admit)
@@ -545,96 +595,122 @@ class Scheduler:
     def _release_finished(self) -> None:
         """Drops the rows of streams that are ending (one row selection), frees their slots, and only then
         ends them: when a stream's end is visible, its slot is already free (and its state kept or stored)."""
-        ended = [s for s in self._running if s._ending is not None]
+        ended = [r for r in self._running if r.ending is not None]
         if not ended:
             return
-        kept = [s for s in ended if (s.keep_state or s.conversation is not None) and s._ending[0] in KEEP_STATE_REASONS]
+        kept = [r for r in ended if r.keeps_state and r.ending[0] in KEEP_STATE_REASONS]
         if kept:
             self._keep_states(kept)
         with self._lock:
-            self._pool.release([s.id for s in ended])
+            self._pool.release([r.id for r in ended])
             self._counts["finished"] += len(ended)
-            self._running = [s for s in self._running if s._ending is None]
-        for stream in ended:
-            stream._finish(*stream._ending)
+            self._running = [r for r in self._running if r.ending is None]
+        for row in ended:
+            self._finish(row, *row.ending)
 
-    def _keep_states(self, kept: list[Stream]) -> None:
+    def _keep_states(self, kept: list[_Row]) -> None:
         """Takes the rows of ``kept`` out of the pool, fed the tokens they emitted last (one call over these
         rows), as their final states; stores conversations' (a failure ends that stream with the error)."""
         try:  # no lock needed: the pool is the worker's (stats reads its row count only)
-            states = self._pool.take([s.id for s in kept], [s.tokens[s._fed :] for s in kept])
+            states = self._pool.take([r.id for r in kept], [r.tokens[r.fed :] for r in kept])
         except Exception as error:
-            for stream in kept:
-                stream._ending = ("error", error)
+            for row in kept:
+                row.ending = ("error", error)
             return
-        for stream, state in zip(kept, states):
+        for row, state in zip(kept, states):
             if state.last_logits is None:
-                state.last_logits = stream._last_logits
-            stream._fed = len(stream.tokens)
-            if stream.keep_state:  # only then does the stream hold its device state (Stream.state)
-                stream._state = state
-            if stream.conversation is not None:
+                state.last_logits = row.last_logits
+            row.fed = len(row.tokens)
+            if row.stream.keep_state:  # only then does the stream hold its device state (Stream.state)
+                row.channel.state = state
+            if row.stream.conversation is not None:
                 try:
-                    self.conversations.put(stream.conversation, state)
+                    self.conversations.put(row.stream.conversation, state)
                 except Exception as error:
-                    stream._ending = ("error", error)
+                    row.ending = ("error", error)
 
-    def _prefill(self, admit: list[Stream]) -> None:
+    def _prefill(self, admit: list[_Row]) -> None:
         """One batched prefill of the admitted prompts into new rows; each samples its first token."""
         try:
-            starts = [s._start.to_state(self.backend) if isinstance(s._start, HostState) else s._start for s in admit]
-            logits = self._pool.admit([s.id for s in admit], [s.prompt for s in admit], starts)
+            starts = [r.start.to_state(self.backend) if isinstance(r.start, HostState) else r.start for r in admit]
+            logits = self._pool.admit([r.id for r in admit], [r.stream.prompt for r in admit], starts)
         except Exception as error:  # the failure ends these streams, never the worker
             with self._lock:
                 self._counts["finished"] += len(admit)
                 self._admitting = 0
-            for stream in admit:
-                stream._finish("error", error)
+            for row in admit:
+                self._finish(row, "error", error)
             return
-        for stream in admit:
-            stream._start = None  # its row holds a copy: the start state is not kept alive by the stream
+        for row in admit:
+            row.start = None  # its row holds a copy: the start state is not kept alive by the stream
         with self._lock:
             self._counts["prefills"] += 1
-            self._counts["prefill_tokens"] += sum(len(s.prompt) for s in admit)
+            self._counts["prefill_tokens"] += sum(len(r.stream.prompt) for r in admit)
             self._running, self._admitting = [*self._running, *admit], 0
         self._advance(admit, logits)
 
     def _decode(self) -> None:
         """One batched step for every running stream, fed its last token; samples the next ones."""
         try:
-            logits = self._pool.feed([s.id for s in self._running], [[s.tokens[-1]] for s in self._running])
+            logits = self._pool.feed([r.id for r in self._running], [[r.tokens[-1]] for r in self._running])
         except Exception as error:  # the failure ends these streams, never the worker
             self._fail(self._running, error)
             return
         with self._lock:
             self._counts["ticks"] += 1
-        for stream in self._running:
-            stream._fed = len(stream.tokens)
+        for row in self._running:
+            row.fed = len(row.tokens)
         self._advance(self._running, logits)
         self._release_finished()
 
-    def _advance(self, streams: list[Stream], logits: np.ndarray) -> None:
+    def _advance(self, rows: list[_Row], logits: np.ndarray) -> None:
         """Samples each stream's next token from its row of ``logits`` (B, V), emits it, applies its stop
         conditions; a stream cancelled meanwhile ends instead."""
-        for stream, row in zip(streams, logits):
-            if stream.done or stream._ending is not None:
+        for row, row_logits in zip(rows, logits):
+            if row.channel.done.is_set() or row.ending is not None:
                 continue
-            if stream.keep_state or stream.conversation is not None:
-                stream._last_logits = row[None].copy()
-            if stream._cancel_requested:
-                stream._ending = ("cancelled", None)
+            if row.keeps_state:
+                row.last_logits = row_logits[None].copy()
+            if row.cancel_requested:
+                row.ending = ("cancelled", None)
                 continue
-            o = stream.options
+            o = row.stream.options
             if o.max_new_tokens == 0:  # a turn that only feeds its prompt (kept state): nothing to sample
-                stream._ending = ("max_new_tokens", None)
+                row.ending = ("max_new_tokens", None)
                 continue
-            token = int(o.sampling.sample(row[None], [stream._rng])[0])
+            token = int(o.sampling.sample(row_logits[None], [row.rng])[0])
             try:
-                stream._emit(token)
+                row.emit(token)
             except Exception as error:  # a failing callback ends its own stream only
-                stream._ending = ("error", error)
+                row.ending = ("error", error)
                 continue
             if token in o.stop_tokens:
-                stream._ending = ("stop", None)
-            elif len(stream.tokens) >= o.max_new_tokens:
-                stream._ending = ("max_new_tokens", None)
+                row.ending = ("stop", None)
+            elif len(row.tokens) >= o.max_new_tokens:
+                row.ending = ("max_new_tokens", None)
+
+
+def _stream_options(
+    max_new_tokens: int,
+    sampling: Optional[SamplingOptions],
+    temperature: Optional[float],
+    top_k: Optional[int],
+    top_p: Optional[float],
+    seed: Optional[int],
+    stop_tokens: Sequence[int],
+) -> StreamOptions:
+    """:meth:`Scheduler.submit`'s options: ``sampling`` whole, or built from its keyword fields (not both);
+    InputError naming the bad option."""
+    sugar = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+    given = [name for name, value in sugar.items() if value is not None]
+    if sampling is not None and given:
+        raise InputError(f"submit: give sampling=SamplingOptions(...) or {', '.join(given)}, not both")
+    if sampling is not None and not isinstance(sampling, SamplingOptions):
+        raise InputError(f"sampling: expected a SamplingOptions, got {type(sampling).__name__}")
+    try:
+        if sampling is None:
+            sampling = SamplingOptions(**{n: v for n, v in sugar.items() if v is not None})
+        stops = frozenset(int(t) for t in stop_tokens)
+        return StreamOptions(check_max_new_tokens(max_new_tokens), stops, sampling)
+    except ValueError as error:
+        raise InputError(str(error)) from None

@@ -16,7 +16,7 @@ Needs TensorRT (imported lazily; :class:`TensorRTNotInstalled` otherwise):
   to be a plugin layer); :func:`load_plugin_library` — the one place the plugin library is loaded (once per
   process and path; a library of another TensorRT major is refused); :func:`tensorrt_logger` — the process's
   one ``trt.Logger``;
-* :class:`TensorRTBackend` (:mod:`rnnx.runtime.backends.tensorrt_backend`) — the runtime backend.
+* :class:`TensorRTBackend` (:mod:`.backend`) — the runtime backend (``rnnx.runtime.load``'s record names it).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``TensorRTBackend`` is imported on first use (its module needs torch CUDA + TensorRT at run time only)."""
     if name == "TensorRTBackend":
-        from ..backends.tensorrt_backend import TensorRTBackend
+        from .backend import TensorRTBackend
 
         return TensorRTBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

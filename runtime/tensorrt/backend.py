@@ -68,13 +68,13 @@ from typing import Any, Optional, TypeVar, Union
 
 import numpy as np
 
+from ..backends.base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
 from ..contract.artifact import MetadataError, StateSpec, read_metadata, state_specs
-from ..tensorrt._trt import TensorRTNotInstalled, require_tensorrt, tensorrt_logger
-from ..tensorrt.bindings import plan_bindings
-from ..tensorrt.builder import build_engine, default_plugin_library, load_plugin_library, required_creators
-from ..tensorrt.graphs import CAPTURE, GRAPH_READING, REPLAY, PingPong, StaleState, StepPlan
-from ..tensorrt.profiles import DECODE, Profile, ProfileError, ProfileLimits, build_profiles, select_profile
-from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError
+from ._trt import TensorRTNotInstalled, require_tensorrt, tensorrt_logger
+from .bindings import plan_bindings
+from .builder import build_engine, default_plugin_library, load_plugin_library, required_creators
+from .graphs import CAPTURE, GRAPH_READING, REPLAY, PingPong, StaleState, StepPlan
+from .profiles import DECODE, Profile, ProfileError, ProfileLimits, build_profiles, select_profile
 
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
                  "int64": "int64", "int32": "int32", "bool": "bool", "uint8": "uint8", "int8": "int8"}  # fmt: skip
