@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 from rnnx.models.ops import cuda as cuda_ops
+from rnnx.models.ops.causal_linear_attention.checks import AttentionInputs
 from rnnx.models.ops.causal_linear_attention.chunked import DEFAULT_CHUNK_SIZE, chunked_forward
 
 
@@ -84,7 +85,8 @@ def bench_linear_attention(ext, dtype: torch.dtype, B=8, H=16, L=4096, E=64, M=6
         lambda: ext.causal_linear_attention(q, k, v, None, None, None, out, S, z, 1e-6, H, False, stream)
     )
     t_torch = cuda_time(
-        lambda: chunked_forward(q, k, v, None, None, None, 1e-6, H, False, DEFAULT_CHUNK_SIZE), repeat=5
+        lambda: chunked_forward(AttentionInputs(q, k, v, None, None, None, 1e-6, H, False), DEFAULT_CHUNK_SIZE),
+        repeat=5,
     )
     name = str(dtype).split(".")[-1]
     rows = [
@@ -125,7 +127,9 @@ def bench_decode(ext, dtype: torch.dtype, B=8, H=16, E=64, M=64) -> list[str]:
     t_kernel = cuda_time(
         lambda: ext.causal_linear_attention(q, k, v, S, z, None, out, S, z, 1e-6, H, False, stream), repeat=200
     )
-    t_torch = cuda_time(lambda: chunked_forward(q, k, v, S, z, None, 1e-6, H, False, DEFAULT_CHUNK_SIZE), repeat=200)
+    t_torch = cuda_time(
+        lambda: chunked_forward(AttentionInputs(q, k, v, S, z, None, 1e-6, H, False), DEFAULT_CHUNK_SIZE), repeat=200
+    )
     name = str(dtype).split(".")[-1]
     return [f"| {name} | {t_kernel * 1e6:.1f} | {t_torch * 1e6:.1f} | {t_torch / t_kernel:.2f} |"]
 

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import machine_line, markdown_table
 
 import rnnx.runtime as rt
-from rnnx.runtime import native, ortops
+from rnnx.plugins import native_runtime as native
+from rnnx.runtime import ortops
 
 
 def export(name: str, work: Path) -> Path:

@@ -18,15 +18,9 @@ from typing import Optional, TypeVar, Union
 import torch
 from torch import Tensor
 
+from .ops.causal_linear_attention.state import LinearAttentionState
+
 S = TypeVar("S")
-
-
-@dataclass
-class LinearAttentionState:
-    """Causal linear attention state of one layer: S (B, H, E, M) and z (B, H, E), fp32."""
-
-    S: Tensor
-    z: Tensor
 
 
 @dataclass

@@ -384,7 +384,7 @@ def build_plugins(
             *(a for t in targets for a in ("--target", t)),
         ],
     ]
-    from ..runtime.build_dirs import build_lock
+    from .build_dirs import build_lock
 
     with build_lock(build):
         for cmd in steps:

@@ -8,8 +8,8 @@ order, skips one whose tools are missing with the reason, and prints one line pe
     cuda-kernels      the ops' CUDA kernels as a torch extension            rnnx.models.ops.cuda (needs a GPU)
     tensorrt-plugins  librnnx_trt_plugins (+ the C++ unit tests)            rnnx.plugins (needs nvcc, cmake), into
                       build/plugins/tensorrt-<major> (the installed TensorRT's major, else the headers')
-    ort-ops           librnnx_ort_ops, the ONNX Runtime custom ops          rnnx.runtime.ortops (headers via npm)
-    native-runtime    librnnx_runtime (C API), rnnx-generate, + ASan build  rnnx.runtime.native (needs cmake)
+    ort-ops           librnnx_ort_ops, the ONNX Runtime custom ops          rnnx.plugins.ort_ops (headers via npm)
+    native-runtime    librnnx_runtime (C API), rnnx-generate, + ASan build  rnnx.plugins.native_runtime (needs cmake)
 
 ``--only NAME[,NAME]`` builds those; ``--skip NAME[,NAME]`` leaves those out. Exit status 1 when a library
 failed to build (its error is printed), 0 otherwise (skipped ones included: they are optional here).
@@ -91,20 +91,21 @@ def _tensorrt_plugins() -> Path:
 
 
 def _ort_ops() -> Path:
-    from rnnx.runtime import ortops
+    from . import ort_ops
 
-    if shutil.which("npm") is None and not (ortops.headers_dir() / "onnxruntime_lite_custom_op.h").is_file():
+    if shutil.which("npm") is None and not (ort_ops.headers_dir() / "onnxruntime_lite_custom_op.h").is_file():
         raise Skip("npm not found (it fetches ONNX Runtime's headers): ONNX Runtime runs the ops' function bodies")
-    ortops.fetch_headers()
-    return ortops.build()
+    ort_ops.fetch_headers()
+    return ort_ops.build()
 
 
 def _native_runtime() -> Path:
-    from rnnx.runtime import native, ortops
+    from . import native_runtime as native
+    from . import ort_ops
 
     if shutil.which("cmake") is None:
         raise Skip("cmake not found: the native runtime is not built (docs/embedding.md)")
-    if not (ortops.headers_dir() / "onnxruntime_cxx_api.h").is_file():
+    if not (ort_ops.headers_dir() / "onnxruntime_cxx_api.h").is_file():
         raise Skip("ONNX Runtime headers not fetched (see ort-ops)")
     native.build("address,undefined")  # the sanitizer build the tests run
     return native.build() / native.LIBRARY_NAME

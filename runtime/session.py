@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .backends.base import Backend, InputError, RnnxRuntimeError
-from .contract.artifact import ATTENTION_MASK, INPUT_IDS, LOGITS, TensorSpec, numpy_dtype
+from .contract.artifact import ATTENTION_MASK, CAUSAL_LM, INPUT_IDS, LOGITS, TensorSpec, interface_of, numpy_dtype
 from .sampling import SamplingOptions, check_max_new_tokens
 from .state import State, check_host_state, load_state_file
 
@@ -494,3 +494,37 @@ class Session(StatefulSession):
                 if t is not None:
                     out[row].append(t)
         return out
+
+
+def load(
+    model_dir_or_checkpoint: Union[str, Path],
+    backend: str = "auto",
+    device: str = "cpu",
+    precision: Optional[str] = None,
+    io_binding: Optional[bool] = None,
+    native_ops: Optional[bool] = None,
+    threads: Optional[int] = None,
+) -> StatefulSession:
+    """A session for a checkpoint directory (torch backend) or an export directory (``auto``: tensorrt
+    on CUDA when installed, else onnxruntime): a :class:`Session` (prefill / step / generate) for a
+    language model, a :class:`StatefulSession` (``run(inputs) -> outputs``, state carried) for any
+    other export. ``device``: ``"cpu"`` or ``"cuda[:N]"``; ``precision``: torch fp32 / fp16 / bf16, an
+    export's own precision otherwise.
+
+    ``io_binding`` (onnxruntime only): True runs every call through ORT IO binding with the state kept
+    as OrtValues on ``device`` (the CUDA code path, also on the CPU EP), False through
+    ``InferenceSession.run`` with numpy state, None (default) picks True on CUDA and False on CPU.
+    ``native_ops`` (onnxruntime only): rnnx's ONNX Runtime op library (native SRU scan; see
+    :mod:`.ortops`): None (default) uses it on the CPU when built, True requires it, False runs the ops'
+    function bodies. ``threads`` (onnxruntime only): intra-op threads; None (default) runs a small export on
+    one thread on the CPU (its calls of 1,024 tokens or more on a second session on ONNX Runtime's default pool)
+    and a large one on that pool, 0 asks for that pool, N for N threads (see
+    :class:`.backends.ort_backend.OrtBackend`). Setting any of the three for another backend (including
+    the one ``auto`` picks) raises :class:`InputError`."""
+    from .backends import create_backend
+
+    chosen = create_backend(
+        model_dir_or_checkpoint, backend=backend, device=device, precision=precision, io_binding=io_binding,
+        native_ops=native_ops, threads=threads,
+    )  # fmt: skip
+    return Session(chosen) if interface_of(chosen.metadata) == CAUSAL_LM else StatefulSession(chosen)

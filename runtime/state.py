@@ -5,9 +5,10 @@ Saved states are safetensors files, the format the native runtime (``librnnx_run
 ``rnnx_state_save`` / ``rnnx_state_load``) reads and writes too: every state tensor as ``state/<flat name>``,
 the last logits as ``last_logits`` (when known), and in the header's metadata (strings) ``format``
 (``rnnx-state``), ``format_version`` (2), ``names`` (a JSON list, graph order), ``batch``, ``past_length``,
-``signature`` (:func:`.artifact.model_signature`) and ``backend``. Loading checks the signature, so a state
-only loads into the same model (any backend, either language). ``.npz`` state files of format version 1
-(rnnx before the native runtime) still load.
+``signature`` (:func:`.artifact.model_signature`) and ``backend``: the contract's ``STATE_HEADER``
+(``rnnx.runtime.contract.artifact``; its JSON Schema is ``runtime/contract/rnnx-state.schema.json``), which the C
+API checks with the same refusals. Loading checks the signature, so a state only loads into the same model (any
+backend, either language). ``.npz`` state files of format version 1 (rnnx before the native runtime) still load.
 """
 
 from __future__ import annotations
@@ -22,14 +23,23 @@ from typing import Optional, Union
 import numpy as np
 
 from .backends.base import Backend, BackendState, InputError
-from .contract.artifact import numpy_dtype
 
-STATE_FORMAT = "rnnx-state"
-STATE_FORMAT_VERSION = 2
+# STATE_FORMAT, STATE_FORMAT_VERSION are the contract's (rnnx.runtime.state.STATE_FORMAT still names them)
+from .contract.artifact import (
+    STATE_FORMAT,
+    STATE_FORMAT_VERSION,
+    STATE_LAST_LOGITS,
+    STATE_TENSOR_PREFIX,
+    MetadataError,
+    check_state_header,
+    numpy_dtype,
+    refusal,
+)
+
 #: The .npz state files of rnnx before the native runtime (still read).
 NPZ_FORMAT_VERSION = 1
 _HEADER = "__rnnx_state__"
-_PREFIX = "state/"
+_PREFIX = STATE_TENSOR_PREFIX
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -133,7 +143,7 @@ def write_state_file_stat(
     }  # fmt: skip
     arrays = {_PREFIX + k: np.ascontiguousarray(v) for k, v in host.arrays.items()}
     if host.last_logits is not None:
-        arrays["last_logits"] = np.ascontiguousarray(host.last_logits, dtype=np.float32)
+        arrays[STATE_LAST_LOGITS] = np.ascontiguousarray(host.last_logits, dtype=np.float32)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -187,16 +197,10 @@ def _read_safetensors(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
             header = json.loads(f.read(size).decode()) if size < (100 << 20) else None
         arrays = load_file(str(path))
     except (SafetensorError, ValueError, UnicodeDecodeError, OSError) as e:
-        raise InputError(f"{path}: not an rnnx state file, or truncated ({type(e).__name__}: {e})") from None
+        raise _refused(str(path), "state_unreadable", detail=f"{type(e).__name__}: {e}") from None
     if not isinstance(header, dict):
-        raise InputError(f"{path}: not an rnnx state file (no safetensors header)")
-    meta = header.get("__metadata__") or {}
-    try:
-        fields = {**meta, "format_version": int(meta.get("format_version", -1)), "batch": int(meta.get("batch", -1)),
-                  "past_length": int(meta.get("past_length", 0))}  # fmt: skip
-    except ValueError:
-        raise InputError(f"{path}: not an rnnx state file (malformed header fields)") from None
-    return fields, arrays
+        raise _refused(str(path), "state_unreadable", detail="no safetensors header")
+    return header.get("__metadata__") or {}, arrays
 
 
 def _read_npz(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -207,7 +211,18 @@ def _read_npz(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
         arrays = {k: data[k] for k in data.files if k != _HEADER}
     if header.get("format_version") == NPZ_FORMAT_VERSION:
         header["format_version"] = STATE_FORMAT_VERSION  # the same fields, the older container
-    return header, arrays
+    # the header's values as a safetensors header holds them: strings (names: a JSON list)
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in header.items()}, arrays
+
+
+def _refused(where: str, reason: str, **values: str) -> InputError:
+    """An :class:`InputError` with the contract's refusal text and its ``reason`` (as the C API refuses it)."""
+    return _with_reason(InputError(str(refusal(where, reason, **values))), reason)
+
+
+def _with_reason(error: InputError, reason: Optional[str]) -> InputError:
+    error.reason = reason
+    return error
 
 
 def read_state_file(backend: Backend, path: Union[str, Path]) -> HostState:
@@ -221,7 +236,7 @@ def read_state_file(backend: Backend, path: Union[str, Path]) -> HostState:
     try:
         return _read_checked(backend, path)
     except InputError as error:
-        raise InputError(" ".join(str(error).split())) from None
+        raise _with_reason(InputError(" ".join(str(error).split())), getattr(error, "reason", None)) from None
 
 
 def _read_checked(backend: Backend, path: Path) -> HostState:
@@ -229,14 +244,11 @@ def _read_checked(backend: Backend, path: Path) -> HostState:
         magic = f.read(4)
     header, data = _read_npz(path) if magic == _ZIP_MAGIC else _read_safetensors(path)
     arrays = {k[len(_PREFIX) :]: v for k, v in data.items() if k.startswith(_PREFIX)}
-    last_logits = data.get("last_logits")
-    if header.get("format") != STATE_FORMAT or header.get("format_version") != STATE_FORMAT_VERSION:
-        raise InputError(f"{path}: unsupported state format {header.get('format')!r} v{header.get('format_version')!r}")
-    if header.get("signature") != backend.signature:
-        raise InputError(
-            f"{path}: state was saved from a different model: signature {str(header.get('signature', ''))[:12]}..., "
-            f"this model {backend.signature[:12]}..."
-        )
+    last_logits = data.get(STATE_LAST_LOGITS)
+    try:
+        check_state_header(header, str(path), backend.signature)
+    except MetadataError as error:
+        raise _with_reason(InputError(str(error)), error.reason) from None
     batch, past = check_host_state(backend, arrays, str(path))
     if last_logits is not None and tuple(last_logits.shape) != (batch, backend.vocab_size or last_logits.shape[-1]):
         raise InputError(f"{path}: last_logits: expected shape {(batch, backend.vocab_size)}, got {last_logits.shape}")

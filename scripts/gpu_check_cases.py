@@ -553,7 +553,7 @@ def run_demo_fp16(ctx: Context) -> str:
 
 def run_parity_cli(ctx: Context) -> str:
     export_dir = demo_export(ctx, "tensorrt", "fp32")
-    code = "import sys; from rnnx.runtime.cli import parity_main; sys.argv[0] = 'rnnx-parity'; parity_main()"
+    code = "import sys; from rnnx.runtime.parity.cli import main; sys.argv[0] = 'rnnx-parity'; main()"
     cmd = [sys.executable, "-c", code, str(export_dir), "--backend", "tensorrt", "--device", "cuda", "--steps", "16",
            "--tolerance", str(TOLERANCES["fp32"])]  # fmt: skip
     result = subprocess.run(cmd, text=True, capture_output=True, timeout=230)

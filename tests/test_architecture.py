@@ -163,7 +163,12 @@ def test_the_native_runtime_compares_no_target_or_precision_name():
 ALIASES = {
     "rnnx.models.ops.spec": "contract",
 }
-#: Module prefix -> room, most specific first (docs/architecture.md, "The house").
+#: Module -> room: an exact module first (the runtime's front door, the one build entry), then by prefix, most
+#: specific first (docs/architecture.md, "The house").
+EXACT_ROOMS = {
+    "rnnx.runtime": "api",
+    "rnnx.plugins.build": "build",
+}
 ROOMS = (
     ("rnnx.runtime.contract", "contract"),
     ("rnnx.models.ops", "ops"),
@@ -176,35 +181,55 @@ ROOMS = (
     ("rnnx.runtime", "runtime"),
     ("rnnx.plugins", "plugins"),
 )
-#: The allowed arrows between rooms (docs/architecture.md's table): room -> rooms it may import.
+#: The floors, bottom up: a room imports rooms of lower floors only (never one of its own floor, never one above),
+#: so no two rooms import each other and no arrow runs back up.
+FLOORS = (
+    ("contract",),
+    ("plugins",),
+    ("ops",),
+    ("models",),
+    ("runtime",),
+    ("native", "parity", "serving", "tensorrt"),
+    ("api",),
+    ("export",),
+    ("build",),
+)
+FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
+#: The allowed arrows between rooms (docs/architecture.md's table): room -> rooms it may import, all below it.
 ARROWS = {
     "contract": set(),
-    "ops": {"contract", "models", "plugins", "runtime"},
-    "models": {"ops", "contract", "parity"},
-    "export": {"models", "ops", "contract", "runtime", "parity", "tensorrt", "serving"},
-    "runtime": {"contract", "models", "tensorrt", "serving", "parity"},
+    "plugins": {"contract"},
+    "ops": {"contract", "plugins"},
+    "models": {"ops", "contract"},
+    "runtime": {"contract", "plugins", "models"},
+    "native": {"plugins"},
     "parity": {"runtime", "contract"},
     "serving": {"runtime", "contract", "plugins"},
     "tensorrt": {"runtime", "contract", "plugins"},
-    "native": {"runtime"},
-    "plugins": {"ops", "runtime", "native"},
+    "api": {"runtime", "serving"},
+    "export": {"models", "ops", "contract", "plugins", "runtime", "parity", "tensorrt", "serving"},
+    "build": {"plugins", "ops"},
     "js": set(),  # runtime/js/: JavaScript, no Python module; it reads rnnx.json only
 }
 #: Arrows allowed only from these modules (a room-wide arrow would be too broad): room pair -> modules.
 NARROW_ARROWS = {
-    ("ops", "models"): {"rnnx.models.ops.causal_linear_attention.op"},  # the state record LinearAttentionState
-    ("ops", "runtime"): {"rnnx.models.ops.libtorch"},  # build_dirs: where a native build goes
-    ("models", "parity"): {"rnnx.models.training.copy_task"},  # random prompts for an untrained task
     ("runtime", "models"): {"rnnx.runtime.backends.torch_backend"},  # the torch backend runs checkpoints
-    ("runtime", "serving"): {"rnnx.runtime"},  # the package's lazy re-export of the scheduler
-    ("runtime", "parity"): {"rnnx.runtime.cli"},  # rnnx-parity
 }
 
 
 def room(module: str) -> str:
     if module in ALIASES:
         return ALIASES[module]
+    if module in EXACT_ROOMS:
+        return EXACT_ROOMS[module]
     return next(name for prefix, name in ROOMS if module == prefix or module.startswith(prefix + "."))
+
+
+def test_the_arrows_run_down_the_floors():
+    """Every allowed arrow goes from a room to a room of a lower floor: layered per room, so no two-way pair."""
+    up = [f"{a} -> {b}" for a, targets in ARROWS.items() if a != "js" for b in targets if FLOOR[b] >= FLOOR[a]]
+    assert up == []
+    assert set(FLOOR) == set(ARROWS) - {"js"}
 
 
 def test_imports_follow_the_arrows():

@@ -205,7 +205,7 @@ def build():
 
 def test_cli_module_with_weights_then_torch_backend_and_rnnx_parity(tmp_path: Path) -> None:
     from rnnx.export.cli import main
-    from rnnx.runtime.cli import parity_main
+    from rnnx.runtime.parity.cli import main as parity_main
 
     factory = tmp_path / "my_model.py"
     factory.write_text(textwrap.dedent(FACTORY))
@@ -243,7 +243,7 @@ def test_a_package_factory_is_found_from_any_directory_and_parity_falls_back_whe
     import sys
 
     from rnnx.export.cli import main
-    from rnnx.runtime.cli import parity_main
+    from rnnx.runtime.parity.cli import main as parity_main
 
     project = tmp_path / "project"
     (project / "mypkg").mkdir(parents=True)

@@ -193,7 +193,8 @@ def test_demo_server_answers_a_bad_escape_and_keeps_serving(exports) -> None:
 
 
 def test_the_module_names_are_the_contracts() -> None:
-    """rnnx.mjs's copies of the contract's names (it imports nothing, so it keeps its own) equal artifact.py's."""
+    """The contract's names rnnx.mjs exports (from contract.generated.mjs, generated from the records: the generated
+    file itself is held to them by tests/test_contract_schema.py) equal artifact.py's."""
     script = f"import * as m from {json.dumps((JS / 'rnnx.mjs').as_uri())}; console.log(JSON.stringify(m));"
     names = json.loads(node("--input-type=module", "-e", script).stdout)
     constants = ("FORMAT", "METADATA_FILE", "CAUSAL_LM", "INPUT_IDS", "ATTENTION_MASK", "LOGITS", "PAST_PREFIX",
@@ -287,7 +288,7 @@ def test_node_example_errors_are_one_line(exports, tmp_path: Path) -> None:
         "no-state-input": (
             {**metadata, "state": [missing]},
             ["--prompt", "1,2"],
-            'state "missing": past_key_values.missing / present.missing are not graph inputs/outputs',
+            'state "missing": "past_key_values.missing" is not a graph input',
         ),
         "token-out-of-vocabulary": (metadata, ["--prompt", "1,12"], "prompts[0]: token 12 out of vocabulary"),
         "bad-top-p": (metadata, ["--prompt", "1,2", "--top-p", "1.5"], "topP must be in [0, 1]"),

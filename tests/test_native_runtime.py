@@ -43,7 +43,8 @@ from prompt_cases import PARSED, REFUSED, expected_error
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS
 from rnnx.plugins import library_tensorrt_version
-from rnnx.runtime import native, ortops
+from rnnx.plugins import native_runtime as native
+from rnnx.runtime import ortops
 
 pytestmark = pytest.mark.skipif(
     shutil.which("cmake") is None, reason="cmake not found: cannot build the native runtime"
@@ -221,7 +222,8 @@ def test_bad_input_is_a_status_and_a_message(builds, ops, exports, tmp_path: Pat
     ).encode()
     (tmp_path / "huge.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)  # fmt: skip
     assert check(builds, "load", str(directory), ops, str(tmp_path / "huge.safetensors")) == (
-        f"status 4: {tmp_path / 'huge.safetensors'}: tensor 'state/c' has a negative or overflowing shape"
+        f"status 4: {tmp_path / 'huge.safetensors'}: not an rnnx state file, or truncated (tensor 'state/c' has a "
+        "negative or overflowing shape)"
     )
     lying = tmp_path / "lying"  # rnnx.json is not hashed: one that disagrees with its graph is an error, not a read
     shutil.copytree(directory, lying)
@@ -540,7 +542,7 @@ def test_the_c_example_in_the_docs_compiles_and_runs(builds, ops, exports, tmp_p
     doc = (Path(__file__).resolve().parents[1] / "docs" / "embedding.md").read_text()
     source = doc.split("```c\n", 1)[1].split("```", 1)[0]
     (tmp_path / "example.c").write_text(source)
-    include = Path(native.__file__).parent / "include"
+    include = native.SOURCES / "include"
     library = builds["release"]
     compiled = subprocess.run(["gcc", "-Wall", "-Werror", str(tmp_path / "example.c"), f"-I{include}", f"-L{library}",
                                "-lrnnx_runtime", f"-Wl,-rpath,{library}", "-o", str(tmp_path / "example")],
@@ -558,7 +560,7 @@ def test_a_conversation_parked_by_python_resumes_in_the_c_example(builds, ops, e
     in one piece, and the file it writes back resumes in Python, again equal to one piece."""
     doc = (Path(__file__).resolve().parents[1] / "docs" / "embedding.md").read_text()
     (tmp_path / "resume.c").write_text(doc.split("```c\n")[2].split("```", 1)[0])
-    include, library = Path(native.__file__).parent / "include", builds["release"]
+    include, library = native.SOURCES / "include", builds["release"]
     compiled = subprocess.run(["gcc", "-Wall", "-Werror", str(tmp_path / "resume.c"), f"-I{include}", f"-L{library}",
                                "-lrnnx_runtime", f"-Wl,-rpath,{library}", "-o", str(tmp_path / "resume")],
                               capture_output=True, text=True)  # fmt: skip

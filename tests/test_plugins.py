@@ -585,7 +585,7 @@ def test_main_builds_for_the_major_it_is_told(tmp_path: Path, monkeypatch, capsy
 def test_native_runtime_takes_tensorrt_root_as_cmake_does(tmp_path: Path, monkeypatch) -> None:
     """The C API's build takes ``$TENSORRT_ROOT`` or its include/ as the plugin build does, and refuses a
     TENSORRT_ROOT without headers instead of building against other headers (stand-in header folders)."""
-    from rnnx.runtime import native
+    from rnnx.plugins import native_runtime as native
 
     root = _stand_in_headers(tmp_path / "trt8", STAND_IN_8)
     monkeypatch.setenv("TENSORRT_ROOT", str(root))

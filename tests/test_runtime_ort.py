@@ -16,8 +16,9 @@ pytest.importorskip("onnxruntime")
 import rnnx.runtime as rt
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
 from rnnx.models.training.copy_task import task_prompts
-from rnnx.runtime.cli import generate_main, parity_main, parse_prompt
+from rnnx.runtime.cli import generate_main, parse_prompt
 from rnnx.runtime.parity import ParityReport, compare_backends
+from rnnx.runtime.parity.cli import main as parity_main
 
 #: fp32 export vs PyTorch, relative to each tensor's magnitude, at every one of 256 steps.
 TOLERANCE = 1e-4

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rnnx.runtime import native, ortops
+from rnnx.plugins import native_runtime as native
+from rnnx.runtime import ortops
 from rnnx.runtime.sampling import SamplingOptions
 
 REPO = Path(__file__).resolve().parents[1]

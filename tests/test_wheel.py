@@ -149,6 +149,17 @@ def test_wheel_ships_the_kernel_and_plugin_sources(wheel: Path) -> None:
     assert op_files - names == set()
 
 
+def test_wheel_ships_the_generated_contract(wheel: Path) -> None:
+    """The artifact contract's generated files (python3 -m rnnx.runtime.contract.schema --write), as in the checkout:
+    the JSON Schemas as package data of rnnx.runtime.contract, the C API's table among the native runtime's sources
+    (the JavaScript table lives with runtime/js, which the npm folder ships, not the wheel)."""
+    from rnnx.runtime.contract import schema
+
+    archive = zipfile.ZipFile(wheel)
+    for path in (schema.METADATA_SCHEMA, schema.STATE_SCHEMA, schema.CPP_TABLES):
+        assert archive.read(f"rnnx/runtime/{path}").decode() == (schema.RUNTIME_DIR / path).read_text(), path
+
+
 def test_wheel_has_no_build_outputs_or_caches(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     banned_parts = {"build", ".cache", "__pycache__", ".pytest_cache"}

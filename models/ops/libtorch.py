@@ -33,7 +33,7 @@ import torch
 from rnnx import plugins
 from rnnx.runtime.contract.ops import ALL_OPS, TORCH_NAMESPACE, OpSpec
 
-from ...runtime.build_dirs import build_main, native_library_path
+from ...plugins.build_dirs import build_main, native_library_path
 
 LIBRARY_NAME = "librnnx_torch_ops.so"
 #: The suffix of an op's file of this library in its folder: ``plugins/<op>/torch/<op>_torch_op.cpp``.

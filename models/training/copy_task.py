@@ -98,10 +98,10 @@ def task_prompts(task: Optional[dict[str, Any]], vocab_size: int, batch: int = 3
     """Prompts for a parity check of a model trained on ``task`` (a checkpoint's ``task`` entry).
 
     The copy task gets its own prompts ``s_1 .. s_n SEP`` (n random, so rows differ in length);
-    anything else gets :func:`rnnx.runtime.parity.random_prompts`.
+    anything else gets :func:`rnnx.runtime.contract.prompts.random_prompts`.
     """
     if not task or task.get("name") != "copy":
-        from ...runtime.parity import random_prompts
+        from ...runtime.contract.prompts import random_prompts
 
         return random_prompts(vocab_size, batch=batch, seed=seed)
     copy = CopyTask.from_description(task)

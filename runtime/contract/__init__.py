@@ -6,6 +6,10 @@
 * :mod:`.ops`: the op records (one :class:`~.ops.OpSpec` per recurrent op: names, tensors, roles,
   attributes, the ONNX domain and TensorRT plugin namespace) read by the torch ops, the ONNX export, the
   plugins' tests and the runtime.
+* :mod:`.prompts`: the default prompts of a parity check (an export's and ``rnnx-parity``'s).
+* :mod:`.schema`: the contract as machine-readable files, generated from :mod:`.artifact`'s records
+  (``python3 -m rnnx.runtime.contract.schema --write``): the JSON Schemas of ``rnnx.json`` and of a state file's
+  header (``rnnx.schema.json``, ``rnnx-state.schema.json`` beside it) and the C and JavaScript readers' tables.
 * :mod:`.targets`: the export targets and precisions as records (:class:`~.targets.Target`,
   :class:`~.targets.Precision`): what each target's graph looks like and what each precision is; code asks
   a record instead of comparing names.

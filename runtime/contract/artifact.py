@@ -66,6 +66,12 @@ names that file (a path relative to the model's directory) in its initializers. 
 TensorRT's ``parse_from_file`` resolve it against the model's path, so a runtime always opens the model by
 path and keeps the two files together. ``model_sha256`` then covers only the graph; ``external_data``
 records the data file's sha256, which :func:`read_metadata` checks like the model's.
+
+The layout above is also a JSON Schema (draft 2020-12), ``runtime/contract/rnnx.schema.json``, and a state file's
+header is ``rnnx-state.schema.json`` beside it: both are generated from this module's records (``TABLES``,
+``STATE_HEADER``, below) by ``python3 -m rnnx.runtime.contract.schema --write``, together with the tables the C API and
+the JavaScript runtime read ``rnnx.json`` with. Every reader checks in one order and refuses with one text
+(``REFUSALS``; "metadata: the records every reader checks" below).
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +87,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from .targets import PRECISIONS, TARGETS, TOLERANCES  # noqa: F401  (the contract's names, defined there)
+# TOLERANCES: one of the contract's names, defined there
+from .targets import DEQUANTIZE_LINEAR, MATMUL_NBITS, PRECISION_RECORDS, PRECISIONS, TARGETS, TOLERANCES  # noqa: F401
 
 # -- names ---------------------------------------------------------------------------------------
 
@@ -198,15 +206,18 @@ ONNX_ELEMENT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64
 
 
 class MetadataError(ValueError):
-    """Metadata that is missing, malformed or does not match its model file; one line."""
+    """Metadata that is missing, malformed or does not match its model file; one line. ``reason``: the key of its
+    template in :data:`REFUSALS` (the same refusal in every reader), None for an error outside that table."""
+
+    def __init__(self, message: str, reason: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype of a metadata dtype name; MetadataError for ``bfloat16`` (numpy has none) or an unknown name."""
-    if name not in ITEMSIZE or name == "bfloat16":
-        raise MetadataError(
-            f"dtype {name!r} has no numpy equivalent; known: {', '.join(n for n in ITEMSIZE if n != 'bfloat16')}"
-        )
+    if name not in NUMPY_DTYPES:
+        raise MetadataError(f"dtype {name!r} has no numpy equivalent; known: {', '.join(NUMPY_DTYPES)}")
     return np.dtype(np.bool_ if name == "bool" else name)
 
 
@@ -324,15 +335,7 @@ def lm_io(vocab_size: int, states: list[StateSpec], logits_dtype: str) -> tuple[
     return inputs, outputs
 
 
-# -- metadata ----------------------------------------------------------------------------------------
-
-_REQUIRED = {
-    "format": str, "format_version": int, "model_file": str, "model_sha256": str, "model_type": str,
-    "config": dict, "target": str, "precision": str, "opset": int, "inputs": list,
-    "outputs": list, "state": list, "ops": list, "opset_imports": dict, "source": dict, "versions": dict,
-}  # fmt: skip
-#: Fields only one interface has.
-_REQUIRED_BY_INTERFACE = {CAUSAL_LM: {"vocab_size": int}, STATEFUL: {}}
+# -- files ------------------------------------------------------------------------------------------
 
 
 def sha256_file(path: Union[str, os.PathLike]) -> str:
@@ -376,70 +379,409 @@ def write_metadata(directory: Union[str, os.PathLike], metadata: dict[str, Any])
     return atomic_write_bytes(path, (json.dumps(metadata, indent=2) + "\n").encode())
 
 
-def validate_metadata(meta: Any, where: str = METADATA_FILE) -> dict[str, Any]:
-    """Checks the layout of a metadata dict; MetadataError (one line, prefixed by ``where``) otherwise."""
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise MetadataError(f"{where}: not rnnx export metadata (format {found!r}, expected {FORMAT!r})")
-    version = meta.get("format_version")
-    if version not in READABLE_FORMAT_VERSIONS or isinstance(version, bool):
-        supported = ", ".join(map(str, READABLE_FORMAT_VERSIONS))
-        raise MetadataError(f"{where}: unsupported format_version {version!r} (supported: {supported})")
-    interface = interface_of(meta)
-    if interface not in (INTERFACES if version >= 2 else (CAUSAL_LM,)):
-        raise MetadataError(
-            f"{where}: unsupported interface {interface!r} for format_version {version} "
-            f"(supported: {', '.join(INTERFACES)})"
+# -- metadata: the records every reader checks ---------------------------------------------------------------
+#
+# rnnx.json has three readers: this module (validate_metadata, read_metadata), the C API
+# (runtime/native/src/artifact.cpp) and the JavaScript runtime (runtime/js/rnnx.mjs). Each applies the checks below
+# in the order below and refuses with the same one line after "<path>: ": a template of REFUSALS, its values
+# rendered by json_text. The records here (TABLES, LM_INPUTS / LM_OUTPUTS, REFUSALS, STATE_HEADER) are the facts;
+# runtime/contract/schema.py turns them into the JSON Schemas (runtime/contract/rnnx.schema.json,
+# rnnx-state.schema.json) and into the tables the C and JavaScript readers include
+# (runtime/native/src/contract_generated.h, runtime/js/contract.generated.mjs). `python3 -m
+# rnnx.runtime.contract.schema --write` regenerates those files; tests/test_contract_schema.py fails when one differs
+# from what these records generate, and runs the bad-artifact fixtures (tests/data/bad_artifacts.json) through the
+# three readers.
+#
+# The checks, in order:
+#   1. the file: missing_file, unreadable_file, not_json (the C API first: no_directory);
+#   2. the document: not_an_object, format, format_version (field_missing when absent), interface (a version's
+#      interfaces: INTERFACES_BY_VERSION); then a reader that runs only some interfaces refuses the others
+#      (interface_not_runnable: the C and JavaScript readers generate tokens, so they run causal_lm only);
+#   3. every field of TABLES["metadata"] in table order, depth first (an object's members, an array's items):
+#      field_missing (a field its interface needs), field_type, field_value (enumerations, minimums, file names,
+#      a state shape's batch axis);
+#   4. the graph: duplicate_name (inputs, then outputs), then per state tensor its input / output names
+#      (state_io_name) and that they are graph inputs / outputs (state_not_in_graph);
+#   5. a causal_lm graph's layout: per side (inputs, then outputs) lm_count, then lm_layout (LM_INPUTS, LM_OUTPUTS);
+#   6. what one reader needs beyond the schema (READER_REFUSALS): Python checks a recorded signature
+#      (signature_mismatch; the other readers cannot recompute it), the C API needs one (no_signature: its state
+#      files carry it); Python (verify_hash) and the C API check the files' sha256s (model_missing, model_hash,
+#      data_missing, data_hash); JavaScript, which also runs in a browser, hashes nothing.
+#
+# A state file's header (STATE_HEADER) has two readers, this package (runtime/state.py) and the C API
+# (rnnx_state_load): state_unreadable (not safetensors, truncated), then state_format, state_format_version, the other
+# fields (state_header_missing, state_header_value), then the model's signature (state_signature).
+
+#: JSON kinds (JSON Schema's type names) -> how a refusal names one. An integer is a number with no fraction
+#: (JSON Schema's rule: 2.0 is an integer).
+KINDS = {"null": "null", "boolean": "a boolean", "integer": "an integer", "number": "a number", "string": "a string",
+         "array": "an array", "object": "an object"}  # fmt: skip
+#: The interfaces each readable format_version has.
+INTERFACES_BY_VERSION = {1: (CAUSAL_LM,), 2: INTERFACES}
+#: Every dtype name rnnx.json spells (:data:`ITEMSIZE`'s), and those with a numpy equivalent (a state tensor's: the
+#: runtimes hold the state on the host too).
+DTYPES = tuple(ITEMSIZE)
+NUMPY_DTYPES = tuple(name for name in ITEMSIZE if name != "bfloat16")
+#: The dtypes of a language model's logits: the exported precisions' (fp32, fp16).
+LOGITS_DTYPES = tuple(dict.fromkeys(PRECISION_RECORDS[name].dtype for name in PRECISIONS))
+
+
+def json_text(value: Any) -> str:
+    """``value`` as a refusal shows it: compact JSON as JavaScript's ``JSON.stringify`` writes it (a number with no
+    fraction as an integer, any other in JavaScript's shortest form), so that every reader renders it alike."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value) if abs(value) < 2**53 else _js_number(float(value))
+    if isinstance(value, float):
+        return _js_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(json_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json_text(str(k))}:{json_text(v)}" for k, v in value.items()) + "}"
+    return json_text(str(value))
+
+
+def _js_number(x: float) -> str:
+    """JavaScript's ``Number.prototype.toString`` of a double (ECMAScript's Number::toString, radix 10)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
+    if x == 0:
+        return "0"
+    mantissa, _, exponent = repr(abs(x)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = str(int(whole + fraction))
+    stripped = digits.rstrip("0")
+    k = len(stripped)
+    n = k + int(exponent or 0) - len(fraction) + (len(digits) - k)  # x = 0.<stripped> * 10**n
+    sign = "-" if x < 0 else ""
+    if k <= n <= 21:
+        return sign + stripped + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + stripped[:n] + "." + stripped[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + stripped
+    e = n - 1
+    return f"{sign}{stripped[0]}{'.' + stripped[1:] if k > 1 else ''}e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+def one_of(values: tuple) -> str:
+    """``"a"`` for one value, ``one of "a", "b"`` for several (JSON-rendered)."""
+    shown = ", ".join(json_text(v) for v in values)
+    return shown if len(values) == 1 else f"one of {shown}"
+
+
+def json_kind(value: Any) -> str:
+    """The JSON kind of a parsed value (a key of :data:`KINDS`; a non-JSON Python value: its type's name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def shown_as_got(value: Any) -> str:
+    """How a refusal names a value it got: an array or object by its kind, anything else as JSON."""
+    kind = json_kind(value)
+    return KINDS[kind] if kind in ("array", "object") else json_text(value)
+
+
+def is_file_name(name: str) -> bool:
+    """A plain file name: no folder (``/`` or ``\\``), not ``""``, ``.`` or ``..``."""
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one JSON value must be. ``kinds``: its JSON kinds (:data:`KINDS`). A string: one of ``strings`` when given,
+    not empty when ``non_empty``, a plain file name when ``file_name`` (:func:`is_file_name`). An integer: one of
+    ``integers`` when given, at least ``minimum``. An array: every item follows ``items``, and one item is
+    ``contains``. An object: the fields of the table ``members`` (:data:`TABLES`), or every value follows
+    ``values``. ``description``: what a refusal says was expected (else :attr:`expected` derives it)."""
+
+    kinds: tuple[str, ...]
+    strings: tuple[str, ...] = ()
+    integers: tuple[int, ...] = ()
+    minimum: Optional[int] = None
+    non_empty: bool = False
+    file_name: bool = False
+    items: Optional[Rule] = None
+    contains: Optional[str] = None
+    members: Optional[str] = None
+    values: Optional[Rule] = None
+    description: str = ""
+
+    @property
+    def expected(self) -> str:
+        """The text after "expected" in a refusal of a value that breaks this rule."""
+        if self.description:
+            return self.description
+        parts = []
+        for kind in self.kinds:
+            if kind == "string" and (self.strings or self.file_name or self.non_empty):
+                text = "a file name beside the model" if self.file_name else "a non-empty string"
+                parts.append(one_of(self.strings) if self.strings else text)
+            elif kind == "integer" and (self.integers or self.minimum is not None):
+                parts.append(one_of(self.integers) if self.integers else f"an integer >= {self.minimum}")
+            else:
+                parts.append(KINDS[kind])
+        return " or ".join(parts)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One member of an ``rnnx.json`` object: its name, its :class:`Rule`, and the interfaces whose metadata must have
+    it (``()``: optional)."""
+
+    name: str
+    rule: Rule
+    required: tuple[str, ...] = INTERFACES
+
+
+_STRING = Rule(("string",))
+_NAME = Rule(("string",), non_empty=True)
+_OBJECT = Rule(("object",))
+_ARRAY = Rule(("array",))
+_BOOLEAN = Rule(("boolean",))
+#: A graph input's / output's dim: an int, an axis name (one a stateful export declared) or a sum of them.
+_DIM = Rule(("integer", "string"), minimum=0, non_empty=True)
+#: A state tensor's dim: an int, ``batch`` or ``past_length`` (a runtime sizes it).
+_STATE_DIM = Rule(("integer", "string"), minimum=0, strings=(BATCH, PAST_LENGTH))
+
+#: The fields of each object of ``rnnx.json``, in check order: ``"metadata"`` the document (the layout at the top of
+#: this module), ``"tensor"`` an item of ``inputs`` / ``outputs``, ``"state"`` an item of ``state``, then the
+#: optional sections. Fields not listed are allowed (``parity``'s contents, ``source``, ``versions``, ...).
+TABLES: dict[str, tuple[Field, ...]] = {
+    "metadata": (
+        Field("format", Rule(("string",), strings=(FORMAT,))),
+        Field("format_version", Rule(("integer",), integers=READABLE_FORMAT_VERSIONS)),
+        Field("interface", Rule(("string",), strings=INTERFACES), required=()),
+        Field("model_file", _NAME),
+        Field("model_sha256", _STRING),
+        Field("external_data", Rule(("object", "null"), members="external_data"), required=()),
+        Field("model_type", _STRING),
+        Field("config", _OBJECT),
+        Field("vocab_size", Rule(("integer",), minimum=1), required=(CAUSAL_LM,)),
+        Field("target", Rule(("string",), strings=TARGETS)),
+        Field("precision", Rule(("string",), strings=PRECISIONS)),
+        Field("opset", Rule(("integer",), minimum=1)),
+        Field("inputs", Rule(("array",), items=Rule(("object",), members="tensor"))),
+        Field("outputs", Rule(("array",), items=Rule(("object",), members="tensor"))),
+        Field("state", Rule(("array",), items=Rule(("object",), members="state"))),
+        Field("ops", _ARRAY),
+        Field("opset_imports", _OBJECT),
+        Field("source", _OBJECT),
+        Field("versions", _OBJECT),
+        Field("signature", _STRING, required=()),
+        Field("quantization", Rule(("object", "null"), members="quantization"), required=()),
+        Field("onnxruntime", Rule(("object", "null"), members="onnxruntime"), required=()),
+        Field("parity", Rule(("object", "null")), required=()),
+    ),
+    "tensor": (
+        Field("name", _NAME),
+        Field("shape", Rule(("array",), items=_DIM)),
+        Field("dtype", Rule(("string",), strings=DTYPES)),
+    ),
+    "state": (
+        Field("name", _NAME),
+        Field("input", _STRING, required=()),
+        Field("output", _STRING, required=()),
+        Field(
+            "shape",
+            Rule(("array",), items=_STATE_DIM, contains=BATCH, description=f"a shape with a {json_text(BATCH)} axis"),
+        ),
+        Field("dtype", Rule(("string",), strings=NUMPY_DTYPES)),
+        Field("grows", _BOOLEAN, required=()),
+    ),
+    "external_data": (Field("file", Rule(("string",), file_name=True)), Field("sha256", _STRING)),
+    "quantization": (
+        Field("scheme", Rule(("string",), strings=tuple(QUANTIZATION_SCHEMES))),
+        Field("bits", Rule(("integer",), integers=tuple(QUANTIZATION_SCHEMES.values())), required=()),
+        Field("block_size", Rule(("integer",), minimum=1), required=()),
+        Field("symmetric", _BOOLEAN, required=()),
+        Field("format", Rule(("string",), strings=(MATMUL_NBITS, DEQUANTIZE_LINEAR))),
+        Field("accuracy_level", Rule(("integer", "null")), required=()),
+        Field("head", Rule(("string",), strings=QUANTIZATION_HEADS), required=()),
+        Field("embedding", _BOOLEAN, required=()),
+        Field("quantized", _ARRAY),
+        Field("excluded", _ARRAY, required=()),
+    ),
+    "onnxruntime": (
+        Field("session_config", Rule(("object",), values=_STRING, description="an object of strings"), required=()),
+    ),
+}
+
+#: A causal_lm graph's data inputs and outputs, first and in this order (then one per state tensor): name, dtypes.
+LM_INPUTS = ((INPUT_IDS, ("int64",)), (ATTENTION_MASK, ("int64",)))
+LM_OUTPUTS = ((LOGITS, LOGITS_DTYPES),)
+
+#: Every refusal of an ``rnnx.json`` or a state file, by reason: the text after ``"<path>: "`` (the path is the
+#: export's ``rnnx.json``, or the model / data file a hash refusal names, or the state file). Placeholders are
+#: ``{name}``; their values are JSON (:func:`json_text`) except ``{detail}``, the one part that is each reader's own
+#: (a parser's or the system's words), and the counts of ``lm_count`` and the hex of ``state_signature``.
+REFUSALS = {
+    "no_directory": "no such export directory",
+    "missing_file": "missing export metadata file",
+    "unreadable_file": "cannot read export metadata ({detail})",
+    "not_json": "invalid JSON ({detail})",
+    "not_an_object": "not rnnx export metadata: the file holds {got}, expected an object",
+    "format": "not rnnx export metadata (format {got}, expected {expected})",
+    "format_version": "unsupported format_version {got} (supported: {expected})",
+    "interface": "unsupported interface {got} for format_version {version} (supported: {expected})",
+    "interface_not_runnable": "interface {got} is not run here: this runtime generates tokens from {expected} exports",
+    "field_missing": "field {field} missing, expected {expected}",
+    "field_type": "field {field} is {got}, expected {expected}",
+    "field_value": "field {field} is {got}, expected {expected}",
+    "duplicate_name": "field {field} is {got}, the name of an earlier input or output",
+    "state_io_name": "field {field} is {got}, expected {expected} (the state's name after its prefix)",
+    "state_not_in_graph": "state {name}: {got} is not a graph {end}",
+    "lm_count": "field {field} has {got} entries, expected {expected} ({lead} and one per state tensor)",
+    "lm_layout": "field {field} is {got}, expected {expected} in a {interface} graph",
+    "signature_mismatch": 'field "signature" does not match the model type, config, state layout and weights it names',
+    "no_signature": 'field "signature" missing (an export written before the native runtime existed); re-export it',
+    "model_missing": f"model file named by {METADATA_FILE} is missing",
+    "model_hash": f"sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt",
+    "data_missing": f"external data file named by {METADATA_FILE} is missing",
+    "data_hash": f"sha256 does not match {METADATA_FILE}; the model's external data was replaced or is corrupt",
+    "state_unreadable": "not an rnnx state file, or truncated ({detail})",
+    "state_format": "not an rnnx state file (format {got}, expected {expected})",
+    "state_format_version": "unsupported state file format_version {got} (supported: {expected})",
+    "state_header_missing": "state file header field {field} missing, expected {expected}",
+    "state_header_value": "state file header field {field} is {got}, expected {expected}",
+    "state_signature": "state was saved from a different model: signature {got}..., this model {expected}...",
+}
+#: The refusals of a state file (the others: of an rnnx.json).
+STATE_FILE_REFUSALS = ("state_unreadable", "state_format", "state_format_version", "state_header_missing",
+                       "state_header_value", "state_signature")  # fmt: skip
+#: The readers: this package, the C API, the JavaScript runtime.
+READERS = ("python", "c", "js")
+#: The refusals that only some readers give (every other: all of them); why is in the check list above. The state
+#: file ones: JavaScript reads no state files.
+READER_REFUSALS = {
+    "no_directory": ("c",),
+    "interface_not_runnable": ("c", "js"),
+    "signature_mismatch": ("python",),
+    "no_signature": ("c",),
+    **{reason: ("python", "c") for reason in ("model_missing", "model_hash", "data_missing", "data_hash")},
+    **{reason: ("python", "c") for reason in STATE_FILE_REFUSALS},
+}
+
+
+def refusal_text(reason: str, **values: str) -> str:
+    """The template of ``reason`` (:data:`REFUSALS`) with its placeholders replaced by ``values`` (rendered already)."""
+    return re.sub(r"\{(\w+)\}", lambda m: values[m[1]], REFUSALS[reason])
+
+
+def refusal(where: str, reason: str, **values: str) -> MetadataError:
+    """A :class:`MetadataError` ``"<where>: <refusal text>"`` carrying its ``reason``."""
+    return MetadataError(f"{where}: {refusal_text(reason, **values)}", reason)
+
+
+def _check_value(value: Any, rule: Rule, path: str, where: str, interface: str) -> None:
+    kind = json_kind(value)
+    if kind not in rule.kinds and not (kind == "integer" and "number" in rule.kinds):
+        raise refusal(where, "field_type", field=json_text(path), got=shown_as_got(value), expected=rule.expected)
+    bad_string = kind == "string" and (
+        (rule.strings and value not in rule.strings)
+        or (rule.non_empty and not value)
+        or (rule.file_name and not is_file_name(value))
+    )
+    bad_integer = kind == "integer" and (
+        (rule.integers and value not in rule.integers) or (rule.minimum is not None and value < rule.minimum)
+    )
+    if bad_string or bad_integer:
+        raise refusal(where, "field_value", field=json_text(path), got=json_text(value), expected=rule.expected)
+    if kind == "array":
+        for i, item in enumerate(value if rule.items is not None else ()):
+            _check_value(item, rule.items, f"{path}[{i}]", where, interface)
+        if rule.contains is not None and rule.contains not in value:
+            raise refusal(where, "field_value", field=json_text(path), got=json_text(value), expected=rule.expected)
+    if kind == "object":
+        if rule.members is not None:
+            _check_fields(value, TABLES[rule.members], f"{path}.", where, interface)
+        for key, item in value.items() if rule.values is not None else ():
+            _check_value(item, rule.values, f"{path}.{key}", where, interface)
+
+
+def _check_fields(entry: dict[str, Any], fields: tuple[Field, ...], prefix: str, where: str, interface: str) -> None:
+    for field in fields:
+        path = prefix + field.name
+        if field.name in entry:
+            _check_value(entry[field.name], field.rule, path, where, interface)
+        elif interface in field.required:
+            raise refusal(where, "field_missing", field=json_text(path), expected=field.rule.expected)
+
+
+def validate_metadata(meta: Any, where: str = METADATA_FILE, runs: tuple[str, ...] = INTERFACES) -> dict[str, Any]:
+    """Checks a metadata dict in the contract's order (the check list above: steps 2 to 5); :class:`MetadataError`
+    (one line, prefixed by ``where``, with its ``reason``) otherwise. ``runs``: the interfaces the caller runs (the
+    others are refused with ``interface_not_runnable``; this package runs both)."""
+    if not isinstance(meta, dict):
+        raise refusal(where, "not_an_object", got=shown_as_got(meta))
+    if meta.get("format") != FORMAT:
+        got = json_text(meta["format"]) if "format" in meta else "missing"
+        raise refusal(where, "format", got=got, expected=json_text(FORMAT))
+    if "format_version" not in meta:
+        raise refusal(
+            where, "field_missing", field=json_text("format_version"), expected=one_of(READABLE_FORMAT_VERSIONS)
         )
-    for key, kind in {**_REQUIRED, **_REQUIRED_BY_INTERFACE[interface]}.items():
-        if not isinstance(meta.get(key), kind) or (kind is int and isinstance(meta.get(key), bool)):
-            raise MetadataError(f"{where}: field {key!r} missing or not a {kind.__name__}")
-    try:
-        inputs = [TensorSpec.from_dict(t) for t in meta["inputs"]]
-        outputs = [TensorSpec.from_dict(t) for t in meta["outputs"]]
-        states = [StateSpec.from_dict(s) for s in meta["state"]]
-    except (KeyError, TypeError, AttributeError) as e:
-        raise MetadataError(f"{where}: malformed inputs/outputs/state entry ({type(e).__name__}: {e})") from None
-    except MetadataError as e:
-        raise MetadataError(f"{where}: {e}") from None
-    names = [t.name for t in inputs + outputs]
-    if len(names) != len(set(names)) or not all(isinstance(n, str) for n in names):
-        raise MetadataError(f"{where}: input/output names must be unique strings")
-    for spec in states:
-        if spec.input not in names or spec.output not in names:
-            raise MetadataError(
-                f"{where}: state {spec.name!r}: {spec.input!r} / {spec.output!r} are not graph inputs/outputs"
-            )
-        if BATCH not in spec.shape:
-            raise MetadataError(f"{where}: state {spec.name!r}: shape {list(spec.shape)} has no {BATCH!r} axis")
-    quantization = meta.get("quantization")
-    if quantization is not None and not (
-        isinstance(quantization, dict) and quantization.get("scheme") in QUANTIZATION_SCHEMES
-        and isinstance(quantization.get("format"), str) and isinstance(quantization.get("quantized"), list)
-    ):  # fmt: skip
-        raise MetadataError(
-            f"{where}: field 'quantization' must be null or an object with 'scheme' "
-            f"({' | '.join(QUANTIZATION_SCHEMES)}), 'format' and 'quantized', got {quantization!r}"
-        )
-    onnxruntime = meta.get("onnxruntime")
-    if onnxruntime is not None and not (
-        isinstance(onnxruntime, dict) and isinstance(onnxruntime.get("session_config", {}), dict)
-        and all(isinstance(v, str) for v in onnxruntime.get("session_config", {}).values())
-    ):  # fmt: skip
-        raise MetadataError(
-            f"{where}: field 'onnxruntime' must be an object whose 'session_config' maps names to strings, "
-            f"got {onnxruntime!r}"
-        )
-    external = meta.get("external_data")
-    if external is not None and not (
-        isinstance(external, dict) and isinstance(external.get("sha256"), str)
-        and isinstance(external.get("file"), str) and external["file"] not in ("", ".", "..")
-        and Path(external["file"]).name == external["file"] and "\\" not in external["file"]
-    ):  # fmt: skip
-        raise MetadataError(
-            f"{where}: field 'external_data' must be null or an object with 'file' (a file name beside the "
-            f"model) and 'sha256', got {external!r}"
-        )
+    version = meta["format_version"]
+    if json_kind(version) != "integer" or version not in READABLE_FORMAT_VERSIONS:
+        supported = ", ".join(json_text(v) for v in READABLE_FORMAT_VERSIONS)
+        raise refusal(where, "format_version", got=json_text(version), expected=supported)
+    interface = meta.get("interface", CAUSAL_LM)
+    allowed = INTERFACES_BY_VERSION[int(version)]
+    if json_kind(interface) != "string" or interface not in allowed:
+        raise refusal(where, "interface", got=json_text(interface), version=json_text(int(version)),
+                      expected=", ".join(json_text(i) for i in allowed))  # fmt: skip
+    if interface not in runs:
+        raise refusal(where, "interface_not_runnable", got=json_text(interface),
+                      expected=", ".join(json_text(i) for i in runs))  # fmt: skip
+    _check_fields(meta, TABLES["metadata"], "", where, interface)
+    seen = set()
+    for side in ("inputs", "outputs"):
+        for i, entry in enumerate(meta[side]):
+            if entry["name"] in seen:
+                raise refusal(
+                    where, "duplicate_name", field=json_text(f"{side}[{i}].name"), got=json_text(entry["name"])
+                )
+            seen.add(entry["name"])
+    graph = {"input": {t["name"] for t in meta["inputs"]}, "output": {t["name"] for t in meta["outputs"]}}
+    for i, entry in enumerate(meta["state"]):
+        names = {"input": PAST_PREFIX + entry["name"], "output": PRESENT_PREFIX + entry["name"]}
+        for end, name in names.items():
+            if end in entry and entry[end] != name:
+                raise refusal(where, "state_io_name", field=json_text(f"state[{i}].{end}"), got=json_text(entry[end]),
+                              expected=json_text(name))  # fmt: skip
+        for end, name in names.items():
+            if name not in graph[end]:
+                raise refusal(where, "state_not_in_graph", name=json_text(entry["name"]), got=json_text(name), end=end)
+    if interface == CAUSAL_LM:
+        for side, slots in (("inputs", LM_INPUTS), ("outputs", LM_OUTPUTS)):
+            count = len(slots) + len(meta["state"])
+            if len(meta[side]) != count:
+                lead = ", ".join(json_text(name) for name, _ in slots)
+                raise refusal(where, "lm_count", field=json_text(side), got=str(len(meta[side])), expected=str(count),
+                              lead=lead)  # fmt: skip
+            for i, (name, dtypes) in enumerate(slots):
+                for key, want, ok in (("name", json_text(name), meta[side][i]["name"] == name),
+                                      ("dtype", one_of(dtypes), meta[side][i]["dtype"] in dtypes)):  # fmt: skip
+                    if not ok:
+                        raise refusal(where, "lm_layout", field=json_text(f"{side}[{i}].{key}"),
+                                      got=json_text(meta[side][i][key]), expected=want,
+                                      interface=json_text(CAUSAL_LM))  # fmt: skip
     return meta
 
 
@@ -447,6 +789,10 @@ def external_data_file(metadata: dict[str, Any]) -> Optional[str]:
     """The name of the export's external data file (beside the model file), None for a single-file model."""
     external = metadata.get("external_data")
     return external["file"] if external else None
+
+
+def _not_a_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def read_json_file(path: Path, what: str, error: type[Exception]) -> Any:
@@ -459,36 +805,40 @@ def read_json_file(path: Path, what: str, error: type[Exception]) -> Any:
         raise error(f"{path}: invalid JSON ({e})") from None
 
 
+def read_metadata_file(path: Union[str, os.PathLike]) -> Any:
+    """The JSON document of an ``rnnx.json`` (strict JSON: no ``NaN`` / ``Infinity``, which the other readers' parsers
+    refuse too), unchecked; :class:`MetadataError` ``missing_file`` / ``unreadable_file`` / ``not_json`` otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise refusal(str(path), "missing_file")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise refusal(str(path), "unreadable_file", detail=e.strerror or type(e).__name__) from None
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_not_a_json_constant)
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise refusal(str(path), "not_json", detail=str(e)) from None
+
+
 def read_metadata(directory: Union[str, os.PathLike], verify_hash: bool = True) -> dict[str, Any]:
     """Reads and validates ``directory/rnnx.json``; with ``verify_hash`` also checks that the model file
     and, for an export with external data, its data file exist and have the recorded sha256s. Raises
-    :class:`MetadataError` (one line naming the file)."""
+    :class:`MetadataError` (one line naming the file, with its ``reason``: the check list above)."""
     path = Path(directory) / METADATA_FILE
-    meta = read_json_file(path, "export metadata file", MetadataError)
-    validate_metadata(meta, str(path))
+    meta = validate_metadata(read_metadata_file(path), str(path))
     signature = meta.get("signature")
     if signature is not None and signature != model_signature(meta):
-        raise MetadataError(
-            f"{path}: field 'signature' does not match the model type, config, state layout and weights it names"
-        )
+        raise refusal(str(path), "signature_mismatch")
     if verify_hash:
-        model_path = Path(directory) / meta["model_file"]
-        if not model_path.is_file():
-            raise MetadataError(f"{model_path}: model file named by {METADATA_FILE} is missing")
-        if sha256_file(model_path) != meta["model_sha256"]:
-            raise MetadataError(
-                f"{model_path}: sha256 does not match {METADATA_FILE}; the model was replaced or is corrupt"
-            )
-        data_file = external_data_file(meta)
-        if data_file is not None:
-            data_path = Path(directory) / data_file
-            if not data_path.is_file():
-                raise MetadataError(f"{data_path}: external data file named by {METADATA_FILE} is missing")
-            if sha256_file(data_path) != meta["external_data"]["sha256"]:
-                raise MetadataError(
-                    f"{data_path}: sha256 does not match {METADATA_FILE}; the model's external data was "
-                    "replaced or is corrupt"
-                )
+        files = [(Path(directory) / meta["model_file"], meta["model_sha256"], "model")]
+        if external_data_file(meta) is not None:
+            files.append((Path(directory) / external_data_file(meta), meta["external_data"]["sha256"], "data"))
+        for file, sha256, what in files:
+            if not file.is_file():
+                raise refusal(str(file), f"{what}_missing")
+            if sha256_file(file) != sha256:
+                raise refusal(str(file), f"{what}_hash")
     return meta
 
 
@@ -529,3 +879,75 @@ def model_signature(metadata: dict[str, Any]) -> str:
         fields.append(metadata["quantization"])
     blob = json.dumps(fields, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# -- state files ---------------------------------------------------------------------------------------------
+
+#: A saved state (runtime/state.py's ``State.save``, the C API's ``rnnx_state_save``) is a safetensors file: every
+#: state tensor as ``state/<flat name>``, the last logits as ``last_logits`` (when known), and the header's
+#: metadata (strings) :data:`STATE_HEADER`.
+STATE_FORMAT = "rnnx-state"
+STATE_FORMAT_VERSION = 2
+STATE_TENSOR_PREFIX = "state/"
+STATE_LAST_LOGITS = "last_logits"
+
+
+@dataclass(frozen=True)
+class HeaderField:
+    """One string of a state file's header metadata. ``value``: the one it takes (its refusal is ``reason``);
+    ``minimum``: it is a decimal integer (at most 18 digits) of at least this; ``required``: a reader refuses a file
+    without it; ``description``: what it holds."""
+
+    name: str
+    value: str = ""
+    reason: str = ""
+    minimum: Optional[int] = None
+    required: bool = True
+    description: str = ""
+
+    @property
+    def expected(self) -> str:
+        if self.value:
+            return json_text(self.value)
+        return f"a decimal integer >= {self.minimum}" if self.minimum is not None else "a string"
+
+
+#: The header metadata of a state file, in check order.
+STATE_HEADER = (
+    HeaderField("format", value=STATE_FORMAT, reason="state_format", description="what the file is"),
+    HeaderField(
+        "format_version",
+        value=str(STATE_FORMAT_VERSION),
+        reason="state_format_version",
+        description="the state file layout's version",
+    ),  # fmt: skip
+    HeaderField("names", description="the state tensors' flat names, graph order, as a JSON list"),
+    HeaderField("batch", minimum=1, description="rows"),
+    HeaderField("past_length", minimum=0, description="positions fed so far, pads included"),
+    HeaderField("signature", description=f'the model\'s signature ({METADATA_FILE} "signature")'),
+    HeaderField("backend", required=False, description="the backend that saved it (native: the C API)"),
+)
+
+
+def check_state_header(header: dict[str, Any], where: str, signature: Optional[str] = None) -> dict[str, Any]:
+    """Checks a state file's header metadata (strings) in :data:`STATE_HEADER`'s order, then, when given, that it
+    was saved from the model of ``signature``; :class:`MetadataError` (one line, prefixed by ``where``, with its
+    ``reason``) otherwise."""
+    for field in STATE_HEADER:
+        value = header.get(field.name)
+        if value is None and field.value:
+            raise refusal(where, field.reason, got="missing", expected=field.expected)
+        if value is None:
+            if field.required:
+                raise refusal(where, "state_header_missing", field=json_text(field.name), expected=field.expected)
+            continue
+        if field.value and value != field.value:
+            raise refusal(where, field.reason, got=json_text(value), expected=field.expected)
+        if field.minimum is not None and not (
+            isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value) and int(value) >= field.minimum
+        ):
+            raise refusal(where, "state_header_value", field=json_text(field.name), got=json_text(value),
+                          expected=field.expected)  # fmt: skip
+    if signature is not None and header["signature"] != signature:
+        raise refusal(where, "state_signature", got=str(header["signature"])[:12], expected=signature[:12])
+    return header

@@ -1,6 +1,7 @@
 // rnnx's JavaScript runtime: generation from an rnnx export (model.onnx + rnnx.json) on ONNX Runtime, in
-// Node.js (onnxruntime-node) and in the browser (onnxruntime-web). One ES module with no dependencies: the
-// caller passes ONNX Runtime's `ort` object in, so the same file serves both.
+// Node.js (onnxruntime-node) and in the browser (onnxruntime-web). An ES module with no dependencies but its
+// sibling contract.generated.mjs (the artifact contract's tables, generated from rnnx/runtime/contract/artifact.py;
+// keep the two files side by side): the caller passes ONNX Runtime's `ort` object in, so the same files serve both.
 //
 //   import * as ort from 'onnxruntime-web';            // or: createRequire(import.meta.url)('onnxruntime-node')
 //   import { RnnxModel } from './rnnx.mjs';
@@ -14,25 +15,29 @@
 //
 // Shapes: B rows, L positions, V vocabulary. Tokens are integers in [0, V).
 
-/** rnnx.json's format name and the versions this reader accepts (runtime/contract/artifact.py). */
-export const FORMAT = 'rnnx-onnx';
-export const READABLE_FORMAT_VERSIONS = [1, 2];
-export const METADATA_FILE = 'rnnx.json';
-/** The language-model interface, the only one this module generates with. */
-export const CAUSAL_LM = 'causal_lm';
-export const INPUT_IDS = 'input_ids';
-export const ATTENTION_MASK = 'attention_mask';
-export const LOGITS = 'logits';
-export const PAST_PREFIX = 'past_key_values.';
-export const PRESENT_PREFIX = 'present.';
-export const BATCH = 'batch';
-export const PAST_LENGTH = 'past_length';
+import {
+  ATTENTION_MASK, BATCH, CAUSAL_LM, FORMAT, FORMAT_VERSIONS_TEXT, INPUT_IDS, INTERFACES_BY_VERSION, KINDS, LM_LEAD,
+  LM_SLOTS, LOGITS, METADATA_FILE, PAST_LENGTH, PAST_PREFIX, PRESENT_PREFIX, REFUSALS, TABLES,
+} from './contract.generated.mjs';
 
-/** A bad export, input or option; the message is one line naming what is wrong. */
+/**
+ * The contract's names this module uses (rnnx.json's format name, the versions this reader accepts, the language-model
+ * interface, the only one this module generates with, graph names and axes): contract.generated.mjs's.
+ */
+export {
+  ATTENTION_MASK, BATCH, CAUSAL_LM, FORMAT, INPUT_IDS, LOGITS, METADATA_FILE, PAST_LENGTH, PAST_PREFIX, PRESENT_PREFIX,
+  READABLE_FORMAT_VERSIONS,
+} from './contract.generated.mjs';
+
+/**
+ * A bad export, input or option; the message is one line naming what is wrong. `reason`: for a refusal of the
+ * artifact contract (a bad rnnx.json), its key in REFUSALS, the same that Python and the C API give; else null.
+ */
 export class RnnxError extends Error {
-  constructor(message) {
+  constructor(message, reason = null) {
     super(message);
     this.name = 'RnnxError';
+    this.reason = reason;
   }
 }
 
@@ -54,7 +59,9 @@ export function parsePrompt(text) {
 }
 
 // -- metadata ----------------------------------------------------------------------------------------------
-// The names above are runtime/contract/artifact.py's; tests/test_js_runtime.py holds them equal.
+// The checks of rnnx/runtime/contract/artifact.py's check list, in its order, with its refusal texts: the tables come
+// from contract.generated.mjs (tests/test_contract_schema.py runs the shared bad-artifact fixtures through Python's,
+// the C API's and this reader). This module generates tokens, so it refuses every interface but causal_lm.
 
 /** rnnx.json dtype name -> [ONNX Runtime tensor type, typed-array constructor] (state dtypes; bfloat16 has neither). */
 const DTYPES = {
@@ -72,60 +79,170 @@ function isInt(value) {
   return typeof value === 'number' && Number.isInteger(value);
 }
 
+/** `value` as a refusal shows it: compact JSON (the contract's json_text, which follows JSON.stringify). */
+export function jsonText(value) {
+  if (Array.isArray(value)) return `[${value.map(jsonText).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}:${jsonText(v)}`).join(',')}}`;
+  }
+  return typeof value === 'number' ? String(value) : JSON.stringify(value ?? null);
+}
+
+/** A parsed JSON value's kind (a key of KINDS): an integer is a number with no fraction. */
+function kindOf(value) {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number';
+  return typeof value;
+}
+
+/** How a refusal names a value it got: an array or object by its kind, anything else as JSON. */
+function gotText(value) {
+  const kind = kindOf(value);
+  return kind === 'array' || kind === 'object' ? KINDS[kind] : jsonText(value);
+}
+
+/** An RnnxError "<where>: <REFUSALS[reason] with values>" carrying its reason. */
+function refusal(where, reason, values = {}) {
+  const text = REFUSALS[reason].replace(/\{(\w+)\}/g, (match, key) => (key in values ? values[key] : match));
+  return new RnnxError(`${where}: ${text}`, reason);
+}
+
+/** A parser's or the system's words as a refusal's {detail}: one line. */
+function oneLine(text) {
+  return String(text).split(/\s+/).filter(Boolean).join(' ');
+}
+
+function isFileName(name) {
+  return !['', '.', '..'].includes(name) && !name.includes('/') && !name.includes('\\');
+}
+
+function checkValue(value, rule, path, where, iface) {
+  const kind = kindOf(value);
+  if (!rule.kinds.includes(kind) && !(kind === 'integer' && rule.kinds.includes('number'))) {
+    throw refusal(where, 'field_type', { field: jsonText(path), got: gotText(value), expected: rule.expected });
+  }
+  const badString = kind === 'string' && ((rule.strings.length > 0 && !rule.strings.includes(value))
+    || (rule.nonEmpty && value === '') || (rule.fileName && !isFileName(value)));
+  const badInteger = kind === 'integer' && ((rule.integers.length > 0 && !rule.integers.includes(value))
+    || (rule.minimum !== null && value < rule.minimum));
+  if (badString || badInteger) {
+    throw refusal(where, 'field_value', { field: jsonText(path), got: jsonText(value), expected: rule.expected });
+  }
+  if (kind === 'array') {
+    if (rule.items !== null) value.forEach((item, i) => checkValue(item, rule.items, `${path}[${i}]`, where, iface));
+    if (rule.contains !== null && !value.includes(rule.contains)) {
+      throw refusal(where, 'field_value', { field: jsonText(path), got: jsonText(value), expected: rule.expected });
+    }
+  }
+  if (kind === 'object') {
+    if (rule.members !== null) checkFields(value, TABLES[rule.members], `${path}.`, where, iface);
+    if (rule.values !== null) {
+      for (const [key, item] of Object.entries(value)) checkValue(item, rule.values, `${path}.${key}`, where, iface);
+    }
+  }
+}
+
+function checkFields(entry, fields, prefix, where, iface) {
+  for (const field of fields) {
+    const path = prefix + field.name;
+    if (Object.hasOwn(entry, field.name)) checkValue(entry[field.name], field.rule, path, where, iface);
+    else if (field.required.includes(iface)) {
+      throw refusal(where, 'field_missing', { field: jsonText(path), expected: field.rule.expected });
+    }
+  }
+}
+
 /**
- * Checks the fields of an rnnx.json this module uses; returns its state specs
- * ({name, input, output, shape, dtype, grows}, graph order). Throws RnnxError naming `where` and the field.
+ * Checks a parsed rnnx.json as every rnnx reader does (the contract's check list, steps 2 to 5; a causal_lm export
+ * only); returns its state specs ({name, input, output, shape, dtype, grows}, graph order). Throws RnnxError naming
+ * `where` and the field, with the refusal's reason.
  */
 export function checkMetadata(meta, where = METADATA_FILE) {
-  if (meta === null || typeof meta !== 'object' || meta.format !== FORMAT) {
-    throw new RnnxError(`${where}: not rnnx export metadata (format ${JSON.stringify(meta?.format)}, expected "${FORMAT}")`);
+  const refuse = (reason, values) => { throw refusal(where, reason, values); };
+  if (kindOf(meta) !== 'object') refuse('not_an_object', { got: gotText(meta) });
+  if (meta.format !== FORMAT) {
+    refuse('format', { got: Object.hasOwn(meta, 'format') ? jsonText(meta.format) : 'missing', expected: jsonText(FORMAT) });
   }
-  if (!READABLE_FORMAT_VERSIONS.includes(meta.format_version)) {
-    throw new RnnxError(`${where}: unsupported format_version ${meta.format_version} (supported: ${READABLE_FORMAT_VERSIONS.join(', ')})`);
+  if (!Object.hasOwn(meta, 'format_version')) {
+    const rule = TABLES.metadata.find((f) => f.name === 'format_version').rule;
+    refuse('field_missing', { field: jsonText('format_version'), expected: rule.expected });
   }
-  const iface = meta.interface ?? CAUSAL_LM;
-  if (iface !== CAUSAL_LM) {
-    throw new RnnxError(`${where}: interface "${iface}" is not a language model; this module generates with "${CAUSAL_LM}" exports`);
+  const version = meta.format_version;
+  const readable = isInt(version) ? INTERFACES_BY_VERSION[String(version)] : undefined;
+  if (readable === undefined) refuse('format_version', { got: jsonText(version), expected: FORMAT_VERSIONS_TEXT });
+  const iface = Object.hasOwn(meta, 'interface') ? meta.interface : CAUSAL_LM;
+  if (typeof iface !== 'string' || !readable.interfaces.includes(iface)) {
+    refuse('interface', { got: jsonText(iface), version: String(version), expected: readable.text });
   }
-  if (!isInt(meta.vocab_size) || meta.vocab_size < 1) {
-    throw new RnnxError(`${where}: field "vocab_size" missing or not a positive integer`);
+  if (iface !== CAUSAL_LM) refuse('interface_not_runnable', { got: jsonText(iface), expected: jsonText(CAUSAL_LM) });
+  checkFields(meta, TABLES.metadata, '', where, iface);
+  const seen = new Set();
+  for (const side of ['inputs', 'outputs']) {
+    meta[side].forEach((entry, i) => {
+      if (seen.has(entry.name)) refuse('duplicate_name', { field: jsonText(`${side}[${i}].name`), got: jsonText(entry.name) });
+      seen.add(entry.name);
+    });
   }
-  if (typeof meta.model_file !== 'string' || meta.model_file === '') {
-    throw new RnnxError(`${where}: field "model_file" missing or not a string`);
-  }
-  for (const key of ['inputs', 'outputs', 'state']) {
-    if (!Array.isArray(meta[key]) || meta[key].some((t) => t === null || typeof t !== 'object' || typeof t.name !== 'string')) {
-      throw new RnnxError(`${where}: field "${key}" missing or not a list of named entries`);
-    }
-  }
-  const inputs = new Map(meta.inputs.map((t) => [t.name, t]));
-  const outputs = new Map(meta.outputs.map((t) => [t.name, t]));
-  for (const name of [INPUT_IDS, ATTENTION_MASK]) {
-    if (inputs.get(name)?.dtype !== 'int64') {
-      throw new RnnxError(`${where}: graph input "${name}" (int64) missing`);
-    }
-  }
-  const logits = outputs.get(LOGITS);
-  if (!logits || !['float32', 'float16'].includes(logits.dtype)) {
-    throw new RnnxError(`${where}: graph output "${LOGITS}" (float32 or float16) missing, got ${JSON.stringify(logits?.dtype)}`);
-  }
-  return meta.state.map((s) => {
+  const graph = { input: new Set(meta.inputs.map((t) => t.name)), output: new Set(meta.outputs.map((t) => t.name)) };
+  const specs = meta.state.map((s, i) => {
     const spec = { name: s.name, input: PAST_PREFIX + s.name, output: PRESENT_PREFIX + s.name,
       shape: s.shape, dtype: s.dtype, grows: Boolean(s.grows) };
-    if ((s.input ?? spec.input) !== spec.input || (s.output ?? spec.output) !== spec.output) {
-      throw new RnnxError(`${where}: state "${s.name}": input/output names ${s.input} / ${s.output}, expected ${spec.input} / ${spec.output}`);
+    for (const end of ['input', 'output']) {
+      if (Object.hasOwn(s, end) && s[end] !== spec[end]) {
+        refuse('state_io_name', { field: jsonText(`state[${i}].${end}`), got: jsonText(s[end]), expected: jsonText(spec[end]) });
+      }
     }
-    if (!inputs.has(spec.input) || !outputs.has(spec.output)) {
-      throw new RnnxError(`${where}: state "${s.name}": ${spec.input} / ${spec.output} are not graph inputs/outputs`);
-    }
-    if (!Array.isArray(s.shape) || !s.shape.includes(BATCH)) {
-      throw new RnnxError(`${where}: state "${s.name}": shape ${JSON.stringify(s.shape)} has no "${BATCH}" axis`);
-    }
-    if (!(s.dtype in DTYPES)) {
-      throw new RnnxError(`${where}: state "${s.name}": dtype "${s.dtype}" not supported (known: ${Object.keys(DTYPES).join(', ')})`);
+    for (const end of ['input', 'output']) {
+      if (!graph[end].has(spec[end])) refuse('state_not_in_graph', { name: jsonText(s.name), got: jsonText(spec[end]), end });
     }
     return spec;
   });
+  for (const side of ['inputs', 'outputs']) {
+    const slots = LM_SLOTS[side];
+    const count = slots.length + meta.state.length;
+    if (meta[side].length !== count) {
+      refuse('lm_count', { field: jsonText(side), got: String(meta[side].length), expected: String(count), lead: LM_LEAD[side] });
+    }
+    slots.forEach((slot, i) => {
+      const entry = meta[side][i];
+      const lm = jsonText(CAUSAL_LM);
+      if (entry.name !== slot.name) {
+        refuse('lm_layout', { field: jsonText(`${side}[${i}].name`), got: jsonText(entry.name), expected: jsonText(slot.name), interface: lm });
+      }
+      if (!slot.dtypes.includes(entry.dtype)) {
+        refuse('lm_layout', { field: jsonText(`${side}[${i}].dtype`), got: jsonText(entry.dtype), expected: slot.expected, interface: lm });
+      }
+    });
+  }
+  return specs;
+}
+
+/** rnnx.json's text parsed (strict JSON); RnnxError not_json naming `where` otherwise. */
+export function parseMetadata(text, where = METADATA_FILE) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw refusal(where, 'not_json', { detail: oneLine(error.message) });
+  }
+}
+
+/**
+ * Node.js: reads and checks `dir`/rnnx.json with `fs` (node:fs/promises): the contract's check list from the file on
+ * (missing_file, unreadable_file, not_json, then checkMetadata). Returns the metadata.
+ */
+export async function readMetadata(dir, fs) {
+  const where = `${dir.replace(/\/$/, '')}/${METADATA_FILE}`;
+  let text;
+  try {
+    text = await fs.readFile(where, 'utf8');
+  } catch (error) {
+    if (['ENOENT', 'ENOTDIR', 'EISDIR'].includes(error.code)) throw refusal(where, 'missing_file');
+    throw refusal(where, 'unreadable_file', { detail: oneLine(error.code ?? error.message) });
+  }
+  const metadata = parseMetadata(text, where);
+  checkMetadata(metadata, where);
+  return metadata;
 }
 
 /** ONNX Runtime session config entries the export asks for (rnnx.json "onnxruntime"; {} when absent). */
@@ -476,13 +593,7 @@ export class RnnxModel {
    */
   static async open(ort, dir, fs, sessionOptions = {}) {
     const where = `${dir.replace(/\/$/, '')}/${METADATA_FILE}`;
-    let metadata;
-    try {
-      metadata = JSON.parse(await fs.readFile(where, 'utf8'));
-    } catch (error) {
-      throw new RnnxError(`${where}: cannot read export metadata (${error.code ?? error.message})`);
-    }
-    checkMetadata(metadata, where);
+    const metadata = await readMetadata(dir, fs);
     const session = await ort.InferenceSession.create(`${dir.replace(/\/$/, '')}/${metadata.model_file}`,
       RnnxModel.sessionOptions(metadata, sessionOptions));
     return new RnnxModel(ort, session, metadata, where);
@@ -494,7 +605,7 @@ export class RnnxModel {
     const where = `${root}${METADATA_FILE}`;
     const response = await fetchFn(where);
     if (!response.ok) throw new RnnxError(`${where}: cannot fetch export metadata (HTTP ${response.status})`);
-    const metadata = await response.json();
+    const metadata = parseMetadata(await response.text(), where);
     checkMetadata(metadata, where);
     const options = RnnxModel.sessionOptions(metadata, sessionOptions);
     const external = metadata.external_data?.file;

@@ -1,5 +1,5 @@
-"""``python3 -m rnnx.runtime.native``: builds the native runtime (see the package docstring)."""
+"""``python3 -m rnnx.runtime.native``: builds the native runtime (:mod:`rnnx.plugins.native_runtime`)."""
 
-from . import main
+from rnnx.plugins.native_runtime import main
 
 main()

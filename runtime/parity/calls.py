@@ -10,18 +10,12 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..contract.artifact import ATTENTION_MASK, INPUT_IDS, LENGTH, TensorSpec
+from ..contract.prompts import random_prompts  # noqa: F401  (the parity check's default prompts, named here too)
 from ..session import Session
 from .report import Call
 
 #: Decode steps after the prefill in an export's check.
 DEFAULT_DECODE_STEPS = 64
-
-
-def random_prompts(vocab_size: int, batch: int = 3, length: int = 12, seed: int = 0) -> list[list[int]]:
-    """``batch`` random prompts with lengths from ``length`` down to about ``length / 2``."""
-    rng = np.random.default_rng(seed)
-    lengths = np.linspace(length, length // 2 + 1, batch).round().astype(int)
-    return [rng.integers(0, vocab_size, int(n)).tolist() for n in lengths]
 
 
 def reference_calls(

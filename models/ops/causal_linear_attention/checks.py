@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -18,21 +18,35 @@ def problem_size(q: Tensor, v: Tensor, num_heads: int, time_major: bool) -> tupl
     return B, num_heads, L, q.shape[2] // num_heads, v.shape[2] // num_heads
 
 
-def check_inputs(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    S0: Optional[Tensor],
-    z0: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    num_heads: int,
-    time_major: bool,
-) -> None:
+class AttentionInputs(NamedTuple):
+    """The op's inputs in its schema's order (:data:`rnnx.runtime.contract.ops.CAUSAL_LINEAR_ATTENTION`): q, k
+    (B, L, H*E), v (B, L, H*M), S0 (B, H, E, M) or None, z0 (B, H, E) or None, mask_pad (B, L) or None ((L, B, ...)
+    when ``time_major``), ``eps``, ``num_heads`` = H, ``time_major``. Every layer under the registered op takes it
+    whole: the op's parameter list is written once."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    S0: Optional[Tensor]
+    z0: Optional[Tensor]
+    mask_pad: Optional[Tensor]
+    eps: float
+    num_heads: int
+    time_major: int
+
+    def size(self) -> tuple[int, int, int, int, int]:
+        """``(B, H, L, E, M)`` (:func:`problem_size`)."""
+        return problem_size(self.q, self.v, self.num_heads, bool(self.time_major))
+
+
+def check_inputs(x: AttentionInputs) -> None:
     """Raises ``ValueError`` / ``TypeError`` naming the offending tensor, with expected vs got.
 
     Layout: q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) — (L, B, ...) when ``time_major`` — with
     H = ``num_heads``; S0 (B, H, E, M), z0 (B, H, E).
     """
+    q, k, v, S0, z0, mask_pad, _, num_heads, time_major = x
+    time_major = bool(time_major)
     axes = "(L, B, H*{})" if time_major else "(B, L, H*{})"
     if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"causal_linear_attention: num_heads must be a positive int, got {num_heads!r}")

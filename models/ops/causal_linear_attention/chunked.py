@@ -42,6 +42,7 @@ from torch import Tensor
 
 from rnnx.models.ops.dtypes import state_dtype
 
+from .checks import AttentionInputs
 from .naive import DEFAULT_EPS, feature_map, heads_apart, heads_packed
 
 #: Rows per chunk in the chunked path (a tuning knob, not part of the op contract).
@@ -91,23 +92,13 @@ def _check_chunk_size(chunk_size: int) -> None:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
 
 
-def chunked_forward(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    S0: Optional[Tensor],
-    z0: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    eps: float,
-    num_heads: int,
-    time_major: bool,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The op's forward on its layout: q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L) or None ((L, B, ...)
-    when ``time_major``). Returns ``(out (B, L, H*M) (or (L, B, H*M)) in q's dtype, S_last, z_last)``. Inputs
-    are assumed validated (:func:`.checks.check_inputs`)."""
+def chunked_forward(x: AttentionInputs, chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[Tensor, Tensor, Tensor]:
+    """The op's forward on its layout (:class:`.checks.AttentionInputs`). Returns ``(out (B, L, H*M) (or (L, B, H*M))
+    in q's dtype, S_last, z_last)``. Inputs are assumed validated (:func:`.checks.check_inputs`)."""
+    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = x
+    time_major = bool(time_major)
     keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
-    apart = [heads_apart(x, num_heads, time_major) for x in (q, k, v)]
+    apart = [heads_apart(t, num_heads, time_major) for t in (q, k, v)]
     out, S, z = chunked_forward_heads(*apart, S0, z0, keep, eps, chunk_size)
     return heads_packed(out, time_major), S, z
 
@@ -152,23 +143,17 @@ def chunked_forward_heads(
 
 
 def chunked_backward(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    S0: Optional[Tensor],
-    z0: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    eps: float,
-    num_heads: int,
-    time_major: bool,
+    x: AttentionInputs,
     grad_out: Optional[Tensor],
     grad_S: Optional[Tensor],
     grad_z: Optional[Tensor],
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gradients of :func:`chunked_forward` on the op's layout: dq, dk, dv packed like q, k, v; dS0, dz0."""
+    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = x
+    time_major = bool(time_major)
     keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
-    apart = [heads_apart(x, num_heads, time_major) for x in (q, k, v)]
+    apart = [heads_apart(t, num_heads, time_major) for t in (q, k, v)]
     dO = None if grad_out is None else heads_apart(grad_out, num_heads, time_major)
     dq, dk, dv, dS0, dz0 = chunked_backward_heads(*apart, S0, z0, keep, eps, dO, grad_S, grad_z, chunk_size)
     return heads_packed(dq, time_major), heads_packed(dk, time_major), heads_packed(dv, time_major), dS0, dz0

@@ -10,29 +10,20 @@ import torch
 from torch import Tensor
 
 from .. import cuda as binding
-from .checks import check_inputs
+from .checks import AttentionInputs, check_inputs
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_forward
 
 
-def forward(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    S0: Optional[Tensor],
-    z0: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    eps: float,
-    num_heads: int,
-    time_major: bool,
-) -> Optional[tuple[Tensor, Tensor, Tensor]]:
+def forward(x: AttentionInputs) -> Optional[tuple[Tensor, Tensor, Tensor]]:
     """Causal linear attention on the CUDA kernels, or ``None`` where they do not apply (dtype, a head dim E above
     the kernels' :data:`~rnnx.models.ops.cuda.MAX_DIM_K`, no binding).
 
-    The op's layout, validated by the caller: heads packed, q, k (B, L, H*E), v (B, L, H*M), mask_pad (B, L)
-    (non-zero = pad; passed to the kernel as uint8) or None -- (L, B, ...) when ``time_major`` -- with
-    H = ``num_heads``; S0 (B, H, E, M) and z0 (B, H, E) fp32 or None. Returns new tensors out (v's shape:
-    (B, L, H*M) or (L, B, H*M)), S_last (B, H, E, M) and z_last (B, H, E).
+    The op's layout (:class:`.checks.AttentionInputs`), validated by the caller: heads packed, q, k (B, L, H*E), v
+    (B, L, H*M), mask_pad (B, L) (non-zero = pad; passed to the kernel as uint8) or None -- (L, B, ...) when
+    ``time_major`` -- with H = ``num_heads``; S0 (B, H, E, M) and z0 (B, H, E) fp32 or None. Returns new tensors out
+    (v's shape: (B, L, H*M) or (L, B, H*M)), S_last (B, H, E, M) and z_last (B, H, E).
     """
+    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = x
     if q.dtype not in binding.KERNEL_DTYPES or q.shape[2] // int(num_heads) > binding.MAX_DIM_K:
         return None
     ext = binding.load()
@@ -66,11 +57,10 @@ def register(op: Any) -> bool:
     """Registers the CUDA kernel of ``rnnx::causal_linear_attention`` where CUDA is present; returns whether it
     did. Falls back to the chunked torch forward per call where needed."""
 
-    def causal_linear_attention_cuda(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major):
-        check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
-        result = forward(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major)
-        if result is not None:
-            return result
-        return chunked_forward(q, k, v, S0, z0, mask_pad, eps, num_heads, bool(time_major), DEFAULT_CHUNK_SIZE)
+    def causal_linear_attention_cuda(*inputs: Any) -> tuple[Tensor, Tensor, Tensor]:
+        x = AttentionInputs(*inputs)
+        check_inputs(x)
+        result = forward(x)
+        return result if result is not None else chunked_forward(x, DEFAULT_CHUNK_SIZE)
 
     return binding.register_kernel(op, causal_linear_attention_cuda)

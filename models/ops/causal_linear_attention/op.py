@@ -25,11 +25,11 @@ from rnnx.models.ops.dtypes import state_dtype
 from rnnx.models.ops.registration import torch_schema
 from rnnx.runtime.contract.ops import CAUSAL_LINEAR_ATTENTION
 
-from ...state import LinearAttentionState
 from . import cuda_kernel
-from .checks import check_inputs, problem_size
+from .checks import AttentionInputs, check_inputs
 from .chunked import DEFAULT_CHUNK_SIZE, chunked_backward, chunked_forward
 from .naive import DEFAULT_EPS, heads_apart, heads_packed
+from .state import LinearAttentionState
 
 _SPEC = CAUSAL_LINEAR_ATTENTION
 
@@ -47,46 +47,36 @@ def causal_linear_attention_op(
     time_major: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The registered op (any device): ``(out (B, L, H*M), S_last (B, H, E, M), z_last (B, H, E))``."""
-    check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
-    return chunked_forward(q, k, v, S0, z0, mask_pad, eps, num_heads, bool(time_major), DEFAULT_CHUNK_SIZE)
+    x = AttentionInputs(q, k, v, S0, z0, mask_pad, eps, num_heads, time_major)
+    check_inputs(x)
+    return chunked_forward(x, DEFAULT_CHUNK_SIZE)
 
 
 @causal_linear_attention_op.register_fake
-def _fake(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    S0: Optional[Tensor],
-    z0: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    eps: float,
-    num_heads: int,
-    time_major: int,
-) -> tuple[Tensor, Tensor, Tensor]:
-    check_inputs(q, k, v, S0, z0, mask_pad, num_heads, bool(time_major))
-    B, H, L, E, M = problem_size(q, v, num_heads, bool(time_major))
-    kept = state_dtype(q.dtype)
+def _fake(*inputs: Any) -> tuple[Tensor, Tensor, Tensor]:
+    x = AttentionInputs(*inputs)
+    check_inputs(x)
+    B, H, L, E, M = x.size()
+    kept = state_dtype(x.q.dtype)
     return (
-        q.new_empty((*q.shape[:2], H * M)),
-        q.new_empty((B, H, E, M), dtype=kept),
-        q.new_empty((B, H, E), dtype=kept),
+        x.q.new_empty((*x.q.shape[:2], H * M)),
+        x.q.new_empty((B, H, E, M), dtype=kept),
+        x.q.new_empty((B, H, E), dtype=kept),
     )
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = inputs
-    ctx.save_for_backward(q, k, v, S0, z0, mask_pad)
-    ctx.eps, ctx.num_heads, ctx.time_major = eps, num_heads, bool(time_major)
+    x = AttentionInputs(*inputs)
+    ctx.save_for_backward(x.q, x.k, x.v, x.S0, x.z0, x.mask_pad)
+    ctx.eps, ctx.num_heads, ctx.time_major = x.eps, x.num_heads, x.time_major
 
 
 def _backward(
     ctx: Any, grad_out: Optional[Tensor], grad_S: Optional[Tensor], grad_z: Optional[Tensor]
 ) -> tuple[Optional[Tensor], ...]:
-    q, k, v, S0, z0, mask_pad = ctx.saved_tensors
-    dq, dk, dv, dS0, dz0 = chunked_backward(
-        q, k, v, S0, z0, mask_pad, ctx.eps, ctx.num_heads, ctx.time_major, grad_out, grad_S, grad_z, DEFAULT_CHUNK_SIZE
-    )
-    return dq, dk, dv, (dS0 if S0 is not None else None), (dz0 if z0 is not None else None), None, None, None, None
+    x = AttentionInputs(*ctx.saved_tensors, ctx.eps, ctx.num_heads, ctx.time_major)
+    dq, dk, dv, dS0, dz0 = chunked_backward(x, grad_out, grad_S, grad_z, DEFAULT_CHUNK_SIZE)
+    return dq, dk, dv, (dS0 if x.S0 is not None else None), (dz0 if x.z0 is not None else None), None, None, None, None
 
 
 causal_linear_attention_op.register_autograd(_backward, setup_context=_setup_context)

@@ -59,9 +59,11 @@ def check_inputs(
     q_num_heads: int,
     kv_num_heads: int,
     update_rule: str,
+    scale: float = 0.0,
     qk_l2_norm: int = 0,
 ) -> tuple[int, int, int, int, int]:
-    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, H_o)``.
+    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, H_o)``. The op's
+    inputs in its schema's order (so ``check_inputs(*inputs)`` checks a call); ``scale`` takes any value.
 
     H_o = max(q_num_heads, kv_num_heads) is the number of output heads (:func:`head_counts`).
     """

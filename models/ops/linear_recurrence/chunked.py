@@ -63,7 +63,7 @@ def linear_recurrence_forward(
     default :data:`DEFAULT_CHUNK_SIZE`, or :data:`PER_KEY_CHUNK_SIZE` with a decay per key dim).
     """
     B, T, d_k, d_v, H_o = check_inputs(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
+        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale, qk_l2_norm
     )
     H, G = kv_num_heads, H_o // kv_num_heads
     dt = state_dtype(query.dtype)

@@ -75,7 +75,7 @@ def linear_recurrence_naive(
     that a caller chaining calls, or comparing a kernel's fp32 state, loses nothing to the reference.
     """
     B, T, d_k, d_v, H_o = check_inputs(
-        query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
+        query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule, scale, qk_l2_norm
     )
     H_kv = kv_num_heads
     q = query.to(_F64).reshape(B, T, q_num_heads, d_k)

@@ -13,7 +13,7 @@ registered for every device; the backward re-runs it under autograd, so the op c
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -28,46 +28,17 @@ from .chunked import linear_recurrence_forward
 _SPEC = LINEAR_RECURRENCE
 
 
-@torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))
-def linear_recurrence_op(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    past_state: Optional[Tensor],
-    decay: Optional[Tensor],
-    beta: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    q_num_heads: int,
-    kv_num_heads: int,
-    update_rule: str,
-    scale: float,
-    qk_l2_norm: int,
-) -> tuple[Tensor, Tensor]:
-    """The registered op (any device): ``(output (B, T, H_o*d_v), present_state (B, H_kv, d_k, d_v))``."""
-    return linear_recurrence_forward(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale,
-        qk_l2_norm,
-    )  # fmt: skip
+#: The registered op (any device): the chunked torch forward itself (:func:`.chunked.linear_recurrence_forward`, the
+#: schema's inputs in order), ``(output (B, T, H_o*d_v), present_state (B, H_kv, d_k, d_v))``.
+linear_recurrence_op = torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))(
+    linear_recurrence_forward
+)
 
 
 @linear_recurrence_op.register_fake
-def _fake(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    past_state: Optional[Tensor],
-    decay: Optional[Tensor],
-    beta: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    q_num_heads: int,
-    kv_num_heads: int,
-    update_rule: str,
-    scale: float,
-    qk_l2_norm: int,
-) -> tuple[Tensor, Tensor]:
-    B, T, d_k, d_v, out_heads = check_inputs(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, qk_l2_norm
-    )
+def _fake(*inputs: Any) -> tuple[Tensor, Tensor]:
+    B, T, d_k, d_v, out_heads = check_inputs(*inputs)
+    query, kv_num_heads = inputs[0], inputs[8]
     return (
         query.new_empty((B, T, out_heads * d_v)),
         query.new_empty((B, kv_num_heads, d_k, d_v), dtype=state_dtype(query.dtype)),

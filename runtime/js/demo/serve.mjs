@@ -3,8 +3,9 @@
 //
 //   NODE_PATH=.cache/js/node_modules node runtime/js/demo/serve.mjs EXPORT_DIR [--port 8000] [--host 127.0.0.1]
 //
-// Paths: / (index.html), /rnnx.mjs, /ort/<file> (onnxruntime-web's dist folder, found by Node's `require`),
-// /export/<file> (the files of EXPORT_DIR). Nothing else is served; a path with a folder in it is refused.
+// Paths: / (index.html), /rnnx.mjs and the contract tables it imports (/contract.generated.mjs), /ort/<file>
+// (onnxruntime-web's dist folder, found by Node's `require`), /export/<file> (the files of EXPORT_DIR). Nothing
+// else is served; a path with a folder in it is refused.
 // Any static server laid out the same way (or ?ort=<CDN URL of onnxruntime-web's dist/>) serves the page too.
 import { readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -17,6 +18,9 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const TYPES = { '.html': 'text/html; charset=utf-8', '.mjs': 'text/javascript', '.js': 'text/javascript',
   '.json': 'application/json', '.wasm': 'application/wasm', '.onnx': 'application/octet-stream',
   '.data': 'application/octet-stream' };
+
+/** The page's modules: rnnx.mjs and its sibling, the contract's generated tables. */
+const MODULES = ['/rnnx.mjs', '/contract.generated.mjs'];
 
 /** The folder of onnxruntime-web's dist files (ort.wasm.min.mjs and the .wasm binaries). */
 export function ortWebDist() {
@@ -36,7 +40,7 @@ function decoded(segment) {
 export function route(path, exportDir, ortDir) {
   const folders = { '/ort/': ortDir, '/export/': exportDir };
   if (path === '/' || path === '/index.html') return join(HERE, 'index.html');
-  if (path === '/rnnx.mjs') return join(HERE, '..', 'rnnx.mjs');
+  if (MODULES.includes(path)) return join(HERE, '..', path.slice(1));
   for (const [prefix, folder] of Object.entries(folders)) {
     if (path.startsWith(prefix)) {
       const name = decoded(path.slice(prefix.length));

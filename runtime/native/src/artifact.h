@@ -1,5 +1,5 @@
 // The export directory as rnnx.json describes it (the artifact contract, rnnx/runtime/contract/artifact.py): what the
-// runtime needs to call the graph, read with the same checks as Python's read_metadata.
+// runtime needs to call the graph, read with the same checks as Python's read_metadata (contract.h).
 #pragma once
 
 #include "json.h"
@@ -63,9 +63,10 @@ struct Artifact
     Json metadata;
 };
 
-// Reads and checks `directory`/rnnx.json: format and version, interface causal_lm, target, precision, the
-// model's and its external data's sha256, the graph's inputs / outputs / state. Throws Error naming the file
-// and the field.
+// Reads and checks `directory`/rnnx.json in the artifact contract's order and with its refusals (contract.h, the
+// check list of rnnx/runtime/contract/artifact.py): the file, the document (format, version, interface causal_lm),
+// every field, the graph, the causal_lm layout, then a signature and the model's and its external data's sha256.
+// Throws Error naming the file and the field, with the refusal's reason.
 Artifact read_artifact(const std::string& directory);
 
 } // namespace rnnx

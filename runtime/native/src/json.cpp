@@ -271,11 +271,6 @@ private:
             expect("null");
             return Json();
         }
-        if (c == 'N')
-        {
-            expect("NaN");
-            return Json::number(NAN);
-        }
         return Json::number(parse_number());
     }
 
@@ -431,22 +426,49 @@ private:
         }
     }
 
+    bool digit_at(size_t pos) const
+    {
+        return pos < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos]));
+    }
+
+    // JSON's number grammar, as strict as Python's and JavaScript's parsers (the artifact contract's readers refuse
+    // the same files): -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?; no NaN, Infinity, '+', '.5', '01' or '1.'.
     double parse_number()
     {
         const size_t start = pos_;
-        if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+'))
+        if (pos_ < text_.size() && text_[pos_] == '-')
             ++pos_;
-        while (pos_ < text_.size()
-            && (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' || text_[pos_] == 'e'
-                || text_[pos_] == 'E' || text_[pos_] == '-' || text_[pos_] == '+'))
-            ++pos_;
-        if (start == pos_)
-            fail("unexpected character");
+        if (!digit_at(pos_))
+            fail(start == pos_ ? "unexpected character" : "bad number");
+        if (text_[pos_++] != '0')
+            while (digit_at(pos_))
+                ++pos_;
+        if (pos_ < text_.size() && text_[pos_] == '.')
+        {
+            if (!digit_at(++pos_))
+                fail("bad number");
+            while (digit_at(pos_))
+                ++pos_;
+        }
+        if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E'))
+        {
+            if (++pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-'))
+                ++pos_;
+            if (!digit_at(pos_))
+                fail("bad number");
+            while (digit_at(pos_))
+                ++pos_;
+        }
         const std::string token = text_.substr(start, pos_ - start);
         // from_chars: "C" locale parsing, whatever the host program set with setlocale
         double value = 0;
-        const char* first = token.c_str() + (token[0] == '+' ? 1 : 0);
-        const auto result = std::from_chars(first, token.c_str() + token.size(), value);
+        const auto result = std::from_chars(token.c_str(), token.c_str() + token.size(), value);
+        if (result.ec == std::errc::result_out_of_range) // as Python's and JavaScript's parsers: +-inf, or +-0
+        {
+            const size_t e = token.find_first_of("eE");
+            const double magnitude = e != std::string::npos && token[e + 1] == '-' ? 0.0 : HUGE_VAL;
+            return token[0] == '-' ? -magnitude : magnitude;
+        }
         if (result.ec != std::errc() || result.ptr != token.c_str() + token.size())
             fail("bad number '" + token + "'");
         return value;

@@ -2,6 +2,7 @@
 // entry point runs inside `guarded`, which turns any exception into a status and the thread's last error.
 #include "artifact.h"
 #include "backend.h"
+#include "contract.h"
 #include "error.h"
 #include "safetensors.h"
 #include "sampling.h"
@@ -46,16 +47,18 @@ struct rnnx_sampler
 namespace
 {
 
-constexpr const char* kStateFormat = "rnnx-state";
-constexpr const char* kStateFormatVersion = "2";
-constexpr const char* kStatePrefix = "state/";
+// State files: the artifact contract's format (contract_generated.h, from rnnx/runtime/contract/artifact.py).
+const std::string kStatePrefix(rnnx::contract::kStateTensorPrefix);
+const std::string kLastLogits(rnnx::contract::kStateLastLogits);
 
 thread_local std::string last_error;
+thread_local std::string last_reason;
 
 template <typename F> rnnx_status guarded(F&& body)
 {
     try
     {
+        last_reason.clear();
         body();
         last_error.clear();
         return RNNX_OK;
@@ -63,6 +66,7 @@ template <typename F> rnnx_status guarded(F&& body)
     catch (const Error& e)
     {
         last_error = e.what();
+        last_reason = e.reason();
         return e.status();
     }
     catch (const std::bad_alloc&)
@@ -236,6 +240,11 @@ extern "C"
         return last_error.c_str();
     }
 
+    const char* rnnx_last_error_reason(void)
+    {
+        return last_reason.c_str();
+    }
+
     rnnx_status rnnx_model_open(const char* export_dir, const rnnx_open_options* options, rnnx_model** out)
     {
         return guarded(
@@ -355,12 +364,12 @@ extern "C"
                     rnnx::HostTensor logits{"float32", {state->batch, art.vocab_size}, {}};
                     const auto* bytes = reinterpret_cast<const uint8_t*>(state->last_logits.data());
                     logits.bytes.assign(bytes, bytes + state->last_logits.size() * sizeof(float));
-                    file.tensors.emplace_back("last_logits", std::move(logits));
+                    file.tensors.emplace_back(kLastLogits, std::move(logits));
                 }
-                file.metadata = {{"format", kStateFormat}, {"format_version", kStateFormatVersion},
-                    {"names", names.dump()}, {"batch", std::to_string(state->batch)},
-                    {"past_length", std::to_string(state->past_length)}, {"signature", art.signature},
-                    {"backend", "native"}};
+                file.metadata = {{"format", std::string(rnnx::contract::kStateFormat)},
+                    {"format_version", std::string(rnnx::contract::kStateFormatVersion)}, {"names", names.dump()},
+                    {"batch", std::to_string(state->batch)}, {"past_length", std::to_string(state->past_length)},
+                    {"signature", art.signature}, {"backend", "native"}};
                 rnnx::write_safetensors(path, file);
             });
     }
@@ -374,37 +383,10 @@ extern "C"
                 *out = nullptr;
                 const rnnx::Artifact& art = model->artifact;
                 const rnnx::SafetensorsFile file = rnnx::read_safetensors(path);
-                auto meta = [&](const std::string& key)
-                {
-                    const auto it = file.metadata.find(key);
-                    if (it == file.metadata.end())
-                        throw Error(
-                            RNNX_ERROR_STATE_FILE, std::string(path) + ": not an rnnx state file (no '" + key + "')");
-                    return it->second;
-                };
-                if (meta("format") != kStateFormat || meta("format_version") != kStateFormatVersion)
-                    throw Error(RNNX_ERROR_STATE_FILE,
-                        std::string(path) + ": unsupported state format " + meta("format") + " v"
-                            + meta("format_version"));
-                if (meta("signature") != art.signature)
-                    throw Error(RNNX_ERROR_STATE_FILE,
-                        std::string(path) + ": state was saved from a different model: signature "
-                            + meta("signature").substr(0, 12) + "..., this model " + art.signature.substr(0, 12)
-                            + "...");
-                int64_t batch = 0, past_length = 0;
-                try
-                {
-                    batch = std::stoll(meta("batch"));
-                    past_length = std::stoll(meta("past_length"));
-                }
-                catch (const std::logic_error&)
-                {
-                    throw Error(RNNX_ERROR_STATE_FILE, std::string(path) + ": batch / past_length are not integers");
-                }
-                if (batch < 1 || past_length < 0)
-                    throw Error(RNNX_ERROR_STATE_FILE,
-                        std::string(path) + ": batch " + std::to_string(batch) + " / past_length "
-                            + std::to_string(past_length) + " out of range");
+                // the header in the contract's order (format, version, fields), then the model's signature
+                rnnx::check_state_header(file.metadata, path, art.signature);
+                const int64_t batch = std::stoll(file.metadata.at("batch"));
+                const int64_t past_length = std::stoll(file.metadata.at("past_length"));
                 std::vector<rnnx::HostTensor> tensors;
                 for (const rnnx::StateSpec& spec : art.states)
                 {
@@ -431,7 +413,7 @@ extern "C"
                 state->past_length = past_length;
                 state->inner = model->backend->state_from_host(tensors);
                 for (const auto& named : file.tensors)
-                    if (named.first == "last_logits")
+                    if (named.first == kLastLogits)
                     {
                         if (named.second.dtype != "float32"
                             || named.second.shape != std::vector<int64_t>{batch, art.vocab_size})

@@ -1,5 +1,6 @@
 #include "safetensors.h"
 
+#include "contract.h"
 #include "error.h"
 #include "json.h"
 
@@ -76,17 +77,18 @@ SafetensorsFile read_safetensors(const std::string& path)
         throw Error(RNNX_ERROR_IO, path + ": no such state file");
     const auto size = static_cast<uint64_t>(in.tellg());
     in.seekg(0);
-    auto bad = [&](const std::string& what) { return Error(RNNX_ERROR_STATE_FILE, path + ": " + what); };
+    // the contract's refusal of a file that is not safetensors or is cut short; `what` is this reader's own words
+    auto bad = [&](const std::string& what)
+    { return refusal(RNNX_ERROR_STATE_FILE, path, "state_unreadable", {{"detail", what}}); };
     if (size < 8)
-        throw bad("not a state file (shorter than a safetensors header)");
+        throw bad("shorter than a safetensors header");
     unsigned char raw[8];
     in.read(reinterpret_cast<char*>(raw), 8);
     uint64_t header_size = 0;
     for (int i = 0; i < 8; ++i)
         header_size |= static_cast<uint64_t>(raw[i]) << (8 * i);
     if (header_size > size - 8 || header_size > (100u << 20))
-        throw bad("not a state file, or truncated (header of " + std::to_string(header_size) + " bytes in a file of "
-            + std::to_string(size) + ")");
+        throw bad("a header of " + std::to_string(header_size) + " bytes in a file of " + std::to_string(size));
     std::string text(header_size, '\0');
     in.read(text.data(), static_cast<std::streamsize>(header_size));
     Json header;

@@ -14,6 +14,10 @@
  *                                          parent; prints "fork: ok"
  *     rnnx_check stop DIR OPS K            greedy rnnx_generate of 3 rows whose callback returns 1 on its K-th call;
  *                                          prints "calls: N, status S, past_length P" (N == K: never called again)
+ *     rnnx_check refusals DIR...           open each DIR (default options), one line each:
+ * "<status>\t<reason>\t<message>" (reason: rnnx_last_error_reason(); message "ok" when it opened); the bad-artifact
+ * fixtures of tests/test_contract_schema.py, in one process rnnx_check refusals-load DIR OPS FILE... load each state
+ * FILE into DIR's model, one line each as above
  *
  * OPS is librnnx_ort_ops.so or "-" for none. */
 #include "rnnx/rnnx.h"
@@ -26,6 +30,12 @@
 static void report(rnnx_status status)
 {
     printf("status %d: %s\n", (int)status, status == RNNX_OK ? "ok" : rnnx_last_error());
+}
+
+/* One line: status, the refusal's reason and the message, tab-separated (a message is one line without tabs). */
+static void report_reason(rnnx_status status)
+{
+    printf("%d\t%s\t%s\n", (int)status, rnnx_last_error_reason(), status == RNNX_OK ? "ok" : rnnx_last_error());
 }
 
 static rnnx_model* open_model(const char* dir, const char* ops)
@@ -103,6 +113,16 @@ int main(int argc, char** argv)
         rnnx_model_close(model);
         return 0;
     }
+    if (strcmp(what, "refusals") == 0)
+    {
+        for (int i = 2; i < argc; ++i)
+        {
+            rnnx_model* model = NULL;
+            report_reason(rnnx_model_open(argv[i], NULL, &model));
+            rnnx_model_close(model);
+        }
+        return 0;
+    }
     if (strcmp(what, "tensorrt") == 0 && argc > 3)
     {
         rnnx_open_options options;
@@ -143,6 +163,15 @@ int main(int argc, char** argv)
     else if (strcmp(what, "load") == 0 && argc > 4)
     {
         report(rnnx_state_load(model, argv[4], &state));
+    }
+    else if (strcmp(what, "refusals-load") == 0)
+    {
+        for (int i = 4; i < argc; ++i)
+        {
+            rnnx_state* loaded = NULL;
+            report_reason(rnnx_state_load(model, argv[i], &loaded));
+            rnnx_state_free(loaded);
+        }
     }
     else if (strcmp(what, "threads") == 0 && argc > 4)
     {

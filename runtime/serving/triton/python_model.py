@@ -85,7 +85,7 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         import triton_python_backend_utils as pb_utils
 
-        from ... import load
+        from ...session import load
 
         self._pb = pb_utils
         config = json.loads(args["model_config"])

@@ -6,8 +6,8 @@
  * backend's values between calls (ONNX Runtime values; TensorRT device buffers).
  *
  * Errors: every function that can fail returns an rnnx_status; RNNX_OK is 0. The message of the last failure
- * on the calling thread is rnnx_last_error() (valid until the thread's next rnnx call). No C++ exception
- * crosses this API.
+ * on the calling thread is rnnx_last_error() (valid until the thread's next rnnx call), its reason
+ * rnnx_last_error_reason() when it is a refusal of the artifact contract. No C++ exception crosses this API.
  *
  * Lifetimes: a state belongs to the model that made it; free every state (rnnx_state_free) before closing the
  * model (rnnx_model_close).
@@ -96,10 +96,16 @@ extern "C"
 
     RNNX_API const char* rnnx_version(void);
     RNNX_API const char* rnnx_last_error(void);
+    /* The stable reason of the calling thread's last failure when it is a refusal of the artifact contract (a bad
+     * rnnx.json or state file: a key of rnnx/runtime/contract/artifact.py's REFUSALS, e.g. "field_type", the same
+     * that Python's MetadataError.reason and JavaScript's RnnxError.reason give for it); "" for any other failure
+     * and after a success. */
+    RNNX_API const char* rnnx_last_error_reason(void);
 
-    /* Opens an export directory: checks rnnx.json's format and version, the model's (and its external data's)
-     * sha256, the interface (causal_lm), target and precision, then creates the backend. `options`: NULL for
-     * the defaults.
+    /* Opens an export directory: checks rnnx.json as the artifact contract says (the same checks, order and
+     * refusals as Python's read_metadata and JavaScript's checkMetadata: format and version, the interface
+     * (causal_lm), every field, the graph and its causal_lm layout), then its signature and the model's (and its
+     * external data's) sha256, then creates the backend. `options`: NULL for the defaults.
      *
      * backend "tensorrt": a library built without the TensorRT backend (no TensorRT / CUDA headers at build
      * time) returns RNNX_ERROR_UNAVAILABLE for any tensorrt open. One built with it checks the arguments first
@@ -139,6 +145,8 @@ extern "C"
     /* safetensors: the state tensors as state/<name>, last_logits, and the header fields (format, names,
      * batch, past_length, the model signature) in its metadata; the same file rnnx.runtime (Python) writes. */
     RNNX_API rnnx_status rnnx_state_save(const rnnx_state* state, const char* path);
+    /* Reads a state file: its header is checked as Python checks it (the contract's STATE_HEADER: format, version,
+     * fields, then this model's signature; RNNX_ERROR_STATE_FILE with the same refusal), then its tensors. */
     RNNX_API rnnx_status rnnx_state_load(rnnx_model* model, const char* path, rnnx_state** out);
 
     /* Feeds prompts: tokens (batch, width) row-major, row b's first lengths[b] entries are its prompt

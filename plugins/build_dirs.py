@@ -1,4 +1,5 @@
-"""Where rnnx's compiled helper libraries live (the ONNX Runtime ops, the libtorch ops). Torch-free."""
+"""Where rnnx's native builds go (the ONNX Runtime ops, the libtorch ops, the native runtime, the plugins) and how a
+build holds its folder. Torch-free; part of the room that owns every native build (:mod:`rnnx.plugins`)."""
 
 from __future__ import annotations
 
