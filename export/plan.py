@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..models.checkpoint import load_checkpoint
 from ..models.factory import FactoryError, prepare
+from ..models.from_pretrained import load_model
 from ..models.lm import RecurrentLM
 from ..models.registry import model_type_of
 from ..models.stateful import (
@@ -105,7 +105,7 @@ def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM,
     if isinstance(source, RecurrentLM):
         return source, {}, None
     if isinstance(source, (str, os.PathLike)):
-        model, info = load_checkpoint(source)
+        model, info = load_model(source)
         return model, info, str(Path(source).resolve())
     raise ExportError(f"expected an rnnx RecurrentLM or a checkpoint path, got {type(source).__name__}")
 

@@ -5,7 +5,9 @@ Ops (registered with ``torch.library`` in namespace ``rnnx``; contract in ``rnnx
 ``sru.SRUCell`` of both 2.6 and 3.0.0.dev6, docs/models.md), ``SRUpp`` / ``SRUppCell`` (drop-ins for
 ``sru.SRUpp`` / ``sru.SRUppCell`` 3.0.0.dev6, plus linear attention). Language models sharing
 one interface (``RecurrentLM``: tokens (B, L) + state -> logits (B, L, V) + state): ``SRULM``,
-``SRUppLM``, ``LinearTransformerLM``; checkpoints (``load_checkpoint``) and the shipped demos.
+``SRUppLM``, ``LinearTransformerLM``, ``DecoderLM`` (the recurrent and hybrid decoders of transformers' checkpoints:
+``from_pretrained(folder)``, docs/checkpoints.md); checkpoints (``load_checkpoint``; ``load_model`` takes a
+transformers checkpoint folder too) and the shipped demos.
 ``LinearTransformerEncoder``: the twin of a ``fast-transformers`` 0.4 causal-linear encoder (sequence
 forward that takes and returns the attention state). ``convert(model)``: a copy of a user model with its
 published-package layers (``sru``, ``fast-transformers``) replaced by these.
@@ -16,7 +18,9 @@ published-package layers (``sru``, ``fast-transformers``) replaced by these.
 
 from .checkpoint import DEMO_CHECKPOINTS, CheckpointError, demo_checkpoint_path, load_checkpoint, save_checkpoint
 from .convert import ConversionError, convert, supported
+from .decoder import DecoderLM
 from .fast_transformers import LinearTransformerEncoder
+from .from_pretrained import UnsupportedCheckpoint, from_pretrained, load_model
 from .linear_transformer import LinearTransformerLM
 from .lm import SRULM, RecurrentLM, SRUppLM
 from .ops.causal_linear_attention import causal_linear_attention
@@ -41,7 +45,11 @@ __all__ = [
     "CheckpointError",
     "demo_checkpoint_path",
     "load_checkpoint",
+    "load_model",
     "save_checkpoint",
+    "DecoderLM",
+    "UnsupportedCheckpoint",
+    "from_pretrained",
     "ConversionError",
     "convert",
     "LinearTransformerEncoder",

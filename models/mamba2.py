@@ -68,7 +68,7 @@ class Mamba2Mixer(nn.Module):
         use_bias: bool = False,
         eps: float = 1e-6,
         norm_before_gate: bool = False,
-        time_step_limit: tuple[float, float] = (0.0, math.inf),
+        time_step_limit: tuple[float, Optional[float]] = (0.0, math.inf),
     ) -> None:
         super().__init__()
         if num_heads % n_groups:
@@ -77,7 +77,11 @@ class Mamba2Mixer(nn.Module):
         self.state_size, self.n_groups, self.conv_kernel = state_size, n_groups, conv_kernel
         self.intermediate_size = num_heads * head_dim
         self.conv_dim = self.intermediate_size + 2 * n_groups * state_size
-        self.time_step_limit = (float(time_step_limit[0]), float(time_step_limit[1]))
+        # an upper limit of None is no limit (a JSON-able configuration has no infinity)
+        self.time_step_limit = (
+            float(time_step_limit[0]),
+            math.inf if time_step_limit[1] is None else float(time_step_limit[1]),
+        )
         self.in_proj = nn.Linear(hidden_size, self.intermediate_size + self.conv_dim + num_heads, bias=use_bias)
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, conv_kernel, groups=self.conv_dim, bias=use_conv_bias)
         self.dt_bias = nn.Parameter(torch.zeros(num_heads))

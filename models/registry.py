@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .decoder import DecoderLM
 from .linear_transformer import LinearTransformerLM
 from .lm import SRULM, RecurrentLM, SRUppLM
 
 #: model_type -> class; ``class(**config)`` rebuilds a model from its ``config``.
 MODEL_TYPES: dict[str, type[RecurrentLM]] = {
+    "decoder": DecoderLM,
     "linear_transformer": LinearTransformerLM,
     "sru": SRULM,
     "srupp": SRUppLM,

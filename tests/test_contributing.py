@@ -55,6 +55,7 @@ ALLOWLIST = {
     "models/srupp.py": "the SRU++ layer calls the public sru_scan and causal_linear_attention",
     "models/linear_transformer.py": "the layer calls the public causal_linear_attention",
     "models/fast_transformers.py": "the fast-transformers twin calls the public causal_linear_attention",
+    "models/decoder.py": "LFM2's short convolution calls the public causal_conv_with_state",
     "models/ops/sru/": "the deprecated 0.1.0 import path of models/ops/sru_scan/, re-exporting its public names",
     "models/ops/linear_attention/": "the deprecated 0.1.0 path of models/ops/causal_linear_attention/, re-exporting",
     "models/ops/linear_recurrence/naive.py": "its linear rule reuses phi and eps of causal linear attention's twin",

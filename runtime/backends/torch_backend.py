@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch
 
-from ...models.checkpoint import load_checkpoint
+from ...models.from_pretrained import load_model
 from ...models.lm import RecurrentLM
 from ...models.registry import model_type_of
 from ...models.stateful import StatefulLM, StatefulModule, lm_state_specs, torch_dtype
@@ -115,7 +115,7 @@ class TorchBackend(Backend):
                 raise BackendUnavailable(str(e)) from None
             return cls(graph, device=device, precision=precision, metadata=metadata)
         checkpoint = checkpoint_of(path)
-        model, info = load_checkpoint(checkpoint, map_location="cpu")
+        model, info = load_model(checkpoint, map_location="cpu")
         source = {"checkpoint": str(Path(checkpoint).resolve()), "weights_sha256": info.get("weights_sha256") or None}
         return cls(model, device=device, precision=precision, source=source)
 

@@ -1,0 +1,199 @@
+"""transformers checkpoint folders in, tokens out (issue 41): ``rnnx.models.from_pretrained``, ``export-model FOLDER``
+and every runtime on the four families (Gated DeltaNet hybrid ``qwen3_5_text``, ``mamba2``, the Mamba-2 hybrid
+``nemotron_h`` and ``lfm2``), against transformers itself.
+
+Each family is a tiny random config (the recipes of shared/FIELD.md: vocab 256, hidden 64; ``initializer_range``
+0.2 so that greedy decoding does not repeat one token) saved with ``save_pretrained`` into a temporary folder: a
+real checkpoint folder, no hub. The reference is transformers' own ``generate`` with its cache (greedy, no stop
+token) and its forward pass; rnnx runs the folder on torch (the twin), on ONNX Runtime (the export), through the C
+API and through the JavaScript runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+import rnnx.runtime as rt  # noqa: E402
+from rnnx.export import export_model  # noqa: E402
+from rnnx.models import UnsupportedCheckpoint, from_pretrained  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+NEW_TOKENS = 32
+#: A batch of three prompts of different lengths (right-padded by the runtimes).
+PROMPTS = [[3, 5, 7, 9, 11, 13, 200, 17, 19], [40, 41], [250, 1, 2, 3, 4, 99]]
+#: Relative tolerance of per-step logits against transformers' (fp32; chunked and token-loop forms differ).
+LOGITS_RTOL = 1e-4
+
+
+def _config(family: str):
+    common = dict(vocab_size=256, hidden_size=64, initializer_range=0.2)
+    if family == "qwen3_5_text":
+        return transformers.Qwen3_5TextConfig(
+            **common, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+            intermediate_size=128,
+        )  # fmt: skip
+    if family == "mamba2":
+        return transformers.Mamba2Config(
+            **common, num_hidden_layers=2, num_heads=8, head_dim=16, state_size=16, n_groups=1, expand=2, chunk_size=16
+        )
+    if family == "nemotron_h":
+        return transformers.NemotronHConfig(
+            **common, num_hidden_layers=4, hybrid_override_pattern="M*M-", mamba_num_heads=8, mamba_head_dim=16,
+            ssm_state_size=16, n_groups=1, expand=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            intermediate_size=128, chunk_size=16,
+        )  # fmt: skip
+    assert family == "lfm2"
+    return transformers.Lfm2Config(
+        **common, num_hidden_layers=4, layer_types=["conv", "full_attention", "conv", "full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+    )  # fmt: skip
+
+
+FAMILIES = ("qwen3_5_text", "mamba2", "nemotron_h", "lfm2")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each family's random checkpoint folder, as ``save_pretrained`` writes it."""
+    out = {}
+    for i, family in enumerate(FAMILIES):
+        torch.manual_seed(i)
+        model = transformers.AutoModelForCausalLM.from_config(_config(family))
+        out[family] = tmp_path_factory.mktemp(family) / "checkpoint"
+        model.save_pretrained(out[family])
+    return out
+
+
+@pytest.fixture(scope="module")
+def references(checkpoints) -> dict[str, dict]:
+    """transformers' side of each family: the model (eval) and its greedy tokens for each prompt alone."""
+    out = {}
+    for family, folder in checkpoints.items():
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+        model.generation_config.eos_token_id = None  # 32 tokens whatever comes
+        with torch.no_grad():  # an explicit mask: a prompt token equal to pad_token_id is no pad
+            ids = [torch.tensor([p]) for p in PROMPTS]
+            tokens = [
+                model.generate(i, attention_mask=torch.ones_like(i), max_new_tokens=NEW_TOKENS, do_sample=False)[
+                    0, i.shape[1] :
+                ].tolist()
+                for i in ids
+            ]
+        out[family] = {"model": model, "tokens": tokens}
+    return out
+
+
+@pytest.fixture(scope="module")
+def exports(checkpoints, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``export-model FOLDER --target onnxruntime`` of each family (its parity check passed, or it raises)."""
+    out = {}
+    for family, folder in checkpoints.items():
+        out[family] = tmp_path_factory.mktemp(f"{family}_export") / "export"
+        export_model(folder, out[family], target="onnxruntime", log=lambda *_: None)
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_twin_generates_transformers_tokens_with_its_logits(family, checkpoints, references) -> None:
+    """Batch 1, each prompt: rnnx's greedy tokens (prefill, then one step per token) equal transformers' generate,
+    and the logits of every step equal transformers' forward over the same sequence within LOGITS_RTOL."""
+    twin = from_pretrained(checkpoints[family])
+    hf = references[family]["model"]
+    for prompt, want in zip(PROMPTS, references[family]["tokens"]):
+        with torch.no_grad():
+            logits, state = twin(torch.tensor([prompt]))
+            steps, got = [logits[0, -1]], []
+            for _ in range(NEW_TOKENS):
+                got.append(int(steps[-1].argmax()))
+                logits, state = twin(torch.tensor([[got[-1]]]), state)
+                steps.append(logits[0, -1])
+            ref = hf(torch.tensor([prompt + got])).logits[0, len(prompt) - 1 :]
+        assert got == want, f"{family}: prompt {prompt}"
+        ours = torch.stack(steps)
+        assert float((ours - ref).abs().max() / ref.abs().max()) < LOGITS_RTOL, family
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_padded_batch_equals_each_row_alone_on_torch_and_onnxruntime(family, checkpoints, exports, references):
+    """The three prompts right-padded into one batch give each row's transformers tokens, on the torch backend (the
+    checkpoint folder itself) and on the onnxruntime export."""
+    want = references[family]["tokens"]
+    for path, backend in ((checkpoints[family], "torch"), (exports[family], "onnxruntime")):
+        session = rt.load(path, backend=backend)
+        assert session.generate_all(PROMPTS, NEW_TOKENS, temperature=0) == want, f"{family} on {backend}"
+
+
+def test_the_c_api_and_javascript_run_every_family(exports, references) -> None:
+    """The native runtime's rnnx-generate and the Node example give transformers' tokens for every family: hybrid
+    state (a growing KV cache beside conv and recurrent states) read from rnnx.json like any other."""
+    from rnnx.plugins import native_runtime
+    from rnnx.runtime import ortops
+
+    if shutil.which("cmake") is None or shutil.which("node") is None:
+        pytest.skip("cmake or node not found: the C API or the JavaScript runtime cannot run here")
+    program = native_runtime.build() / "rnnx-generate"
+    node_modules = REPO / ".cache" / "js" / "node_modules"
+    for family, export in exports.items():
+        want = references[family]["tokens"]
+        prompts = [a for p in PROMPTS for a in ("--prompt", " ".join(map(str, p)))]
+        c = subprocess.run([str(program), str(export), *prompts, "--max-new-tokens", str(NEW_TOKENS), "--ort-ops",
+                            str(ortops.build())], capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert c.returncode == 0, c.stderr[-2000:]
+        rows = [line.split(":", 1)[1].split() for line in c.stdout.splitlines() if line.startswith("row ")]
+        assert [[int(t) for t in row] for row in rows] == want, f"{family} in C"
+        js = subprocess.run(
+            ["node", str(REPO / "runtime" / "js" / "generate.mjs"), str(export), "--max-new-tokens", str(NEW_TOKENS),
+             "--json", *[a for p in PROMPTS for a in ("--prompt", ",".join(map(str, p)))]],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "NODE_PATH": str(node_modules)},
+        )  # fmt: skip
+        assert js.returncode == 0, js.stderr[-2000:]
+        assert json.loads(js.stdout)["tokens"] == want, f"{family} in JavaScript"
+
+
+def _edited(folder: Path, tmp_path: Path, edit) -> Path:
+    """A copy of the checkpoint ``folder`` whose config.json ``edit`` changed (in place on the dict)."""
+    copy = tmp_path / "edited"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    edit(config)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+@pytest.mark.parametrize(
+    "family, edit, message",
+    [
+        ("qwen3_5_text", lambda c: c.update(model_type="llama"), 'model_type "llama" is not supported; rnnx converts'),
+        ("qwen3_5_text", lambda c: c.update(new_field=1), "field 'new_field' (qwen3_5_text) is not one rnnx's"),
+        ("qwen3_5_text", lambda c: c["rope_parameters"].update(rope_type="yarn"), 'rope_type is "yarn"; rnnx converts'),
+        ("lfm2", lambda c: c.update(layer_types=["conv", "sliding_attention"] * 2), 'layer_types[1] is "sliding_'),
+        (
+            "nemotron_h",
+            lambda c: c.update(layers_block_type=["mamba", "moe", "mamba", "mlp"]),
+            "layers_block_type[1] is",
+        ),
+        ("mamba2", lambda c: c.update(hidden_act="gelu"), "field 'hidden_act' is \"gelu\"; rnnx converts"),
+        ("mamba2", lambda c: c.update(state_size=8), "has shape"),
+    ],
+)
+def test_what_cannot_be_converted_is_refused_in_one_line_and_nothing_is_written(
+    family, edit, message, checkpoints, tmp_path
+) -> None:
+    folder = _edited(checkpoints[family], tmp_path, edit)
+    with pytest.raises(UnsupportedCheckpoint) as refused:
+        from_pretrained(folder)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    out = tmp_path / "out"
+    result = subprocess.run(["export-model", str(folder), "--out", str(out)], capture_output=True, text=True)
+    assert result.returncode != 0 and message in result.stderr
+    assert not out.exists()
