@@ -50,6 +50,7 @@ from ..runtime.contract.artifact import (
 )  # fmt: skip
 from ..runtime.contract.targets import Precision
 from .errors import ExportError, one_line
+from .text import CheckpointText, checkpoint_text
 
 #: Chained calls after the first one in a stateful export's parity check.
 DEFAULT_CHAINED_CALLS = 32
@@ -95,6 +96,8 @@ class ExportPlan:
     task: Optional[dict[str, Any]] = None
     #: Puts back what the plan changed on the caller's module (its train / eval modes).
     restore: Callable[[], None] = lambda: None
+    #: The tokenizer and chat template a transformers checkpoint carries into the export, or None.
+    text: Optional[CheckpointText] = None
 
 
 def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM, dict[str, Any], Optional[str]]:
@@ -151,11 +154,13 @@ def lm_plan(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision
     def run_parity(ref, candidate, record, keep_state):
         return parity.compare_backends(ref, candidate, prompts, steps, record=record, keep_state=keep_state)
 
+    text = checkpoint_text(Path(checkpoint), model.vocab_size) if info.get("format") == "transformers" else None
     return ExportPlan(
         interface=CAUSAL_LM, model_type=model_type, config=dict(source.config), graph=graph, reference=reference,
         inputs=[t for t in inputs if not t.name.startswith(PAST_PREFIX)], output_names=[LOGITS], states=states,
         trace_inputs=(*data, *example_state(states, batch, past, gen)), parity_run=run_parity,
         source={"checkpoint": checkpoint, "weights_sha256": info.get("weights_sha256") or None},
+        text=text,
         vocab_size=model.vocab_size, prompts=prompts, what=f"{model_type} language model", restore=restore,
         trained=bool(info.get("task")), scored_calls=task_scored_calls(info.get("task"), prompts),
         task=info.get("task") or None,

@@ -309,6 +309,8 @@ def run_export(
             metadata = {**describe(None), "parity": metadata["parity"]}
         write_metadata(tmp, metadata)
         written = [*([EXTERNAL_DATA_FILE] if data_path is not None else []), MODEL_FILE, *written]
+        if plan.text is not None:
+            written += plan.text.write(tmp)
         if extra is not None:
             written += extra(tmp, one_file, log)
         log(f"writing {out_dir}")
@@ -356,6 +358,7 @@ def describe_export(
     def metadata(data: Optional[Path]) -> dict[str, Any]:
         built = describe(external_data=data)
         built["quantization"] = quantization
+        built["text"] = None if plan.text is None else plan.text.record
         built["signature"] = model_signature(built)
         return built
 

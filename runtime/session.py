@@ -40,6 +40,7 @@ from .backends.base import Backend, InputError, RnnxRuntimeError
 from .contract.artifact import ATTENTION_MASK, CAUSAL_LM, INPUT_IDS, LOGITS, TensorSpec, interface_of, numpy_dtype
 from .sampling import SamplingOptions, check_max_new_tokens
 from .state import State, check_host_state, load_state_file
+from .text import Message, Text, TextUnavailable
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
 _IN_USE = "session is in use by another thread; use one session per thread"
@@ -494,6 +495,45 @@ class Session(StatefulSession):
                 if t is not None:
                     out[row].append(t)
         return out
+
+    @functools.cached_property
+    def text(self) -> Optional[Text]:
+        """The export's tokenizer and chat template (:class:`~rnnx.runtime.text.Text`), or None when it carries none
+        (an rnnx checkpoint's export, a module of a user's)."""
+        directory = getattr(self.backend, "model_dir", None)
+        return None if directory is None else Text.of(directory, self.metadata)
+
+    def _text(self) -> Text:
+        if self.text is None:
+            raise TextUnavailable(
+                f"{self.metadata.get('model_type')}: this export carries no tokenizer (it is made from a transformers "
+                "checkpoint folder with a tokenizer.json); give token ids"
+            )
+        return self.text
+
+    def encode(self, prompt: Union[str, Sequence[Message], Sequence[int]]) -> list[int]:
+        """The token ids of a prompt: ``str`` text (the tokenizer's), a list of chat messages (``{"role": ...,
+        "content": ...}``: the chat template's, with the generation prompt) or token ids as they are."""
+        if isinstance(prompt, str):
+            return self._text().encode(prompt)
+        if len(prompt) and all(isinstance(m, dict) for m in prompt):
+            return self._text().encode_chat(prompt)
+        return [int(t) for t in prompt]
+
+    def generate_text(
+        self, prompts: Union[str, Sequence[Message], Sequence[Union[str, Sequence[Message]]]], max_new_tokens: int,
+        stop_tokens: Optional[Sequence[int]] = None, **kwargs: Any,
+    ) -> Union[str, list[str]]:  # fmt: skip
+        """:meth:`generate` on text: each prompt text or chat messages (:meth:`encode`), each reply decoded. One
+        prompt (a string or one conversation's messages) gives a string, a list of them a list. A reply ends at the
+        checkpoint's end-of-sequence ids unless ``stop_tokens`` says otherwise."""
+        one = isinstance(prompts, str) or (len(prompts) and all(isinstance(m, dict) for m in prompts))
+        batch = [prompts] if one else list(prompts)
+        text = self._text()
+        stops = text.eos_token_ids if stop_tokens is None else tuple(stop_tokens)
+        out = self.generate_all([self.encode(p) for p in batch], max_new_tokens, stop_tokens=stops, **kwargs)
+        replies = [text.decode([t for t in ids if t not in text.eos_token_ids]) for ids in out]
+        return replies[0] if one else replies
 
 
 def load(

@@ -113,8 +113,8 @@ onnxruntime_genai() {
   fi
 }
 
-# The JavaScript runtime's packages (runtime/js/package.json: onnxruntime-node, onnxruntime-web, puppeteer-core and
-# @sparticuz/chromium, the headless Chromium of the page test), at the exact versions and sha512 integrity of the
+# The JavaScript runtime's packages (runtime/js/package.json: onnxruntime-node, onnxruntime-web, the text packages
+# @huggingface/tokenizers and @huggingface/jinja, puppeteer-core and @sparticuz/chromium, the page test's Chromium), at the exact versions and sha512 integrity of the
 # committed package-lock.json (`npm ci` refuses anything else), into .cache/js/node_modules. --ignore-scripts:
 # onnxruntime-node's install script only downloads the CUDA provider (its CPU binding ships in the package), and
 # no other package needs a script. Reinstalled when the lock file changes; skipped, saying so, without npm.

@@ -123,7 +123,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "unknown_model_type": (
         edit_config(model_type="gpt"),
         "config.json",
-        "unknown model_type 'gpt'; known: linear_transformer, sru, srupp",
+        "unknown model_type 'gpt'; known: decoder, linear_transformer, sru, srupp",
     ),
     "bad_config_kwarg": (edit_config(config={"vocab_size": 11, "d_modle": 16}), "config.json", "bad config .*d_modle"),
     "bad_config_value": (

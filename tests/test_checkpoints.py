@@ -60,6 +60,30 @@ def _config(family: str):
 
 
 FAMILIES = ("qwen3_5_text", "mamba2", "nemotron_h", "lfm2")
+#: The family whose checkpoint folder carries a tokenizer and a chat template (text is the same for every family).
+TEXT_FAMILY = "qwen3_5_text"
+#: A ChatML-style template, as Qwen's checkpoints have (tokenizer_config.json "chat_template").
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _train_tokenizer(folder: Path, vocab_size: int) -> None:
+    """A BPE tokenizer (Metaspace pre-tokenizer, as SentencePiece-style checkpoints have) trained here on the README,
+    saved as ``tokenizer.json`` with a ``tokenizer_config.json`` naming its eos token and the chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<|im_start|>", "<|im_end|>"])
+    tokenizer.train_from_iterator((REPO / "README.md").read_text().splitlines(keepends=True), trainer)
+    assert tokenizer.get_vocab_size() == vocab_size, "the README is too short to train the test tokenizer"
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "eos_token": "<|im_end|>",
+              "chat_template": CHAT_TEMPLATE}  # fmt: skip
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +95,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         model = transformers.AutoModelForCausalLM.from_config(_config(family))
         out[family] = tmp_path_factory.mktemp(family) / "checkpoint"
         model.save_pretrained(out[family])
+        if family == TEXT_FAMILY:
+            _train_tokenizer(out[family], vocab_size=256)
     return out
 
 
@@ -153,7 +179,7 @@ def test_the_c_api_and_javascript_run_every_family(exports, references) -> None:
         assert [[int(t) for t in row] for row in rows] == want, f"{family} in C"
         js = subprocess.run(
             ["node", str(REPO / "runtime" / "js" / "generate.mjs"), str(export), "--max-new-tokens", str(NEW_TOKENS),
-             "--json", *[a for p in PROMPTS for a in ("--prompt", ",".join(map(str, p)))]],
+             "--json", "--ids", *[a for p in PROMPTS for a in ("--prompt", ",".join(map(str, p)))]],
             capture_output=True, text=True, timeout=300, env={**os.environ, "NODE_PATH": str(node_modules)},
         )  # fmt: skip
         assert js.returncode == 0, js.stderr[-2000:]
@@ -197,3 +223,116 @@ def test_what_cannot_be_converted_is_refused_in_one_line_and_nothing_is_written(
     result = subprocess.run(["export-model", str(folder), "--out", str(out)], capture_output=True, text=True)
     assert result.returncode != 0 and message in result.stderr
     assert not out.exists()
+
+
+PROMPT_TEXT = "export-model takes a checkpoint folder"
+MESSAGES = [{"role": "user", "content": "How do I run the tests?"}]
+
+
+@pytest.fixture(scope="module")
+def text_reference(checkpoints, references) -> dict:
+    """transformers' side of text: its tokenizer (AutoTokenizer on the checkpoint folder), the prompt's and the chat
+    turn's ids (``apply_chat_template``), and the replies its ``generate`` makes, stopping at the eos token."""
+    folder = checkpoints[TEXT_FAMILY]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = references[TEXT_FAMILY]["model"]
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    out = {"eos": eos, "ids": {}, "replies": {}}
+    prompts = {
+        "text": tokenizer(PROMPT_TEXT)["input_ids"],
+        "chat": list(tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True)["input_ids"]),
+    }
+    for name, ids in prompts.items():
+        with torch.no_grad():
+            i = torch.tensor([ids])
+            new = model.generate(i, attention_mask=torch.ones_like(i), max_new_tokens=NEW_TOKENS, do_sample=False,
+                                 eos_token_id=eos)[0, len(ids) :]  # fmt: skip
+        out["ids"][name] = ids
+        out["replies"][name] = tokenizer.decode(new, skip_special_tokens=True)
+    return out
+
+
+def test_text_in_text_out_equals_transformers_tokenizer_chat_template_and_generate(exports, text_reference) -> None:
+    """The export carries the checkpoint's tokenizer and chat template: a text prompt's ids equal transformers'
+    tokenizer, a chat turn's equal ``apply_chat_template``, the eos id comes from the tokenizer config, and the
+    decoded replies (Python API and rnnx-generate, plain and --chat) equal transformers' generate + decode."""
+    export = exports[TEXT_FAMILY]
+    metadata = json.loads((export / "rnnx.json").read_text())
+    assert (export / "tokenizer.json").is_file() and (export / "chat_template.jinja").read_text() == CHAT_TEMPLATE
+    assert metadata["text"]["eos_token_ids"] == [text_reference["eos"]]
+    session = rt.load(export)
+    assert session.encode(PROMPT_TEXT) == text_reference["ids"]["text"]
+    assert session.encode(MESSAGES) == text_reference["ids"]["chat"]
+    replies = text_reference["replies"]
+    assert session.generate_text(PROMPT_TEXT, NEW_TOKENS, temperature=0) == replies["text"]
+    both = session.generate_text([PROMPT_TEXT, MESSAGES], NEW_TOKENS, temperature=0)
+    assert both == [replies["text"], replies["chat"]]
+    for flags, want in (([], replies["text"]), (["--chat"], replies["chat"])):
+        prompt = MESSAGES[0]["content"] if flags else PROMPT_TEXT
+        cli = subprocess.run(["rnnx-generate", str(export), "--prompt", prompt, "--max-new-tokens", str(NEW_TOKENS),
+                              *flags], capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert cli.returncode == 0, cli.stderr[-2000:]
+        assert cli.stdout == want + "\n", flags
+
+
+def test_a_missing_or_mismatched_tokenizer_is_one_line(checkpoints, exports, tmp_path) -> None:
+    """A tokenizer with more tokens than the model's vocabulary is refused at export (nothing written); an export
+    whose tokenizer.json is gone or replaced, or one that never had one, refuses text in one line naming the file."""
+    folder = tmp_path / "bigger"
+    shutil.copytree(checkpoints[TEXT_FAMILY], folder)
+    _train_tokenizer(folder, vocab_size=300)
+    out = tmp_path / "out"
+    refused = subprocess.run(["export-model", str(folder), "--out", str(out)], capture_output=True, text=True)
+    assert refused.returncode != 0 and "300 tokens, but the model's vocabulary has 256" in refused.stderr
+    assert not out.exists()
+
+    export = tmp_path / "export"
+    shutil.copytree(exports[TEXT_FAMILY], export)
+    shutil.copyfile(folder / "tokenizer.json", export / "tokenizer.json")
+    replaced = "tokenizer.json: sha256 does not match"
+    cases = [(export, replaced)]
+    missing = tmp_path / "missing"
+    shutil.copytree(exports[TEXT_FAMILY], missing)
+    (missing / "tokenizer.json").unlink()
+    cases.append((missing, "tokenizer.json: the tokenizer"))
+    for path, message in cases:
+        with pytest.raises(rt.InputError, match=message):
+            rt.load(path).generate_text(PROMPT_TEXT, 1)
+        cli = subprocess.run(["rnnx-generate", str(path), "--prompt", PROMPT_TEXT], capture_output=True, text=True)
+        assert cli.returncode != 0 and message in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+    with pytest.raises(rt.InputError, match="carries no tokenizer"):
+        rt.load(exports["mamba2"]).generate_text(PROMPT_TEXT, 1)
+
+
+def test_node_and_the_page_in_chromium_take_and_show_text(exports, text_reference) -> None:
+    """The Node example (text and --chat prompts) and the demo page in headless Chromium (a text prompt, a chat turn)
+    give transformers' ids' tokens and its decoded replies: @huggingface/tokenizers and @huggingface/jinja read the
+    export's tokenizer.json and chat template as tokenizers and jinja2 do in Python."""
+    node_modules = REPO / ".cache" / "js" / "node_modules"
+    needed = ["@huggingface/tokenizers", "@huggingface/jinja", "onnxruntime-node", "puppeteer-core"]
+    needed.append("@sparticuz/chromium")
+    missing = [p for p in needed if not (node_modules / p / "package.json").is_file()]
+    if shutil.which("node") is None or missing:
+        pytest.skip(f"node or the packages {missing} of runtime/js/package.json are missing: run scripts/setup.sh")
+    env = {**os.environ, "NODE_PATH": str(node_modules)}
+    export, replies = exports[TEXT_FAMILY], text_reference["replies"]
+    chat = MESSAGES[0]["content"]
+    js = subprocess.run(
+        ["node", str(REPO / "runtime" / "js" / "generate.mjs"), str(export), "--max-new-tokens", str(NEW_TOKENS),
+         "--json", "--prompt", PROMPT_TEXT], capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert js.returncode == 0, js.stderr[-2000:]
+    assert json.loads(js.stdout)["text"] == [replies["text"]]
+    js = subprocess.run(
+        ["node", str(REPO / "runtime" / "js" / "generate.mjs"), str(export), "--max-new-tokens", str(NEW_TOKENS),
+         "--chat", "--prompt", chat], capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert js.returncode == 0 and js.stdout == replies["chat"] + "\n", js.stderr[-2000:]
+    cases = [{"prompt": PROMPT_TEXT, "max": str(NEW_TOKENS), "temperature": "0"},
+             {"prompt": chat, "chat": "1", "max": str(NEW_TOKENS), "temperature": "0"}]  # fmt: skip
+    page = subprocess.run(["node", str(REPO / "tests" / "js" / "demo_page_in_chromium.mjs"), str(export),
+                           json.dumps(cases)], capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert page.returncode == 0, page.stderr[-2000:]
+    runs = json.loads(page.stdout)["runs"]
+    assert [run["error"] for run in runs] == [None, None], runs
+    assert [run["text"] for run in runs] == [replies["text"], replies["chat"]]

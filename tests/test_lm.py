@@ -75,8 +75,8 @@ def model(request: pytest.FixtureRequest) -> RecurrentLM:
 
 
 def test_registry() -> None:
-    assert set(MODEL_TYPES) == {"linear_transformer", "sru", "srupp"}
-    with pytest.raises(KeyError, match="known: linear_transformer, sru, srupp"):
+    assert set(MODEL_TYPES) == {"decoder", "linear_transformer", "sru", "srupp"}
+    with pytest.raises(KeyError, match="known: decoder, linear_transformer, sru, srupp"):
         build_model("gpt", {})
 
 

@@ -53,6 +53,9 @@ Every graph is ``inputs..., past state... -> outputs..., present state...``. Two
                       "tool": "...", "tool_version": "..."} | null (absent: null; export-model --quantize),
      "onnxruntime": {"session_config": {"optimization.disable_specified_optimizers": "NchwcTransformer"}}
                     (ORT_SESSION_CONFIG below; absent in older exports),
+     "text": {"tokenizer": "tokenizer.json", "tokenizer_sha256": "<hex>", "chat_template": "chat_template.jinja" | null,
+              "bos_token": "<s>" | null, "eos_token": "</s>" | null, "eos_token_ids": [2, ...]}
+             | null (absent: null; an export of a transformers checkpoint with a tokenizer, docs/checkpoints.md),
      "parity": {...} | null}
 
 Shapes hold ints and axis names (:data:`BATCH`, :data:`LENGTH`, :data:`PAST_LENGTH`, or one a stateful
@@ -134,10 +137,14 @@ GENAI_CONFIG_FILE = "genai_config.json"
 GENAI_FILES = (GENAI_DATA_FILE, GENAI_MODEL_FILE, GENAI_CONFIG_FILE)
 #: ``session_options.log_id`` of the ``genai_config.json`` rnnx writes: marks a config as rnnx's.
 GENAI_LOG_ID = "rnnx-genai"
+#: The text an export carries from a transformers checkpoint (``rnnx.json`` ``"text"``): its tokenizer (read with the
+#: ``tokenizers`` package) and its chat template (Jinja).
+TOKENIZER_FILE = "tokenizer.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 #: Every file an export writes (the genai variant's aside); an export removes the ones, these and
 #: :data:`GENAI_FILES`, that a new export of the same dir did not rewrite.
 EXPORT_FILES = (EXTERNAL_DATA_FILE, MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS,
-                POLYGRAPHY_OUTPUTS, METADATA_FILE)  # fmt: skip
+                POLYGRAPHY_OUTPUTS, TOKENIZER_FILE, CHAT_TEMPLATE_FILE, METADATA_FILE)  # fmt: skip
 
 
 def genai_copied_library(out_dir: Path) -> Optional[str]:
@@ -587,6 +594,7 @@ TABLES: dict[str, tuple[Field, ...]] = {
         Field("signature", _STRING, required=()),
         Field("quantization", Rule(("object", "null"), members="quantization"), required=()),
         Field("onnxruntime", Rule(("object", "null"), members="onnxruntime"), required=()),
+        Field("text", Rule(("object", "null"), members="text"), required=()),
         Field("parity", Rule(("object", "null")), required=()),
     ),
     "tensor": (
@@ -620,6 +628,14 @@ TABLES: dict[str, tuple[Field, ...]] = {
     ),
     "onnxruntime": (
         Field("session_config", Rule(("object",), values=_STRING, description="an object of strings"), required=()),
+    ),
+    "text": (
+        Field("tokenizer", Rule(("string",), file_name=True)),
+        Field("tokenizer_sha256", _STRING),
+        Field("chat_template", Rule(("string", "null"), file_name=True), required=()),
+        Field("bos_token", Rule(("string", "null")), required=()),
+        Field("eos_token", Rule(("string", "null")), required=()),
+        Field("eos_token_ids", Rule(("array",), items=Rule(("integer",), minimum=0)), required=()),
     ),
 }
 

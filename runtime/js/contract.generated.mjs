@@ -79,6 +79,7 @@ export const TABLES = {
     {"name": "signature", "rule": {"kinds": ["string"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "a string"}, "required": []},
     {"name": "quantization", "rule": {"kinds": ["object", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": "quantization", "values": null, "expected": "an object or null"}, "required": []},
     {"name": "onnxruntime", "rule": {"kinds": ["object", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": "onnxruntime", "values": null, "expected": "an object or null"}, "required": []},
+    {"name": "text", "rule": {"kinds": ["object", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": "text", "values": null, "expected": "an object or null"}, "required": []},
     {"name": "parity", "rule": {"kinds": ["object", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "an object or null"}, "required": []}
   ],
   "tensor": [
@@ -112,6 +113,14 @@ export const TABLES = {
   ],
   "onnxruntime": [
     {"name": "session_config", "rule": {"kinds": ["object"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": {"kinds": ["string"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "a string"}, "expected": "an object of strings"}, "required": []}
+  ],
+  "text": [
+    {"name": "tokenizer", "rule": {"kinds": ["string"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": true, "items": null, "contains": null, "members": null, "values": null, "expected": "a file name beside the model"}, "required": ["causal_lm", "stateful"]},
+    {"name": "tokenizer_sha256", "rule": {"kinds": ["string"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "a string"}, "required": ["causal_lm", "stateful"]},
+    {"name": "chat_template", "rule": {"kinds": ["string", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": true, "items": null, "contains": null, "members": null, "values": null, "expected": "a file name beside the model or null"}, "required": []},
+    {"name": "bos_token", "rule": {"kinds": ["string", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "a string or null"}, "required": []},
+    {"name": "eos_token", "rule": {"kinds": ["string", "null"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "a string or null"}, "required": []},
+    {"name": "eos_token_ids", "rule": {"kinds": ["array"], "strings": [], "integers": [], "minimum": null, "nonEmpty": false, "fileName": false, "items": {"kinds": ["integer"], "strings": [], "integers": [], "minimum": 0, "nonEmpty": false, "fileName": false, "items": null, "contains": null, "members": null, "values": null, "expected": "an integer >= 0"}, "contains": null, "members": null, "values": null, "expected": "an array"}, "required": []}
   ]
 };
 /** A causal_lm graph's data inputs and outputs, first and in this order. */

@@ -3,8 +3,9 @@
 //
 //   NODE_PATH=.cache/js/node_modules node runtime/js/demo/serve.mjs EXPORT_DIR [--port 8000] [--host 127.0.0.1]
 //
-// Paths: / (index.html), /rnnx.mjs and the contract tables it imports (/contract.generated.mjs), /ort/<file>
-// (onnxruntime-web's dist folder, found by Node's `require`), /export/<file> (the files of EXPORT_DIR). Nothing
+// Paths: / (index.html), /rnnx.mjs, /text.mjs and the contract tables they import (/contract.generated.mjs),
+// /ort/<file> (onnxruntime-web's dist folder, found by Node's `require`), /text/tokenizers.mjs and /text/jinja.mjs
+// (the ES module bundles of @huggingface/tokenizers and @huggingface/jinja), /export/<file> (the files of EXPORT_DIR). Nothing
 // else is served; a path with a folder in it is refused.
 // Any static server laid out the same way (or ?ort=<CDN URL of onnxruntime-web's dist/>) serves the page too.
 import { readFile, stat } from 'node:fs/promises';
@@ -16,11 +17,21 @@ import { parseArgs } from 'node:util';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const TYPES = { '.html': 'text/html; charset=utf-8', '.mjs': 'text/javascript', '.js': 'text/javascript',
-  '.json': 'application/json', '.wasm': 'application/wasm', '.onnx': 'application/octet-stream',
+  '.json': 'application/json', '.jinja': 'text/plain; charset=utf-8', '.wasm': 'application/wasm', '.onnx': 'application/octet-stream',
   '.data': 'application/octet-stream' };
 
-/** The page's modules: rnnx.mjs and its sibling, the contract's generated tables. */
-const MODULES = ['/rnnx.mjs', '/contract.generated.mjs'];
+/** The page's modules: rnnx.mjs, text.mjs and their sibling, the contract's generated tables. */
+const MODULES = ['/rnnx.mjs', '/text.mjs', '/contract.generated.mjs'];
+/** The text packages' ES module bundles: the path the page imports -> [package, file beside its main entry]. */
+const TEXT_BUNDLES = {
+  '/text/tokenizers.mjs': ['@huggingface/tokenizers', 'tokenizers.min.mjs'],
+  '/text/jinja.mjs': ['@huggingface/jinja', 'index.js'],
+};
+
+/** A file in the folder of a package's main entry, the package found by Node's `require`. */
+function packageFile(name, file) {
+  return join(dirname(createRequire(import.meta.url).resolve(name)), file);
+}
 
 /** The folder of onnxruntime-web's dist files (ort.wasm.min.mjs and the .wasm binaries). */
 export function ortWebDist() {
@@ -41,6 +52,7 @@ export function route(path, exportDir, ortDir) {
   const folders = { '/ort/': ortDir, '/export/': exportDir };
   if (path === '/' || path === '/index.html') return join(HERE, 'index.html');
   if (MODULES.includes(path)) return join(HERE, '..', path.slice(1));
+  if (TEXT_BUNDLES[path]) return packageFile(...TEXT_BUNDLES[path]);
   for (const [prefix, folder] of Object.entries(folders)) {
     if (path.startsWith(prefix)) {
       const name = decoded(path.slice(prefix.length));

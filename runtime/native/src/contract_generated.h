@@ -102,16 +102,17 @@ inline constexpr std::string_view kRuleStrings10[] = {"fp32", "fp16"};
 inline constexpr Rule kRuleItems12 = {kObject, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 1, nullptr, "an object"};
 inline constexpr Rule kRuleItems14 = {kObject, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 1, nullptr, "an object"};
 inline constexpr Rule kRuleItems16 = {kObject, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 2, nullptr, "an object"};
-inline constexpr Rule kRuleItems27 = {kInteger | kString, nullptr, 0, nullptr, 0, true, 0, true, false, nullptr, {}, -1, nullptr, "an integer >= 0 or a non-empty string"};
-inline constexpr std::string_view kRuleStrings29[] = {"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"};
-inline constexpr std::string_view kRuleStrings34[] = {"batch", "past_length"};
-inline constexpr Rule kRuleItems33 = {kInteger | kString, kRuleStrings34, 2, nullptr, 0, true, 0, false, false, nullptr, {}, -1, nullptr, "an integer >= 0 or one of \"batch\", \"past_length\""};
-inline constexpr std::string_view kRuleStrings35[] = {"float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"};
-inline constexpr std::string_view kRuleStrings39[] = {"int8", "int4"};
-inline constexpr int64_t kRuleIntegers40[] = {8, 4};
-inline constexpr std::string_view kRuleStrings43[] = {"MatMulNBits", "DequantizeLinear"};
-inline constexpr std::string_view kRuleStrings45[] = {"fp", "int8", "int4"};
-inline constexpr Rule kRuleValues49 = {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"};
+inline constexpr Rule kRuleItems28 = {kInteger | kString, nullptr, 0, nullptr, 0, true, 0, true, false, nullptr, {}, -1, nullptr, "an integer >= 0 or a non-empty string"};
+inline constexpr std::string_view kRuleStrings30[] = {"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"};
+inline constexpr std::string_view kRuleStrings35[] = {"batch", "past_length"};
+inline constexpr Rule kRuleItems34 = {kInteger | kString, kRuleStrings35, 2, nullptr, 0, true, 0, false, false, nullptr, {}, -1, nullptr, "an integer >= 0 or one of \"batch\", \"past_length\""};
+inline constexpr std::string_view kRuleStrings36[] = {"float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"};
+inline constexpr std::string_view kRuleStrings40[] = {"int8", "int4"};
+inline constexpr int64_t kRuleIntegers41[] = {8, 4};
+inline constexpr std::string_view kRuleStrings44[] = {"MatMulNBits", "DequantizeLinear"};
+inline constexpr std::string_view kRuleStrings46[] = {"fp", "int8", "int4"};
+inline constexpr Rule kRuleValues50 = {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"};
+inline constexpr Rule kRuleItems57 = {kInteger, nullptr, 0, nullptr, 0, true, 0, false, false, nullptr, {}, -1, nullptr, "an integer >= 0"};
 inline constexpr Field kTableMetadata[] = {
     {"format", {kString, kRuleStrings0, 1, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "\"rnnx-onnx\""}, 3u},
     {"format_version", {kInteger, nullptr, 0, kRuleIntegers1, 2, false, 0, false, false, nullptr, {}, -1, nullptr, "one of 1, 2"}, 3u},
@@ -135,19 +136,20 @@ inline constexpr Field kTableMetadata[] = {
     {"signature", {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"}, 0u},
     {"quantization", {kObject | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 4, nullptr, "an object or null"}, 0u},
     {"onnxruntime", {kObject | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 5, nullptr, "an object or null"}, 0u},
+    {"text", {kObject | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, 6, nullptr, "an object or null"}, 0u},
     {"parity", {kObject | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "an object or null"}, 0u},
 };
 inline constexpr Field kTableTensor[] = {
     {"name", {kString, nullptr, 0, nullptr, 0, false, 0, true, false, nullptr, {}, -1, nullptr, "a non-empty string"}, 3u},
-    {"shape", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, &kRuleItems27, {}, -1, nullptr, "an array"}, 3u},
-    {"dtype", {kString, kRuleStrings29, 9, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"float32\", \"float16\", \"bfloat16\", \"float64\", \"int64\", \"int32\", \"int8\", \"uint8\", \"bool\""}, 3u},
+    {"shape", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, &kRuleItems28, {}, -1, nullptr, "an array"}, 3u},
+    {"dtype", {kString, kRuleStrings30, 9, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"float32\", \"float16\", \"bfloat16\", \"float64\", \"int64\", \"int32\", \"int8\", \"uint8\", \"bool\""}, 3u},
 };
 inline constexpr Field kTableState[] = {
     {"name", {kString, nullptr, 0, nullptr, 0, false, 0, true, false, nullptr, {}, -1, nullptr, "a non-empty string"}, 3u},
     {"input", {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"}, 0u},
     {"output", {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"}, 0u},
-    {"shape", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, &kRuleItems33, "batch", -1, nullptr, "a shape with a \"batch\" axis"}, 3u},
-    {"dtype", {kString, kRuleStrings35, 8, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"float32\", \"float16\", \"float64\", \"int64\", \"int32\", \"int8\", \"uint8\", \"bool\""}, 3u},
+    {"shape", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, &kRuleItems34, "batch", -1, nullptr, "a shape with a \"batch\" axis"}, 3u},
+    {"dtype", {kString, kRuleStrings36, 8, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"float32\", \"float16\", \"float64\", \"int64\", \"int32\", \"int8\", \"uint8\", \"bool\""}, 3u},
     {"grows", {kBoolean, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a boolean"}, 0u},
 };
 inline constexpr Field kTableExternalData[] = {
@@ -155,27 +157,36 @@ inline constexpr Field kTableExternalData[] = {
     {"sha256", {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"}, 3u},
 };
 inline constexpr Field kTableQuantization[] = {
-    {"scheme", {kString, kRuleStrings39, 2, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"int8\", \"int4\""}, 3u},
-    {"bits", {kInteger, nullptr, 0, kRuleIntegers40, 2, false, 0, false, false, nullptr, {}, -1, nullptr, "one of 8, 4"}, 0u},
+    {"scheme", {kString, kRuleStrings40, 2, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"int8\", \"int4\""}, 3u},
+    {"bits", {kInteger, nullptr, 0, kRuleIntegers41, 2, false, 0, false, false, nullptr, {}, -1, nullptr, "one of 8, 4"}, 0u},
     {"block_size", {kInteger, nullptr, 0, nullptr, 0, true, 1, false, false, nullptr, {}, -1, nullptr, "an integer >= 1"}, 0u},
     {"symmetric", {kBoolean, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a boolean"}, 0u},
-    {"format", {kString, kRuleStrings43, 2, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"MatMulNBits\", \"DequantizeLinear\""}, 3u},
+    {"format", {kString, kRuleStrings44, 2, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"MatMulNBits\", \"DequantizeLinear\""}, 3u},
     {"accuracy_level", {kInteger | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "an integer or null"}, 0u},
-    {"head", {kString, kRuleStrings45, 3, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"fp\", \"int8\", \"int4\""}, 0u},
+    {"head", {kString, kRuleStrings46, 3, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "one of \"fp\", \"int8\", \"int4\""}, 0u},
     {"embedding", {kBoolean, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a boolean"}, 0u},
     {"quantized", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "an array"}, 3u},
     {"excluded", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "an array"}, 0u},
 };
 inline constexpr Field kTableOnnxruntime[] = {
-    {"session_config", {kObject, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, &kRuleValues49, "an object of strings"}, 0u},
+    {"session_config", {kObject, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, &kRuleValues50, "an object of strings"}, 0u},
+};
+inline constexpr Field kTableText[] = {
+    {"tokenizer", {kString, nullptr, 0, nullptr, 0, false, 0, false, true, nullptr, {}, -1, nullptr, "a file name beside the model"}, 3u},
+    {"tokenizer_sha256", {kString, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string"}, 3u},
+    {"chat_template", {kString | kNull, nullptr, 0, nullptr, 0, false, 0, false, true, nullptr, {}, -1, nullptr, "a file name beside the model or null"}, 0u},
+    {"bos_token", {kString | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string or null"}, 0u},
+    {"eos_token", {kString | kNull, nullptr, 0, nullptr, 0, false, 0, false, false, nullptr, {}, -1, nullptr, "a string or null"}, 0u},
+    {"eos_token_ids", {kArray, nullptr, 0, nullptr, 0, false, 0, false, false, &kRuleItems57, {}, -1, nullptr, "an array"}, 0u},
 };
 inline constexpr Table kTables[] = {
-    {"metadata", kTableMetadata, 23},
+    {"metadata", kTableMetadata, 24},
     {"tensor", kTableTensor, 3},
     {"state", kTableState, 6},
     {"external_data", kTableExternalData, 2},
     {"quantization", kTableQuantization, 10},
     {"onnxruntime", kTableOnnxruntime, 1},
+    {"text", kTableText, 6},
 };
 
 // -- a causal_lm graph's data inputs and outputs (artifact.py's LM_INPUTS, LM_OUTPUTS)
