@@ -40,7 +40,7 @@ from .backends.base import Backend, InputError, RnnxRuntimeError
 from .contract.artifact import ATTENTION_MASK, CAUSAL_LM, INPUT_IDS, LOGITS, TensorSpec, interface_of, numpy_dtype
 from .sampling import SamplingOptions, check_max_new_tokens
 from .state import State, check_host_state, load_state_file
-from .text import Message, Text, TextUnavailable
+from .text import Message, Text
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
 _IN_USE = "session is in use by another thread; use one session per thread"
@@ -500,16 +500,10 @@ class Session(StatefulSession):
     def text(self) -> Optional[Text]:
         """The export's tokenizer and chat template (:class:`~rnnx.runtime.text.Text`), or None when it carries none
         (an rnnx checkpoint's export, a module of a user's)."""
-        directory = getattr(self.backend, "model_dir", None)
-        return None if directory is None else Text.of(directory, self.metadata)
+        return Text.of_backend(self.backend)
 
     def _text(self) -> Text:
-        if self.text is None:
-            raise TextUnavailable(
-                f"{self.metadata.get('model_type')}: this export carries no tokenizer (it is made from a transformers "
-                "checkpoint folder with a tokenizer.json); give token ids"
-            )
-        return self.text
+        return Text.required(self.text, self.metadata)
 
     def encode(self, prompt: Union[str, Sequence[Message], Sequence[int]]) -> list[int]:
         """The token ids of a prompt: ``str`` text (the tokenizer's), a list of chat messages (``{"role": ...,

@@ -26,6 +26,7 @@ from .backends.base import Backend, BackendState, InputError
 
 # STATE_FORMAT, STATE_FORMAT_VERSION are the contract's (rnnx.runtime.state.STATE_FORMAT still names them)
 from .contract.artifact import (
+    STATE_CHAT,
     STATE_FORMAT,
     STATE_FORMAT_VERSION,
     STATE_LAST_LOGITS,
@@ -87,13 +88,15 @@ class HostState:
     """A state's tensors on the host, detached from any device: what a parked conversation costs.
 
     ``arrays``: flat state name -> numpy array (graph order, the dtypes and shapes of the model's state specs,
-    ``batch`` rows); ``last_logits`` (batch, V) float32 or None; ``past_length``: positions fed so far. Any
-    backend of the same model turns it back into a :class:`State` (:meth:`to_state`)."""
+    ``batch`` rows); ``last_logits`` (batch, V) float32 or None; ``past_length``: positions fed so far; ``chat``:
+    a parked conversation's chat transcript (:class:`rnnx.runtime.text.ChatTranscript` as JSON) or None. Any backend
+    of the same model turns it back into a :class:`State` (:meth:`to_state`)."""
 
     arrays: dict[str, np.ndarray]
     last_logits: Optional[np.ndarray]
     batch: int
     past_length: int
+    chat: Optional[str] = None
 
     @classmethod
     def of(cls, state: State) -> HostState:
@@ -140,6 +143,7 @@ def write_state_file_stat(
         "format": STATE_FORMAT, "format_version": str(STATE_FORMAT_VERSION),
         "names": json.dumps(backend.state_names), "batch": str(host.batch),
         "past_length": str(host.past_length), "signature": backend.signature, "backend": backend.name,
+        **({} if host.chat is None else {STATE_CHAT: host.chat}),
     }  # fmt: skip
     arrays = {_PREFIX + k: np.ascontiguousarray(v) for k, v in host.arrays.items()}
     if host.last_logits is not None:
@@ -252,7 +256,7 @@ def _read_checked(backend: Backend, path: Path) -> HostState:
     batch, past = check_host_state(backend, arrays, str(path))
     if last_logits is not None and tuple(last_logits.shape) != (batch, backend.vocab_size or last_logits.shape[-1]):
         raise InputError(f"{path}: last_logits: expected shape {(batch, backend.vocab_size)}, got {last_logits.shape}")
-    return HostState(arrays, last_logits, batch, int(header.get("past_length", past)))
+    return HostState(arrays, last_logits, batch, int(header.get("past_length", past)), header.get(STATE_CHAT))
 
 
 def load_state_file(backend: Backend, path: Union[str, Path]) -> State:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -21,7 +22,7 @@ from typing import Any, Optional, Union
 from .backends.base import InputError
 from .contract.artifact import METADATA_FILE, sha256_file
 
-__all__ = ["Message", "Text", "TextUnavailable"]
+__all__ = ["ChatTranscript", "Message", "Text", "TextUnavailable"]
 
 #: A chat message: ``{"role": "user" | "assistant" | "system" | ..., "content": "..."}``.
 Message = dict[str, Any]
@@ -62,6 +63,22 @@ class Text:
         record = metadata.get("text")
         return None if not record else cls(directory, record)
 
+    @classmethod
+    def of_backend(cls, backend: Any) -> Optional[Text]:
+        """The text of the export a backend runs (its ``model_dir``), or None (no tokenizer, or a module in memory)."""
+        directory = getattr(backend, "model_dir", None)
+        return None if directory is None else cls.of(directory, backend.metadata)
+
+    @staticmethod
+    def required(text: Optional[Text], metadata: dict[str, Any]) -> Text:
+        """``text``, or TextUnavailable (one line) when the export of ``metadata`` carries no tokenizer."""
+        if text is None:
+            raise TextUnavailable(
+                f"{metadata.get('model_type')}: this export carries no tokenizer (it is made from a transformers "
+                "checkpoint folder with a tokenizer.json); give token ids"
+            )
+        return text
+
     def encode(self, text: str) -> list[int]:
         """``text`` -> token ids, with the tokenizer's own special tokens (a BOS where it adds one)."""
         return list(self.tokenizer.encode(text).ids)
@@ -100,3 +117,49 @@ class Text:
         """The token ids of :meth:`render_chat` (encoded without adding special tokens: the template wrote them)."""
         rendered = self.render_chat(messages, add_generation_prompt)
         return list(self.tokenizer.encode(rendered, add_special_tokens=False).ids)
+
+
+@dataclass(frozen=True)
+class ChatTranscript:
+    """One conversation on the text side, turn by turn: its ``messages`` so far and the chat template text its state
+    has consumed (``consumed``). A turn's new messages are rendered with the whole history and only the text past
+    ``consumed`` is fed, so the state never sees a token twice; the reply's tokens (its stop token included) are
+    what the state consumed next. A template that renders earlier turns differently once later ones exist (one that
+    drops a reply's reasoning, say) cannot be continued this way and is refused in one line."""
+
+    messages: tuple[Message, ...] = ()
+    consumed: str = ""
+
+    def turn(self, text: Text, messages: Sequence[Message]) -> tuple[list[int], ChatTranscript]:
+        """The token ids that continue the state with ``messages`` (and the assistant's generation prompt), and the
+        transcript once they are fed."""
+        history = (*self.messages, *messages)
+        rendered = text.render_chat(history, add_generation_prompt=True)
+        if not rendered.startswith(self.consumed):
+            raise InputError(
+                "chat template: the earlier turns render differently once this one is added, so the conversation "
+                "cannot continue from its state; start it afresh with the whole history"
+            )
+        ids = text.tokenizer.encode(rendered[len(self.consumed) :], add_special_tokens=False).ids
+        return list(ids), ChatTranscript(history, rendered)
+
+    def replied(self, text: Text, tokens: Sequence[int]) -> ChatTranscript:
+        """The transcript after the assistant's ``tokens`` (as generated, a stop token included)."""
+        reply = text.decode([t for t in tokens if t not in text.eos_token_ids])
+        consumed = self.consumed + text.decode(tokens, skip_special_tokens=False)
+        return ChatTranscript((*self.messages, {"role": "assistant", "content": reply}), consumed)
+
+    def to_json(self) -> str:
+        return json.dumps({"messages": list(self.messages), "consumed": self.consumed}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, value: str, where: str = "chat") -> ChatTranscript:
+        """From :meth:`to_json`'s text; InputError (one line naming ``where``) for anything else."""
+        try:
+            record = json.loads(value)
+            messages, consumed = record["messages"], record["consumed"]
+            if not isinstance(consumed, str) or not all(isinstance(m, dict) for m in messages):
+                raise TypeError("messages must be objects and consumed a string")
+        except (ValueError, KeyError, TypeError) as error:
+            raise InputError(f"{where}: not a chat transcript ({error})") from None
+        return cls(tuple(messages), consumed)

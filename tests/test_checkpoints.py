@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,6 +26,7 @@ transformers = pytest.importorskip("transformers")
 import rnnx.runtime as rt  # noqa: E402
 from rnnx.export import export_model  # noqa: E402
 from rnnx.models import UnsupportedCheckpoint, from_pretrained  # noqa: E402
+from rnnx.runtime.contract.artifact import numpy_dtype  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NEW_TOKENS = 32
@@ -336,3 +338,61 @@ def test_node_and_the_page_in_chromium_take_and_show_text(exports, text_referenc
     runs = json.loads(page.stdout)["runs"]
     assert [run["error"] for run in runs] == [None, None], runs
     assert [run["text"] for run in runs] == [replies["text"], replies["chat"]]
+
+
+def test_scheduler_streams_and_parked_conversations_equal_one_piece(exports, references, tmp_path) -> None:
+    """Every family on the onnxruntime export, hybrid KV caches included. The scheduler: three streams of different
+    lengths through two slots (the third joins as the second leaves, its cache padded to the pool's length) each
+    give transformers' tokens. A conversation parked on disk after turn one and resumed for turn two gives what one
+    piece (turn one's prompt and tokens, then turn two's prompt) gives, and its parked state holds exactly its own
+    positions: the KV part is the per-position bytes times its tokens, the fixed part the same for every length."""
+    lengths = [NEW_TOKENS, 8, 20]
+    for family in FAMILIES:
+        session = rt.load(exports[family])
+        with rt.Scheduler(session, max_streams=2, conversations=tmp_path / family) as scheduler:
+            streams = [scheduler.submit(p, n, temperature=0.0) for p, n in zip(PROMPTS, lengths)]
+            got = [s.result(300) for s in streams]
+            first = scheduler.submit(PROMPTS[0], 6, temperature=0.0, conversation="c").result(300)
+            second = scheduler.submit(PROMPTS[1], 6, temperature=0.0, conversation="c").result(300)
+            parked = scheduler.conversations.parked_bytes("c")
+            short = scheduler.submit(PROMPTS[1], 1, temperature=0.0, conversation="d").result(300)
+            parked_short = scheduler.conversations.parked_bytes("d")
+        want = [tokens[:n] for tokens, n in zip(references[family]["tokens"], lengths)]
+        assert got == want, family
+        one_piece = session.generate_all([PROMPTS[0] + first + PROMPTS[1]], 6, temperature=0.0)[0]
+        assert second == one_piece, family
+        per_position = sum(
+            np.dtype(numpy_dtype(s.dtype)).itemsize * int(np.prod([d for d in s.shape if isinstance(d, int)]))
+            for s in session.backend.state_specs
+            if s.grows
+        )
+        positions = len(PROMPTS[0]) + len(first) + len(PROMPTS[1]) + len(second)
+        assert parked["kv"] == per_position * positions, family
+        assert parked_short["kv"] == per_position * (len(PROMPTS[1]) + len(short))
+        assert parked["fixed"] == parked_short["fixed"] > 0, family
+
+
+def test_a_chat_continues_turn_by_turn_through_the_scheduler(exports, text_reference, tmp_path) -> None:
+    """Messages in the scheduler: a conversation's first turn equals the one-shot chat (transformers'
+    apply_chat_template ids, its generate's reply); the second turn's messages are rendered after the stored
+    transcript (parked with the state, on disk) and its reply equals the one piece: the whole history's tokens."""
+    session = rt.load(exports[TEXT_FAMILY])
+    follow_up = [{"role": "user", "content": "And the docs?"}]
+    with rt.Scheduler(session, conversations=tmp_path / "chats") as scheduler:
+        first = scheduler.submit(MESSAGES, NEW_TOKENS, temperature=0.0, conversation="chat")
+        assert first.reply(300) == text_reference["replies"]["chat"]
+        turn_one = scheduler.submit(MESSAGES, NEW_TOKENS, temperature=0.0).result(300)  # the same, no conversation
+        second = scheduler.submit(follow_up, NEW_TOKENS, temperature=0.0, conversation="chat")
+        reply = second.reply(300)
+        transcript = scheduler.conversations.transcript("chat")
+    assert first.tokens == turn_one
+    history = [*MESSAGES, {"role": "assistant", "content": text_reference["replies"]["chat"]}, *follow_up]
+    assert list(transcript.messages) == [*history, {"role": "assistant", "content": reply}]
+    text = session.text
+    rendered = text.render_chat(history)
+    consumed = text.render_chat(MESSAGES) + text.decode(first.tokens, skip_special_tokens=False)
+    assert rendered.startswith(consumed)
+    piece = text_reference["ids"]["chat"] + first.tokens
+    piece += text.tokenizer.encode(rendered[len(consumed) :], add_special_tokens=False).ids
+    stops = text.eos_token_ids
+    assert second.tokens == session.generate_all([piece], NEW_TOKENS, temperature=0.0, stop_tokens=stops)[0]

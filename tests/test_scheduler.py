@@ -219,10 +219,40 @@ def test_close_ends_unfinished_streams(sessions):
     assert scheduler.stats().held_rows == 0
 
 
-def test_growing_state_is_refused():
-    model = SRUppLM(vocab_size=16, embed_dim=8, hidden_size=8, proj_size=4, num_layers=1, attention="softmax")
-    with pytest.raises(rt.InputError, match="grow with the context"):
-        Scheduler(TorchBackend(model))
+def test_kv_cache_streams_of_different_lengths_share_the_batch():
+    """A softmax SRU++ (a KV cache with its validity mask): 6 greedy streams through 2 slots, joining with caches of
+    other lengths (padded at the end, hidden by the mask), each equal to its prompt alone; the pool's cache stays
+    within 1.25x the longest stream's context (plus the slack) and a kept state holds exactly its own positions.
+    Without a validity mask (the spec removed from the backend's list, a stand-in: every rnnx KV cache has one) the
+    scheduler refuses in one line."""
+    torch = pytest.importorskip("torch")
+    from rnnx.runtime.serving.slots import SLACK_POSITIONS, StatePool
+
+    torch.manual_seed(0)
+    model = SRUppLM(vocab_size=16, embed_dim=8, hidden_size=8, proj_size=4, num_layers=1, attention="softmax").eval()
+    session = rt.Session(TorchBackend(model))
+    rng = np.random.default_rng(3)
+    prompts = [rng.integers(0, 16, 2 + 5 * i).tolist() for i in range(6)]
+    lengths = [4 + 7 * (i % 3) for i in range(6)]
+    with Scheduler(session, max_streams=2) as scheduler:
+        streams = [scheduler.submit(p, n, temperature=0.0) for p, n in zip(prompts, lengths)]
+        kept = scheduler.submit(prompts[5], 5, temperature=0.0, keep_state=True)
+        got = [s.result(TIMEOUT) for s in streams]
+        state = kept.state(TIMEOUT)
+    assert got == [alone(session, p, n, temperature=0.0) for p, n in zip(prompts, lengths)]
+    assert state.past_length == len(prompts[5]) + 5
+
+    pool = StatePool(session.backend)
+    pool.admit(["long", "short"], [prompts[5], prompts[0]])
+    for _ in range(40):
+        pool.feed(["short"], [[1]])  # the long stream is not fed: its pads pile up until the pool compacts
+    longest = len(prompts[0]) + 40
+    assert pool._state.past_length <= longest + longest // 4 + SLACK_POSITIONS + 1
+
+    backend = TorchBackend(model)
+    backend.state_specs = [s for s in backend.state_specs if s.dtype != "bool"]  # before valid_specs is read
+    with pytest.raises(rt.InputError, match="without a validity mask"):
+        Scheduler(backend)
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnxruntime", "onnxruntime-bound"])

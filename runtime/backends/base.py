@@ -41,6 +41,7 @@ Rules a backend must follow:
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..contract.artifact import BATCH, LENGTH, StateSpec, TensorSpec, data_inputs, data_outputs, model_signature
+from ..contract.artifact import (
+    BATCH,
+    LENGTH,
+    PAST_LENGTH,
+    StateSpec,
+    TensorSpec,
+    data_inputs,
+    data_outputs,
+    model_signature,
+)  # fmt: skip
 
 
 class RnnxRuntimeError(RuntimeError):
@@ -79,6 +89,44 @@ class BackendState:
     backend: str
     signature: str
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pad_positions(arrays: dict[str, np.ndarray], specs: Sequence[StateSpec], past: int) -> dict[str, np.ndarray]:
+    """Host state ``arrays`` with every growing tensor's ``past_length`` axis padded at its end to ``past`` with
+    zeros (False in a validity mask: positions never attended)."""
+    out = dict(arrays)
+    for spec in specs:
+        axis = spec.grow_axis
+        if axis is not None and arrays[spec.name].shape[axis] < past:
+            widths = [(0, 0)] * arrays[spec.name].ndim
+            widths[axis] = (0, past - arrays[spec.name].shape[axis])
+            out[spec.name] = np.pad(arrays[spec.name], widths)
+    return out
+
+
+def compact_positions(
+    arrays: dict[str, np.ndarray], specs: Sequence[StateSpec], valid_specs: Sequence[StateSpec]
+) -> Optional[dict[str, np.ndarray]]:
+    """Host state ``arrays`` with each row's valid cached positions moved to the front (in order) and every growing
+    tensor cut to the longest row's valid count; None when the validity masks differ between caches (then no
+    single order serves them all) or nothing would be dropped."""
+    valid = arrays[valid_specs[0].name].astype(bool)
+    if any(not np.array_equal(arrays[s.name], valid) for s in valid_specs[1:]):
+        return None
+    keep = int(valid.sum(axis=1).max(initial=0))
+    if keep == valid.shape[1]:
+        return None
+    order = np.argsort(~valid, axis=1, kind="stable")[:, :keep]  # (B, keep): each row's valid positions first
+    out = dict(arrays)
+    for spec in specs:
+        if spec.grow_axis is None:
+            continue
+        array = arrays[spec.name]
+        index_shape = [1] * array.ndim
+        index_shape[spec.batch_axis], index_shape[spec.grow_axis] = order.shape[0], keep
+        index = order if spec.batch_axis < spec.grow_axis else order.T
+        out[spec.name] = np.take_along_axis(array, index.reshape(index_shape), axis=spec.grow_axis)
+    return out
 
 
 def axis_size(value: Any, axis: int) -> int:
@@ -214,21 +262,51 @@ class Backend(ABC):
         return out
 
     def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
-        """One state holding the rows of ``states`` in order (no storage shared). Only for models
-        whose state has no growing (KV-cache) axis, where rows of different past lengths cannot share
-        a tensor: :class:`InputError` otherwise. past_length: the largest of ``states``'. This default
-        goes through the host; a backend overrides it with a device concatenation."""
+        """One state holding the rows of ``states`` in order (no storage shared). past_length: the largest of
+        ``states``'. A model whose state grows (KV caches) can join rows of different past lengths only when its
+        caches have a validity mask (:attr:`valid_specs`): a shorter row's cache is padded at its end with invalid
+        (never attended) positions; without a mask, :class:`InputError`. This default goes through the host; a
+        backend overrides it with a device concatenation for fixed-size states."""
         self._check_concat(states)
-        hosts = [self.state_to_host(s) for s in states]
+        past = max(s.past_length for s in states)
+        hosts = [pad_positions(self.state_to_host(s), self.state_specs, past) for s in states]
         arrays = {s.name: np.concatenate([h[s.name] for h in hosts], axis=s.batch_axis) for s in self.state_specs}
         out = self.state_from_host(arrays)
-        out.batch, out.past_length = sum(s.batch for s in states), max(s.past_length for s in states)
+        out.batch, out.past_length = sum(s.batch for s in states), past
+        return out
+
+    @functools.cached_property
+    def grows(self) -> bool:
+        """Whether the state grows with the context (a KV cache)."""
+        return any(s.grows for s in self.state_specs)
+
+    @functools.cached_property
+    def valid_specs(self) -> list[StateSpec]:
+        """The KV caches' validity masks: growing ``bool`` states of shape ``(batch, past_length)``, False where a
+        cached position is a pad (never attended). Every rnnx KV cache has one (docs/export.md, "State")."""
+        return [s for s in self.state_specs if s.grows and s.dtype == "bool" and s.shape == (BATCH, PAST_LENGTH)]
+
+    def compact_rows(self, state: BackendState) -> BackendState:
+        """The same rows with each row's invalid cached positions dropped: its valid positions first, in order, the
+        cache cut to the longest row's valid count (shorter rows padded at the end). Attention sees the same keys,
+        so the outputs do not change (up to float summation order); what shrinks is memory and each step's work.
+        A state that does not grow, or has no validity mask, is returned as it is. Goes through the host."""
+        if not self.grows or not self.valid_specs:
+            return state
+        arrays = compact_positions(self.state_to_host(state), self.state_specs, self.valid_specs)
+        if arrays is None:
+            return state
+        out = self.state_from_host(arrays)
+        out.batch = state.batch
         return out
 
     def _check_concat(self, states: Sequence[BackendState]) -> None:
-        grow = [s.name for s in self.state_specs if s.grows]
-        if grow:
-            raise InputError(f"state tensors {grow} grow with the context (a KV cache): their rows cannot be batched")
+        if self.grows and not self.valid_specs:
+            grow = [s.name for s in self.state_specs if s.grows]
+            raise InputError(
+                f"state tensors {grow} grow with the context (a KV cache) and have no validity mask: rows of "
+                "different lengths cannot be batched"
+            )
         if not states:
             raise InputError("concat_rows: expected at least one state")
 

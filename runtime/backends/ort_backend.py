@@ -375,7 +375,7 @@ class OrtBackend(Backend):
 
     def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
         """:meth:`Backend.concat_rows`; unbound, one ``np.concatenate`` per (host-resident) tensor."""
-        if self.io_binding:
+        if self.io_binding or self.grows:  # a KV cache's rows are padded to one length on the host
             return super().concat_rows(states)
         self._check_concat(states)
         tensors = {

@@ -159,7 +159,10 @@ class TorchBackend(Backend):
         return self._state(tensors, len(index), state.past_length)
 
     def concat_rows(self, states: Sequence[BackendState]) -> BackendState:
-        """:meth:`Backend.concat_rows` as one ``torch.cat`` per tensor on the device."""
+        """:meth:`Backend.concat_rows` as one ``torch.cat`` per tensor on the device (a KV cache's rows are padded to
+        one length on the host)."""
+        if self.grows:
+            return super().concat_rows(states)
         self._check_concat(states)
         tensors = {s.name: torch.cat([st.tensors[s.name] for st in states], s.batch_axis) for s in self.state_specs}
         return self._state(tensors, sum(st.batch for st in states), max(st.past_length for st in states))

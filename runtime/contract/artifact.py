@@ -942,7 +942,16 @@ STATE_HEADER = (
     HeaderField("past_length", minimum=0, description="positions fed so far, pads included"),
     HeaderField("signature", description=f'the model\'s signature ({METADATA_FILE} "signature")'),
     HeaderField("backend", required=False, description="the backend that saved it (native: the C API)"),
+    HeaderField("conversation", required=False, description="a parked conversation's id (rnnx.runtime's store)"),
+    HeaderField(
+        "chat",
+        required=False,
+        description='a parked conversation\'s chat transcript, JSON {"messages": [...], "consumed": "..."}: its '
+        "messages so far and the rendered chat template text the state holds",
+    ),  # fmt: skip
 )
+#: Header fields of a parked conversation's state file (rnnx.runtime.serving.conversations).
+STATE_CONVERSATION, STATE_CHAT = "conversation", "chat"
 
 
 def check_state_header(header: dict[str, Any], where: str, signature: Optional[str] = None) -> dict[str, Any]:

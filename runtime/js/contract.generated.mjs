@@ -42,7 +42,9 @@ export const STATE_HEADER = [
   {"name": "batch", "value": "", "reason": "", "minimum": 1, "required": true, "expected": "a decimal integer >= 1"},
   {"name": "past_length", "value": "", "reason": "", "minimum": 0, "required": true, "expected": "a decimal integer >= 0"},
   {"name": "signature", "value": "", "reason": "", "minimum": null, "required": true, "expected": "a string"},
-  {"name": "backend", "value": "", "reason": "", "minimum": null, "required": false, "expected": "a string"}
+  {"name": "backend", "value": "", "reason": "", "minimum": null, "required": false, "expected": "a string"},
+  {"name": "conversation", "value": "", "reason": "", "minimum": null, "required": false, "expected": "a string"},
+  {"name": "chat", "value": "", "reason": "", "minimum": null, "required": false, "expected": "a string"}
 ];
 /** JSON kinds and how a refusal names each. */
 export const KINDS = {

@@ -1,7 +1,9 @@
 """Parked conversations: a conversation id -> its latest state, in host memory (LRU) and in a directory.
 
 A recurrent model's whole context is its state, whatever the context length, so a conversation that is idle
-costs exactly its state's bytes (plus one row of last logits): no device slot, no KV cache. A
+costs exactly its state's bytes (plus one row of last logits): no device slot, no KV cache. A hybrid's parked
+state is its fixed part plus the KV caches of exactly its own tokens (the scheduler compacts a row before it parks
+it), so it grows with the conversation. :meth:`ConversationStore.parked_bytes` tells the two parts apart. A
 :class:`ConversationStore` holds those states for one model:
 
 * in host memory, most recently used first, up to ``max_memory_bytes``; past it the least recently used
@@ -24,6 +26,7 @@ of a conversation wins.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -33,14 +36,16 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..backends.base import Backend, InputError
+from ..contract.artifact import STATE_CONVERSATION
 from ..state import HostState, State, read_state_file, write_state_file_stat
+from ..text import ChatTranscript
 
 #: Default memory budget of a store: parked states held in host memory, in bytes.
 DEFAULT_MAX_MEMORY_BYTES = 256 << 20
 #: The file suffix of a parked conversation.
 SUFFIX = ".safetensors"
-#: Header field (safetensors metadata) holding the conversation id of a parked state.
-CONVERSATION_FIELD = "conversation"
+#: Header field (safetensors metadata) holding the conversation id of a parked state (the contract's STATE_HEADER).
+CONVERSATION_FIELD = STATE_CONVERSATION
 #: A memory-only store remembers this many ids it dropped past its budget (most recent), to refuse resuming them.
 FORGOTTEN_LIMIT = 1 << 16
 _Stamp = tuple[int, int, int]
@@ -157,15 +162,32 @@ class ConversationStore:
                 self._hold(conversation, host, stamp)
         return host
 
+    def parked_bytes(self, conversation: str) -> dict[str, int]:
+        """What ``conversation``'s parked state costs, in bytes: ``"kv"`` its KV caches (the growing tensors, which
+        grow with the conversation), ``"fixed"`` every other state tensor and its last logits (the same for every
+        conversation). InputError for a conversation never stored; errors as :meth:`get_host`."""
+        host = self.get_host(conversation)
+        if host is None:
+            raise InputError(f"conversation {conversation!r}: not stored")
+        kv = sum(host.arrays[s.name].nbytes for s in self.backend.state_specs if s.grows)
+        return {"kv": kv, "fixed": host.nbytes - kv}
+
+    def transcript(self, conversation: str) -> Optional[ChatTranscript]:
+        """The chat transcript stored with ``conversation``'s latest state (its messages so far), or None for a
+        conversation never stored or stored from token ids; errors as :meth:`get_host`."""
+        host = self.get_host(conversation)
+        return None if host is None or host.chat is None else ChatTranscript.from_json(host.chat, conversation)
+
     def get(self, conversation: str) -> Optional[State]:
         """The latest state of ``conversation`` as a new :class:`State` on the store's backend (a copy), or
         None for a conversation never stored; errors as :meth:`get_host`."""
         host = self.get_host(conversation)
         return None if host is None else host.to_state(self.backend)
 
-    def put(self, conversation: str, state: Union[State, HostState]) -> None:
+    def put(self, conversation: str, state: Union[State, HostState], chat: Optional[ChatTranscript] = None) -> None:
         """Stores ``state`` (one row of this model; copied to the host) as ``conversation``'s latest state:
-        written to its file first (atomically), then held in memory."""
+        written to its file first (atomically), then held in memory. ``chat``: the conversation's chat transcript
+        after this state (its messages and the text the state holds), kept in the same file's header."""
         conversation = check_conversation_id(conversation)
         if isinstance(state, State):
             if state.inner.signature != self.backend.signature:
@@ -175,6 +197,8 @@ class ConversationStore:
             host = state
         else:
             raise InputError(f"conversation {conversation!r}: expected a State, got {type(state).__name__}")
+        if chat is not None:
+            host = dataclasses.replace(host, chat=chat.to_json())
         if host.batch != 1:
             raise InputError(f"conversation {conversation!r}: a conversation's state has one row, got {host.batch}")
         path = self.path(conversation)

@@ -55,13 +55,16 @@ batch size). Memory is bounded: at most ``max_streams`` rows
 of state on the device, at most ``max_waiting`` streams queued (their prompts on the host) beyond
 that, and :class:`SchedulerFull` from :meth:`Scheduler.submit` past both.
 
-The scheduler batches O(1) recurrent states (SRU, SRU++ with linear attention, linear transformers); an
-export whose state grows with the context (a softmax KV cache) is refused with :class:`InputError`.
+The scheduler batches O(1) recurrent states (SRU, SRU++ with linear attention, linear transformers, Mamba-2) and
+KV caches (hybrid checkpoints, softmax SRU++) alike: a cache's rows share one length, the pads of a shorter row
+hidden by its validity mask, and the pool drops positions no row needs (:class:`~rnnx.runtime.serving.slots.
+StatePool`). An export whose state grows without a validity mask is refused with :class:`InputError`.
 While a scheduler runs it is the only user of its backend.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import queue
@@ -79,6 +82,7 @@ from ..backends.base import Backend, InputError, RnnxRuntimeError
 from ..sampling import SamplingOptions, check_max_new_tokens
 from ..session import Session, StatefulSession
 from ..state import HostState, State, read_state_file
+from ..text import ChatTranscript, Message, Text
 from .conversations import ConversationStore, check_conversation_id
 from .slots import StatePool
 
@@ -119,7 +123,8 @@ StartState = Union[State, str, os.PathLike]
 @dataclass(frozen=True, eq=False)
 class PrefixHandle:
     """A prefix prefilled once by :meth:`Scheduler.register_prefix`: ``tokens`` and the state after them (one
-    row on the scheduler's device, ``nbytes`` bytes whatever the prefix's length). Streams submitted with it
+    row on the scheduler's device, ``nbytes`` bytes: whatever the prefix's length for a recurrent model, plus the KV
+    caches of its tokens for a hybrid). Streams submitted with it
     start from a copy of that state. It lives as long as the handle."""
 
     tokens: tuple[int, ...]
@@ -218,6 +223,13 @@ class Stream:
         self._raise_error()
         return list(self.tokens)
 
+    def reply(self, timeout: Optional[float] = None) -> str:
+        """Waits for the end of the stream and returns its new tokens as text (the export's tokenizer; stop tokens
+        left out); errors as :meth:`result`, TextUnavailable for an export without a tokenizer."""
+        tokens = self.result(timeout)
+        text = self._scheduler._text()
+        return text.decode([t for t in tokens if t not in text.eos_token_ids and t not in self.options.stop_tokens])
+
     def state(self, timeout: Optional[float] = None) -> State:
         """Waits for the end of the stream and returns its final :class:`State` (one row on the scheduler's
         backend): its start state advanced by the prompt and every emitted token. Needs ``keep_state=True``
@@ -255,6 +267,7 @@ class _Row:
     last_logits: Optional[np.ndarray] = None  # (1, V) after the last fed token (kept streams only)
     ending: Optional[tuple[str, Optional[BaseException]]] = None  # (reason, error), set by the worker
     cancel_requested: bool = False
+    chat: Optional[ChatTranscript] = None  # a chat turn's transcript after its prompt (stored with its state)
 
     @property
     def id(self) -> int:
@@ -327,7 +340,7 @@ class Scheduler:
         self._rows: dict[int, _Row] = {}  # id -> the record of every stream not yet ended (waiting or running)
         self._running: list[_Row] = []  # the streams holding a row of self._pool
         self._admitting = 0  # streams taken from the queue whose prefill is under way
-        self._pool = StatePool(backend)  # refuses a non-LM export and a growing (KV-cache) state
+        self._pool = StatePool(backend)  # refuses a non-LM export and a KV cache without a validity mask
         if isinstance(conversations, ConversationStore):
             if conversations.backend.signature != backend.signature:
                 raise InputError("conversations: the store holds states of a different model")
@@ -350,7 +363,7 @@ class Scheduler:
 
     def submit(
         self,
-        prompt: Sequence[int],
+        prompt: Union[Sequence[int], str, Sequence[Message]],
         max_new_tokens: int,
         sampling: Optional[SamplingOptions] = None,
         *,
@@ -377,10 +390,25 @@ class Scheduler:
         state (a new id: the zero state). ``conversation``: the stream's final state is stored under that id.
         ``keep_state``: :meth:`Stream.state` returns the final state.
 
+        ``prompt``: token ids, or (an export that carries its checkpoint's tokenizer, :attr:`text`) text, or chat
+        messages (``[{"role": "user", "content": ...}]``): with a ``conversation``, this turn's new messages, rendered
+        after the conversation's stored transcript and fed from where its state stopped (the transcript is stored
+        with the state, :meth:`ConversationStore.transcript`); without, a whole conversation. A text or messages
+        stream stops at the checkpoint's eos ids unless ``stop_tokens`` are given; :meth:`Stream.reply` decodes it.
+
         Raises :class:`InputError` for a bad prompt, option or start state (one line; a conversation keeps
         its previous state), :class:`SchedulerFull` when every slot and waiting place is taken,
         :class:`SchedulerClosed` after :meth:`close`."""
-        tokens = self._check_prompt(prompt)
+        chat_turn = _is_messages(prompt) and conversation is not None
+        if chat_turn and (state is not None or prefix is not None):
+            raise InputError("submit: a conversation's messages continue its own transcript; give no state or prefix")
+        if isinstance(prompt, str) or _is_messages(prompt):
+            text = self._text()
+            stop_tokens = tuple(stop_tokens) or text.eos_token_ids
+            tokens = None if chat_turn else self._check_prompt(text.encode(prompt) if isinstance(prompt, str)
+                                                                else text.encode_chat(prompt))  # fmt: skip
+        else:
+            tokens = self._check_prompt(prompt)
         options = _stream_options(max_new_tokens, sampling, temperature, top_k, top_p, seed, stop_tokens)
         if state is not None and prefix is not None:
             raise InputError("submit: give either a start state or a prefix, not both")
@@ -398,12 +426,18 @@ class Scheduler:
         at_once = options.max_new_tokens == 0 and not keep_state and conversation is None
         try:
             start = prefix.state if prefix is not None else self._start_state(state, conversation)
+            chat = None
+            if chat_turn:  # the conversation's transcript (from the same stored state) and this turn's ids
+                stored = None if start is None else start.chat
+                before = ChatTranscript() if stored is None else ChatTranscript.from_json(stored, conversation)
+                ids, chat = before.turn(self._text(), prompt)
+                tokens = self._check_prompt(ids)
             with self._lock:
                 if self._closed:
                     raise SchedulerClosed("the scheduler is closed")
                 channel = _Channel()
                 stream = Stream(next(self._ids), tokens, options, self, channel, bool(keep_state), conversation)
-                row = _Row(stream, channel, callback, start, options.sampling.generators(1)[0])
+                row = _Row(stream, channel, callback, start, options.sampling.generators(1)[0], chat=chat)
                 if at_once:
                     self._counts["finished"] += 1
                 else:
@@ -521,6 +555,14 @@ class Scheduler:
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout)
 
+    @functools.cached_property
+    def text(self) -> Optional[Text]:
+        """The export's tokenizer and chat template (:class:`~rnnx.runtime.text.Text`), or None without them."""
+        return Text.of_backend(self.backend)
+
+    def _text(self) -> Text:
+        return Text.required(self.text, self.backend.metadata)
+
     def _check_prompt(self, prompt: Sequence[int]) -> list[int]:
         arr = np.asarray(prompt.detach().cpu().numpy() if hasattr(prompt, "detach") else prompt)
         if arr.ndim != 1 or arr.size == 0:
@@ -625,7 +667,8 @@ class Scheduler:
                 row.channel.state = state
             if row.stream.conversation is not None:
                 try:
-                    self.conversations.put(row.stream.conversation, state)
+                    chat = None if row.chat is None else row.chat.replied(self._text(), row.tokens)
+                    self.conversations.put(row.stream.conversation, state, chat)
                 except Exception as error:
                     row.ending = ("error", error)
 
@@ -688,6 +731,11 @@ class Scheduler:
                 row.ending = ("stop", None)
             elif len(row.tokens) >= o.max_new_tokens:
                 row.ending = ("max_new_tokens", None)
+
+
+def _is_messages(prompt: object) -> bool:
+    """Whether ``prompt`` is chat messages (a non-empty list of dicts)."""
+    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
 
 
 def _stream_options(

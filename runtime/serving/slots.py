@@ -18,9 +18,15 @@ continuous batching) and the Triton Python-backend model (streams keyed by corre
 
 Each call returns, per stream, the logits after its last real token (``(k, V)`` float32, the order
 of the keys given). The pool counts each stream's own positions (its start state's, its prompt, the tokens
-fed to it), so a taken state's ``past_length`` is its stream's, never the pads of the calls it shared. Only
-O(1) recurrent states can share a batch: an export whose state grows with the context (a softmax KV cache) is
-refused with :class:`InputError`. Not thread-safe: one owner.
+fed to it), so a taken state's ``past_length`` is its stream's, never the pads of the calls it shared.
+
+KV caches (hybrid models, softmax SRU++) share the batch too: every row's cache has the pool's length, a row's
+positions past its own being pads its validity mask hides (:meth:`~rnnx.runtime.Backend.concat_rows` pads a
+joining row's cache at its end). The pool drops the positions no row needs (:meth:`~rnnx.runtime.Backend.
+compact_rows`) when they pass a quarter of the longest stream's (plus :data:`SLACK_POSITIONS`), so a cache holds at
+most about 1.25x the longest stream's context, and a taken row is compacted to exactly its own positions: a parked
+conversation costs its KV cache plus the fixed state. A growing state without a validity mask is refused with
+:class:`InputError`. Not thread-safe: one owner.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from ..contract.artifact import ATTENTION_MASK, INPUT_IDS, LOGITS
 from ..session import Session
 from ..state import State
 
+#: Cached positions a pool of KV caches may carry beyond the longest stream's before it compacts (with 1/4 of it).
+SLACK_POSITIONS = 16
+
 
 class StatePool:
     """Streams' states as rows of one batch on ``backend``'s device; see the module doc."""
@@ -43,10 +52,10 @@ class StatePool:
         if backend.vocab_size is None:
             raise InputError(f"{backend.describe()}: a state pool serves language models (generation)")
         grow = [s.name for s in backend.state_specs if s.grows]
-        if grow:
+        if grow and not backend.valid_specs:
             raise InputError(
-                f"{backend.describe()}: state tensors {grow} grow with the context (a softmax KV cache); only "
-                f"O(1) recurrent states can share a batch"
+                f"{backend.describe()}: state tensors {grow} grow with the context (a KV cache) without a validity "
+                "mask (a bool (batch, past_length) state), so streams of different lengths cannot share a batch"
             )
         self.backend = backend
         self._prefill = Session(backend)
@@ -94,9 +103,27 @@ class StatePool:
         for i, key in enumerate(keys):
             self._rows[key] = len(self._keys)
             self._keys.append(key)
-            start_past = 0 if starts is None or starts[i] is None else starts[i].past_length
-            self._past[key] = start_past + len(prompts[i])
+            self._past[key] = self._own_past(None if starts is None else starts[i]) + len(prompts[i])
+        self._compact_if_sparse()
         return state.last_logits
+
+    def _own_past(self, start: Optional[State]) -> int:
+        """A start state's own positions: its past_length, or for a KV cache its valid positions (a row selected
+        from a padded batch carries pads)."""
+        if start is None:
+            return 0
+        if not self.backend.grows or not self.backend.valid_specs:
+            return start.past_length
+        valid = self.backend.state_to_host(start.inner)[self.backend.valid_specs[0].name]
+        return int(valid.sum())
+
+    def _compact_if_sparse(self) -> None:
+        """Drops the cached positions no row needs once they pass a quarter of the longest stream's (KV caches)."""
+        if self._state is None or not self.backend.grows or not self._past:
+            return
+        longest = max(self._past.values())
+        if self._state.past_length > longest + longest // 4 + SLACK_POSITIONS:
+            self._state = self.backend.compact_rows(self._state)
 
     def _start_rows(self, keys: Sequence[Hashable], starts: Sequence[Optional[State]]) -> State:
         """One new state whose row i copies ``starts[i]`` (a fresh row where None)."""
@@ -113,7 +140,7 @@ class StatePool:
                     f"admit: stream {key!r}: the start state must be one row of this model on backend "
                     f"{self.backend.name!r}, got {start!r}"
                 )
-            rows.append(inner)
+            rows.append(self.backend.compact_rows(inner))  # a start's pads (from a padded batch) are not its own
         inner = self.backend.copy_state(rows[0]) if len(rows) == 1 else self.backend.concat_rows(rows)
         return State(self.backend, inner)
 
@@ -145,6 +172,7 @@ class StatePool:
         self._state = state
         for key, length in zip(keys, lengths):
             self._past[key] += length
+        self._compact_if_sparse()
         return outputs[LOGITS][rows, np.asarray(lengths) - 1]
 
     def release(self, keys: Sequence[Hashable]) -> None:
@@ -157,6 +185,7 @@ class StatePool:
         self._keys = [self._keys[i] for i in keep]
         self._rows = {k: i for i, k in enumerate(self._keys)}
         self._past = {k: self._past[k] for k in self._keys}
+        self._compact_if_sparse()
 
     def take(self, keys: Sequence[Hashable], tokens: Optional[Sequence[Sequence[int]]] = None) -> list[State]:
         """Drops the rows of ``keys`` (each must hold one) and returns each as a :class:`State` of one row, in
@@ -185,7 +214,10 @@ class StatePool:
         states = []
         for i, key in enumerate(keys):
             inner = rows if len(keys) == 1 else self.backend.select_rows(rows, [i])
-            inner.past_length = self._past[key] + len(tokens[i])
+            if self.backend.grows:  # the row's own cache: its valid positions only, past_length their count
+                inner = self.backend.compact_rows(inner)
+            else:
+                inner.past_length = self._past[key] + len(tokens[i])
             states.append(State(self.backend, inner, logits[i]))
         self.release(keys)
         return states

@@ -267,6 +267,8 @@ inline constexpr HeaderField kStateHeader[] = {
     {"past_length", "", "", true, 0, true, "a decimal integer >= 0"},
     {"signature", "", "", false, 0, true, "a string"},
     {"backend", "", "", false, 0, false, "a string"},
+    {"conversation", "", "", false, 0, false, "a string"},
+    {"chat", "", "", false, 0, false, "a string"},
 };
 
 } // namespace rnnx::contract
