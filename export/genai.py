@@ -51,6 +51,7 @@ from ..runtime.contract.artifact import (
     LENGTH,
     LOGITS,
     ORT_SESSION_CONFIG,
+    PAST_LENGTH,
     PAST_PREFIX,
     PRESENT_PREFIX,
     QUANTIZATION_BUDGETS,
@@ -64,6 +65,13 @@ from .plan import ExportPlan
 #: The two kinds of genai state slot and the rank (batch included) of each.
 RECURRENT, CONV = "recurrent", "conv"
 SLOT_RANKS = {RECURRENT: 4, CONV: 3}
+#: A KV cache's slots (``past_key_values.%d.key`` / ``.value``: (batch, kv heads, past, head dim)).
+KEY, VALUE = "key", "value"
+#: genai's ``layer_types`` of a layered (hybrid) layout: softmax attention with a KV cache, a recurrent layer (its
+#: conv and recurrent slots), a conv-only layer.
+FULL_ATTENTION, LINEAR_ATTENTION, CONV_LAYER = "full_attention", "linear_attention", "conv"
+#: The last name component of a KV cache's tensors in rnnx's flat state (key, value, and the validity mask).
+KV_PARTS = (KEY, VALUE, "valid")
 
 
 def slot_name(kind: str, number: int) -> str:
@@ -101,7 +109,21 @@ class Slot:
 
     @property
     def spec(self) -> StateSpec:
-        return StateSpec(slot_name(self.kind, self.number), (BATCH, *self.shape), "float32")
+        grows = PAST_LENGTH in self.shape
+        return StateSpec(slot_name(self.kind, self.number), (BATCH, *self.shape), "float32", grows)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """genai's slots for an export's state; ``layer_types`` (one per genai layer) for a layered layout (a model with
+    KV caches: genai binds each layer's slots by its type), None for the per-kind layout of recurrent models."""
+
+    slots: list[Slot]
+    layer_types: Optional[list[str]] = None
+
+    @property
+    def kv(self) -> list[Slot]:
+        return [slot for slot in self.slots if slot.kind == KEY]
 
 
 def _rest(spec: StateSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -113,7 +135,7 @@ def _rest(spec: StateSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def genai_layout(states: list[StateSpec]) -> list[Slot]:
     """genai's slots for rnnx's state tensors (the module doc's rules), recurrent slots first, then conv ones,
     each numbered from 0. ExportError (one line, naming the tensor) for a state genai has no slot for: a
-    growing KV cache, a non-float32 tensor."""
+    growing KV cache (:func:`layered_layout` takes those), a non-float32 tensor."""
     for spec in states:
         if spec.grows:
             raise ExportError(
@@ -148,6 +170,64 @@ def genai_layout(states: list[StateSpec]) -> list[Slot]:
     return slots
 
 
+def layout_of(states: list[StateSpec]) -> Layout:
+    """:func:`layered_layout` for a model with KV caches, else :func:`genai_layout`'s per-kind slots."""
+    if any(spec.grows for spec in states):
+        return layered_layout(states)
+    return Layout(genai_layout(states))
+
+
+def layered_layout(states: list[StateSpec]) -> Layout:
+    """genai's per-layer slots for a hybrid's state: the state tensors grouped by block (their names but the last
+    component), each block with state one genai layer, numbered in flat order: ``key`` + ``value`` + ``valid`` a
+    ``full_attention`` layer (KV slots; the validity mask is genai's ``attention_mask`` over the past), ``conv`` +
+    ``recurrent`` a ``linear_attention`` layer, ``conv`` alone a ``conv`` layer. ExportError (one line) for a block
+    genai has no layer type for, or a conv / recurrent state of another shape than the first (genai sizes every
+    layer's slot of a kind alike)."""
+    blocks: dict[str, dict[str, int]] = {}
+    for i, spec in enumerate(states):
+        block, _, part = spec.name.rpartition(".")
+        blocks.setdefault(block, {})[part] = i
+    slots: list[Slot] = []
+    layer_types: list[str] = []
+    shapes: dict[str, tuple[int, ...]] = {}
+    for number, (block, parts) in enumerate(blocks.items()):
+        kinds = sorted(parts)
+        if kinds == sorted(KV_PARTS):
+            key, value, valid = (states[parts[p]] for p in KV_PARTS)
+            kv_shaped = len(key.shape) == 4 and key.shape[::2] == (BATCH, PAST_LENGTH) and value.shape == key.shape
+            if not kv_shaped or valid.shape != (BATCH, PAST_LENGTH) or (valid.dtype, key.dtype) != ("bool", "float32"):
+                raise ExportError(
+                    f"--genai: the KV cache of {block!r} is {key.shape} / {value.shape} / {valid.shape}; genai's is "
+                    f"key, value ({BATCH}, heads, {PAST_LENGTH}, head dim) float32 and a ({BATCH}, {PAST_LENGTH}) mask"
+                )
+            slots += [Slot(KEY, number, tuple(key.shape[1:]), Part(parts[KEY], None)),
+                      Slot(VALUE, number, tuple(value.shape[1:]), Part(parts[VALUE], None))]  # fmt: skip
+            layer_types.append(FULL_ATTENTION)
+            continue
+        if kinds not in ([CONV], [CONV, RECURRENT]):
+            raise ExportError(
+                f"--genai: a model with a growing KV cache gets genai's layered layout, and block {block!r} holds "
+                f"state {kinds}; genai's layers hold a KV cache (key, value, valid), conv + recurrent or conv alone"
+            )
+        for kind in kinds:
+            spec = states[parts[kind]]
+            shape = tuple(int(d) for d in spec.shape[1:])
+            if spec.batch_axis != 0 or len(shape) + 1 != SLOT_RANKS[kind] or spec.dtype != "float32":
+                raise ExportError(
+                    f"--genai: state tensor {spec.name!r} {spec.shape} {spec.dtype} is not a {kind} slot "
+                    f"(rank {SLOT_RANKS[kind]}, batch first, float32)"
+                )
+            if shapes.setdefault(kind, shape) != shape:
+                raise ExportError(
+                    f"--genai: state tensor {spec.name!r} is {shape} per row, another layer's {kind} is "
+                    f"{shapes[kind]}; genai sizes every {kind} slot alike"
+                )
+            slots.append(Slot(kind, number, shape, Part(parts[kind], None)))
+        layer_types.append(LINEAR_ATTENTION if RECURRENT in kinds else CONV_LAYER)
+    return Layout(slots, layer_types)
+
+
 def _follows(last: tuple, part: Part, rest: tuple[int, ...], states: list[StateSpec]) -> bool:
     """Whether the rank-3 piece ``part`` is the normaliser of the recurrent piece ``last``: the state tensor
     right after it in flat order, a rank-4 (batch, a, b, m) tensor whose (a, b) are this one's."""
@@ -175,15 +255,22 @@ def pack(slots: list[Slot], states: list[StateSpec], tensors: list[Tensor], past
         t = piece(slot.main)
         if slot.folded is not None:
             t = torch.cat((t, piece(slot.folded).unsqueeze(-1)), -1)
-        else:
+        elif not slot.spec.grows:  # a KV cache's slot is its tensor as it is
             t = t.reshape(t.shape[0], *slot.shape)
         out.append(t)
     return out
 
 
-def unpack(slots: list[Slot], states: list[StateSpec], tensors: list[Tensor]) -> list[Tensor]:
-    """genai's slot tensors (``slots`` order) -> rnnx's state tensors (flat order); the inverse of :func:`pack`."""
+def unpack(
+    slots: list[Slot], states: list[StateSpec], tensors: list[Tensor], valid: Optional[Tensor] = None
+) -> list[Tensor]:
+    """genai's slot tensors (``slots`` order) -> rnnx's state tensors (flat order); the inverse of :func:`pack`.
+    ``valid``: the past's validity (batch, past) bool, every KV cache's mask (a layered layout's; no slot holds it)."""
     pieces: dict[tuple[int, Optional[int]], Tensor] = {}
+    held = {slot.main.state for slot in slots if slot.main is not None}
+    for i, spec in enumerate(states):
+        if i not in held and spec.grows and spec.dtype == "bool":
+            pieces[(i, None)] = valid
     for slot, t in zip(slots, tensors):
         if slot.main is None:
             continue
@@ -193,6 +280,9 @@ def unpack(slots: list[Slot], states: list[StateSpec], tensors: list[Tensor]) ->
         pieces[(slot.main.state, slot.main.index)] = t
     out = []
     for i, spec in enumerate(states):
+        if spec.grows:  # a KV cache's key / value as its slot holds them, its mask ``valid``
+            out.append(pieces[(i, None)])
+            continue
         lead, rest = _rest(spec)
         if not lead:
             t = pieces[(i, None)]
@@ -223,9 +313,11 @@ class GenaiAdapter(nn.Module):
         input_ids, attention_mask, slots = flat[0], flat[1], flat[2:]
         length = input_ids.shape[1]
         torch._check(attention_mask.shape[1] >= length)  # genai's mask holds the past and this chunk
-        mask = attention_mask.narrow(1, attention_mask.shape[1] - length, length)
+        past = attention_mask.shape[1] - length
+        mask = attention_mask.narrow(1, past, length)
         inputs = (input_ids,) if self.mask_dtype is None else (input_ids, (mask != 0).to(self.mask_dtype))
-        outputs = self.wrapped(*inputs, *unpack(self.slots, self.states, list(slots)))
+        valid = attention_mask.narrow(1, 0, past) != 0  # the KV caches' validity: genai's mask over the past
+        outputs = self.wrapped(*inputs, *unpack(self.slots, self.states, list(slots), valid))
         present = list(outputs[len(outputs) - len(self.states) :])
         return (outputs[0], *pack(self.slots, self.states, present, list(slots)))
 
@@ -246,8 +338,9 @@ DEFAULT_CONTEXT_LENGTH = 4096
 class GenaiOptions:
     """``export-model --genai`` options: ``native_ops`` copies rnnx's ONNX Runtime op library
     (:mod:`rnnx.runtime.ortops`) into the export and names it in the config; ``pad_token_id`` (genai masks
-    this token in a padded batch) and ``eos_token_id`` (a row stops on it) default to the checkpoint's task's pad
-    token, else 0; ``context_length``: genai's cap on prompt plus new tokens."""
+    this token in a padded batch) defaults to the checkpoint's task's pad token, else 0, and ``eos_token_id`` (a row
+    stops on it) to the eos ids a transformers checkpoint's text carries, else the pad token; ``context_length``:
+    genai's cap on prompt plus new tokens."""
 
     native_ops: bool = False
     pad_token_id: Optional[int] = None
@@ -296,31 +389,34 @@ def _lm_roles(plan: ExportPlan) -> Optional[torch.dtype]:
     return torch_dtype(mask.dtype)
 
 
-def genai_plan(plan: ExportPlan) -> tuple[ExportPlan, list[Slot]]:
+def genai_plan(plan: ExportPlan) -> tuple[ExportPlan, Layout]:
     """The plan of ``plan``'s genai graph (:class:`GenaiAdapter` around its graph module, genai's names) and its
-    slots; ExportError for a module genai cannot run."""
+    layout; ExportError for a module genai cannot run."""
     mask_dtype = _lm_roles(plan)
-    slots = genai_layout(plan.states)
-    specs = [slot.spec for slot in slots]
+    layout = layout_of(plan.states)
+    specs = [slot.spec for slot in layout.slots]
     ids = plan.trace_inputs[0]
     batch, length = ids.shape
     gen = torch.Generator().manual_seed(2)
-    mask = torch.ones(batch, length + 3, dtype=torch.int64)  # a past of 3: total_length > length
-    adapter = GenaiAdapter(plan.graph, plan.states, slots, mask_dtype)
+    past = 3  # total_length > length: a past of 3 (a KV cache of 3 positions)
+    mask = torch.ones(batch, length + past, dtype=torch.int64)
+    adapter = GenaiAdapter(plan.graph, plan.states, layout.slots, mask_dtype)
     inputs = [TensorSpec(INPUT_IDS, (BATCH, LENGTH), "int64"), TensorSpec(ATTENTION_MASK, (BATCH, TOTAL_LENGTH),
               "int64")]  # fmt: skip
     derived = replace(plan, graph=adapter, inputs=inputs, output_names=[LOGITS], states=specs,
-                      trace_inputs=(ids, mask, *example_state(specs, batch, 0, gen)),
+                      trace_inputs=(ids, mask, *example_state(specs, batch, past, gen)),
                       what=f"{plan.what} (genai graph)")  # fmt: skip
-    return derived, slots
+    return derived, layout
 
 
-def genai_config(slots: list[Slot], plan: ExportPlan, options: GenaiOptions, library: Optional[str]) -> dict[str, Any]:
-    """The ``genai_config.json`` of a genai graph with ``slots`` (``library``: the op library's file name, in the
+def genai_config(layout: Layout, plan: ExportPlan, options: GenaiOptions, library: Optional[str]) -> dict[str, Any]:
+    """The ``genai_config.json`` of a genai graph with ``layout`` (``library``: the op library's file name, in the
     export folder, or None)."""
+    slots = layout.slots
     task_pad = (plan.task or {}).get("pad_token")
     pad = options.pad_token_id if options.pad_token_id is not None else (task_pad if task_pad is not None else 0)
-    eos = options.eos_token_id if options.eos_token_id is not None else pad
+    text_eos = (plan.text.record["eos_token_ids"] if plan.text is not None else None) or None
+    eos = options.eos_token_id if options.eos_token_id is not None else (text_eos or pad)
     kinds = sorted({slot.kind for slot in slots})
     inputs = {"input_ids": INPUT_IDS, "attention_mask": ATTENTION_MASK}
     outputs = {"logits": LOGITS}
@@ -330,7 +426,22 @@ def genai_config(slots: list[Slot], plan: ExportPlan, options: GenaiOptions, lib
     session: dict[str, Any] = {"log_id": GENAI_LOG_ID, "provider_options": [], **ORT_SESSION_CONFIG}
     if library is not None:
         session["custom_ops_library"] = library
-    layers = max(sum(slot.kind == kind for slot in slots) for kind in kinds)
+    if layout.layer_types is None:
+        layers = max(sum(slot.kind == kind for slot in slots) for kind in kinds)
+    else:
+        layers = len(layout.layer_types)
+    decoder: dict[str, Any] = {
+        "filename": GENAI_MODEL_FILE,
+        "session_options": session,
+        "num_hidden_layers": layers,
+        "inputs": inputs,
+        "outputs": outputs,
+    }
+    if layout.layer_types is not None:  # genai binds each layer's slots by its type, and sizes an empty KV cache
+        decoder["layer_types"] = layout.layer_types
+        if layout.kv:
+            heads, _, head_size = layout.kv[0].shape
+            decoder.update(num_key_value_heads=heads, num_attention_heads=heads, head_size=head_size)
     return {
         "model": {
             "type": "decoder",
@@ -339,13 +450,7 @@ def genai_config(slots: list[Slot], plan: ExportPlan, options: GenaiOptions, lib
             "pad_token_id": pad,
             "eos_token_id": eos,
             "bos_token_id": pad,
-            "decoder": {
-                "filename": GENAI_MODEL_FILE,
-                "session_options": session,
-                "num_hidden_layers": layers,
-                "inputs": inputs,
-                "outputs": outputs,
-            },
+            "decoder": decoder,
         },
         "search": {
             "max_length": options.context_length,
@@ -406,7 +511,7 @@ def check_genai(
         prompts = [[int(t) for t in row] for row in plan.trace_inputs[0][:2]]
     prompts[-1] = prompts[-1][: max(1, len(prompts[-1]) - 2)]  # a shorter row: the batch is padded
     ids, mask = _right_padded(prompts, pad)
-    state = [torch.zeros(ids.shape[0], *slot.shape) for slot in slots]
+    state = [torch.zeros(slot.spec.concrete_shape(ids.shape[0], 0)) for slot in slots]
     ort_state = [t.numpy() for t in state]
     last = mask.sum(1) - 1
     worst = 0.0
@@ -435,12 +540,13 @@ def genai_step(plan: ExportPlan, options: Any, genai: GenaiOptions) -> stages.Ex
     strict shape inference; with ``check``, against PyTorch on ONNX Runtime), one file when the export is one
     file; :data:`GENAI_CONFIG_FILE`; with ``native_ops`` the op library. What genai cannot run is refused here,
     before anything is exported (ExportError, one line)."""
-    derived, slots = genai_plan(plan)
+    derived, layout = genai_plan(plan)
+    slots = layout.slots
     mask_dtype = _lm_roles(plan)
     library = _library() if genai.native_ops else None
 
     def write(tmp: Path, one_file: bool, log: stages.Log) -> list[str]:
-        kinds = ", ".join(f"{sum(s.kind == k for s in slots)} {k}" for k in (RECURRENT, CONV))
+        kinds = ", ".join(f"{sum(s.kind == k for s in slots)} {k}" for k in (RECURRENT, CONV, KEY, VALUE))
         log(f"genai variant: {GENAI_MODEL_FILE} ({kinds} state slots)")
         path = tmp / GENAI_MODEL_FILE
         try:
@@ -457,7 +563,7 @@ def genai_step(plan: ExportPlan, options: Any, genai: GenaiOptions) -> stages.Ex
         if options.quantize is not None:
             stages.quantize_saved(path, options, derived, log, data_file=GENAI_DATA_FILE)
         stages.check_graph(path)
-        config = genai_config(slots, replace(derived, vocab_size=vocab), genai, None if library is None else
+        config = genai_config(layout, replace(derived, vocab_size=vocab), genai, None if library is None else
                               library.name)  # fmt: skip
         if options.check:
             tolerance = options.precision.tolerance

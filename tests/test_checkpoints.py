@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -123,11 +124,12 @@ def references(checkpoints) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def exports(checkpoints, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``export-model FOLDER --target onnxruntime`` of each family (its parity check passed, or it raises)."""
+    """``export-model FOLDER --target onnxruntime --genai`` of each family (its parity check and the genai graph's
+    passed, or it raises)."""
     out = {}
     for family, folder in checkpoints.items():
         out[family] = tmp_path_factory.mktemp(f"{family}_export") / "export"
-        export_model(folder, out[family], target="onnxruntime", log=lambda *_: None)
+        export_model(folder, out[family], target="onnxruntime", genai=True, log=lambda *_: None)
     return out
 
 
@@ -396,3 +398,33 @@ def test_a_chat_continues_turn_by_turn_through_the_scheduler(exports, text_refer
     piece += text.tokenizer.encode(rendered[len(consumed) :], add_special_tokens=False).ids
     stops = text.eos_token_ids
     assert second.tokens == session.generate_all([piece], NEW_TOKENS, temperature=0.0, stop_tokens=stops)[0]
+
+
+def test_onnxruntime_genai_runs_every_family_the_mamba2_hybrid_included(exports, references, tmp_path) -> None:
+    """--genai: onnxruntime-genai 0.18 loads each family's genai.onnx (a layered layout: genai's layer_types, KV
+    slots for attention, conv / recurrent slots for Gated DeltaNet, Mamba-2 and LFM2's conv) and docs/genai.md's
+    program gives transformers' greedy tokens at batch 1 and on a right-padded batch of three (each row cut at
+    genai's eos, as genai stops there). genai's own builder has no Mamba-2 model: nemotron_h runs here only."""
+    pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai is not installed (scripts/setup.sh installs it)")
+    from test_genai import doc_program, until_eos
+
+    script = tmp_path / "genai_demo.py"
+    script.write_text(doc_program())
+    for family, export in exports.items():
+        config = json.loads((export / "genai_config.json").read_text())
+        layer_types = config["model"]["decoder"].get("layer_types")  # hybrids: one per block with state
+        assert layer_types is None if family == "mamba2" else len(layer_types) == len(_blocks(export)), family
+        eos = config["model"]["eos_token_id"]
+        for batch in (PROMPTS[:1], PROMPTS):
+            args = [" ".join(map(str, p)) for p in batch]
+            run = subprocess.run([sys.executable, str(script), str(export), *args], capture_output=True, text=True,
+                                 timeout=300)  # fmt: skip
+            assert run.returncode == 0, run.stderr[-2000:]
+            got = [[int(t) for t in line.split()] for line in run.stdout.splitlines()]
+            want = [until_eos(tokens[:10], eos) for tokens in references[family]["tokens"][: len(batch)]]
+            assert got == want, (family, len(batch))
+
+
+def _blocks(export: Path) -> set[str]:
+    """The blocks with state of an export (its rnnx.json state names but their last component)."""
+    return {s["name"].rpartition(".")[0] for s in json.loads((export / "rnnx.json").read_text())["state"]}

@@ -19,7 +19,7 @@ pytest.importorskip("onnxruntime")
 from rnnx.export import read_metadata
 from rnnx.export.cli import main
 from rnnx.models.checkpoint import DEMO_CHECKPOINTS, demo_checkpoint_path
-from rnnx.runtime.contract.artifact import EXPORT_FILES, EXTERNAL_DATA_FILE
+from rnnx.runtime.contract.artifact import EXPORT_FILES, EXTERNAL_DATA_FILE, TEXT_FILES
 
 DEMO = DEMO_CHECKPOINTS[0]
 
@@ -44,7 +44,7 @@ def test_no_arguments_exports_the_demo(demo_export):
     assert result.exit_code == 0, result.output
     out = cwd / "rnnx-export" / DEMO
     # everything an export writes (a demo-sized model is one file: no external data)
-    assert sorted(p.name for p in out.iterdir()) == sorted(set(EXPORT_FILES) - {EXTERNAL_DATA_FILE})
+    assert sorted(p.name for p in out.iterdir()) == sorted(set(EXPORT_FILES) - {EXTERNAL_DATA_FILE, *TEXT_FILES})
     text = result.output
     assert f"exporting the shipped demo {DEMO!r}" in text
     for step in ("tracing", "checker", "parity", "writing"):

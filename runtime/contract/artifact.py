@@ -143,8 +143,10 @@ TOKENIZER_FILE = "tokenizer.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 #: Every file an export writes (the genai variant's aside); an export removes the ones, these and
 #: :data:`GENAI_FILES`, that a new export of the same dir did not rewrite.
+#: The files of a checkpoint's text (rnnx.json "text"), written only when the checkpoint had a tokenizer.
+TEXT_FILES = (TOKENIZER_FILE, CHAT_TEMPLATE_FILE)
 EXPORT_FILES = (EXTERNAL_DATA_FILE, MODEL_FILE, PARITY_FILE, PARITY_REFERENCE_FILE, POLYGRAPHY_INPUTS,
-                POLYGRAPHY_OUTPUTS, TOKENIZER_FILE, CHAT_TEMPLATE_FILE, METADATA_FILE)  # fmt: skip
+                POLYGRAPHY_OUTPUTS, *TEXT_FILES, METADATA_FILE)  # fmt: skip
 
 
 def genai_copied_library(out_dir: Path) -> Optional[str]:
