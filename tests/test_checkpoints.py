@@ -428,3 +428,45 @@ def test_onnxruntime_genai_runs_every_family_the_mamba2_hybrid_included(exports,
 def _blocks(export: Path) -> set[str]:
     """The blocks with state of an export (its rnnx.json state names but their last component)."""
     return {s["name"].rpartition(".")[0] for s in json.loads((export / "rnnx.json").read_text())["state"]}
+
+
+@pytest.mark.parametrize(
+    "family, target, precision, quantize, init, steps",
+    [
+        ("qwen3_5_text", "onnxruntime", "fp32", "int4", 0.02, 16),  # MatMulNBits around Gated DeltaNet, attention
+        ("nemotron_h", "tensorrt", "fp16", None, 0.2, 4),  # the plugin ops' graph, fp16 weights and activations
+        ("lfm2", "onnx", "fp32", None, 0.2, 16),  # the portable target: standard opset-27 ops only
+    ],
+)
+def test_the_other_targets_and_precisions_export_and_pass_their_checks(
+    family, target, precision, quantize, init, steps, tmp_path
+) -> None:
+    """``export-model FOLDER --target T --precision P [--quantize int4]`` passes its own check against the fp32
+    twin: the precision's tolerance and no diverging greedy token, or the int4 budget's gates. The random weights
+    suit each check: ``initializer_range`` 0.02 (transformers' default) for int4, because with 0.2 a tiny random
+    model is chaotic (int8 weights faked in PyTorch alone move its logits by 4-50%); 0.2 for fp16, because with
+    0.02 its logits are so flat that fp16 rounding flips near-tied greedy tokens. fp16 chains 4 decode steps, not 16:
+    on random logits a near tie comes within some dozens of greedy steps (seed 7: step 13, at a relative error of
+    3.9e-3, inside the 1e-2 tolerance), which says nothing about the graph."""
+    torch.manual_seed(7)
+    config = _config(family)
+    config.initializer_range = init
+    folder = tmp_path / "checkpoint"
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    out = tmp_path / "export"
+    args = [
+        "--target",
+        target,
+        "--precision",
+        precision,
+        "--steps",
+        str(steps),
+        *(["--quantize", quantize] if quantize else []),
+    ]
+    result = subprocess.run(["export-model", str(folder), "--out", str(out), *args], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "PASS" in result.stdout
+    metadata = json.loads((out / "rnnx.json").read_text())
+    assert (metadata["target"], metadata["precision"], metadata["parity"]["passed"]) == (target, precision, True)
+    if quantize:
+        assert metadata["quantization"]["scheme"] == quantize and len(metadata["quantization"]["quantized"]) > 0
