@@ -57,6 +57,7 @@ from ..runtime.serving.triton.config import VARIANTS as TRITON_VARIANTS
 from ..runtime.serving.triton.step import TritonStep, TritonStepError
 from ..runtime.tensorrt.engine_step import EngineStep, EngineStepError
 from .errors import one_line
+from .progress import Progress
 
 #: Packages the exporter needs beyond the runtime (the ``export`` extra).
 EXPORT_REQUIREMENTS = ("torch", "onnx", "onnxscript")
@@ -232,11 +233,12 @@ class ExportRequest:
         click.echo(f"checkpoint: {checkpoint}")
         click.echo(f"output:     {out_dir}")
         try:
-            return export_model(
-                checkpoint, out_dir, target=self.target, precision=self.precision, opset=self.opset,
-                check=self.check, decode_steps=self.steps, external_data=self.external_data, quantize=self.quantize,
-                genai=self.genai, log=lambda message: click.echo(f"- {message}"),
-            )  # fmt: skip
+            with Progress() as log:
+                return export_model(
+                    checkpoint, out_dir, target=self.target, precision=self.precision, opset=self.opset,
+                    check=self.check, decode_steps=self.steps, external_data=self.external_data,
+                    quantize=self.quantize, genai=self.genai, log=log,
+                )  # fmt: skip
         except (CheckpointError, ExportError) as e:
             raise click.ClickException(one_line(e)) from None
 
@@ -264,11 +266,12 @@ def _export_factory(
             from ..runtime.contract.artifact import sha256_file
 
             source["weights_sha256"] = sha256_file(weights)
-        return export(
-            spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
-            opset=opset, check=check, chained_calls=steps, source=source, external_data=external_data,
-            quantize=quantize, genai=genai, log=lambda message: click.echo(f"- {message}"),
-        )  # fmt: skip
+        with Progress() as log:
+            return export(
+                spec.module, spec.example_inputs, out_dir, **spec.options, target=target, precision=precision,
+                opset=opset, check=check, chained_calls=steps, source=source, external_data=external_data,
+                quantize=quantize, genai=genai, log=log,
+            )  # fmt: skip
     except (FactoryError, ExportError) as e:
         raise click.ClickException(one_line(e)) from None
     except Exception as e:  # the user's factory: one line, whatever it raised
@@ -302,7 +305,8 @@ def _engine_step(request: ExportRequest, options: dict[str, Any]) -> Optional[En
 def _run_engine_step(step: EngineStep, out_dir: Path) -> Path:
     click.echo("TensorRT engine:")
     try:
-        path = step.run(out_dir, log=lambda message: click.echo(f"- {message}"))
+        with Progress() as log:
+            path = step.run(out_dir, log=log)
     except EngineStepError as e:
         raise click.ClickException(one_line(e)) from None
     click.echo(f"  {path} ({path.stat().st_size:,} bytes)")

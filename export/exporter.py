@@ -110,10 +110,11 @@ def export_model(
     )  # fmt: skip
     genai_options = resolve_genai(genai)
     out_dir = _check_out_dir(out_dir)
-    plan = lm_plan(model_or_checkpoint, options.precision, decode_steps)
+    log = log or (lambda message: None)
+    plan = lm_plan(model_or_checkpoint, options.precision, decode_steps, log)
     try:
         extra = None if genai_options is None else genai_step(plan, options, genai_options)
-        return run_export(plan, out_dir, options, log or (lambda message: None), extra)
+        return run_export(plan, out_dir, options, log, extra)
     finally:
         plan.restore()
 

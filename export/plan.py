@@ -50,6 +50,7 @@ from ..runtime.contract.artifact import (
 )  # fmt: skip
 from ..runtime.contract.targets import Precision
 from .errors import ExportError, one_line
+from .progress import tracker
 from .text import CheckpointText, checkpoint_text
 
 #: Chained calls after the first one in a stateful export's parity check.
@@ -60,7 +61,9 @@ Feeds = dict[str, np.ndarray]
 
 
 #: ``(reference backend, candidate backend, record, keep_state) -> report``: one export's parity run.
-ParityRun = Callable[[Any, Any, list[parity.Call], Callable[[int], bool]], parity.ParityReport]
+#: ``(reference, candidate, record, keep_state, on_step) -> report``: the plan's parity run (``on_step`` is called
+#: after each compared call, for the progress bar).
+ParityRun = Callable[[Any, Any, list[parity.Call], Callable[[int], bool], Any], parity.ParityReport]
 
 
 @dataclass
@@ -100,15 +103,19 @@ class ExportPlan:
     text: Optional[CheckpointText] = None
 
 
-def _resolve(source: Union[RecurrentLM, str, os.PathLike]) -> tuple[RecurrentLM, dict[str, Any], Optional[str]]:
-    """-> (model, checkpoint info ({} for a module), absolute checkpoint path or None).
+def _resolve(
+    source: Union[RecurrentLM, str, os.PathLike], log: Callable[[str], None]
+) -> tuple[RecurrentLM, dict[str, Any], Optional[str]]:
+    """-> (model, checkpoint info ({} for a module), absolute checkpoint path or None); a checkpoint's load is a stage
+    of ``log``, with a bar over a transformers checkpoint's tensors.
 
     CheckpointError (a ValueError) propagates for a bad checkpoint.
     """
     if isinstance(source, RecurrentLM):
         return source, {}, None
     if isinstance(source, (str, os.PathLike)):
-        model, info = load_model(source)
+        log(f"loading {source}")
+        model, info = load_model(source, loaded=tracker(log, "tensors"))
         return model, info, str(Path(source).resolve())
     raise ExportError(f"expected an rnnx RecurrentLM or a checkpoint path, got {type(source).__name__}")
 
@@ -131,8 +138,13 @@ def _eval_modes(module: nn.Module) -> Callable[[], None]:
     return restore
 
 
-def lm_plan(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision: Precision, steps: int) -> ExportPlan:
-    source, info, checkpoint = _resolve(model_or_checkpoint)
+def lm_plan(
+    model_or_checkpoint: Union[RecurrentLM, str, os.PathLike],
+    precision: Precision,
+    steps: int,
+    log: Callable[[str], None] = lambda message: None,
+) -> ExportPlan:
+    source, info, checkpoint = _resolve(model_or_checkpoint, log)
     try:
         model_type = model_type_of(source)
     except KeyError as e:
@@ -151,8 +163,9 @@ def lm_plan(model_or_checkpoint: Union[RecurrentLM, str, os.PathLike], precision
     inputs, _ = lm_io(model.vocab_size, states, "float32")
     prompts = task_prompts(info.get("task"), model.vocab_size)
 
-    def run_parity(ref, candidate, record, keep_state):
-        return parity.compare_backends(ref, candidate, prompts, steps, record=record, keep_state=keep_state)
+    def run_parity(ref, candidate, record, keep_state, on_step=None):
+        return parity.compare_backends(ref, candidate, prompts, steps, record=record, keep_state=keep_state,
+                                       on_step=on_step)  # fmt: skip
 
     text = checkpoint_text(Path(checkpoint), model.vocab_size) if info.get("format") == "transformers" else None
     return ExportPlan(
@@ -318,8 +331,9 @@ def module_plan(
                     *example_state(states, trace.get(BATCH, 1), trace.get(PAST_LENGTH, 0), gen))  # fmt: skip
     first = {spec.name: t.numpy() for spec, t in zip(specs, cast)}
 
-    def run_parity(ref, candidate, record, keep_state):
-        return parity.compare_stream(ref, candidate, first, steps, record=record, keep_state=keep_state)
+    def run_parity(ref, candidate, record, keep_state, on_step=None):
+        return parity.compare_stream(ref, candidate, first, steps, record=record, keep_state=keep_state,
+                                     on_step=on_step)  # fmt: skip
 
     model_type = f"{type(module).__module__}.{type(module).__qualname__}"
     return ExportPlan(

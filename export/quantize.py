@@ -171,8 +171,10 @@ def _fold_transposed_weights(graph: onnx.GraphProto, merged_only: bool = False) 
     for node in list(graph.node):
         if node.op_type != "MatMul" or node.input[1] in inits:
             continue
-        value = _constant_matrix(node.input[1], inits, producers)
-        if value is None or merged_only and not _has_concat(node.input[1], producers):
+        if merged_only and not _has_concat(node.input[1], producers):
+            continue
+        value = _constant_matrix(node.input[1], inits, producers)  # a new array: asked only for what is folded
+        if value is None:
             continue
         folded.append(producers[node.input[1]])
         name = f"{node.input[1]}.folded_for.{node.name}"
@@ -354,9 +356,9 @@ def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
         return out
 
     used = names(graph.node) | {o.name for o in graph.output}
-    keep = [t for t in graph.initializer if t.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(keep)
+    for i in reversed(range(len(graph.initializer))):  # in place: extending a field with kept ones copies them
+        if graph.initializer[i].name not in used:
+            del graph.initializer[i]
 
 
 # -- the onnxruntime form -------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from . import onnx_files
 from .errors import ExportError, one_line, with_cause
 from .metadata import build_metadata
 from .plan import ExportPlan
+from .progress import counter
 from .quantize import QuantizeError, QuantizeOptions, quantize_model
 
 #: Tensor bytes in the graph (initializers and constants) above which ``external_data=None`` writes the
@@ -382,7 +383,8 @@ def check_parity(
     calls: list[parity.Call] = []
     saved = options.polygraphy_steps
     try:
-        report = plan.parity_run(torch_side, OrtBackend(tmp), calls, lambda i: i < saved + 1 or i == options.steps)
+        keep = lambda i: i < saved + 1 or i == options.steps  # noqa: E731
+        report = plan.parity_run(torch_side, OrtBackend(tmp), calls, keep, counter(log, options.steps + 1, chain))
     except ExportError:
         raise
     except Exception as e:

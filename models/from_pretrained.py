@@ -431,8 +431,13 @@ def _on_disk(name: str, available: set[str]) -> str:
     return name
 
 
-def _load_tensors(folder: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
-    """The ``wanted`` checkpoint tensors by the names the plan gives them (found under either prefix)."""
+#: ``(tensors loaded, tensors wanted)``, called after each tensor a checkpoint load reads (a progress bar's feed).
+Loaded = Callable[[int, int], None]
+
+
+def _load_tensors(folder: Path, wanted: set[str], loaded: Optional[Loaded] = None) -> dict[str, torch.Tensor]:
+    """The ``wanted`` checkpoint tensors by the names the plan gives them (found under either prefix); ``loaded``
+    is told of each one read."""
     from safetensors import safe_open
 
     files = _weight_files(folder)
@@ -447,15 +452,18 @@ def _load_tensors(folder: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
             for name, disk in names.items():
                 if available.get(disk) == path:
                     tensors[name] = f.get_tensor(disk)
+                    if loaded is not None:
+                        loaded(len(tensors), len(names))
     return tensors
 
 
-def from_pretrained(folder: PathLike, dtype: torch.dtype = torch.float32) -> DecoderLM:
+def from_pretrained(folder: PathLike, dtype: torch.dtype = torch.float32, loaded: Optional[Loaded] = None) -> DecoderLM:
     """The rnnx twin of the transformers checkpoint in ``folder`` (see the module docstring), weights carried, in
-    ``dtype``, in eval mode. :class:`UnsupportedCheckpoint` (one line) for what it cannot convert."""
+    ``dtype``, in eval mode. :class:`UnsupportedCheckpoint` (one line) for what it cannot convert. ``loaded``:
+    told ``(done, total)`` after each tensor read (for a progress bar)."""
     folder = Path(folder)
     p = plan(folder)
-    tensors = _load_tensors(folder, set(p.names.values()))
+    tensors = _load_tensors(folder, set(p.names.values()), loaded)
     missing = sorted(set(p.names.values()) - set(tensors))
     if missing:
         raise UnsupportedCheckpoint(f"{folder}: weight {missing[0]!r} missing from the checkpoint")
@@ -464,7 +472,8 @@ def from_pretrained(folder: PathLike, dtype: torch.dtype = torch.float32) -> Dec
     for i, block in enumerate(config["blocks"]):  # an MLP's width from its weights
         if block["kind"] == "mlp" and block["options"]["intermediate_size"] == -1:
             block["options"]["intermediate_size"] = int(tensors[p.names[f"blocks.{i}.module.up_proj.weight"]].shape[0])
-    model = DecoderLM(**config)
+    with torch.device("meta"):  # no random init to overwrite: the checkpoint's tensors become the parameters
+        model = DecoderLM(**config)
     own = model.state_dict()
     for ours, theirs in p.names.items():
         tensor = tensors[theirs]
@@ -481,18 +490,23 @@ def from_pretrained(folder: PathLike, dtype: torch.dtype = torch.float32) -> Dec
     unfilled = sorted(set(own) - set(state))
     if unfilled:
         raise UnsupportedCheckpoint(f"{folder}: nothing in the checkpoint fills rnnx's {unfilled[0]}")
-    model.load_state_dict(state)
+    model.load_state_dict(state, assign=True)  # every parameter and buffer is in ``state`` (checked above)
+    if config["tie_word_embeddings"]:  # assign gives each name a Parameter of its own: one again
+        model.head.weight = model.embedding.weight
     return model.to(dtype).eval()
 
 
-def load_model(path: PathLike, map_location: Union[str, torch.device] = "cpu") -> tuple[RecurrentLM, dict[str, Any]]:
+def load_model(
+    path: PathLike, map_location: Union[str, torch.device] = "cpu", loaded: Optional[Loaded] = None
+) -> tuple[RecurrentLM, dict[str, Any]]:
     """``(model in eval mode, info)`` of an rnnx checkpoint (:func:`~rnnx.models.checkpoint.load_checkpoint`) or of a
-    transformers checkpoint folder (:func:`from_pretrained`; its info: ``model_type`` ``"decoder"``, the twin's
-    ``config``, ``source_model_type`` and the weights' ``weights_sha256``). :class:`CheckpointError` otherwise."""
+    transformers checkpoint folder (:func:`from_pretrained`, ``loaded`` told of each tensor read; its info:
+    ``model_type`` ``"decoder"``, the twin's ``config``, ``source_model_type`` and the weights' ``weights_sha256``).
+    :class:`CheckpointError` otherwise."""
     directory = Path(path).parent if Path(path).name == CONFIG_FILE else Path(path)
     if not is_transformers_checkpoint(directory):
         return load_checkpoint(path, map_location)
-    model = from_pretrained(directory).to(map_location)
+    model = from_pretrained(directory, loaded=loaded).to(map_location)
     files = _weight_files(directory)
     digest = sha256_file(files[0]) if len(files) == 1 else sha256_file(directory / WEIGHTS_INDEX)
     info = {"format": "transformers", "model_type": "decoder", "config": model.config,

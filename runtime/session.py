@@ -43,6 +43,12 @@ from .state import State, check_host_state, load_state_file
 from .text import Message, Text
 
 TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
+
+#: :meth:`Session.prefill` feeds a longer prompt in pieces of this many positions, the state carried between them
+#: (exact: a pad changes no state, and a KV cache gives a later piece's attention every earlier position), so a
+#: call's logits are (B, piece, V) and an attention layer's scores (piece x context), not (L x L): an 8,192-token
+#: prompt on a 248k vocabulary would otherwise return 8 GB of logits.
+PREFILL_PIECE_TOKENS = 1024
 _IN_USE = "session is in use by another thread; use one session per thread"
 _INT64 = np.dtype(np.int64)
 
@@ -350,11 +356,12 @@ class Session(StatefulSession):
         state: Optional[State] = None,
         donate: bool = False,
     ) -> State:
-        """Feeds prompts (right-padded, see :meth:`pad`) from a fresh state, or continuing ``state``
-        (which is then advanced in place). Returns the state, made current; its ``last_logits``
-        (B, V) are each row's logits after its last real token. ``donate=True``: ``state``'s previous
-        buffers may be reused (see the module doc); a fresh state is always donated, since nothing
-        else holds it."""
+        """Feeds prompts (right-padded, see :meth:`pad`) from a fresh state, or continuing ``state`` (which is then
+        advanced in place). Returns the state, made current; its ``last_logits`` (B, V) are each row's
+        logits after its last real token. A prompt longer than :data:`PREFILL_PIECE_TOKENS` runs in pieces
+        of that length (the same state and logits, bounded memory). ``donate=True``: ``state``'s previous
+        buffers may be reused (see the module doc); a fresh state is always donated, since nothing else
+        holds it."""
         ids, mask = self.pad(tokens, lengths)
         self._check_vocab(ids, mask, "tokens")
         with self._exclusive():
@@ -362,9 +369,21 @@ class Session(StatefulSession):
                 state, donate = State(self.backend, self.backend.init_state(ids.shape[0])), True
             else:
                 self._check_state(state, ids.shape[0])
-            outputs, inner = self.backend.run({INPUT_IDS: ids, ATTENTION_MASK: mask}, state.inner, donate=bool(donate))
-            state.inner = inner
-            state.last_logits = outputs[LOGITS][np.arange(ids.shape[0]), mask.sum(1) - 1]
+            rows, last = np.arange(ids.shape[0]), mask.sum(1) - 1
+            inner, last_logits = state.inner, None
+            for start in range(0, ids.shape[1], PREFILL_PIECE_TOKENS):
+                piece = slice(start, start + PREFILL_PIECE_TOKENS)
+                feed = {INPUT_IDS: ids[:, piece], ATTENTION_MASK: mask[:, piece]}
+                if ids.shape[1] > PREFILL_PIECE_TOKENS:
+                    feed = {name: np.ascontiguousarray(value) for name, value in feed.items()}
+                # the pieces after the first advance this call's own buffers: those may always be reused
+                outputs, inner = self.backend.run(feed, inner, donate=bool(donate) or start > 0)
+                logits = outputs[LOGITS]
+                ends = (last >= start) & (last < start + logits.shape[1])  # the rows whose last token is here
+                if last_logits is None:
+                    last_logits = np.empty((ids.shape[0], logits.shape[-1]), logits.dtype)
+                last_logits[ends] = logits[rows[ends], last[ends] - start]
+            state.inner, state.last_logits = inner, last_logits  # the state moves only once every piece ran
             self.state = state
         return state
 

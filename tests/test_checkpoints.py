@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -465,8 +466,64 @@ def test_the_other_targets_and_precisions_export_and_pass_their_checks(
     ]
     result = subprocess.run(["export-model", str(folder), "--out", str(out), *args], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "PASS" in result.stdout
+    assert "PASS" in result.stdout and "\r" not in result.stdout  # into a pipe: plain lines, no bars
     metadata = json.loads((out / "rnnx.json").read_text())
     assert (metadata["target"], metadata["precision"], metadata["parity"]["passed"]) == (target, precision, True)
     if quantize:
         assert metadata["quantization"]["scheme"] == quantize and len(metadata["quantization"]["quantized"]) > 0
+
+
+def test_export_model_on_a_terminal_shows_each_stage_with_its_time_and_bars(checkpoints, tmp_path) -> None:
+    """``export-model`` under a pseudo-terminal (a real tty): the checkpoint's tensors and the parity steps as bars
+    that fill, every slow stage closed with its time; the same export into a pipe prints plain lines (the test
+    above)."""
+    import pty
+
+    out = tmp_path / "export"
+    argv = ["export-model", str(checkpoints["lfm2"]), "--out", str(out), "--target", "onnxruntime", "--steps", "4"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: export-model with the pty as its terminal
+        os.execvp(argv[0], argv)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    _, status = os.waitpid(pid, 0)
+    text = shown.decode()
+    assert os.waitstatus_to_exitcode(status) == 0, text[-3000:]
+    ends = [line.rpartition("\r")[2].strip() for line in text.replace("\r\n", "\n").split("\n")]
+    assert re.search(r"\[#{24}\] (\d+)/\1 tensors", text), text[-3000:]
+    assert "[########################] 5/5 decode steps" in text
+    assert any(re.fullmatch(r"- loading .* \(\d+\.\d s\)", line) for line in ends), ends
+    assert any(re.fullmatch(r"- tracing with torch\.export .* \(\d+\.\d s\)", line) for line in ends), ends
+    assert "PASS" in text and (out / "rnnx.json").is_file()
+
+
+@pytest.mark.parametrize("family", ["qwen3_5_text", "lfm2"])
+def test_a_long_prompt_prefills_in_pieces_with_the_state_and_logits_of_one_call(family, exports, monkeypatch):
+    """``Session.prefill`` past PREFILL_PIECE_TOKENS feeds pieces, the state carried (KV caches, conv and recurrent
+    states), and takes each row's last logits from the piece that holds its last token: a right-padded batch whose
+    rows end in different pieces gives the one-call state and logits, and the same next step."""
+    import rnnx.runtime as rt
+    import rnnx.runtime.session as session_module
+
+    session = rt.load(exports[family], backend="onnxruntime")
+    tokens = np.random.default_rng(3).integers(0, session.vocab_size, size=(3, 37))
+    lengths = [37, 20, 5]  # with pieces of 8: the rows end in the fifth, third and first piece
+    whole = session.prefill(tokens, lengths)
+    monkeypatch.setattr(session_module, "PREFILL_PIECE_TOKENS", 8)
+    pieces = session.prefill(tokens, lengths)
+    a, b = whole.to_host(), pieces.to_host()
+    assert {k: v.shape for k, v in a.items()} == {k: v.shape for k, v in b.items()}
+    for name in a:
+        np.testing.assert_allclose(
+            b[name], a[name], rtol=1e-4, atol=1e-5 * float(np.abs(a[name]).max() + 1), err_msg=name
+        )
+    np.testing.assert_allclose(pieces.last_logits, whole.last_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(session.step([1, 2, 3], state=pieces), session.step([1, 2, 3], state=whole), rtol=1e-4,
+                               atol=1e-5)  # fmt: skip
