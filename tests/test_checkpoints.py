@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 import torch
 
+from rnnx.runtime.serving.triton.local_server import TritonServer, run_client, venv_python
+
 transformers = pytest.importorskip("transformers")
 
 import rnnx.runtime as rt  # noqa: E402
@@ -527,3 +529,34 @@ def test_a_long_prompt_prefills_in_pieces_with_the_state_and_logits_of_one_call(
     np.testing.assert_allclose(pieces.last_logits, whole.last_logits, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(session.step([1, 2, 3], state=pieces), session.step([1, 2, 3], state=whole), rtol=1e-4,
                                atol=1e-5)  # fmt: skip
+
+
+@pytest.mark.skipif(venv_python() is None, reason="the Triton venv .cache/triton/venv is missing: run scripts/setup.sh")
+def test_tritons_python_variant_serves_hybrid_streams_and_resumes_a_parked_conversation(exports, tmp_path) -> None:
+    """The real tritonserver (the python variant, rnnx's state pool) serves Gated DeltaNet and Mamba-2 hybrids, KV
+    caches included: concurrent streams of different lengths each get their solo greedy tokens, and a conversation
+    parked by one sequence and resumed by another equals the whole conversation in one piece."""
+    import rnnx.runtime as rt
+    from rnnx.runtime.serving.triton import write_repository
+
+    repo, families = tmp_path / "repo", ("qwen3_5_text", "nemotron_h")
+    models = {f: write_repository(exports[f], repo, "python", name=f"m_{f}", max_streams=8, conversation_dir=tmp_path
+                                  / f"chats_{f}").name for f in families}  # fmt: skip
+    prompts = [[5, 9, 2, 7, 1, 3, 8], [11, 4], [6, 6, 2, 9, 12, 3, 1, 1, 7, 5, 2, 4], [3, 1, 4, 1, 5]]
+    specs = [{"id": 10 + i, "prompt": p, "steps": 6 + 2 * i} for i, p in enumerate(prompts[:3])]
+    specs[1]["conversation_id"] = "c1"
+    turn2 = {"id": 20, "prompt": prompts[3], "steps": 6, "conversation_id": "c1"}
+    with TritonServer(repo, tmp_path / "server.log") as server:
+        got = {f: run_client("streams", {"url": server.grpc_url, "model": models[f], "streams": specs})["streams"]
+               for f in families}  # fmt: skip
+        resumed = {f: run_client("streams", {"url": server.grpc_url, "model": models[f], "streams": [turn2]})["streams"]
+                   for f in families}  # fmt: skip
+    for family in families:
+        session = rt.load(exports[family], backend="onnxruntime")
+        for spec in specs:
+            want = session.generate_all([spec["prompt"]], spec["steps"], temperature=0.0)[0]
+            assert got[family][str(spec["id"])]["tokens"] == want, (family, spec["id"])
+        history = specs[1]["prompt"] + got[family][str(specs[1]["id"])]["tokens"] + turn2["prompt"]
+        assert resumed[family]["20"]["tokens"] == session.generate_all([history], 6, temperature=0.0)[0], family
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log

@@ -219,12 +219,14 @@ def test_export_model_cli_writes_the_repository(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_a_growing_kv_cache_is_refused_by_every_variant(tmp_path):
+def test_a_growing_kv_cache_is_refused_by_the_graph_variants_and_served_by_python(tmp_path):
     from rnnx.export import export_model
     from rnnx.models.lm import SRUppLM
 
     model = SRUppLM(vocab_size=16, embed_dim=8, hidden_size=8, proj_size=4, num_layers=1, attention="softmax")
     export = export_model(model, tmp_path / "kv", target="onnxruntime", check=False).out_dir
-    for variant in ("python", "onnxruntime"):
-        with pytest.raises(TritonConfigError, match="grow with the context"):
-            write_repository(export, tmp_path / "repo", variant)
+    with pytest.raises(TritonConfigError, match="grow with the context .* the python variant serves it"):
+        write_repository(export, tmp_path / "repo", "onnxruntime")
+    with pytest.raises(TritonConfigError, match="grow with the context"):
+        graph_config(read_metadata(export), "kv", "onnxruntime")
+    assert (write_repository(export, tmp_path / "repo", "python") / "config.pbtxt").is_file()

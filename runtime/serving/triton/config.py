@@ -95,6 +95,12 @@ class Variant:
             return f"the {self.name} variant serves language models (generation)"
         if self.needs_engine and not exported_target(metadata).builds_engine:
             return f"the {self.name} variant needs a target 'tensorrt' export"
+        grow = [s.name for s in state_specs(metadata) if s.grows]
+        if grow and self.platform is not None:
+            return (
+                f"state tensors {grow} grow with the context (a KV cache): Triton's implicit state holds "
+                "fixed-size tensors; the python variant serves it (rnnx's state pool batches KV caches)"
+            )
         return None
 
 
@@ -201,17 +207,6 @@ def _instances(count: int, kind: str, profiles: tuple[str, ...] = ()) -> str:
     return f"instance_group [ {{ count: {count} kind: {kind}{profile} }} ]"
 
 
-def check_servable(metadata: dict[str, Any], where: str) -> None:
-    """TritonConfigError for an export whose state grows with the context (a softmax KV cache): Triton's
-    implicit state and rnnx's state pool batch fixed-size states only."""
-    grow = [s.name for s in state_specs(metadata) if s.grows]
-    if grow:
-        raise TritonConfigError(
-            f"{where}: state tensors {grow} grow with the context (a KV cache); the Triton variants serve O(1) "
-            f"recurrent states only"
-        )
-
-
 def graph_config(
     metadata: dict[str, Any],
     name: str,
@@ -229,14 +224,16 @@ def graph_config(
     if record is None or record.platform is None:
         graphs = " / ".join(v.name for v in VARIANT_RECORDS.values() if v.platform is not None)
         raise TritonConfigError(f"variant {variant!r}: graph configs are for {graphs}")
-    check_servable(metadata, name)
+    why = record.refusal(metadata)
+    if why is not None:
+        raise TritonConfigError(f"{name}: {why}")
     batched = batch_first(metadata) and max_batch_size > 0
     inputs = [_tensor(t.name, triton_type(t.dtype, t.name), _dims(t.shape, batched)) for t in data_inputs(metadata)]
     outputs = [_tensor(t.name, triton_type(t.dtype, t.name), _dims(t.shape, batched)) for t in data_outputs(metadata)]
     state = []
     for s in state_specs(metadata):
         ttype = triton_type(s.dtype, s.name)
-        dims = initial = _dims(s.shape, batched)  # fixed: check_servable refused growing states
+        dims = initial = _dims(s.shape, batched)  # fixed: the variant's refusal named growing states
         state.append(
             f'    {{ input_name: "{s.input}" output_name: "{s.output}" data_type: {ttype} '
             f"dims: [ {', '.join(map(str, dims))} ] initial_state: [ {{ data_type: {ttype} "

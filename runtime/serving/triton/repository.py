@@ -30,7 +30,6 @@ from .config import (
     DEFAULT_MAX_BATCH_SIZE,
     TritonConfigError,
     Variant,
-    check_servable,
     graph_config,
     python_config,
 )  # fmt: skip
@@ -90,7 +89,6 @@ def write_repository(
     why = record.refusal(metadata)
     if why is not None:
         raise TritonConfigError(f"{export_dir}: {why}")
-    check_servable(metadata, str(export_dir))
     name = name or model_name(export_dir, record)
     if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
         raise TritonConfigError(f"model name {name!r}: use letters, digits, '-' and '_'")
