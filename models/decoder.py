@@ -11,7 +11,8 @@ block is one pre-norm residual step, ``x = x + module(norm(x))``, its module one
 * ``attention``: :class:`Attention`, softmax attention with RoPE, GQA and a KV cache; state ``KVCache``, key and
   value (B, H_kv, T, d) and valid (B, T), which grows by the call's length;
 * ``short_conv``: :class:`ShortConv`, LFM2's ``c * conv(b * x)``; state ``ShortConvState``, conv (B, hidden, K-1);
-* ``mlp``: :class:`MLP`, gated (SwiGLU) or plain (ReLU squared); no state.
+* ``mlp``: :class:`MLP`, gated (SwiGLU) or plain (ReLU squared); no state;
+* ``moe``: :class:`SparseMoE`, top-k routed SwiGLU experts and a gated shared expert (Qwen3.5 MoE); no state.
 
 A transformers "layer" is one or two blocks (Qwen3.5's and LFM2's a token mixer then an MLP, Mamba-2's one mixer,
 Nemotron-H's one of anything); :mod:`rnnx.models.from_pretrained` maps each family onto blocks and carries the
@@ -42,7 +43,17 @@ from .ops.causal_conv_with_state import causal_conv_with_state
 from .ops.dtypes import state_dtype
 from .state import KVCache
 
-__all__ = ["BLOCK_KINDS", "Attention", "DecoderLM", "DecoderState", "MLP", "RMSNorm", "ShortConv", "ShortConvState"]
+__all__ = [
+    "BLOCK_KINDS",
+    "Attention",
+    "DecoderLM",
+    "DecoderState",
+    "MLP",
+    "RMSNorm",
+    "ShortConv",
+    "ShortConvState",
+    "SparseMoE",
+]
 
 
 @dataclass
@@ -234,6 +245,43 @@ class ShortConv(nn.Module):
         return self.out_proj(c * y.transpose(1, 2)), ShortConvState(conv)
 
 
+class SparseMoE(nn.Module):
+    """A mixture of ``num_experts`` SwiGLU experts of which a softmax router picks ``top_k`` per token (their weights
+    renormalised to sum to 1), plus a shared expert behind a sigmoid gate (Qwen3.5 MoE's block):
+
+        p = softmax(gate(x));  (w, i) = top_k(p);  w = w / sum(w)
+        y = sum_j w_j expert_{i_j}(x) + sigmoid(shared_expert_gate(x)) shared_expert(x)
+
+    Every expert runs on every token and the router's weights (zero for the experts not picked) mix them: the same
+    sum as a dispatch to the picked experts, in a graph of fixed shape that every target exports (TopK, ScatterElements,
+    MatMuls); it costs ``num_experts / top_k`` times the picked experts' work, which suits the small expert counts of
+    the checkpoints this converts, not a 128-expert model."""
+
+    def __init__(
+        self, hidden_size: int, num_experts: int, top_k: int, intermediate_size: int, shared_intermediate_size: int
+    ) -> None:
+        super().__init__()
+        if not 1 <= top_k <= num_experts:
+            raise ValueError(f"SparseMoE: top_k must be in [1, num_experts={num_experts}], got {top_k}")
+        self.top_k = top_k
+        self.gate = nn.Linear(hidden_size, num_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(hidden_size, intermediate_size) for _ in range(num_experts))
+        self.shared_expert = MLP(hidden_size, shared_intermediate_size)
+        self.shared_expert_gate = nn.Linear(hidden_size, 1, bias=False)
+
+    def forward(self, x: Tensor, state: None = None, pad_mask: Optional[Tensor] = None) -> tuple[Tensor, None]:
+        probs = torch.softmax(self.gate(x).float(), dim=-1)
+        picked, index = probs.topk(self.top_k, dim=-1)
+        weights = torch.zeros_like(probs).scatter(-1, index, picked / picked.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)[0]
+        for e, expert in enumerate(self.experts):
+            out = out + weights[..., e : e + 1] * expert(x)[0]
+        return out, None
+
+    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> None:
+        return None
+
+
 #: Block kind -> its module class (built as ``cls(hidden_size=..., **options)``).
 BLOCK_KINDS: dict[str, type[nn.Module]] = {
     "gated_deltanet": GatedDeltaNet,
@@ -241,6 +289,7 @@ BLOCK_KINDS: dict[str, type[nn.Module]] = {
     "attention": Attention,
     "short_conv": ShortConv,
     "mlp": MLP,
+    "moe": SparseMoE,
 }
 
 

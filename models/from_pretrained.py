@@ -154,14 +154,14 @@ def _attention_params(bias: bool, norm: bool) -> list[str]:
 def _qwen3_5(config: dict[str, Any], where: str) -> Plan:
     text = config
     prefix = "model."
-    if config.get("model_type") == "qwen3_5":  # the text model of Qwen3_5ForConditionalGeneration
+    if config.get("model_type") in ("qwen3_5", "qwen3_5_moe"):  # the text model of ...ForConditionalGeneration
         f = _Fields(config, where)
         text = dict(f.need("text_config"))
         f.allow("vision_config", "image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id",
                 "tie_word_embeddings")  # fmt: skip
         f.refuse_others()
         text.setdefault("tie_word_embeddings", config.get("tie_word_embeddings", False))
-        text.setdefault("model_type", "qwen3_5_text")
+        text.setdefault("model_type", f"{config['model_type']}_text")
         prefix = "model.language_model."
     f = _Fields(text, where)
     f.expect("hidden_act", ("silu",))
@@ -180,7 +180,14 @@ def _qwen3_5(config: dict[str, Any], where: str) -> Plan:
                conv_kernel=int(f.need("linear_conv_kernel_dim")), eps=eps)  # fmt: skip
     attention = dict(num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, rotary_dim=rotary_dim, rope_theta=theta,
                      qk_norm_eps=eps, qk_norm_offset=1.0, output_gate=True, bias=bias)  # fmt: skip
-    mlp = {"intermediate_size": int(f.need("intermediate_size")), "gated": True, "activation": "silu"}
+    moe = text.get("model_type") == "qwen3_5_moe_text"
+    if moe:
+        f.allow("router_aux_loss_coef", "output_router_logits")  # training only
+        experts = dict(num_experts=int(f.need("num_experts")), top_k=int(f.need("num_experts_per_tok")),
+                       intermediate_size=int(f.need("moe_intermediate_size")),
+                       shared_intermediate_size=int(f.need("shared_expert_intermediate_size")))  # fmt: skip
+    else:
+        mlp = {"intermediate_size": int(f.need("intermediate_size")), "gated": True, "activation": "silu"}
     blocks: list[dict] = []
     names: dict[str, str] = {}
     for i, kind in enumerate(layer_types):
@@ -195,6 +202,14 @@ def _qwen3_5(config: dict[str, Any], where: str) -> Plan:
         else:
             raise UnsupportedCheckpoint(f"{where}: layer_types[{i}] is {json.dumps(kind)}; rnnx converts "
                                         '"linear_attention", "full_attention" only')  # fmt: skip
+        if moe:
+            params = ["gate.weight", "shared_expert_gate.weight",
+                      *(f"{m}.{p}_proj.weight" for m in ("shared_expert", *(f"experts.{e}" for e in
+                                                                            range(experts["num_experts"])))
+                        for p in ("gate", "up", "down"))]  # fmt: skip
+            _module_names(names, len(blocks), f"{layer}.post_attention_layernorm", f"{layer}.mlp", params)
+            blocks.append({"kind": "moe", "options": experts})
+            continue
         parts = {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"}
         blocks.append(_mlp_block(names, len(blocks), f"{layer}.mlp", f"{layer}.post_attention_layernorm", parts, **mlp))
     tie = bool(f.get("tie_word_embeddings", False))
@@ -360,6 +375,8 @@ def _finish(names: dict[str, str], prefix: str, embedding: str, norm: str, tie: 
 FAMILIES: dict[str, Callable[[dict[str, Any], str], Plan]] = {
     "qwen3_5_text": _qwen3_5,
     "qwen3_5": _qwen3_5,
+    "qwen3_5_moe_text": _qwen3_5,
+    "qwen3_5_moe": _qwen3_5,
     "mamba2": _mamba2,
     "nemotron_h": _nemotron_h,
     "lfm2": _lfm2,

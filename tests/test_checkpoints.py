@@ -48,6 +48,12 @@ def _config(family: str):
             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
             intermediate_size=128,
         )  # fmt: skip
+    if family == "qwen3_5_moe_text":  # 4 experts, 2 picked per token, a shared expert
+        return transformers.Qwen3_5MoeTextConfig(
+            **common, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+            moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2,
+        )  # fmt: skip
     if family == "mamba2":
         return transformers.Mamba2Config(
             **common, num_hidden_layers=2, num_heads=8, head_dim=16, state_size=16, n_groups=1, expand=2, chunk_size=16
@@ -65,7 +71,7 @@ def _config(family: str):
     )  # fmt: skip
 
 
-FAMILIES = ("qwen3_5_text", "mamba2", "nemotron_h", "lfm2")
+FAMILIES = ("qwen3_5_text", "mamba2", "nemotron_h", "lfm2", "qwen3_5_moe_text")
 #: The family whose checkpoint folder carries a tokenizer and a chat template (text is the same for every family).
 TEXT_FAMILY = "qwen3_5_text"
 #: A ChatML-style template, as Qwen's checkpoints have (tokenizer_config.json "chat_template").
