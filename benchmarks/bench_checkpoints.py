@@ -17,20 +17,23 @@ Side by side in one run, on ``--threads`` threads everywhere:
    under ``/usr/bin/time``: wall time and peak RSS against the fp32 weight bytes (goal: at most 3x). The int4
    export skips its check: on random weights int4's logits error passes the budget's max_rel (30M: 0.64 > 0.5,
    mean KL 0.023 inside 0.1), which says nothing of a trained checkpoint; its speed is what is measured here.
-2. The decode step (batch 1, after a 16-token prefill; median of 3 runs of 16 steps) of the rnnx export on
-   ``rnnx.runtime`` (ONNX Runtime CPU) against its weight-read time: the bytes one step reads (every initializer
-   but an embedding table that only a Gather reads, of which one row is read; the state read and written) over
-   the read bandwidth measured in this run (``timing.read_bandwidth``, best pass). Goal: within 1.3x.
-3. The same step in transformers eager (``AutoModelForCausalLM``, its own cache; its pure-PyTorch GDN fallbacks,
-   since neither ``flash-linear-attention`` nor ``causal-conv1d`` runs on a CPU).
-4. A 2,048-token prefill (batch 1, one timed run after a warm-up on 64 tokens) on both. Goal: rnnx at least 2x.
-5. onnxruntime-genai 0.18's own model builder on the same weights (a ``Qwen3_5ForConditionalGeneration`` folder
+2. The decode step (batch 1, after a 16-token prompt) of the rnnx exports (fp32, int4) on ``rnnx.runtime`` (ONNX
+   Runtime CPU), of transformers eager (``AutoModelForCausalLM`` with its own cache; its pure-PyTorch GDN fallbacks,
+   since neither ``flash-linear-attention`` nor ``causal-conv1d`` runs on a CPU) and of genai's builder graph (4),
+   all four loaded at once and timed side by side (:func:`alternate`: 5 rounds of 16 steps each, in turn; medians).
+   Against the weight-read time: the bytes one step reads (every initializer but an embedding table that only a
+   Gather reads, of which one row is read; the state read and written) over the read bandwidth
+   (``timing.read_bandwidth``, best pass, the larger of a measurement just before and just after the steps).
+   Goal: within 1.3x.
+3. A 2,048-token prefill (batch 1, one timed run after a warm-up on 64 tokens) on each. Goal: rnnx at least 2x
+   transformers eager (which returns every position's logits, as rnnx's graph does).
+4. onnxruntime-genai 0.18's own model builder on the same weights (a ``Qwen3_5ForConditionalGeneration`` folder
    with a 1-layer vision tower holding the text weights; fp32, CPU): whether its export runs in genai, and its
    graph's decode step and prefill in plain ONNX Runtime. Its graph declares ``position_ids`` as
    ``(3, batch, length)`` (multimodal RoPE) while its ``RotaryEmbedding`` nodes take at most 2 dimensions, so it
    cannot run as built; the timing declares the input ``(batch, length)`` (the one change; text positions are the
    same in all three rows) and says so.
-6. Parked-conversation bytes (:meth:`rnnx.runtime.ConversationStore.parked_bytes`, the KV part and the fixed part)
+5. Parked-conversation bytes (:meth:`rnnx.runtime.ConversationStore.parked_bytes`, the KV part and the fixed part)
    after ``--parked`` prompt lengths, and the prefill time of each.
 
 Prints markdown; the numbers of a run go to docs/benchmarks.md.
@@ -122,16 +125,19 @@ def step_bytes(model_path: Path) -> int:
     return total
 
 
-def median_step(step: Callable[[], Any], runs: int = 3, steps: int = 16) -> float:
-    """Median over ``runs`` of the mean seconds of ``steps`` calls of ``step`` (after one warm-up call)."""
-    step()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) / steps)
-    return statistics.median(times)
+def alternate(steps: dict[str, Callable[[], Any]], rounds: int = 5, calls: int = 16) -> dict[str, float]:
+    """Seconds per call of each of ``steps``, side by side: each warmed up once, then ``rounds`` rounds in which
+    every one runs ``calls`` calls in turn; the median of its rounds' means (a neighbour's load hits all alike)."""
+    for step in steps.values():
+        step()
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                step()
+            samples[name].append((time.perf_counter() - start) / calls)
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def once(call: Callable[[], Any]) -> float:
@@ -140,8 +146,9 @@ def once(call: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def rnnx_numbers(export: Path, threads: int, prefill: int) -> dict[str, float]:
-    """The rnnx export's decode step, its state bytes and its ``prefill``-token prefill, on rnnx.runtime (ORT)."""
+def rnnx_runner(export: Path, threads: int) -> dict[str, Any]:
+    """The rnnx export on rnnx.runtime (ONNX Runtime): a decode step after a 16-token prompt, a prefill of n tokens,
+    the state's bytes."""
     import rnnx.runtime as rt
 
     session = rt.load(export, backend="onnxruntime", threads=threads)
@@ -149,16 +156,16 @@ def rnnx_numbers(export: Path, threads: int, prefill: int) -> dict[str, float]:
     vocab = session.vocab_size
     state = session.prefill(rng.integers(0, vocab, size=(1, 16)))
     tokens = [int(rng.integers(0, vocab))]
-    step = median_step(lambda: session.step(tokens, state=state))
-    state_bytes = sum(a.nbytes for a in state.to_host().values())
-    session.prefill(rng.integers(0, vocab, size=(1, 64)))  # warm-up of the long-call path
-    long = once(lambda: session.prefill(rng.integers(0, vocab, size=(1, prefill))))
-    return {"step": step, "state_bytes": state_bytes, "prefill": long}
+    return {
+        "step": lambda: session.step(tokens, state=state),
+        "prefill": lambda n: session.prefill(rng.integers(0, vocab, size=(1, n))),
+        "state_bytes": sum(a.nbytes for a in state.to_host().values()),
+    }
 
 
-def transformers_numbers(folder: Path, threads: int, prefill: int) -> dict[str, float]:
-    """transformers eager: the decode step with its cache after a 16-token prompt, and a ``prefill``-token
-    forward (its cache filled)."""
+def transformers_runner(folder: Path, threads: int) -> dict[str, Any]:
+    """transformers eager: a decode step with its cache after a 16-token prompt, and a forward of n tokens (its cache
+    filled, every position's logits)."""
     import transformers
 
     torch.set_num_threads(threads)
@@ -166,30 +173,31 @@ def transformers_numbers(folder: Path, threads: int, prefill: int) -> dict[str, 
     gen = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
     with torch.no_grad():
-        out = model(input_ids=torch.randint(0, vocab, (1, 16), generator=gen), use_cache=True)
-        cache = [out.past_key_values]
-        token = torch.randint(0, vocab, (1, 1), generator=gen)
+        cache = [model(input_ids=torch.randint(0, vocab, (1, 16), generator=gen), use_cache=True).past_key_values]
+    token = torch.randint(0, vocab, (1, 1), generator=gen)
 
-        def step() -> None:
-            cache[0] = model(input_ids=token, past_key_values=cache[0], use_cache=True).past_key_values
+    @torch.no_grad()
+    def step() -> None:
+        cache[0] = model(input_ids=token, past_key_values=cache[0], use_cache=True).past_key_values
 
-        seconds = median_step(step)
-        model(input_ids=torch.randint(0, vocab, (1, 64), generator=gen), use_cache=True)
-        long = once(lambda: model(input_ids=torch.randint(0, vocab, (1, prefill), generator=gen), use_cache=True))
-    return {"step": seconds, "prefill": long}
+    @torch.no_grad()
+    def prefill(n: int) -> None:
+        model(input_ids=torch.randint(0, vocab, (1, n), generator=gen), use_cache=True)
+
+    return {"step": step, "prefill": prefill}
 
 
-def builder_numbers(folder: Path, work: Path, threads: int, prefill: int) -> dict[str, Any]:
-    """onnxruntime-genai's builder on ``folder``'s weights: whether genai runs its export, and (position_ids
-    declared 2-D) its graph's decode step and prefill in plain ONNX Runtime."""
+def builder_runner(folder: Path, work: Path, threads: int) -> dict[str, Any]:
+    """onnxruntime-genai's builder on ``folder``'s weights: whether genai runs its export (``genai_error``), and
+    (``position_ids`` declared 2-D) its graph's decode step and prefill in plain ONNX Runtime."""
     import onnx
     import onnxruntime as ort
     import onnxruntime_genai as og
     import transformers
 
     vl, built = work / "builder-source", work / "builder-export"
-    text = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     if not (built / "model.onnx").is_file():
+        text = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, patch_size=16,
                       out_hidden_size=text.config.hidden_size, spatial_merge_size=2, temporal_patch_size=2)  # fmt: skip
         config = transformers.Qwen3_5Config(text_config=text.config.to_dict(), vision_config=vision,
@@ -197,13 +205,12 @@ def builder_numbers(folder: Path, work: Path, threads: int, prefill: int) -> dic
         full = transformers.Qwen3_5ForConditionalGeneration(config)
         full.model.language_model.load_state_dict(text.model.state_dict(), strict=True)
         full.save_pretrained(vl)
-        del full
+        del full, text
+        gc.collect()
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(vl), "-o", str(built),
                         "-p", "fp32", "-e", "cpu"], check=True, capture_output=True)  # fmt: skip
         print(f"builder export: {time.perf_counter() - start:.1f} s")
-    del text
-    gc.collect()
     genai_error = None
     try:
         model = og.Model(str(built))
@@ -254,10 +261,10 @@ def builder_numbers(folder: Path, work: Path, threads: int, prefill: int) -> dic
         past.update(run(token, past, done[0]))
         done[0] += 1
 
-    seconds = median_step(step)
-    run(rng.integers(0, vocab, (1, 64)), {n: zeros(n) for n in past_names}, 0)
-    long = once(lambda: run(rng.integers(0, vocab, (1, prefill)), {n: zeros(n) for n in past_names}, 0))
-    return {"genai_error": genai_error, "declared": declared, "step": seconds, "prefill": long}
+    def prefill(n: int) -> None:
+        run(rng.integers(0, vocab, (1, n)), {name: zeros(name) for name in past_names}, 0)
+
+    return {"genai_error": genai_error, "declared": declared, "step": step, "prefill": prefill}
 
 
 def parked(export: Path, threads: int, lengths: list[int]) -> list[dict[str, Any]]:
@@ -298,9 +305,6 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnxruntime {onnxruntime.__version__},"
           f" {args.threads} threads everywhere\n")  # fmt: skip
-    best, median_bw = read_bandwidth(args.threads, nbytes=1 << 30)
-    print(f"read bandwidth ({args.threads} threads, 1 GiB): best {best / 1e9:.1f} GB/s, median {median_bw / 1e9:.1f}"
-          " GB/s; the weight-read time uses the best\n")  # fmt: skip
     export_rows, decode_rows, prefill_rows, parked_rows, builder_rows = [], [], [], [], []
     for size in sizes:
         work = args.work / size
@@ -318,29 +322,32 @@ def main() -> None:
             export_rows.append([size, precision, f"{numbers['seconds']:.0f}", mb(numbers["peak"]),
                                 f"{numbers['peak'] / weights:.2f}", check])  # fmt: skip
             print(f"export {precision}: {numbers}", flush=True)
-        theirs = transformers_numbers(folder, args.threads, args.prefill)
-        gc.collect()
-        print(f"transformers: {theirs}", flush=True)
+        ours = {precision: rnnx_runner(out, args.threads) for precision, out in exports.items()}
+        theirs, builder = transformers_runner(folder, args.threads), builder_runner(folder, work, args.threads)
+        runners = {"rnnx fp32": ours["fp32"], "rnnx int4": ours["int4"], "transformers": theirs, "builder": builder}
+        before = read_bandwidth(args.threads, nbytes=1 << 30)[0]
+        step = alternate({name: r["step"] for name, r in runners.items()})
+        bandwidth = max(before, read_bandwidth(args.threads, nbytes=1 << 30)[0])
+        print(f"read bandwidth around the steps: best {bandwidth / 1e9:.1f} GB/s; steps {step}", flush=True)
+        for r in runners.values():  # a warm-up call of the long-call path, then the timed prefill
+            r["prefill"](64)
+            r["prefill_s"] = once(lambda: r["prefill"](args.prefill))
+        print({name: r["prefill_s"] for name, r in runners.items()}, flush=True)
         for precision, out in exports.items():
-            ours = rnnx_numbers(out, args.threads, args.prefill)
-            gc.collect()
-            read = step_bytes(out / "model.onnx") + 2 * ours["state_bytes"]
-            bound = read / best
-            decode_rows.append([size, precision, mb(read), f"{bound * 1e3:.1f}", f"{ours['step'] * 1e3:.1f}",
-                                f"{ours['step'] / bound:.2f}", f"{theirs['step'] * 1e3:.1f}",
-                                f"{theirs['step'] / ours['step']:.2f}"])  # fmt: skip
-            if precision == "fp32":
-                prefill_rows.append([size, f"{ours['prefill']:.2f}", f"{theirs['prefill']:.2f}",
-                                     f"{theirs['prefill'] / ours['prefill']:.2f}"])  # fmt: skip
-                fp32 = ours
-            print(f"rnnx {precision}: {ours}, bytes/step {read:,}", flush=True)
-        theirs_builder = builder_numbers(folder, work, args.threads, args.prefill)
+            read = step_bytes(out / "model.onnx") + 2 * ours[precision]["state_bytes"]
+            bound, mine = read / bandwidth, step[f"rnnx {precision}"]
+            decode_rows.append([size, precision, f"{bandwidth / 1e9:.1f}", mb(read), f"{bound * 1e3:.1f}",
+                                f"{mine * 1e3:.1f}", f"{mine / bound:.2f}", f"{step['transformers'] * 1e3:.1f}",
+                                f"{step['transformers'] / mine:.2f}"])  # fmt: skip
+        fp32_step, fp32_prefill = step["rnnx fp32"], ours["fp32"]["prefill_s"]
+        prefill_rows.append([size, f"{fp32_prefill:.2f}", f"{theirs['prefill_s']:.2f}",
+                             f"{theirs['prefill_s'] / fp32_prefill:.2f}"])  # fmt: skip
+        builder_rows.append([size, builder["genai_error"] or "runs", f"{step['builder'] * 1e3:.1f}",
+                             f"{fp32_step * 1e3:.1f}", f"{step['builder'] / fp32_step:.2f}",
+                             f"{builder['prefill_s']:.2f}", f"{fp32_prefill:.2f}",
+                             f"{builder['prefill_s'] / fp32_prefill:.2f}"])  # fmt: skip
+        del runners, ours, theirs, builder
         gc.collect()
-        print(f"builder: {theirs_builder}", flush=True)
-        builder_rows.append([size, theirs_builder["genai_error"] or "runs", f"{theirs_builder['step'] * 1e3:.1f}",
-                             f"{fp32['step'] * 1e3:.1f}", f"{theirs_builder['step'] / fp32['step']:.2f}",
-                             f"{theirs_builder['prefill']:.2f}", f"{fp32['prefill']:.2f}",
-                             f"{theirs_builder['prefill'] / fp32['prefill']:.2f}"])  # fmt: skip
         for row in parked(exports["fp32"], args.threads, [int(n) for n in args.parked.split(",") if n]):
             parked_rows.append([size, row["length"], mb(row["kv"]), mb(row["fixed"]), mb(row["kv"] + row["fixed"]),
                                 f"{row['prefill']:.1f}"])  # fmt: skip
@@ -348,8 +355,9 @@ def main() -> None:
     print("\n### Export (`export-model CKPT --target onnxruntime`, parity check included)\n")
     print(markdown_table(["size", "precision", "seconds", "peak RSS MB", "peak / fp32 weights", "check"], export_rows))
     print("\n### Decode step, batch 1 (ONNX Runtime CPU) against the weight-read time and transformers eager\n")
-    print(markdown_table(["size", "precision", "MB read / step", "weight-read ms", "rnnx ms", "rnnx / weight-read",
-                          "transformers eager ms (fp32)", "transformers / rnnx"], decode_rows))  # fmt: skip
+    print(markdown_table(["size", "precision", "read GB/s", "MB read / step", "weight-read ms", "rnnx ms",
+                          "rnnx / weight-read", "transformers eager ms (fp32)", "transformers / rnnx"],
+                         decode_rows))  # fmt: skip
     print(f"\n### {args.prefill}-token prefill, batch 1, fp32\n")
     print(markdown_table(["size", "rnnx s", "transformers eager s", "transformers / rnnx"], prefill_rows))
     print("\n### onnxruntime-genai's own builder export of the same weights (fp32)\n")

@@ -83,3 +83,7 @@ def test_triton_variants(tmp_path):
     module_on_trt = {"target": "tensorrt"}
     assert [v.name for v in DEFAULT_VARIANTS if v.refusal(module_on_trt) is None] == ["onnxruntime", "tensorrt"]
     assert set(VARIANT_RECORDS) == {v.name for v in DEFAULT_VARIANTS}
+    kv = {"name": "kv.key", "shape": ["batch", 2, "past_length", 4], "dtype": "float32", "grows": True}
+    hybrid_on_ort = {**lm_on_ort, "state": [kv]}
+    assert [v.name for v in DEFAULT_VARIANTS if v.refusal(hybrid_on_ort) is None] == ["python"]
+    assert "grow with the context" in variant("onnxruntime").refusal(hybrid_on_ort)

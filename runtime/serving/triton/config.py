@@ -95,8 +95,9 @@ class Variant:
             return f"the {self.name} variant serves language models (generation)"
         if self.needs_engine and not exported_target(metadata).builds_engine:
             return f"the {self.name} variant needs a target 'tensorrt' export"
-        grow = [s.name for s in state_specs(metadata) if s.grows]
-        if grow and self.platform is not None:
+        graph_state = state_specs(dict(metadata)) if self.platform is not None and "state" in metadata else []
+        grow = [s.name for s in graph_state if s.grows]
+        if grow:
             return (
                 f"state tensors {grow} grow with the context (a KV cache): Triton's implicit state holds "
                 "fixed-size tensors; the python variant serves it (rnnx's state pool batches KV caches)"
