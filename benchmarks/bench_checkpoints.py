@@ -125,14 +125,23 @@ def step_bytes(model_path: Path) -> int:
     return total
 
 
+#: Seconds of rest before each timed block of :func:`alternate`: the thread pools of the block before (ONNX Runtime's
+#: spin after a run) go idle, so no block pays for its neighbour's (without it, a 30M step timed after another ONNX
+#: Runtime session's block took 1.3x its time alone).
+REST_SECONDS = 0.2
+
+
 def alternate(steps: dict[str, Callable[[], Any]], rounds: int = 5, calls: int = 16) -> dict[str, float]:
     """Seconds per call of each of ``steps``, side by side: each warmed up once, then ``rounds`` rounds in which
-    every one runs ``calls`` calls in turn; the median of its rounds' means (a neighbour's load hits all alike)."""
+    every one runs ``calls`` calls in turn, after :data:`REST_SECONDS`; the median of its rounds' means (a
+    neighbour's load hits all alike)."""
     for step in steps.values():
         step()
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
+            time.sleep(REST_SECONDS)
+            step()  # one untimed call: the block's weights and threads warm again
             start = time.perf_counter()
             for _ in range(calls):
                 step()
