@@ -95,10 +95,10 @@ class Progress:
 
         return advance
 
-    def close(self) -> None:
-        """Ends the running stage (its time printed on a terminal) and stops the ticker."""
+    def close(self, failed: bool = False) -> None:
+        """Ends the running stage (its time printed on a terminal; ``failed``: as failed) and stops the ticker."""
         with self._lock:
-            self._end_stage()
+            self._end_stage(failed)
             self._stage = None
         self._stop.set()
         if self._ticker is not None and self._ticker is not threading.current_thread():
@@ -108,8 +108,8 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        self.close(failed=kind is not None)
 
     def _line(self) -> str:
         """The live line: the stage (cut to fit the terminal's width), its bar and its time so far."""
@@ -117,9 +117,10 @@ class Progress:
         if self._items is not None:
             done, total, what = self._items
             tail = f"  {bar(done, total)} {what}" + tail
-        room = shutil.get_terminal_size().columns - 1 - len(tail) - 2
+        width = shutil.get_terminal_size().columns - 1
+        room = width - len(tail) - 2
         stage = self._stage if len(self._stage) <= room else self._stage[: max(room - 3, 0)] + "..."
-        return f"- {stage}{tail}"
+        return f"- {stage}{tail}"[:width]  # never wider than the terminal: a wrapped line is not redrawn
 
     def _draw(self) -> None:
         if not self.live or self._stage is None:
@@ -129,13 +130,15 @@ class Progress:
         self.stream.flush()
         self._width = len(line)
 
-    def _end_stage(self) -> None:
+    def _end_stage(self, failed: bool = False) -> None:
         if self._stage is None:
             return
         seconds = self.clock() - self._started
         self.times.append((self._stage, seconds))
         if self.live:
-            line = f"- {self._stage}" + (f" ({format_seconds(seconds)})" if seconds >= SHOWN_SECONDS else "")
+            took = f" (failed after {format_seconds(seconds)})" if failed else (
+                f" ({format_seconds(seconds)})" if seconds >= SHOWN_SECONDS else "")  # fmt: skip
+            line = f"- {self._stage}{took}"
             self.stream.write("\r" + line + " " * max(0, self._width - len(line)) + "\n")
             self.stream.flush()
             self._width = 0
@@ -143,6 +146,7 @@ class Progress:
     def _start_ticker(self) -> None:
         if self._ticker is not None:
             return
+        self._stop.clear()
 
         def tick() -> None:
             while not self._stop.wait(TICK_SECONDS):

@@ -275,7 +275,8 @@ class SparseMoE(nn.Module):
         weights = torch.zeros_like(probs).scatter(-1, index, picked / picked.sum(-1, keepdim=True)).to(x.dtype)
         out = torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)[0]
         for e, expert in enumerate(self.experts):
-            out = out + weights[..., e : e + 1] * expert(x)[0]
+            w = weights[..., e : e + 1]  # an expert not picked adds 0, even where its output overflows (fp16)
+            out = out + torch.where(w > 0, w * expert(x)[0], torch.zeros((), dtype=x.dtype, device=x.device))
         return out, None
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> None:

@@ -379,11 +379,16 @@ class Session(StatefulSession):
                 # the pieces after the first advance this call's own buffers: those may always be reused
                 outputs, inner = self.backend.run(feed, inner, donate=bool(donate) or start > 0)
                 logits = outputs[LOGITS]
+                if logits.shape[:2] != feed[INPUT_IDS].shape:
+                    raise RnnxRuntimeError(f"{LOGITS}: the backend returned shape {logits.shape} for input_ids of "
+                                           f"shape {feed[INPUT_IDS].shape}; expected (B, L, V)")  # fmt: skip
                 ends = (last >= start) & (last < start + logits.shape[1])  # the rows whose last token is here
                 if last_logits is None:
                     last_logits = np.empty((ids.shape[0], logits.shape[-1]), logits.dtype)
                 last_logits[ends] = logits[rows[ends], last[ends] - start]
-            state.inner, state.last_logits = inner, last_logits  # the state moves only once every piece ran
+                del outputs, logits  # one piece's logits alive at a time
+            # the state moves once every piece ran (a donated state's old buffers are the caller's promise, as ever)
+            state.inner, state.last_logits = inner, last_logits
             self.state = state
         return state
 

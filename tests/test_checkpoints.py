@@ -566,3 +566,39 @@ def test_tritons_python_variant_serves_hybrid_streams_and_resumes_a_parked_conve
         assert resumed[family]["20"]["tokens"] == session.generate_all([history], 6, temperature=0.0)[0], family
     log = (tmp_path / "server.log").read_text()
     assert "Traceback" not in log
+
+
+def test_the_moe_block_equals_transformers_and_an_unpicked_overflowing_expert_adds_nothing() -> None:
+    """rnnx's SparseMoE (every expert computed, mixed by the router's weights) against transformers'
+    Qwen3_5MoeSparseMoeBlock (a dispatch to the picked experts) on the same weights; in fp16 an expert the router
+    did not pick may overflow to inf and still adds nothing (no 0 x inf = NaN)."""
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeSparseMoeBlock
+
+    from rnnx.models.decoder import SparseMoE
+
+    config = _config("qwen3_5_moe_text")
+    torch.manual_seed(5)
+    theirs = Qwen3_5MoeSparseMoeBlock(config).eval()
+    for p in theirs.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    ours = SparseMoE(64, config.num_experts, config.num_experts_per_tok, config.moe_intermediate_size,
+                     config.shared_expert_intermediate_size).eval()  # fmt: skip
+    state = {"gate.weight": theirs.gate.weight, "shared_expert_gate.weight": theirs.shared_expert_gate.weight}
+    for p in ("gate", "up", "down"):
+        state[f"shared_expert.{p}_proj.weight"] = getattr(theirs.shared_expert, f"{p}_proj").weight
+    inter = config.moe_intermediate_size
+    for e in range(config.num_experts):
+        state[f"experts.{e}.gate_proj.weight"] = theirs.experts.gate_up_proj[e, :inter]
+        state[f"experts.{e}.up_proj.weight"] = theirs.experts.gate_up_proj[e, inter:]
+        state[f"experts.{e}.down_proj.weight"] = theirs.experts.down_proj[e]
+    ours.load_state_dict({k: v.detach().clone() for k, v in state.items()})
+    x = torch.randn(2, 7, 64)
+    with torch.no_grad():
+        np.testing.assert_allclose(ours(x)[0].numpy(), theirs(x).numpy(), rtol=1e-5, atol=1e-6)
+        half = ours.half()
+        picked = half.gate(x.half()).float().softmax(-1).topk(config.num_experts_per_tok, -1).indices
+        rare = int(torch.stack([(picked == e).any(-1).sum() for e in range(config.num_experts)]).argmin())
+        half.experts[rare].down_proj.weight.fill_(6e4)  # inf in fp16 wherever it runs
+        out = half(x.half())[0]
+    touched = (picked == rare).any(-1)  # the tokens that picked it overflow, as in transformers
+    assert (~touched).any() and torch.isfinite(out[~touched]).all()

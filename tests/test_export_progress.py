@@ -70,3 +70,15 @@ def test_the_bar_and_the_time_formats() -> None:
     assert (format_seconds(4.25), format_seconds(59.94), format_seconds(65), format_seconds(3600)) == (
         "4.2 s", "59.9 s", "1 min 05 s", "60 min 00 s"
     )  # fmt: skip
+
+
+def test_a_failed_stage_is_closed_as_failed_on_a_terminal() -> None:
+    stream, clock = io.StringIO(), Clock()
+    try:
+        with Progress(stream, live=True, clock=clock) as log:
+            log("tracing")
+            clock.now += 2.0
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert stream.getvalue().split("\n")[0].rpartition("\r")[2].rstrip() == "- tracing (failed after 2.0 s)"
