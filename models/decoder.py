@@ -203,11 +203,13 @@ class Attention(nn.Module):
         past = state.key.shape[2]
         step = torch.arange(L, device=x.device)[:, None] + past
         allowed = (torch.arange(past + L, device=x.device)[None, :] <= step)[None, None] & valid[:, None, None, :]
-        group = H // Hkv
-        scores = torch.matmul(q, key.repeat_interleave(group, dim=1).transpose(-1, -2)) * d**-0.5
+        # GQA without copying the cache per query head: the query heads of a KV head form a group axis, and the
+        # cache (B, Hkv, 1, S, d) broadcasts over it (head h reads KV head h // group, as repeat_interleave would)
+        group, allowed = H // Hkv, allowed[:, :, None]
+        scores = torch.matmul(q.reshape(B, Hkv, group, L, d), key[:, :, None].transpose(-1, -2)) * d**-0.5
         scores = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1).masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
-        out = torch.matmul(weights, value.repeat_interleave(group, dim=1)).transpose(1, 2).reshape(B, L, H * d)
+        out = torch.matmul(weights, value[:, :, None]).reshape(B, H, L, d).transpose(1, 2).reshape(B, L, H * d)
         if gate is not None:
             out = out * torch.sigmoid(gate.reshape(B, L, H * d))
         return self.o_proj(out), KVCache(key=key, value=value, valid=valid)
