@@ -214,10 +214,8 @@ def _qwen3_5(config: dict[str, Any], where: str) -> Plan:
         blocks.append(_mlp_block(names, len(blocks), f"{layer}.mlp", f"{layer}.post_attention_layernorm", parts, **mlp))
     tie = bool(f.get("tie_word_embeddings", False))
     f.refuse_others()
-    return _finish(names, prefix, "embed_tokens", "norm", tie, dict(
-        vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=1.0,
-        tie_word_embeddings=tie, source={"model_type": config["model_type"]},
-    ))  # fmt: skip
+    return _finish(names, prefix, "embed_tokens", "norm", tie, config["model_type"],
+        dict(vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=1.0))  # fmt: skip
 
 
 def _mamba2_options(f: _Fields, heads: str, head_dim: str, state: str, limit: tuple) -> dict[str, Any]:
@@ -256,10 +254,8 @@ def _mamba2(config: dict[str, Any], where: str) -> Plan:
     tie = bool(f.get("tie_word_embeddings", False))
     f.refuse_others()
     eps = mixer["eps"]
-    return _finish(names, "backbone.", "embeddings", "norm_f", tie, dict(
-        vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0,
-        tie_word_embeddings=tie, source={"model_type": "mamba2"},
-    ))  # fmt: skip
+    return _finish(names, "backbone.", "embeddings", "norm_f", tie, "mamba2",
+        dict(vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0))  # fmt: skip
 
 
 #: nemotron_h's block names (``layers_block_type``; the one-letter ``hybrid_override_pattern`` of older configs).
@@ -307,10 +303,8 @@ def _nemotron_h(config: dict[str, Any], where: str) -> Plan:
         blocks.append({"kind": kind, "options": {"mamba2": mixer, "attention": attention, "mlp": mlp}[kind]})
     tie = bool(f.get("tie_word_embeddings", False))
     f.refuse_others()
-    return _finish(names, "model.", "embeddings", "norm_f", tie, dict(
-        vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0,
-        tie_word_embeddings=tie, source={"model_type": "nemotron_h"},
-    ))  # fmt: skip
+    return _finish(names, "model.", "embeddings", "norm_f", tie, "nemotron_h",
+        dict(vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0))  # fmt: skip
 
 
 def _lfm2(config: dict[str, Any], where: str) -> Plan:
@@ -357,18 +351,20 @@ def _lfm2(config: dict[str, Any], where: str) -> Plan:
                                  intermediate_size=-1, gated=True, activation="silu"))  # fmt: skip
     tie = bool(f.get("tie_word_embeddings", True))
     f.refuse_others()
-    return _finish(names, "model.", "embed_tokens", "embedding_norm", tie, dict(
-        vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0,
-        tie_word_embeddings=tie, source={"model_type": "lfm2"},
-    ))  # fmt: skip
+    return _finish(names, "model.", "embed_tokens", "embedding_norm", tie, "lfm2",
+        dict(vocab_size=vocab, hidden_size=hidden, blocks=blocks, norm_eps=eps, norm_offset=0.0))  # fmt: skip
 
 
-def _finish(names: dict[str, str], prefix: str, embedding: str, norm: str, tie: bool, config: dict) -> Plan:
+def _finish(
+    names: dict[str, str], prefix: str, embedding: str, norm: str, tie: bool, model_type: str, config: dict
+) -> Plan:
+    """The plan: ``names`` plus the embedding, final norm and (untied) head weights; ``config`` (the DecoderLM's
+    sizes, blocks and norms) plus the tie and the source's model type."""
     names["embedding.weight"] = f"{prefix}{embedding}.weight"
     names["norm.weight"] = f"{prefix}{norm}.weight"
     if not tie:
         names["head.weight"] = "lm_head.weight"
-    return Plan(config, names)
+    return Plan({**config, "tie_word_embeddings": tie, "source": {"model_type": model_type}}, names)
 
 
 #: model_type -> the function that plans its conversion.
