@@ -27,7 +27,7 @@ from ..runtime.contract import targets
 from ..runtime.contract.artifact import DEFAULT_OPSET, SUPPORTED_OPSETS
 from .errors import ExportError
 from .genai import GenaiOptions, genai_step, resolve_genai
-from .plan import DEFAULT_CHAINED_CALLS, AxesSpec, lm_plan, module_plan
+from .plan import DEFAULT_CHAINED_CALLS, AxesSpec, ExportPlan, lm_plan, module_plan
 from .quantize import QuantizeError, QuantizeOptions, resolve_options
 from .stages import ExportOptions, ExportResult, Log, run_export
 
@@ -62,11 +62,22 @@ def validate_options(target: str, precision: str, opset: int) -> None:
     export_options(target, precision, opset)
 
 
-def _check_out_dir(out_dir: Union[str, os.PathLike]) -> Path:
+def _checked_destination(out_dir: Union[str, os.PathLike], genai: Any) -> tuple[Path, Optional[GenaiOptions]]:
+    """Both entry points' last checks before any work: ``genai`` (:func:`~rnnx.export.genai.resolve_genai`),
+    then ``out_dir`` (absent, or a directory)."""
+    genai_options = resolve_genai(genai)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir}: exists and is not a directory")
-    return out_dir
+    return out_dir, genai_options
+
+
+def _run(
+    plan: ExportPlan, out_dir: Path, options: ExportOptions, genai_options: Optional[GenaiOptions], log: Log
+) -> ExportResult:
+    """:func:`~rnnx.export.stages.run_export` of ``plan``, with the onnxruntime-genai files when asked for."""
+    extra = None if genai_options is None else genai_step(plan, options, genai_options)
+    return run_export(plan, out_dir, options, log, extra)
 
 
 def export_model(
@@ -108,13 +119,11 @@ def export_model(
         target, precision, opset, check=check, steps=decode_steps, polygraphy_steps=polygraphy_steps,
         external_data=external_data, quantize=quantize,
     )  # fmt: skip
-    genai_options = resolve_genai(genai)
-    out_dir = _check_out_dir(out_dir)
+    out_dir, genai_options = _checked_destination(out_dir, genai)
     log = log or (lambda message: None)
     plan = lm_plan(model_or_checkpoint, options.precision, decode_steps, log)
     try:
-        extra = None if genai_options is None else genai_step(plan, options, genai_options)
-        return run_export(plan, out_dir, options, log, extra)
+        return _run(plan, out_dir, options, genai_options, log)
     finally:
         plan.restore()
 
@@ -174,8 +183,7 @@ def export(
         target, precision, opset, check=check, steps=chained_calls, polygraphy_steps=polygraphy_steps,
         external_data=external_data, quantize=quantize,
     )  # fmt: skip
-    genai_options = resolve_genai(genai)
-    out_dir = _check_out_dir(out_dir)
+    out_dir, genai_options = _checked_destination(out_dir, genai)
     recorded = {"checkpoint": None, "weights_sha256": None, "factory": None, "factory_root": None, "weights": None,
                 **(source or {})}  # fmt: skip
     if recorded["weights"]:
@@ -189,5 +197,4 @@ def export(
         module, example_inputs, init_state=init_state, input_names=input_names, output_names=output_names,
         dynamic_axes=dynamic_axes, precision=options.precision, steps=chained_calls, config=config, source=recorded,
     )  # fmt: skip
-    extra = None if genai_options is None else genai_step(plan, options, genai_options)
-    return run_export(plan, out_dir, options, log or (lambda message: None), extra)
+    return _run(plan, out_dir, options, genai_options, log or (lambda message: None))

@@ -42,6 +42,7 @@ from .mamba2 import Mamba2Mixer
 from .ops.causal_conv_with_state import causal_conv_with_state
 from .ops.dtypes import state_dtype
 from .state import KVCache
+from .zero_states import zero_state
 
 __all__ = [
     "BLOCK_KINDS",
@@ -228,12 +229,8 @@ class ShortConv(nn.Module):
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> ShortConvState:
-        weight = self.out_proj.weight
-        device = weight.device if device is None else device
         return ShortConvState(
-            torch.zeros(
-                batch_size, self.hidden_size, self.kernel_size - 1, device=device, dtype=state_dtype(weight.dtype)
-            )
+            zero_state([batch_size, self.hidden_size, self.kernel_size - 1], self.out_proj.weight, device)
         )
 
     def forward(
@@ -336,11 +333,8 @@ class DecoderLM(RecurrentLM):
         source: Optional[dict[str, Any]] = None,
     ) -> None:
         super().__init__()
-        self.vocab_size = vocab_size
-        self.config = dict(
-            vocab_size=vocab_size, hidden_size=hidden_size, blocks=[dict(b) for b in blocks], norm_eps=norm_eps,
-            norm_offset=norm_offset, tie_word_embeddings=tie_word_embeddings, source=dict(source or {}),
-        )  # fmt: skip
+        blocks, source = [dict(b) for b in blocks], dict(source or {})
+        self._keep_config(DecoderLM.__init__, locals())
         self.embedding = nn.Embedding(vocab_size, hidden_size)
         self.blocks = nn.ModuleList(
             Block(b["kind"], hidden_size, norm_eps, norm_offset, dict(b.get("options", {}))) for b in blocks

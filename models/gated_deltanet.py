@@ -41,8 +41,9 @@ from torch import Tensor, nn
 from .ops.causal_conv_with_state import causal_conv_with_state
 from .ops.dtypes import state_dtype
 from .ops.linear_recurrence import linear_recurrence
+from .zero_states import zero_state
 
-__all__ = ["ConvRecurrentState", "GatedDeltaNet", "GatedRMSNorm"]
+__all__ = ["ConvRecurrentMixer", "ConvRecurrentState", "GatedDeltaNet", "GatedRMSNorm"]
 
 
 @dataclass
@@ -55,6 +56,23 @@ class ConvRecurrentState:
 
     conv: Optional[Tensor]
     recurrent: Tensor
+
+    @classmethod
+    def zeros(
+        cls,
+        batch_size: int,
+        conv_channels: int,
+        conv_kernel: int,
+        recurrent_dims: list[int],
+        like: Tensor,
+        device: Optional[torch.device] = None,
+    ) -> ConvRecurrentState:
+        """A fresh state: zero ``conv`` (B, conv_channels, conv_kernel - 1) and ``recurrent`` (B, *recurrent_dims)
+        in the state dtype of ``like`` (a parameter of the layer) on ``device`` (``like``'s when None)."""
+        return cls(
+            conv=zero_state([batch_size, conv_channels, conv_kernel - 1], like, device),
+            recurrent=zero_state([batch_size, *recurrent_dims], like, device),
+        )
 
 
 class GatedRMSNorm(nn.Module):
@@ -90,7 +108,46 @@ class GatedRMSNorm(nn.Module):
         return u.to(x.dtype)
 
 
-class GatedDeltaNet(nn.Module):
+class ConvRecurrentMixer(nn.Module):
+    """Base of the token mixers whose state is a :class:`ConvRecurrentState` (:class:`GatedDeltaNet`,
+    :class:`~rnnx.models.mamba2.Mamba2Mixer`): the state handling, around the subclass's :meth:`mix`.
+
+    A subclass sets ``conv_dim`` (C), ``conv_kernel`` (K) and ``recurrent_dims`` (the recurrent state's dims
+    after the batch, e.g. (H, d_k, d_v)), has an ``out_proj`` whose weight gives the state's dtype and device, and
+    implements :meth:`mix`.
+    """
+
+    conv_dim: int
+    conv_kernel: int
+    recurrent_dims: list[int]
+    out_proj: nn.Linear
+
+    def mix(
+        self, x: Tensor, conv_state: Optional[Tensor], recurrent: Optional[Tensor], pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, hidden) from the two states (zeros when None) -> ``(y (B, T, hidden), conv_state, recurrent)``."""
+        raise NotImplementedError
+
+    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> ConvRecurrentState:
+        """Zero state for ``batch_size`` rows in the state dtype (fp32; fp64 for an fp64 layer)."""
+        return ConvRecurrentState.zeros(
+            batch_size, self.conv_dim, self.conv_kernel, self.recurrent_dims, self.out_proj.weight, device
+        )
+
+    def forward(
+        self, x: Tensor, state: Optional[ConvRecurrentState] = None, pad_mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, ConvRecurrentState]:
+        """x (B, T, hidden) from ``state`` (zeros when None); pad_mask (B, T) non-zero = pad.
+
+        Returns ``(y (B, T, hidden), ConvRecurrentState)``.
+        """
+        conv_state = None if state is None else state.conv
+        recurrent = None if state is None else state.recurrent
+        y, conv_state, recurrent = self.mix(x, conv_state, recurrent, pad_mask)
+        return y, ConvRecurrentState(conv=conv_state, recurrent=recurrent)
+
+
+class GatedDeltaNet(ConvRecurrentMixer):
     """Gated DeltaNet token mixer: (B, T, hidden) + :class:`ConvRecurrentState` -> (B, T, hidden) + state.
 
     Parameters keep transformers' ``Qwen3_5GatedDeltaNet`` names and shapes: ``in_proj_qkv`` (hidden ->
@@ -119,6 +176,7 @@ class GatedDeltaNet(nn.Module):
         self.key_dim, self.value_dim = num_key_heads * key_head_dim, num_value_heads * value_head_dim
         self.conv_kernel = conv_kernel
         self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.recurrent_dims = [num_value_heads, key_head_dim, value_head_dim]
         self.in_proj_qkv = nn.Linear(hidden_size, self.conv_dim, bias=False)
         self.in_proj_z = nn.Linear(hidden_size, self.value_dim, bias=False)
         self.in_proj_b = nn.Linear(hidden_size, num_value_heads, bias=False)
@@ -129,29 +187,14 @@ class GatedDeltaNet(nn.Module):
         self.norm = GatedRMSNorm(value_head_dim, eps=eps, norm_before_gate=True)
         self.out_proj = nn.Linear(self.value_dim, hidden_size, bias=False)
 
-    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> ConvRecurrentState:
-        """Zero state for ``batch_size`` rows in the state dtype (fp32; fp64 for an fp64 layer)."""
-        weight = self.out_proj.weight
-        dev, dt = weight.device if device is None else device, state_dtype(weight.dtype)
-        return ConvRecurrentState(
-            conv=torch.zeros(batch_size, self.conv_dim, self.conv_kernel - 1, device=dev, dtype=dt),
-            recurrent=torch.zeros(
-                batch_size, self.num_value_heads, self.key_head_dim, self.value_head_dim, device=dev, dtype=dt
-            ),
-        )
-
-    def forward(
-        self, x: Tensor, state: Optional[ConvRecurrentState] = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, ConvRecurrentState]:
-        """x (B, T, hidden) from ``state`` (zeros when None); pad_mask (B, T) non-zero = pad.
-
-        Returns ``(y (B, T, hidden), ConvRecurrentState)``.
-        """
+    def mix(
+        self, x: Tensor, conv_state: Optional[Tensor], recurrent: Optional[Tensor], pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The gated delta rule of the module docstring on x (B, T, hidden): one MatMul for the four input
+        projections, the causal convolution over q, k, v, then the recurrence (q and k normalised and grouped in
+        the op). Returns ``(y (B, T, hidden), conv_state, recurrent)`` (see :meth:`ConvRecurrentMixer.mix`)."""
         B, T, _ = x.shape
         Hk, Hv, dv = self.num_key_heads, self.num_value_heads, self.value_head_dim
-        conv_state = None if state is None else state.conv
-        recurrent = None if state is None else state.recurrent
-
         # one MatMul for the four projections (their weights concatenated: a constant the runtime folds)
         weight = torch.cat(
             [self.in_proj_qkv.weight, self.in_proj_z.weight, self.in_proj_b.weight, self.in_proj_a.weight]
@@ -171,4 +214,4 @@ class GatedDeltaNet(nn.Module):
             q_num_heads=Hk, kv_num_heads=Hv, update_rule="gated_delta", scale=0.0, pad_mask=pad_mask, qk_l2_norm=True,
         )  # fmt: skip
         out = self.norm(out.reshape(B, T, Hv, dv), z.reshape(B, T, Hv, dv)).reshape(B, T, Hv * dv)
-        return self.out_proj(out), ConvRecurrentState(conv=conv_state, recurrent=recurrent)
+        return self.out_proj(out), conv_state, recurrent

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from .gated_deltanet import ConvRecurrentState, GatedRMSNorm
 from .ops.dtypes import state_dtype
 from .ops.linear_recurrence import linear_recurrence
+from .zero_states import zero_state
 
 __all__ = ["GatedLinearAttention", "RetentionLayer", "retention_log_decay"]
 
@@ -63,10 +64,8 @@ class _GatedRecurrentMixer(nn.Module):
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> ConvRecurrentState:
         """Zero state (``conv`` None) for ``batch_size`` rows in the state dtype (fp32; fp64 for fp64)."""
-        weight = self.o_proj.weight
-        dev, dt = weight.device if device is None else device, state_dtype(weight.dtype)
-        shape = (batch_size, self.num_heads, self.head_k_dim, self.head_v_dim)
-        return ConvRecurrentState(conv=None, recurrent=torch.zeros(shape, device=dev, dtype=dt))
+        shape = [batch_size, self.num_heads, self.head_k_dim, self.head_v_dim]
+        return ConvRecurrentState(conv=None, recurrent=zero_state(shape, self.o_proj.weight, device))
 
     def log_decay(self, x: Tensor) -> Tensor:
         """The log-space decay for x (B, T, hidden): (B, T, H) or (B, T, H*d_k), in x's dtype."""

@@ -29,8 +29,8 @@ from torch import Tensor, nn
 
 from .lm import RecurrentLM, check_tokens
 from .ops.causal_linear_attention import causal_linear_attention
-from .ops.dtypes import state_dtype
 from .state import LinearAttentionState, LinearTransformerState
+from .zero_states import zero_state
 
 
 def sinusoidal_encoding(position: Tensor, dim: int) -> Tensor:
@@ -111,18 +111,7 @@ class LinearTransformerLM(RecurrentLM):
         if positions not in ("sinusoidal", "none"):
             raise TypeError(f"positions must be 'sinusoidal' or 'none', got {positions!r}")
         d_ff = d_ff or 4 * d_model
-        self.vocab_size = vocab_size
-        self.config = dict(
-            vocab_size=vocab_size,
-            d_model=d_model,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            dropout=dropout,
-            positions=positions,
-            tie_weights=tie_weights,
-            eps=eps,
-        )
+        self._keep_config(LinearTransformerLM.__init__, locals())
         self.d_model, self.num_heads, self.positions = d_model, num_heads, positions
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.drop = nn.Dropout(dropout)
@@ -135,15 +124,13 @@ class LinearTransformerLM(RecurrentLM):
     def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
         """Zeros ``[S_0, z_0, ..., position]`` in the state dtype (fp32; fp64 for an fp64 model)."""
         weight = self.embedding.weight
-        dev = weight.device if device is None else device
-        dt = state_dtype(weight.dtype)
         E = self.d_model // self.num_heads
         out: list[Tensor] = []
         for _ in self.blocks:
-            out.append(torch.zeros(batch_size, self.num_heads, E, E, device=dev, dtype=dt))
-            out.append(torch.zeros(batch_size, self.num_heads, E, device=dev, dtype=dt))
+            out.append(zero_state([batch_size, self.num_heads, E, E], weight, device))
+            out.append(zero_state([batch_size, self.num_heads, E], weight, device))
         if self.positions == "sinusoidal":
-            out.append(torch.zeros(batch_size, device=dev, dtype=dt))
+            out.append(zero_state([batch_size], weight, device))
         return out
 
     def state_from_flat(self, tensors: list[Tensor]) -> LinearTransformerState:

@@ -27,6 +27,8 @@ dataclasses. ``torch.jit.script(model)`` scripts that flat view (the dataclasses
 """
 
 import functools
+import inspect
+from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
 
 import torch
@@ -40,9 +42,10 @@ Device = Optional[Union[str, torch.device]]
 
 
 class RecurrentLM(nn.Module):
-    """Base class: subclasses set ``self.vocab_size`` and ``self.config`` and implement either the three
-    flat-state methods (``init_state_flat``, ``forward_flat``, ``state_from_flat``: ``forward``,
-    ``init_state`` and scripting then follow) or ``init_state`` and ``forward`` themselves."""
+    """Base class: subclasses set ``self.vocab_size`` and ``self.config`` (:meth:`_keep_config` sets both from
+    the constructor's arguments) and implement either the three flat-state methods (``init_state_flat``,
+    ``forward_flat``, ``state_from_flat``: ``forward``, ``init_state`` and scripting then follow) or
+    ``init_state`` and ``forward`` themselves."""
 
     __jit_unused_properties__ = ["state_dtype"]
     __jit_ignored_attributes__ = ["config"]
@@ -80,6 +83,15 @@ class RecurrentLM(nn.Module):
             tensors = [t for _, t in named]
         logits, tensors = self.forward_flat(tokens, tensors, pad_mask)
         return logits, self.state_from_flat(tensors)
+
+    def _keep_config(self, init: Callable[..., None], arguments: Mapping[str, Any]) -> None:
+        """Sets ``config`` to the constructor ``init``'s arguments, each parameter but ``self`` in signature order
+        with its value in ``arguments`` (the constructor's ``locals()``, read once it has filled in the defaults
+        it computes and copied what it keeps, and before it changes any of them), so that
+        ``type(self)(**config)`` rebuilds the model; and ``vocab_size`` from its ``vocab_size``."""
+        names = [name for name in inspect.signature(init).parameters if name != "self"]
+        self.config = {name: arguments[name] for name in names}
+        self.vocab_size = self.config["vocab_size"]
 
     def state_names(self) -> list[str]:
         """The state tensors' names in flat order (:func:`~rnnx.models.state.flatten_state`). They follow from
@@ -194,18 +206,8 @@ class SRULM(_EmbedRNNHead):
         super().__init__()
         from .sru import SRU
 
-        self.vocab_size = vocab_size
-        self.config = dict(
-            vocab_size=vocab_size,
-            embed_dim=embed_dim,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            dropout=dropout,
-            layer_norm=layer_norm,
-            tie_weights=tie_weights,
-            final_norm=final_norm,
-            sru_options=dict(sru_options or {}),
-        )
+        sru_options = dict(sru_options or {})
+        self._keep_config(SRULM.__init__, locals())
         self.rnn = SRU(
             embed_dim,
             hidden_size,
@@ -213,7 +215,7 @@ class SRULM(_EmbedRNNHead):
             dropout=dropout,
             bidirectional=False,
             layer_norm=layer_norm,
-            **(sru_options or {}),
+            **sru_options,
         )
         self._build_head(embed_dim, hidden_size, tie_weights, final_norm)
 
@@ -247,22 +249,8 @@ class SRUppLM(_EmbedRNNHead):
 
         if attention not in ("softmax", "linear"):
             raise TypeError(f"attention must be 'softmax' or 'linear', got {attention!r}")
-        self.vocab_size = vocab_size
-        self.config = dict(
-            vocab_size=vocab_size,
-            embed_dim=embed_dim,
-            hidden_size=hidden_size,
-            proj_size=proj_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            attention=attention,
-            dropout=dropout,
-            attn_dropout=attn_dropout,
-            layer_norm=layer_norm,
-            tie_weights=tie_weights,
-            final_norm=final_norm,
-            srupp_options=dict(srupp_options or {}),
-        )
+        srupp_options = dict(srupp_options or {})
+        self._keep_config(SRUppLM.__init__, locals())
         self.rnn = SRUpp(
             embed_dim,
             hidden_size,
@@ -274,6 +262,6 @@ class SRUppLM(_EmbedRNNHead):
             bidirectional=False,
             layer_norm=layer_norm,
             attention=attention,
-            **(srupp_options or {}),
+            **srupp_options,
         )
         self._build_head(embed_dim, hidden_size, tie_weights, final_norm)

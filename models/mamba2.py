@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .gated_deltanet import ConvRecurrentState, GatedRMSNorm
+from .gated_deltanet import ConvRecurrentMixer, GatedRMSNorm
 from .ops.causal_conv_with_state import causal_conv_with_state
 from .ops.dtypes import state_dtype
 from .ops.linear_recurrence import linear_recurrence
@@ -47,7 +47,7 @@ from .ops.linear_recurrence import linear_recurrence
 __all__ = ["Mamba2Mixer"]
 
 
-class Mamba2Mixer(nn.Module):
+class Mamba2Mixer(ConvRecurrentMixer):
     """Mamba-2 token mixer: (B, T, hidden) + :class:`ConvRecurrentState` -> (B, T, hidden) + state.
 
     Parameters keep transformers' ``Mamba2Mixer`` names and shapes: ``in_proj`` (hidden -> I + C + H, bias
@@ -77,6 +77,7 @@ class Mamba2Mixer(nn.Module):
         self.state_size, self.n_groups, self.conv_kernel = state_size, n_groups, conv_kernel
         self.intermediate_size = num_heads * head_dim
         self.conv_dim = self.intermediate_size + 2 * n_groups * state_size
+        self.recurrent_dims = [num_heads, state_size, head_dim]  # the SSM state per head: N x P
         # an upper limit of None is no limit (a JSON-able configuration has no infinity)
         self.time_step_limit = (
             float(time_step_limit[0]),
@@ -92,27 +93,12 @@ class Mamba2Mixer(nn.Module):
         )
         self.out_proj = nn.Linear(self.intermediate_size, hidden_size, bias=use_bias)
 
-    def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> ConvRecurrentState:
-        """Zero state for ``batch_size`` rows in the state dtype (fp32; fp64 for an fp64 layer)."""
-        weight = self.out_proj.weight
-        dev, dt = weight.device if device is None else device, state_dtype(weight.dtype)
-        return ConvRecurrentState(
-            conv=torch.zeros(batch_size, self.conv_dim, self.conv_kernel - 1, device=dev, dtype=dt),
-            recurrent=torch.zeros(batch_size, self.num_heads, self.state_size, self.head_dim, device=dev, dtype=dt),
-        )
-
-    def forward(
-        self, x: Tensor, state: Optional[ConvRecurrentState] = None, pad_mask: Optional[Tensor] = None
-    ) -> tuple[Tensor, ConvRecurrentState]:
-        """x (B, T, hidden) from ``state`` (zeros when None); pad_mask (B, T) non-zero = pad.
-
-        Returns ``(y (B, T, hidden), ConvRecurrentState)``.
-        """
+    def mix(
+        self, x: Tensor, conv_state: Optional[Tensor], recurrent: Optional[Tensor], pad_mask: Optional[Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Mamba-2's step (module docstring) on x (B, T, hidden) -> ``(y, conv_state, recurrent)``."""
         Bsz, T, _ = x.shape
         H, P, N, G, I = self.num_heads, self.head_dim, self.state_size, self.n_groups, self.intermediate_size
-        conv_state = None if state is None else state.conv
-        recurrent = None if state is None else state.recurrent
-
         z, xBC, dt = self.in_proj(x).split([I, self.conv_dim, H], dim=-1)
         xBC, conv_state = causal_conv_with_state(
             xBC.transpose(1, 2), self.conv1d.weight, self.conv1d.bias, conv_state, activation="silu", pad_mask=pad_mask
@@ -131,4 +117,4 @@ class Mamba2Mixer(nn.Module):
         )  # fmt: skip
         y = y.reshape(Bsz, T, H, P) + self.D.to(x.dtype)[:, None] * heads
         y = self.norm(y.reshape(Bsz, T, I), z)
-        return self.out_proj(y), ConvRecurrentState(conv=conv_state, recurrent=recurrent)
+        return self.out_proj(y), conv_state, recurrent

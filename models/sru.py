@@ -56,6 +56,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from .ops.dtypes import state_dtype
 from .ops.sru_scan import sru_scan
 from .state import SRUState
+from .zero_states import zero_state
 
 __all__ = ["SRU", "SRUCell", "SRU_VERSIONS", "ScaleXMixin", "dims_text", "highway_dropout", "shape_text"]
 
@@ -773,8 +774,7 @@ class SRU(nn.Module):
 
     def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
         """:meth:`init_state` as the flat list ``[c]``; TorchScript code."""
-        param = self.rnn_lst[0].bias
-        return [self._zeros_state(batch_size, param.device if device is None else device, state_dtype(param.dtype))]
+        return [zero_state([self.num_layers, batch_size, self.output_size], self.rnn_lst[0].bias, device)]
 
     def state_from_flat(self, tensors: list[Tensor]) -> SRUState:
         """``[c]`` -> :class:`SRUState`."""
@@ -802,9 +802,6 @@ class SRU(nn.Module):
             )
         h, c = self._run_layers(x, state[0].to(state_dtype(x.dtype)), mask_pad)
         return h, [c]
-
-    def _zeros_state(self, batch_size: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-        return torch.zeros(self.num_layers, batch_size, self.output_size, dtype=dtype, device=device)
 
     def _check_input(self, x: Tensor, mask_pad: Optional[Tensor]) -> None:
         if x.dim() != 3:

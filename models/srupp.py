@@ -28,6 +28,7 @@ from .ops import causal_linear_attention as _linear_attention
 from .ops.dtypes import state_dtype
 from .sru import SRUCell, dims_text, shape_text
 from .state import AttentionState, KVCache, LinearAttentionState, SRUppState, flatten_state
+from .zero_states import zero_state
 
 ATTENTION_KINDS = ("softmax", "linear")
 
@@ -36,6 +37,15 @@ def _check_mask_pad(mask_pad: Optional[Tensor], length: int, batch: int) -> None
     """Raises ValueError unless ``mask_pad`` is None or (length, batch)."""
     if mask_pad is not None and list(mask_pad.shape) != [length, batch]:
         raise ValueError(f"mask_pad has shape {shape_text(mask_pad)} but expected {dims_text([length, batch])}")
+
+
+def _reset_projections(linears: list[nn.Linear], dropout: float) -> None:
+    """sru's initialisation of a transform's projections: Xavier-uniform weights, the last one (the output
+    projection) then scaled by sqrt(1 - dropout) when dropout > 0."""
+    for linear in linears:
+        nn.init.xavier_uniform_(linear.weight)
+    if dropout > 0:
+        linears[-1].weight.data.mul_((1 - dropout) ** 0.5)
 
 
 def _pad_bool(mask_pad: Optional[Tensor], length: int, batch: int, device: torch.device) -> Tensor:
@@ -68,10 +78,7 @@ class SRUppProjectedLinear(nn.Module):
 
     def reset_parameters(self) -> None:
         """Xavier-uniform weights; ``linear2`` scaled by sqrt(1 - dropout) as in the package."""
-        nn.init.xavier_uniform_(self.linear1.weight)
-        nn.init.xavier_uniform_(self.linear2.weight)
-        if self.dropout.p > 0:
-            self.linear2.weight.data.mul_((1 - self.dropout.p) ** 0.5)
+        _reset_projections([self.linear1, self.linear2], self.dropout.p)
 
     def forward(
         self,
@@ -158,12 +165,8 @@ class _AttentionBase(nn.Module):
 
     def reset_parameters(self) -> None:
         """Xavier-uniform weights, ``alpha = rezero_init_alpha``, ``linear3`` scaled by sqrt(1 - dropout)."""
-        nn.init.xavier_uniform_(self.linear1.weight)
-        nn.init.xavier_uniform_(self.linear2.weight)
-        nn.init.xavier_uniform_(self.linear3.weight)
+        _reset_projections([self.linear1, self.linear2, self.linear3], self.dropout.p)
         self.alpha.data.fill_(self.rezero_init_alpha)
-        if self.dropout.p > 0:
-            self.linear3.weight.data.mul_((1 - self.dropout.p) ** 0.5)
 
     def _heads(self, x: Tensor) -> Tensor:
         """(L, B, proj) -> (B, H, L, head_dim)."""
@@ -357,11 +360,9 @@ class SRUppLinearAttention(_AttentionBase):
     def init_state_flat(self, batch_size: int, device: Optional[torch.device] = None) -> list[Tensor]:
         """:meth:`init_state` as ``[S, z]``; TorchScript code."""
         weight = self.linear1.weight
-        device = weight.device if device is None else device
-        dtype = state_dtype(weight.dtype)
         return [
-            torch.zeros(batch_size, self.num_heads, self.head_dim, self.head_dim, dtype=dtype, device=device),
-            torch.zeros(batch_size, self.num_heads, self.head_dim, dtype=dtype, device=device),
+            zero_state([batch_size, self.num_heads, self.head_dim, self.head_dim], weight, device),
+            zero_state([batch_size, self.num_heads, self.head_dim], weight, device),
         ]
 
     def state_from_flat(self, tensors: list[Tensor]) -> LinearAttentionState:
@@ -728,9 +729,7 @@ class SRUpp(nn.Module):
         self._check_streaming()
         weight = self.rnn_lst[0].weight_c
         device = weight.device if device is None else device
-        flat = [
-            torch.zeros(self.num_layers, batch_size, self.output_size, dtype=state_dtype(weight.dtype), device=device)
-        ]
+        flat = [zero_state([self.num_layers, batch_size, self.output_size], weight, device)]
         for layer in self.rnn_lst:
             flat.extend(layer.transform_module.init_state_flat(batch_size, device))
         return flat

@@ -85,6 +85,8 @@ set -u
 set -o pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/gpu_common.sh
+source "$REPO/scripts/gpu_common.sh" || exit 2
 cd "$REPO" || exit 2
 PYTHON="${PYTHON:-python3}"
 BUILD_DIR="${BUILD_DIR:-build/gpu-check}"
@@ -270,13 +272,7 @@ if wants '*check-*' && [ -z "$SANITIZER" ]; then
 fi
 
 # rnnx from this checkout: a symlink tree unless rnnx.runtime already is this checkout's.
-here="$("$PYTHON" -c 'import os, rnnx.runtime as r; print(os.path.realpath(r.__file__))' 2>/dev/null)"
-if [ "$here" != "$REPO/runtime/__init__.py" ]; then
-    PYROOT="$WORK/pythonpath"
-    mkdir -p "$PYROOT/rnnx" || exit 2
-    for part in models export runtime plugins; do ln -sfn "$REPO/$part" "$PYROOT/rnnx/$part"; done
-    export PYTHONPATH="$PYROOT${PYTHONPATH:+:$PYTHONPATH}"
-fi
+use_checkout_rnnx "$WORK" || exit 2
 TRT_VERSION=""
 TRT_MAJOR=""
 if [ "$MODE" = full ]; then

@@ -26,6 +26,8 @@ set -u
 set -o pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/gpu_common.sh
+source "$REPO/scripts/gpu_common.sh" || exit 2
 PYTHON="${PYTHON:-python3}"
 WORK="${WORK:-/tmp/rnnx-gpu-kernels-check}"
 BUILD_LIMIT_S="${BUILD_LIMIT_S:-200}"
@@ -70,13 +72,7 @@ fi
 command -v ninja >/dev/null 2>&1 || export PATH="$("$PYTHON" -c 'import ninja, os; print(ninja.BIN_DIR)'):$PATH"
 
 # rnnx from this checkout: a symlink tree unless rnnx.runtime already is this checkout's.
-here="$("$PYTHON" -c 'import os, rnnx.runtime as r; print(os.path.realpath(r.__file__))' 2>/dev/null)"
-if [ "$here" != "$REPO/runtime/__init__.py" ]; then
-    PYROOT="$WORK/pythonpath"
-    mkdir -p "$PYROOT/rnnx" || exit 2
-    for part in models export runtime plugins; do ln -sfn "$REPO/$part" "$PYROOT/rnnx/$part"; done
-    export PYTHONPATH="$PYROOT${PYTHONPATH:+:$PYTHONPATH}"
-fi
+use_checkout_rnnx "$WORK" || exit 2
 export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 {
     nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader

@@ -15,33 +15,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import kernel_cases as cases
 import pytest
 import torch
-from cuda_emulation import EmulatedKernels, EmulatedLaunchError
-from kernel_cases import (
-    DIMS,
-    DTYPES,
-    LA_PREFILL_SHAPES,
-    SRU_ATOL,
-    SRU_CONFIGS,
-    SRU_SHAPES,
-    assert_la_close,
-    la_inputs,
-    la_mask,
-    la_reference,
-    sru_config_id,
-    sru_inputs,
-    sru_reference,
-)
-from test_plugins import BUILD_DIR
+from cuda_emulation import LIBRARY, REQUIRES_EMULATION, EmulatedKernels, EmulatedLaunchError, load_emulated_kernels
 
-from rnnx import plugins
-
-NVCC = plugins.find_nvcc()
-pytestmark = [
-    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the kernel emulation"),
-    pytest.mark.skipif(NVCC is None, reason="no CUDA toolkit (nvcc, headers): cannot build the kernel emulation"),
-]
+pytestmark = REQUIRES_EMULATION
 
 
 EPS = 1e-6
@@ -53,12 +32,7 @@ MMA_BLOCK_THREADS, RECURRENCE_BLOCK_THREADS = 256, 128
 
 @pytest.fixture(scope="module")
 def emu() -> EmulatedKernels:
-    plugins.build_plugins(BUILD_DIR, quiet=True)
-    library = BUILD_DIR / "librnnx_kernels_emulated.so"
-    assert library.is_file(), f"{library} was not built"
-    kernels = EmulatedKernels(library)
-    kernels.set_schedule("in_order")
-    return kernels
+    return load_emulated_kernels()
 
 
 def _sru_attrs(d, D, k, skip, use_tanh, scale_x=0.7):
@@ -100,23 +74,23 @@ def _time_slice(x, t0, t1, time_major):
 # SRU scan
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("config", SRU_CONFIGS, ids=sru_config_id)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
+@pytest.mark.parametrize("config", cases.SRU_CONFIGS, ids=cases.sru_config_id)
 def test_sru_scan_matches_naive(emu, dtype, config):
     D, k, skip, use_tanh, mask = config
-    for seed, (L, B, d) in enumerate(SRU_SHAPES):
-        U, x, w, b, c0, m = sru_inputs(L, B, d, D, k, dtype, mask, seed, "cpu")
+    for seed, (L, B, d) in enumerate(cases.SRU_SHAPES):
+        U, x, w, b, c0, m = cases.sru_inputs(L, B, d, D, k, dtype, mask, seed, "cpu")
         attrs = _sru_attrs(d, D, k, skip, use_tanh)
         h, c = _run_sru(emu, U, x, w, b, c0, m, attrs)
-        h_ref, c_ref = sru_reference(U, x, w, b, c0, m, **attrs)
-        torch.testing.assert_close(h.double(), h_ref, atol=SRU_ATOL[dtype], rtol=SRU_ATOL[dtype])
+        h_ref, c_ref = cases.sru_reference(U, x, w, b, c0, m, **attrs)
+        torch.testing.assert_close(h.double(), h_ref, atol=cases.SRU_ATOL[dtype], rtol=cases.SRU_ATOL[dtype])
         torch.testing.assert_close(c.double(), c_ref, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 def test_sru_scan_prefill_then_step_in_place_and_zero_state(emu, dtype):
     L, B, d, D, k = 20, 3, 40, 1, 3
-    U, x, w, b, c0, _ = sru_inputs(L, B, d, D, k, dtype, False, 7, "cpu")
+    U, x, w, b, c0, _ = cases.sru_inputs(L, B, d, D, k, dtype, False, 7, "cpu")
     attrs = _sru_attrs(d, D, k, True, False, 1.0)
     h_all, c_all = _run_sru(emu, U, x, w, b, c0, None, attrs)
     c = c0.clone()
@@ -128,13 +102,13 @@ def test_sru_scan_prefill_then_step_in_place_and_zero_state(emu, dtype):
     assert torch.equal(torch.cat(parts), h_all) and torch.equal(c, c_all)
     # c0 absent = zeros
     h0, c0_last = _run_sru(emu, U, x, w, b, None, None, attrs)
-    h_ref, c_ref = sru_reference(U, x, w, b, torch.zeros_like(c0), None, **attrs)
-    torch.testing.assert_close(h0.double(), h_ref, atol=SRU_ATOL[dtype], rtol=SRU_ATOL[dtype])
+    h_ref, c_ref = cases.sru_reference(U, x, w, b, torch.zeros_like(c0), None, **attrs)
+    torch.testing.assert_close(h0.double(), h_ref, atol=cases.SRU_ATOL[dtype], rtol=cases.SRU_ATOL[dtype])
     torch.testing.assert_close(c0_last.double(), c_ref, atol=1e-4, rtol=1e-4)
 
 
 def test_sru_scan_rejects_bad_attributes(emu):
-    U, x, w, b, c0, _ = sru_inputs(4, 2, 8, 1, 3, torch.float32, False, 1, "cpu")
+    U, x, w, b, c0, _ = cases.sru_inputs(4, 2, 8, 1, 3, torch.float32, False, 1, "cpu")
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # cudaErrorInvalidValue
         _run_sru(emu, U, x, w, b, c0, None, _sru_attrs(8, 3, 3, True, False))
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # k = 3 with skip needs x
@@ -145,22 +119,22 @@ def test_sru_scan_rejects_bad_attributes(emu):
 # Causal linear attention
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("E", DIMS)
-@pytest.mark.parametrize("M", DIMS)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
+@pytest.mark.parametrize("E", cases.DIMS)
+@pytest.mark.parametrize("M", cases.DIMS)
 def test_linear_attention_prefill_matches_reference(emu, dtype, E, M):
-    for seed, (B, H, L, state, time_major, mask) in enumerate(LA_PREFILL_SHAPES):
-        q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=mask)
+    for seed, (B, H, L, state, time_major, mask) in enumerate(cases.LA_PREFILL_SHAPES):
+        q, k, v, S0, z0, m = cases.la_inputs(B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=mask)
         emu.reset_stats()
         got = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
         stats = emu.stats()
-        assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+        cases.assert_la_close(got, cases.la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
         # One launch of the chunked MMA kernel; tensor cores exactly where the dtype allows them.
         assert stats.launches == 1 and _block_threads(stats) == MMA_BLOCK_THREADS, stats
         assert (stats.mma > 0) == (dtype != torch.float32), stats
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 @pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
 @pytest.mark.parametrize("E,M,H", [(64, 32, 3), (32, 128, 2), (48, 80, 2), (8, 24, 4)])
 def test_linear_attention_mask_and_layouts(emu, dtype, time_major, E, M, H):
@@ -170,28 +144,30 @@ def test_linear_attention_mask_and_layouts(emu, dtype, time_major, E, M, H):
     B = 4
     for seed, L in enumerate((150, 9, 1)):
         for state in (True, False):
-            q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=True)
+            q, k, v, S0, z0, m = cases.la_inputs(
+                B, H, L, E, M, dtype, seed, "cpu", state, time_major=time_major, mask=True
+            )
             assert m.any() and not m.all()
             got = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
-            assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+            cases.assert_la_close(got, cases.la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
             # A row of nothing but pads (b = 3) keeps its state exactly.
             _, S, z = got
             assert torch.equal(S[3], S0[3] if state else torch.zeros_like(S[3]))
             assert torch.equal(z[3], z0[3] if state else torch.zeros_like(z[3]))
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 def test_linear_attention_pads_equal_the_sequence_without_them(emu, dtype):
     """The kernels' answer at the real steps of a padded row equals their answer for the same row with its pads
     removed, and both rows end in the same state: pads in the middle and at the ends change nothing else."""
     H, E, M, L = 2, 64, 32, 140
-    q, k, v, S0, z0, _ = la_inputs(1, H, L, E, M, dtype, 17, "cpu")
-    m = la_mask(1, L, 17)  # row 0: pads at both ends and in the middle
+    q, k, v, S0, z0, _ = cases.la_inputs(1, H, L, E, M, dtype, 17, "cpu")
+    m = cases.la_mask(1, L, 17)  # row 0: pads at both ends and in the middle
     out, S, z = _run_la(emu, q, k, v, S0, z0, m, H)
     keep = ~m[0]
     compact = [x[:, keep].contiguous() for x in (q, k, v)]
     out_c, S_c, z_c = _run_la(emu, *compact, S0, z0, None, H)
-    assert_la_close((out[:, keep], S, z), (out_c.double(), S_c.double(), z_c.double()), dtype)
+    cases.assert_la_close((out[:, keep], S, z), (out_c.double(), S_c.double(), z_c.double()), dtype)
 
 
 def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context(emu):
@@ -199,43 +175,43 @@ def test_prefill_sets_its_shared_memory_limit_once_and_again_after_a_new_context
     and function), and set again when a launch finds it forgotten (a new CUDA context); the outputs stay
     right either way."""
     H = 2
-    q, k, v, S0, z0, m = la_inputs(1, H, 40, 64, 64, torch.float16, 3, "cpu", True)
-    want = la_reference(q, k, v, S0, z0, m, H)
+    q, k, v, S0, z0, m = cases.la_inputs(1, H, 40, 64, 64, torch.float16, 3, "cpu", True)
+    want = cases.la_reference(q, k, v, S0, z0, m, H)
     _run_la(emu, q, k, v, S0, z0, m, H)  # whatever earlier tests did: this kernel's attribute is set now
     emu.reset_stats()
     for _ in range(3):
-        assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
+        cases.assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
     assert emu.stats().attribute_calls == 0 and emu.stats().launches == 3
     emu.forget_function_attributes()
     emu.reset_stats()
-    assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
+    cases.assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), want, torch.float16)
     assert emu.stats().attribute_calls == 1
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(64, 64), (32, 128), (48, 80)])
 def test_linear_attention_decode_and_generic_dims(emu, dtype, E, M):
     H = 2
     for L in (1, 9):  # L = 1: the recurrent kernel; L = 9: the chunked MMA kernel, or for 48 / 80 the chunked one
-        q, k, v, S0, z0, m = la_inputs(3, H, L, E, M, dtype, L, "cpu")
+        q, k, v, S0, z0, m = cases.la_inputs(3, H, L, E, M, dtype, L, "cpu")
         emu.reset_stats()
         got = _run_la(emu, q, k, v, S0, z0, m, H)
         stats = emu.stats()
-        assert_la_close(got, la_reference(q, k, v, S0, z0, m, H), dtype)
-        mma_kernel = L > 1 and E in DIMS and M in DIMS
+        cases.assert_la_close(got, cases.la_reference(q, k, v, S0, z0, m, H), dtype)
+        mma_kernel = L > 1 and E in cases.DIMS and M in cases.DIMS
         assert stats.launches == 1, stats
         assert _block_threads(stats) == (MMA_BLOCK_THREADS if mma_kernel else RECURRENCE_BLOCK_THREADS), stats
         assert (stats.mma > 0) == (mma_kernel and dtype != torch.float32), stats
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 @pytest.mark.parametrize("E,M", [(32, 32), (64, 64), (128, 128)])
 @pytest.mark.parametrize("time_major", [False, True], ids=["batch_first", "time_major"])
 def test_linear_attention_prefill_then_step_in_place(emu, dtype, E, M, time_major):
     """Prefill n tokens then single steps with S_last / z_last aliasing S0 / z0, equal to one pass over all
     tokens, with pads in both; (128, 128) splits M into several column tiles, so z0 goes through the workspace."""
     B, H, L, n = 2, 3, 100, 70
-    q, k, v, S0, z0, m = la_inputs(B, H, L, E, M, dtype, 11, "cpu", time_major=time_major, mask=True)
+    q, k, v, S0, z0, m = cases.la_inputs(B, H, L, E, M, dtype, 11, "cpu", time_major=time_major, mask=True)
     out_all, S_all, z_all = _run_la(emu, q, k, v, S0, z0, m, H, time_major)
     S, z = S0.clone(), z0.clone()
 
@@ -246,14 +222,14 @@ def test_linear_attention_prefill_then_step_in_place(emu, dtype, E, M, time_majo
     for t in range(n, L):
         outs.append(_run_la(emu, *part(t, t + 1), H, time_major, S=S, z=z)[0])
     got = (torch.cat(outs, dim=0 if time_major else 1), S, z)
-    assert_la_close(got, (out_all.double(), S_all.double(), z_all.double()), dtype)
-    assert_la_close(got, la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
+    cases.assert_la_close(got, (out_all.double(), S_all.double(), z_all.double()), dtype)
+    cases.assert_la_close(got, cases.la_reference(q, k, v, S0, z0, m, H, time_major), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 def test_linear_attention_in_place_prefill_equals_out_of_place(emu, dtype):
     H = 2
-    q, k, v, S0, z0, m = la_inputs(2, H, 130, 128, 128, dtype, 5, "cpu", mask=True)
+    q, k, v, S0, z0, m = cases.la_inputs(2, H, 130, 128, 128, dtype, 5, "cpu", mask=True)
     ref = _run_la(emu, q, k, v, S0, z0, m, H)
     S, z = S0.clone(), z0.clone()
     got = _run_la(emu, q, k, v, S, z, m, H, S=S, z=z)
@@ -266,23 +242,23 @@ def test_linear_attention_scores_beyond_half_range(emu, dtype):
     """phi(q) . phi(k) near 8.7e4 (over fp16's 65504) inside a chunk: the scores stay fp32 and the
     tensor cores get A / den in [0, 1]."""
     H = 2
-    q, k, v, S0, z0, m = la_inputs(1, H, 100, 128, 64, dtype, 21, "cpu", state=False, qk_shift=25.0)
-    assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), la_reference(q, k, v, S0, z0, m, H), dtype)
+    q, k, v, S0, z0, m = cases.la_inputs(1, H, 100, 128, 64, dtype, 21, "cpu", state=False, qk_shift=25.0)
+    cases.assert_la_close(_run_la(emu, q, k, v, S0, z0, m, H), cases.la_reference(q, k, v, S0, z0, m, H), dtype)
 
 
 def test_linear_attention_empty_and_invalid(emu):
     # L = 0 copies the state through (or zeros it); zero batch launches nothing.
     H = 2
-    q, k, v, S0, z0, m = la_inputs(2, H, 0, 32, 32, torch.float32, 3, "cpu", mask=True)
+    q, k, v, S0, z0, m = cases.la_inputs(2, H, 0, 32, 32, torch.float32, 3, "cpu", mask=True)
     _, S, z = _run_la(emu, q, k, v, S0, z0, m, H)
     assert torch.equal(S, S0) and torch.equal(z, z0)
     _, S, z = _run_la(emu, q, k, v, None, None, m, H)
     assert not S.any() and not z.any()
     emu.reset_stats()
-    q, k, v, S0, z0, m = la_inputs(0, H, 5, 32, 32, torch.float32, 3, "cpu", mask=True)
+    q, k, v, S0, z0, m = cases.la_inputs(0, H, 5, 32, 32, torch.float32, 3, "cpu", mask=True)
     _run_la(emu, q, k, v, S0, z0, m, H)
     assert emu.stats().launches == 0
-    q, k, v, S0, z0, _ = la_inputs(1, 1, 4, 32, 32, torch.float32, 3, "cpu")
+    q, k, v, S0, z0, _ = cases.la_inputs(1, 1, 4, 32, 32, torch.float32, 3, "cpu")
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # M = 0
         empty = q.new_empty(1, 4, 0)
         emu.causal_linear_attention(q, k, v[..., :0], S0, z0, None, empty, S0.clone(), z0.clone(), EPS, 1)
@@ -294,7 +270,7 @@ def test_linear_attention_empty_and_invalid(emu):
 SCHEDULES = [("reversed", 0), ("random", 1), ("random", 2)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", cases.DTYPES, ids=str)
 def test_results_do_not_depend_on_the_schedule(emu, dtype):
     # (B, H, L, E, M, time_major, mask)
     la_cases = [
@@ -305,10 +281,10 @@ def test_results_do_not_depend_on_the_schedule(emu, dtype):
         (1, 2, 5, 48, 80, False, True),
     ]
     la_runs = [
-        (la_inputs(B, H, L, E, M, dtype, i, "cpu", time_major=tm, mask=mask), H, tm)
+        (cases.la_inputs(B, H, L, E, M, dtype, i, "cpu", time_major=tm, mask=mask), H, tm)
         for i, (B, H, L, E, M, tm, mask) in enumerate(la_cases)
     ]
-    U, x, w, b, c0, m = sru_inputs(13, 3, 37, 2, 4, dtype, True, 4, "cpu")
+    U, x, w, b, c0, m = cases.sru_inputs(13, 3, 37, 2, 4, dtype, True, 4, "cpu")
     sru_attrs = _sru_attrs(37, 2, 4, True, True)
 
     def run_all():
@@ -332,7 +308,6 @@ def test_emulation_library_exports_only_its_c_api(emu):
     it never interposes on a real libcudart in the same process (e.g. torch with CUDA)."""
     if shutil.which("nm") is None:
         pytest.skip("binutils (nm) not found")
-    library = BUILD_DIR / "librnnx_kernels_emulated.so"
-    defined = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    defined = subprocess.run(["nm", "-D", "--defined-only", str(LIBRARY)], capture_output=True, text=True, check=True)
     exported = {line.split()[-1] for line in defined.stdout.splitlines() if line.split()[-2:-1] in (["T"], ["W"])}
     assert exported and all(name.startswith("rnnx_emu_") for name in exported), sorted(exported)

@@ -22,35 +22,23 @@ kernel_cases' tensor-core tolerances. The emulator is slow (one fiber per CUDA t
 
 from __future__ import annotations
 
-import ctypes
-import shutil
-from typing import Optional
-
 import pytest
 import torch
 import torch.nn.functional as F
-from cuda_emulation import DTYPE_CODES, EmulatedKernels, EmulatedLaunchError, _ptr
+from cuda_emulation import REQUIRES_EMULATION, EmulatedKernels, EmulatedLaunchError, load_emulated_kernels
 from kernel_cases import ATOL, assert_la_close
-from test_plugins import BUILD_DIR
 
 from rnnx import plugins
 from rnnx.models.ops.causal_conv_with_state.naive import causal_conv_with_state_naive
 from rnnx.models.ops.causal_linear_attention.naive import causal_linear_attention_packed
 from rnnx.models.ops.linear_recurrence.naive import linear_recurrence_naive
 
-NVCC = plugins.find_nvcc()
-pytestmark = [
-    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not found: cannot build the kernel emulation"),
-    pytest.mark.skipif(NVCC is None, reason="no CUDA toolkit (nvcc, headers): cannot build the kernel emulation"),
-]
+pytestmark = REQUIRES_EMULATION
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 #: output tolerance (absolute and relative) per activation dtype; the fp32 state is held to STATE_TOL
 OUT_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
 STATE_TOL = 1e-4
-#: rnnx::kernels::LinearRecurrenceRule and LinearRecurrenceKernel codes
-RULES = {"linear": 0, "gated": 1, "delta": 2, "gated_delta": 3}
-KERNELS = {"auto": 0, "recurrent": 1, "chunked": 2, "chunked_mma": 3}
 #: (rule, decay per key dim) pairs: the gated rules take a decay per head or per key dim
 RULE_DECAYS = [
     ("linear", False),
@@ -62,109 +50,9 @@ RULE_DECAYS = [
 ]
 
 
-class RecurrenceKernels(EmulatedKernels):
-    """The emulated library's entry points of the two ops (plugins/<op>/cuda/<op>_emulation.cpp)."""
-
-    def __init__(self, library) -> None:
-        super().__init__(library)
-        lib = self._lib
-        vp, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-        # batch, length, q_heads, kv_heads, dim_k, dim_v, rule, decay_per_key, beta_per_head, scale, qk_l2_norm,
-        # kernel, mask_int32, feature_map, time_major, dtype, query, key, value, past_state, decay, beta, mask_pad,
-        # output, present_state, normalised, z_in, z_out, eps, workspace
-        lib.rnnx_emu_linear_recurrence_forward.argtypes = [i] * 9 + [f] + [i] * 6 + [vp] * 9 + [i, vp, vp, f, vp]
-        lib.rnnx_emu_linear_recurrence_forward.restype = i
-        # batch, kv_heads, dim_k, normalised, dtype
-        lib.rnnx_emu_linear_recurrence_workspace_size.argtypes = [i] * 5
-        lib.rnnx_emu_linear_recurrence_workspace_size.restype = ctypes.c_size_t
-        # batch, channels, length, kernel_size, silu, mask_int32, dtype, input, weight, bias, past_state, mask_pad,
-        # output, present_state
-        lib.rnnx_emu_causal_conv_with_state_forward.argtypes = [i] * 7 + [vp] * 7
-        lib.rnnx_emu_causal_conv_with_state_forward.restype = i
-
-    def linear_recurrence(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        past_state: Optional[torch.Tensor],
-        decay: Optional[torch.Tensor],
-        beta: Optional[torch.Tensor],
-        mask_pad: Optional[torch.Tensor],
-        out: torch.Tensor,
-        present_state: torch.Tensor,
-        *,
-        q_heads: int,
-        kv_heads: int,
-        rule: str,
-        scale: float = 0.0,
-        qk_l2_norm: bool = False,
-        kernel: str = "auto",
-        mask_int32: bool = False,
-        feature_map: bool = False,
-        time_major: bool = False,
-        z: Optional[tuple[Optional[torch.Tensor], torch.Tensor]] = None,
-        eps: float = 1e-6,
-        workspace: bool = True,
-    ) -> None:
-        """linearRecurrenceForward, layouts of the record LINEAR_RECURRENCE ((T, B, .) and a (T, B) mask with
-        ``time_major``); writes out and present_state. ``feature_map``: elu + 1 on query and key. ``z``: the
-        normaliser's (z_in (B, H_kv, d_k) fp32 | None, z_out) with ``eps``, and its workspace unless ``workspace`` is
-        False."""
-        B, T = (q.shape[1], q.shape[0]) if time_major else (q.shape[0], q.shape[1])
-        dk, dv = q.shape[2] // q_heads, v.shape[2] // kv_heads
-        mask = None
-        if mask_pad is not None:
-            mask = (mask_pad != 0).to(torch.int32 if mask_int32 else torch.uint8).contiguous()
-        code = DTYPE_CODES[q.dtype]
-        z_in, z_out = z if z is not None else (None, None)
-        ws = None
-        if z is not None and workspace:
-            ws_bytes = self._lib.rnnx_emu_linear_recurrence_workspace_size(B, kv_heads, dk, 1, code)
-            ws = torch.empty(max(1, ws_bytes), dtype=torch.uint8)
-        status = self._lib.rnnx_emu_linear_recurrence_forward(
-            B, T, q_heads, kv_heads, dk, dv, RULES[rule],
-            int(decay is not None and decay.shape[2] == kv_heads * dk and dk > 1),
-            int(beta is not None and beta.shape[2] == kv_heads), scale, int(qk_l2_norm), KERNELS[kernel],
-            int(mask_int32), int(feature_map), int(time_major),
-            code, _ptr(q), _ptr(k), _ptr(v), _ptr(past_state), _ptr(decay), _ptr(beta), _ptr(mask),
-            _ptr(out), _ptr(present_state), int(z is not None), _ptr(z_in), _ptr(z_out), eps, _ptr(ws),
-        )  # fmt: skip
-        self._check(status, "linearRecurrenceForward")
-
-    def causal_conv(
-        self,
-        x: torch.Tensor,
-        weight: torch.Tensor,
-        bias: Optional[torch.Tensor],
-        past_state: Optional[torch.Tensor],
-        mask_pad: Optional[torch.Tensor],
-        out: torch.Tensor,
-        present_state: torch.Tensor,
-        *,
-        silu: bool,
-        mask_int32: bool = False,
-    ) -> None:
-        """causalConvWithStateForward, layouts of the record CAUSAL_CONV_WITH_STATE."""
-        B, C, T = x.shape
-        mask = None
-        if mask_pad is not None:
-            mask = (mask_pad != 0).to(torch.int32 if mask_int32 else torch.uint8).contiguous()
-        status = self._lib.rnnx_emu_causal_conv_with_state_forward(
-            B, C, T, weight.shape[2], int(silu), int(mask_int32), DTYPE_CODES[x.dtype], _ptr(x), _ptr(weight),
-            _ptr(bias), _ptr(past_state), _ptr(mask), _ptr(out), _ptr(present_state),
-        )  # fmt: skip
-        self._check(status, "causalConvWithStateForward")
-
-
 @pytest.fixture(scope="module")
-def emu() -> RecurrenceKernels:
-    plugins.build_plugins(BUILD_DIR, quiet=True)
-    library = BUILD_DIR / "librnnx_kernels_emulated.so"
-    assert library.is_file(), f"{library} was not built"
-    kernels = RecurrenceKernels(library)
-    kernels.set_schedule("in_order")
-    return kernels
+def emu() -> EmulatedKernels:
+    return load_emulated_kernels()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,19 +111,10 @@ def lr_inputs(
     return inputs
 
 
-def run_lr(emu: RecurrenceKernels, inputs: dict, Hq: int, Hkv: int, rule: str, kernel: str, **kw):
-    """The kernel on ``inputs``; outputs start NaN, so every element must be written."""
-    q, v = inputs["query"], inputs["value"]
-    B, T = q.shape[:2]
-    dk, dv = q.shape[2] // Hq, v.shape[2] // Hkv
-    out = torch.full((B, T, max(Hq, Hkv) * dv), float("nan"), dtype=q.dtype)
-    state = kw.pop("present_state", None)
-    state = torch.full((B, Hkv, dk, dv), float("nan")) if state is None else state
-    emu.linear_recurrence(
-        q, inputs["key"], v, inputs["past_state"], inputs["decay"], inputs["beta"], inputs["pad_mask"], out, state,
-        q_heads=Hq, kv_heads=Hkv, rule=rule, kernel=kernel, **kw,
-    )  # fmt: skip
-    return out, state
+def run_lr(emu: EmulatedKernels, inputs: dict, Hq: int, Hkv: int, rule: str, kernel: str, **kw):
+    """The kernel on ``inputs``: (out, present_state), which start NaN unless ``present_state`` is given, so every
+    element must be written."""
+    return emu.linear_recurrence(inputs, q_heads=Hq, kv_heads=Hkv, rule=rule, kernel=kernel, **kw)
 
 
 def reference_lr(inputs: dict, Hq: int, Hkv: int, rule: str, scale: float = 0.0, qk_l2_norm: bool = False):
@@ -414,15 +293,12 @@ def time_major(inputs: dict) -> dict:
 def run_normalised(emu, inputs: dict, H: int, kernel: str, z0, *, tm: bool, S=None, z=None, **kw):
     """The kernel with the normaliser (z0 | None) on ``inputs`` (in the (T, B, .) layout when ``tm``), H_q = H_kv = H;
     outputs start NaN (S, z: these tensors instead, for in-place calls). Returns (out, S, z)."""
-    q, v = inputs["query"], inputs["value"]
+    q = inputs["query"]
     B = q.shape[1] if tm else q.shape[0]
-    dk, dv = q.shape[2] // H, v.shape[2] // H
-    out = torch.full(v.shape, float("nan"), dtype=q.dtype)
-    S = torch.full((B, H, dk, dv), float("nan")) if S is None else S
-    z = torch.full((B, H, dk), float("nan")) if z is None else z
-    emu.linear_recurrence(
-        q, inputs["key"], v, inputs["past_state"], None, None, inputs["pad_mask"], out, S, q_heads=H, kv_heads=H,
-        rule="linear", kernel=kernel, time_major=tm, z=(z0, z), **kw,
+    z = torch.full((B, H, q.shape[2] // H), float("nan")) if z is None else z
+    out, S = emu.linear_recurrence(
+        inputs | {"decay": None, "beta": None}, q_heads=H, kv_heads=H, rule="linear", kernel=kernel, time_major=tm,
+        z=(z0, z), present_state=S, **kw,
     )  # fmt: skip
     return out, S, z
 
@@ -499,12 +375,9 @@ def test_linear_recurrence_feature_map_time_major_with_decay_and_l2_norm(emu, ke
     a per-key decay, grouped query, pads, no normaliser."""
     B, T, Hq, Hkv, dk, dv = 2, 21, 4, 2, 24, 40
     inputs = lr_inputs(B, T, Hq, Hkv, dk, dv, "gated_delta", True, torch.float32, seed=80, qk_scale=2.0)
-    out = torch.full((T, B, Hq * dv), float("nan"))
-    state = torch.full((B, Hkv, dk, dv), float("nan"))
     tm = time_major(inputs)
-    emu.linear_recurrence(
-        tm["query"], tm["key"], tm["value"], tm["past_state"], tm["decay"], tm["beta"], tm["pad_mask"], out, state,
-        q_heads=Hq, kv_heads=Hkv, rule="gated_delta", kernel=kernel, qk_l2_norm=True, feature_map=True,
+    out, state = emu.linear_recurrence(
+        tm, q_heads=Hq, kv_heads=Hkv, rule="gated_delta", kernel=kernel, qk_l2_norm=True, feature_map=True,
         time_major=True,
     )  # fmt: skip
     mapped = inputs | {n: inputs[n].double() for n in ("value", "decay", "beta")}
@@ -553,9 +426,8 @@ def test_linear_recurrence_refuses_bad_normaliser_and_mma_arguments(emu):
     inputs = lr_inputs(1, 5, H, H, 32, 64, "gated", False, torch.float32, seed=1)
     S0, z0 = la_state(1, H, 32, 64, seed=1)
     with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # the normaliser needs the linear rule
-        emu.linear_recurrence(inputs["query"], inputs["key"], inputs["value"], S0, inputs["decay"], None, None,
-                              torch.empty_like(inputs["value"]), S0.clone(), q_heads=H, kv_heads=H, rule="gated",
-                              z=(z0, torch.empty_like(z0)))  # fmt: skip
+        unmasked = inputs | {"past_state": S0, "pad_mask": None}
+        emu.linear_recurrence(unmasked, q_heads=H, kv_heads=H, rule="gated", z=(z0, torch.empty_like(z0)))
     for Hq, dk, l2 in ((H, 24, False), (H, 32, True), (2 * H, 32, False)):
         odd = lr_inputs(1, 5, Hq, H, dk, 32, "linear", False, torch.float32, seed=2)
         with pytest.raises(EmulatedLaunchError, match="cudaError_t 1"):  # not eligible for the MMA kernel
@@ -593,9 +465,7 @@ def test_causal_conv_matches_naive(emu, K, dtype, silu):
     act = "silu" if silu else "none"
     tol = OUT_TOL[dtype]
     for s0, m, b in ((state, mask, bias), (None, None, None), (state, None, bias)):
-        out = torch.full((B, C, T), float("nan"), dtype=dtype)
-        present = torch.full((B, C, K - 1), float("nan"))
-        emu.causal_conv(x, w, b, s0, m, out, present, silu=silu)
+        out, present = emu.causal_conv(dict(input=x, weight=w, bias=b, past_state=s0, pad_mask=m), silu=silu)
         out_ref, state_ref = causal_conv_with_state_naive(x, w, b, s0, activation=act, pad_mask=m)
         torch.testing.assert_close(out.double(), out_ref.double(), atol=tol, rtol=tol)
         torch.testing.assert_close(present.double(), state_ref, atol=0, rtol=0)  # copies of inputs
@@ -610,15 +480,12 @@ def test_causal_conv_step_in_place_and_int32_mask(emu):
     state0 = torch.randn(B, C, K - 1, generator=g)
     mask = torch.zeros(B, T, dtype=torch.bool)
     mask[0, 2] = mask[1, 5:] = True
-    out_all = torch.empty(B, C, T)
-    state_all = torch.empty(B, C, K - 1)
-    emu.causal_conv(x, w, None, state0, mask, out_all, state_all, silu=True, mask_int32=True)
+    everything = dict(input=x, weight=w, past_state=state0, pad_mask=mask)
+    out_all, state_all = emu.causal_conv(everything, silu=True, mask_int32=True)
     state = state0.clone()
     outs = []
     for t in range(T):
-        out_t = torch.empty(B, C, 1)
-        emu.causal_conv(x[:, :, t : t + 1].contiguous(), w, None, state, mask[:, t : t + 1].contiguous(), out_t, state,
-                        silu=True)  # fmt: skip
-        outs.append(out_t)
+        step = dict(input=x[:, :, t : t + 1].contiguous(), weight=w, past_state=state, pad_mask=mask[:, t : t + 1])
+        outs.append(emu.causal_conv(step, silu=True, present_state=state)[0])
     torch.testing.assert_close(torch.cat(outs, dim=2), out_all, atol=0, rtol=0)
     torch.testing.assert_close(state, state_all, atol=0, rtol=0)

@@ -74,6 +74,17 @@ def node(*args: str, check: bool = True, stdin: str = "") -> subprocess.Complete
     return result
 
 
+def rnnx_mjs(names: str, data: Any, body: str) -> Any:
+    """Runs ``body`` as an ES module in node with ``names`` (``"PCG64, sampleRow"``) imported from rnnx.mjs and
+    ``data`` as the constant ``data`` (JSON through stdin); returns the JSON ``body`` prints (one console.log)."""
+    script = (
+        "import { readFileSync } from 'node:fs';\n"
+        f"import {{ {names} }} from {json.dumps((JS / 'rnnx.mjs').as_uri())};\n"
+        "const data = JSON.parse(readFileSync(0, 'utf8'));\n" + body
+    )
+    return json.loads(node("--input-type=module", "-e", script, stdin=json.dumps(data)).stdout)
+
+
 def js_generate(export: Path, prompts: list[list[int]], *options: str) -> list[list[int]]:
     """runtime/js/generate.mjs --json: each row's new tokens."""
     args = [str(JS / "generate.mjs"), str(export), "--max-new-tokens", str(MAX_NEW), "--json"]
@@ -214,17 +225,15 @@ def test_generator_and_sampling_reproduce_numpy() -> None:
         {"seed": seed, "logits": rng.standard_normal(vocab).astype(np.float32).tolist(), "options": opts}
         for seed, vocab, opts in zip((0, 17, 2**40 + 5, 3, 99, 5), (7, 12, 300, 1000, 129, 5000), options)
     ]
-    script = (
-        "import { readFileSync } from 'node:fs';\n"
-        "import { PCG64, sampleRow } from " + json.dumps((JS / "rnnx.mjs").as_uri()) + ";\n"
-        "const cases = JSON.parse(readFileSync(0, 'utf8'));\n"
-        "const draws = cases.map((c) => { const g = new PCG64([c.seed, 0]); return [g.random(), g.random()]; });\n"
-        "const tokens = cases.map((c) => { const g = new PCG64([c.seed, 1]); const o = c.options;\n"
+    got = rnnx_mjs(
+        "PCG64, sampleRow",
+        cases,
+        "const draws = data.map((c) => { const g = new PCG64([c.seed, 0]); return [g.random(), g.random()]; });\n"
+        "const tokens = data.map((c) => { const g = new PCG64([c.seed, 1]); const o = c.options;\n"
         "  return Array.from({ length: 20 }, () => sampleRow(Float32Array.from(c.logits), g,\n"
         "    { temperature: o.temperature ?? 1, topK: o.top_k ?? null, topP: o.top_p ?? null })); });\n"
-        "console.log(JSON.stringify({ draws, tokens }));\n"
+        "console.log(JSON.stringify({ draws, tokens }));\n",
     )
-    got = json.loads(node("--input-type=module", "-e", script, stdin=json.dumps(cases)).stdout)
     for case, draws, tokens in zip(cases, got["draws"], got["tokens"]):
         numpy_rng = np.random.default_rng([case["seed"], 0])
         assert draws == [numpy_rng.random(), numpy_rng.random()]
@@ -251,14 +260,12 @@ def test_prompts_follow_the_shared_syntax(exports) -> None:
     """rnnx.mjs's parsePrompt (generate.mjs's and the demo page's) reads tests/prompt_cases.py's prompts as Python
     and C do (docs/embedding.md, "Prompts"); generate.mjs generates from them what Python does from their ids, and
     refuses a bad one with one line naming the piece."""
-    script = (
-        "import { readFileSync } from 'node:fs';\n"
-        "import { parsePrompt } from " + json.dumps((JS / "rnnx.mjs").as_uri()) + ";\n"
-        "const texts = JSON.parse(readFileSync(0, 'utf8'));\n"
+    got = rnnx_mjs(
+        "parsePrompt",
+        [t for t, _ in PROMPT_CASES],
         "const parse = (t) => { try { return parsePrompt(t); } catch (e) { return e.message; } };\n"
-        "console.log(JSON.stringify(texts.map(parse)));\n"
+        "console.log(JSON.stringify(data.map(parse)));\n",
     )
-    got = json.loads(node("--input-type=module", "-e", script, stdin=json.dumps([t for t, _ in PROMPT_CASES])).stdout)
     want = [ids if isinstance(ids, list) else expected_error(text, ids) for text, ids in PROMPT_CASES]
     assert got == want
     name = DEMO_CHECKPOINTS[0]

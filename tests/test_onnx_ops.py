@@ -496,30 +496,35 @@ def test_portable_target_has_standard_ops_only(tmp_path):
 # -------------------------------------------------------------------------------- contract with spec
 
 
+def export_every_op(
+    tmp_path, dtype: torch.dtype, sru_attrs: dict, sru_args: tuple, attention_args: tuple
+) -> dict[spec.OpSpec, onnx.ModelProto]:
+    """One tensorrt-target graph per rnnx op at ``dtype`` activations, in ``tmp_path``: the SRU scan (``sru_attrs``
+    on ``sru_args``) and causal linear attention (on ``attention_args``), and each op of the recurrence family on
+    ``family_inputs(dtype)``; op -> graph."""
+    modules = {
+        spec.SRU_SCAN: (SRUScanModule(**sru_attrs), sru_args),
+        spec.CAUSAL_LINEAR_ATTENTION: (AttentionModule(), attention_args),
+        **{op: (FAMILY_MODULES[op](), args) for op, args in family_inputs(dtype).items()},
+    }
+    return {
+        op: export(module, args, None, "tensorrt", tmp_path / f"{op.torch_name}.onnx")
+        for op, (module, args) in modules.items()
+    }
+
+
 def test_every_rnnx_node_carries_the_spec_attributes(tmp_path):
     """For each op of spec.ALL_OPS: the node's attribute names and types are exactly the spec's."""
     sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=4, has_skip_term=True, use_tanh=True, scale_x=1.0)
-    exported = {
-        spec.SRU_SCAN.onnx_name: export(
-            SRUScanModule(**sru_attrs),
-            sru_inputs(3, 2, 2, 2, 4, True, None, torch.float32, 0),
-            None,
-            "tensorrt",
-            tmp_path / "sru.onnx",
-        ),
-        spec.CAUSAL_LINEAR_ATTENTION.onnx_name: export(
-            AttentionModule(),
-            attention_inputs(1, 1, 3, 2, 2, torch.float32, False, 0),
-            None,
-            "tensorrt",
-            tmp_path / "att.onnx",
-        ),
-    }
-    for op, args in family_inputs(torch.float32).items():
-        path = tmp_path / f"{op.torch_name}.onnx"
-        exported[op.onnx_name] = export(FAMILY_MODULES[op](), args, None, "tensorrt", path)
+    exported = export_every_op(
+        tmp_path,
+        torch.float32,
+        sru_attrs,
+        sru_inputs(3, 2, 2, 2, 4, True, None, torch.float32, 0),
+        attention_inputs(1, 1, 3, 2, 2, torch.float32, False, 0),
+    )
     for op in spec.ALL_OPS:
-        model = exported[op.onnx_name]
+        model = exported[op]
         (node,) = [n for n in rnnx_nodes(model) if n.op_type == op.onnx_name]
         expected = node_attribute_defaults(op)
         assert {a.name for a in node.attribute} == set(expected)
@@ -541,24 +546,13 @@ def test_node_outputs_follow_the_records(tmp_path):
     (fp16) or the state dtype (fp32) as its record's role says."""
     assert state_dtype(torch.float16) == torch.float32
     sru_attrs = dict(hidden_size=2, num_directions=2, num_matrices=3, has_skip_term=True, use_tanh=False, scale_x=1.0)
-    models = {
-        spec.SRU_SCAN: export(
-            SRUScanModule(**sru_attrs),
-            sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float16, 0),
-            None,
-            "tensorrt",
-            tmp_path / "sru.onnx",
-        ),
-        spec.CAUSAL_LINEAR_ATTENTION: export(
-            AttentionModule(),
-            attention_inputs(1, 2, 3, 4, 5, torch.float16, False, 0),
-            None,
-            "tensorrt",
-            tmp_path / "att.onnx",
-        ),
-    }
-    for op, args in family_inputs(torch.float16).items():
-        models[op] = export(FAMILY_MODULES[op](), args, None, "tensorrt", tmp_path / f"{op.torch_name}.onnx")
+    models = export_every_op(
+        tmp_path,
+        torch.float16,
+        sru_attrs,
+        sru_inputs(3, 2, 2, 2, 3, True, torch.bool, torch.float16, 0),
+        attention_inputs(1, 2, 3, 4, 5, torch.float16, False, 0),
+    )
     assert set(models) == set(spec.ALL_OPS)
     for op, model in models.items():
         (node,) = rnnx_nodes(model)

@@ -26,6 +26,7 @@ and skips, saying why, without headers or compiler.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,28 @@ def close(got: np.ndarray, want: torch.Tensor, tolerance: float) -> bool:
     if got.shape != want.shape:
         return False
     return want.size == 0 or float(np.max(np.abs(got - want))) <= tolerance * max(1.0, float(np.max(np.abs(want))))
+
+
+#: the inputs with no time axis, which each piece of a call in pieces takes whole
+UNTIMED = ("past_state", "weight", "bias")
+
+
+def run_in_pieces(
+    run: Callable[[dict[str, torch.Tensor]], tuple[np.ndarray, np.ndarray]],
+    x: dict[str, torch.Tensor],
+    bounds: list[tuple[int, int]],
+    axis: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A prefill then steps: ``run`` (inputs -> (output, present_state)) on the time steps [t0, t1) of ``x`` for each
+    (t0, t1) of ``bounds`` in turn (the inputs with a time axis cut along ``axis``), each call from the previous one's
+    present_state, the first from ``x["past_state"]``; returns the outputs joined along ``axis`` and the last state."""
+    state, outs = x["past_state"], []
+    for t0, t1 in bounds:
+        piece = {n: (v if n in UNTIMED else v.narrow(axis, t0, t1 - t0)) for n, v in x.items()}
+        out, present = run({**piece, "past_state": state})
+        outs.append(out)
+        state = torch.from_numpy(present)
+    return np.concatenate(outs, axis=axis), state.numpy()
 
 
 def elem_of(dtype: torch.dtype) -> int:
@@ -256,14 +279,9 @@ def test_linear_recurrence_prefill_then_step_is_one_pass(library, rule):
     x = recurrence_inputs(rule, torch.float32, B=2, T=14, Hq=Hq, Hkv=Hkv, dk=16, dv=64, per_key=True, beta_heads=Hkv)
     out_all, present_all = run_recurrence(library, x, rule, Hq, Hkv)
     steps = [(0, 11), (11, 12), (12, 13), (13, 14)]
-    state, outs = x["past_state"], []
-    for t0, t1 in steps:
-        part = {n: t[:, t0:t1] for n, t in x.items() if n != "past_state"}
-        out, present = run_recurrence(library, {**part, "past_state": state}, rule, Hq, Hkv)
-        outs.append(out)
-        state = torch.from_numpy(present)
-    assert close(np.concatenate(outs, axis=1), torch.from_numpy(out_all), 1e-6)
-    assert close(state.numpy(), torch.from_numpy(present_all), 1e-6)
+    out, state = run_in_pieces(lambda part: run_recurrence(library, part, rule, Hq, Hkv), x, steps, axis=1)
+    assert close(out, torch.from_numpy(out_all), 1e-6)
+    assert close(state, torch.from_numpy(present_all), 1e-6)
 
 
 @pytest.mark.parametrize("elem", [BF16, FP64], ids=["bf16", "fp64"])
@@ -327,14 +345,10 @@ def test_linear_recurrence_grouped_value_padded_and_in_steps(library):
     out_ref, present_ref = reference(padded, rule, Hq, Hkv, qk_l2_norm=1)
     assert close(out, out_ref, 1e-5) and close(present, present_ref, 1e-5)
     out_all, present_all = run_recurrence(library, x, rule, Hq, Hkv, qk_l2_norm=1)
-    state, outs = x["past_state"], []
-    for t0, t1 in [(0, 5), (5, 6), (6, 7), (7, 8)]:
-        part = {n: t[:, t0:t1] for n, t in x.items() if n != "past_state"}
-        out, present = run_recurrence(library, {**part, "past_state": state}, rule, Hq, Hkv, qk_l2_norm=1)
-        outs.append(out)
-        state = torch.from_numpy(present)
-    assert close(np.concatenate(outs, axis=1), torch.from_numpy(out_all), 1e-6)
-    assert close(state.numpy(), torch.from_numpy(present_all), 1e-6)
+    steps = [(0, 5), (5, 6), (6, 7), (7, 8)]
+    out, state = run_in_pieces(lambda part: run_recurrence(library, part, rule, Hq, Hkv, qk_l2_norm=1), x, steps, 1)
+    assert close(out, torch.from_numpy(out_all), 1e-6)
+    assert close(state, torch.from_numpy(present_all), 1e-6)
 
 
 def test_qk_l2_norm_eps_of_the_kernels_is_the_records():
@@ -412,13 +426,9 @@ def test_causal_conv_pads_and_prefill_then_steps(library, K):
     assert close(present_b, torch.from_numpy(present[1:2]), 1e-6)
     del x["mask_pad"]
     out_all, present_all = run_conv(library, x, "silu")
-    state, outs = x["past_state"], []
-    for t0, t1 in [(0, 5), (5, 6), (6, 7), (7, 8)]:
-        out, present = run_conv(library, {**x, "input": x["input"][..., t0:t1], "past_state": state}, "silu")
-        outs.append(out)
-        state = torch.from_numpy(present)
-    assert close(np.concatenate(outs, axis=2), torch.from_numpy(out_all), 1e-6)
-    assert close(state.numpy(), torch.from_numpy(present_all), 1e-6)
+    out, state = run_in_pieces(lambda part: run_conv(library, part, "silu"), x, [(0, 5), (5, 6), (6, 7), (7, 8)], 2)
+    assert close(out, torch.from_numpy(out_all), 1e-6)
+    assert close(state, torch.from_numpy(present_all), 1e-6)
 
 
 @pytest.mark.parametrize("elem", [BF16, FP64], ids=["bf16", "fp64"])

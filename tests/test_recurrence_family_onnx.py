@@ -14,6 +14,7 @@ standard's body) and 3e-3 for the fp32 state, which the body updates from fp16 v
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -99,6 +100,31 @@ def _run_both(model: onnx.ModelProto, arrays: dict[str, np.ndarray], form: str) 
     return [session.run(None, arrays)] + ([] if form in ORT_ONLY else [ReferenceEvaluator(model).run(None, arrays)])
 
 
+def _lowered_and_naive(
+    op: spec.OpSpec,
+    naive: Callable[..., tuple[torch.Tensor, torch.Tensor]],
+    x: dict[str, torch.Tensor],
+    attrs: dict,
+    mask: torch.Tensor,
+    variants: list[tuple[bool, bool]],
+    past_state: Callable[[], torch.Tensor],
+) -> Iterator[tuple[np.ndarray, np.ndarray, torch.Tensor, torch.Tensor]]:
+    """For each (with_state, with_mask) of ``variants``: the op's inputs ``x``, plus a ``past_state()`` and / or
+    ``mask`` as mask_pad, run as every form of :data:`FORMS` by each runner (:func:`_run_both`), each run's
+    (output, state) with the naive twin's (``naive(**inputs, **attrs, pad_mask=)``) on the same inputs."""
+    for with_state, with_mask in variants:
+        inputs = dict(x)
+        if with_state:
+            inputs["past_state"] = past_state()
+        ref_out, ref_state = naive(**inputs, **attrs, pad_mask=mask if with_mask else None)
+        if with_mask:
+            inputs["mask_pad"] = mask
+        arrays = {n: inputs[n].numpy() for n in op.inputs if n in inputs}
+        for form in FORMS:
+            for out, state in _run_both(_model(op, arrays, attrs, form), arrays, form):
+                yield out, state, ref_out, ref_state
+
+
 def _rel(got: np.ndarray, want: torch.Tensor) -> float:
     want64 = want.double().numpy()
     return float(np.abs(got.astype(np.float64) - want64).max() / max(np.abs(want64).max(), 1e-30))
@@ -140,20 +166,13 @@ def test_linear_recurrence_lowering_equals_the_naive_twin(rule, heads, per_key, 
     mask = torch.zeros(B, T, dtype=torch.int32)
     mask[1, 6:] = 1  # a right-padded row
     attrs = dict(q_num_heads=h_q, kv_num_heads=h_kv, update_rule=rule, scale=0.0, qk_l2_norm=int(qk_norm))
-    for with_state, with_mask in [(False, False), (True, True)]:
-        inputs = dict(x)
-        if with_state:
-            inputs["past_state"] = torch.randn(B, h_kv, D_K, D_V, generator=g)
-        ref_out, ref_state = linear_recurrence_naive(
-            **inputs, **attrs, pad_mask=mask if with_mask else None
-        )  # fmt: skip
-        if with_mask:
-            inputs["mask_pad"] = mask
-        arrays = {n: inputs[n].numpy() for n in spec.LINEAR_RECURRENCE.inputs if n in inputs}
-        for form in FORMS:
-            for out, state in _run_both(_model(spec.LINEAR_RECURRENCE, arrays, attrs, form), arrays, form):
-                assert out.dtype == dtype and state.dtype == np.float32
-                assert _rel(out, ref_out) < TOL[dtype][0] and _rel(state, ref_state) < TOL[dtype][1]
+    runs = _lowered_and_naive(
+        spec.LINEAR_RECURRENCE, linear_recurrence_naive, x, attrs, mask, [(False, False), (True, True)],
+        past_state=lambda: torch.randn(B, h_kv, D_K, D_V, generator=g),
+    )  # fmt: skip
+    for out, state, ref_out, ref_state in runs:
+        assert out.dtype == dtype and state.dtype == np.float32
+        assert _rel(out, ref_out) < TOL[dtype][0] and _rel(state, ref_state) < TOL[dtype][1]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=lambda d: d.__name__)
@@ -170,22 +189,15 @@ def test_causal_conv_lowering_equals_the_naive_twin(K, dtype):
     mask = torch.zeros(B, T, dtype=torch.bool)
     mask[0, 7:] = True
     mask[1, 3] = True
-    for with_state, with_mask in [(False, False), (True, False), (True, True), (False, True)]:
-        inputs = dict(x)
-        if with_state:
-            inputs["past_state"] = torch.randn(B, 5, K - 1, generator=g).to(tdt).float()
-        ref_out, ref_state = causal_conv_with_state_naive(
-            **inputs, activation="silu", pad_mask=mask if with_mask else None
-        )  # fmt: skip
-        if with_mask:
-            inputs["mask_pad"] = mask
-        arrays = {n: inputs[n].numpy() for n in spec.CAUSAL_CONV_WITH_STATE.inputs if n in inputs}
-        for form in FORMS:
-            model = _model(spec.CAUSAL_CONV_WITH_STATE, arrays, {"activation": "silu"}, form)
-            for out, state in _run_both(model, arrays, form):
-                assert out.dtype == dtype and state.dtype == np.float32 and state.shape == (B, 5, K - 1)
-                assert _rel(out, ref_out) < TOL[dtype][0]
-                np.testing.assert_array_equal(state, ref_state.float().numpy())  # a copy of past inputs
+    runs = _lowered_and_naive(
+        spec.CAUSAL_CONV_WITH_STATE, causal_conv_with_state_naive, x, {"activation": "silu"}, mask,
+        [(False, False), (True, False), (True, True), (False, True)],
+        past_state=lambda: torch.randn(B, 5, K - 1, generator=g).to(tdt).float(),
+    )  # fmt: skip
+    for out, state, ref_out, ref_state in runs:
+        assert out.dtype == dtype and state.dtype == np.float32 and state.shape == (B, 5, K - 1)
+        assert _rel(out, ref_out) < TOL[dtype][0]
+        np.testing.assert_array_equal(state, ref_state.float().numpy())  # a copy of past inputs
 
 
 def test_the_inline_lowering_uses_no_custom_domain():

@@ -86,26 +86,43 @@ def _run_captured(model, layer, cache_of, layer_idx: int, **step_kw) -> dict:
     return {"calls": calls, "states": states}
 
 
+#: the two transformers models whose mixers are captured: the model (built from a config), the captured mixer
+#: layer, its index in the cache, and the output's field holding the cache
+CAPTURED = {
+    "qwen3_5": (
+        lambda: transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**QWEN)),
+        lambda model: model.model.layers[0].linear_attn,
+        0,
+        lambda out: out.past_key_values,
+    ),
+    "mamba2": (
+        lambda: transformers.Mamba2ForCausalLM(transformers.Mamba2Config(**MAMBA2)),
+        lambda model: model.backbone.layers[1].mixer,
+        1,
+        lambda out: out.cache,
+    ),
+}
+
+
+def _captured(family: str) -> dict:
+    """``CAPTURED[family]``'s model (seed 0, eval, mixers randomised), its captured layer, and that layer's calls
+    and states over a prefill and a decode step (:func:`_run_captured`)."""
+    build, layer_of, layer_idx, cache_of = CAPTURED[family]
+    torch.manual_seed(0)
+    model = build().eval()
+    _randomise_mixers(model)
+    layer = layer_of(model)
+    return {"model": model, "layer": layer, **_run_captured(model, layer, cache_of, layer_idx, cache_kw="cache")}
+
+
 @pytest.fixture(scope="module")
 def qwen3_5():
-    cfg = transformers.Qwen3_5TextConfig(**QWEN)
-    torch.manual_seed(0)
-    model = transformers.Qwen3_5ForCausalLM(cfg).eval()
-    _randomise_mixers(model)
-    layer = model.model.layers[0].linear_attn
-    run = _run_captured(model, layer, lambda out: out.past_key_values, 0, cache_kw="cache")
-    return {"model": model, "layer": layer, **run}
+    return _captured("qwen3_5")
 
 
 @pytest.fixture(scope="module")
 def mamba2():
-    cfg = transformers.Mamba2Config(**MAMBA2)
-    torch.manual_seed(0)
-    model = transformers.Mamba2ForCausalLM(cfg).eval()
-    _randomise_mixers(model)
-    layer = model.backbone.layers[1].mixer
-    run = _run_captured(model, layer, lambda out: out.cache, 1, cache_kw="cache")
-    return {"model": model, "layer": layer, **run}
+    return _captured("mamba2")
 
 
 def test_transformers_runs_its_torch_paths() -> None:

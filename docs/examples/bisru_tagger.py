@@ -12,10 +12,9 @@ Run it with the published package on the path (it compiles a small CPU extension
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
+import sys
 import warnings
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -23,8 +22,10 @@ import sru
 import torch
 from torch import Tensor, nn
 
-import rnnx.runtime
-from rnnx.export import export
+from rnnx.runtime.parity import errors
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # example_support.py, beside this file
+from example_support import fit, one_thread, onnxruntime_export, parity_numbers, print_report, seeded
 
 VOCAB = 6
 LENGTH = 16
@@ -56,59 +57,25 @@ def make_batch(batch: int, length: int, gen: torch.Generator) -> tuple[Tensor, T
     return tokens, tags
 
 
-def train(model: BiSRUTagger, steps: int, gen: torch.Generator) -> float:
-    """Adam on fresh random batches; returns the final training loss."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    loss = torch.tensor(0.0)
-    model.train()
-    warnings.filterwarnings("ignore", message="Running SRU on CPU with grad_enabled")
-    for _ in range(steps):
-        tokens, tags = make_batch(32, LENGTH, gen)
-        loss = nn.functional.cross_entropy(model(tokens).reshape(-1, 2), tags.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return loss.item()
+def tagging_loss(model: BiSRUTagger, gen: torch.Generator) -> Tensor:
+    """The training loss: cross-entropy of the tags of a fresh batch of 32 random sentences."""
+    tokens, tags = make_batch(32, LENGTH, gen)
+    return nn.functional.cross_entropy(model(tokens).reshape(-1, 2), tags.reshape(-1))
 
 
-def relative_error(got: np.ndarray, want: np.ndarray) -> float:
-    """max |got - want| / max |want|: the measure rnnx's parity reports use."""
-    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Runs torch on one thread meanwhile: models this small train fastest so, even on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
+@one_thread()
 def main(out_dir: Optional[str] = None, steps: int = 300) -> dict[str, Any]:
     """Trains, exports and checks the tagger; returns the numbers it measured."""
-    with one_thread():
-        return _run(out_dir=out_dir, steps=steps)
-
-
-def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED)
+    gen = seeded(SEED)
     model = BiSRUTagger()
-    loss = train(model, steps, gen)
-    model.eval()
+    warnings.filterwarnings("ignore", message="Running SRU on CPU with grad_enabled")
+    loss = fit(model, steps, lr=1e-2, batch_loss=lambda: tagging_loss(model, gen))
 
     test_tokens, test_tags = make_batch(256, LENGTH, gen)
     with torch.no_grad():
         accuracy = float((model(test_tokens).argmax(-1) == test_tags).float().mean())
 
-    with tempfile.TemporaryDirectory() as tmp:
-        target_dir = out_dir or tmp
-        result = export(model, (test_tokens[:4],), target_dir, target="onnxruntime")
-        session = rnnx.runtime.load(target_dir, backend="onnxruntime")
-
+    with onnxruntime_export(model, (test_tokens[:4],), out_dir) as (result, session):
         # new sentences, of a length and batch size the export never saw
         sentences, _ = make_batch(5, 23, gen)
         logits = session.run(tokens=sentences.numpy())["output"]
@@ -116,16 +83,13 @@ def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
         expected = model(sentences).numpy()
 
     ort_tags, torch_tags = logits.argmax(-1), expected.argmax(-1)
-    rel = relative_error(logits, expected)
-    assert result.parity is not None and result.parity.passed, result.parity
+    rel = errors(logits, expected)[1]  # max |got - want| / max |want|, as rnnx's parity reports measure
     assert np.array_equal(ort_tags, torch_tags), "ONNX Runtime tags differ from PyTorch's"
     assert rel <= 1e-4, f"logits differ by {rel:.3e} relative"
     return {
         "train_loss": loss,
         "accuracy": accuracy,
-        "parity_passed": result.parity.passed,
-        "parity_worst_rel": result.parity.worst_rel,
-        "parity_verdict": result.parity.verdict(),
+        **parity_numbers(result),
         "inputs": [spec.name for spec in session.inputs],
         "sentences": sentences.tolist(),
         "tags": ort_tags.tolist(),
@@ -134,10 +98,14 @@ def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
     }
 
 
+#: what running this file prints, a line per template filled in with main()'s numbers
+REPORT = (
+    "training loss {train_loss:.2e}, tagging accuracy {accuracy:.4f}",
+    "export parity: {parity_verdict}",
+    "sentence: {sentences[0]}",
+    "tags:     {tags[0]}",
+    "ONNX Runtime tags equal PyTorch's; logits max relative difference {logits_rel:.3e}",
+)
+
 if __name__ == "__main__":
-    numbers = main()
-    print(f"training loss {numbers['train_loss']:.2e}, tagging accuracy {numbers['accuracy']:.4f}")
-    print(f"export parity: {numbers['parity_verdict']}")
-    print(f"sentence: {numbers['sentences'][0]}")
-    print(f"tags:     {numbers['tags'][0]}")
-    print(f"ONNX Runtime tags equal PyTorch's; logits max relative difference {numbers['logits_rel']:.3e}")
+    print_report(REPORT, main())

@@ -15,9 +15,8 @@ which ``bash scripts/setup.sh`` installs).
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from collections.abc import Iterator
+import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -27,10 +26,12 @@ from fast_transformers.masking import TriangularCausalMask
 from torch import Tensor, nn
 
 import rnnx.runtime
-from rnnx.export import export
 from rnnx.models import convert
 from rnnx.models.fast_transformers import LinearTransformerEncoder
 from rnnx.models.state import LinearAttentionState
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # example_support.py, beside this file
+from example_support import fit, one_thread, onnxruntime_export, parity_numbers, print_report, seeded
 
 DIGITS = 10
 STEPS = (1, 2, 3)
@@ -94,19 +95,11 @@ class StatefulLM(nn.Module):
         return self.head(y), state
 
 
-def train(model: ParallelLM, steps: int, gen: torch.Generator) -> float:
-    """Adam on fresh random batches, loss on the digits only; returns the final training loss."""
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loss = torch.tensor(0.0)
-    model.train()
-    for _ in range(steps):
-        tokens = make_batch(32, LENGTH, gen)
-        logits = model(tokens[:, :-1])[:, 1:]
-        loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 2:].reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return loss.item()
+def next_token_loss(model: ParallelLM, gen: torch.Generator) -> Tensor:
+    """The training loss: next-token cross-entropy on a fresh batch of 32 random sequences, on the digits only."""
+    tokens = make_batch(32, LENGTH, gen)
+    logits = model(tokens[:, :-1])[:, 1:]
+    return nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 2:].reshape(-1))
 
 
 @torch.no_grad()
@@ -136,29 +129,12 @@ def onnxruntime_decode(session: rnnx.runtime.StatefulSession, prompts: np.ndarra
     return np.stack(tokens, axis=1)
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Runs torch on one thread meanwhile: models this small train fastest so, even on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
+@one_thread()
 def main(out_dir: Optional[str] = None, steps: int = 400) -> dict[str, Any]:
     """Trains, decodes both ways, exports and checks; returns the numbers it measured."""
-    with one_thread():
-        return _run(out_dir=out_dir, steps=steps)
-
-
-def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
-    torch.manual_seed(SEED)
-    gen = torch.Generator().manual_seed(SEED)
+    gen = seeded(SEED)
     model = ParallelLM()
-    loss = train(model, steps, gen)
-    model.eval()
+    loss = fit(model, steps, lr=3e-3, batch_loss=lambda: next_token_loss(model, gen))
 
     sequences = make_batch(16, PROMPT + NEW_TOKENS, gen)
     prompts, answers = sequences[:, :PROMPT], sequences[:, PROMPT:]
@@ -171,24 +147,18 @@ def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
         original_logits = model(sequences)
     convert_max_abs = float((converted_logits - original_logits).abs().max())
 
-    with tempfile.TemporaryDirectory() as tmp:
-        target_dir = out_dir or tmp
-        result = export(lm, (prompts[:2],), target_dir, output_names=["logits"], target="onnxruntime")
-        session = rnnx.runtime.load(target_dir, backend="onnxruntime")
+    with onnxruntime_export(lm, (prompts[:2],), out_dir, output_names=["logits"]) as (result, session):
         decoded = onnxruntime_decode(session, prompts.numpy(), NEW_TOKENS)
         state_names = list(session.state.to_host())
 
     tokens_equal = bool(np.array_equal(decoded, expected.numpy()))
-    assert result.parity is not None and result.parity.passed, result.parity
     assert convert_max_abs <= 1e-4, f"converted vs original logits: {convert_max_abs:.3e}"
     assert tokens_equal, f"ONNX Runtime decoded {decoded.tolist()}, fast-transformers {expected.tolist()}"
     return {
         "train_loss": loss,
         "decode_accuracy": accuracy,
         "convert_max_abs": convert_max_abs,
-        "parity_passed": result.parity.passed,
-        "parity_worst_rel": result.parity.worst_rel,
-        "parity_verdict": result.parity.verdict(),
+        **parity_numbers(result),
         "state_names": state_names,
         "prompt": prompts[0].tolist(),
         "decoded": decoded[0].tolist(),
@@ -196,11 +166,15 @@ def _run(out_dir: Optional[str], steps: int) -> dict[str, Any]:
     }
 
 
+#: what running this file prints, a line per template filled in with main()'s numbers
+REPORT = (
+    "training loss {train_loss:.2e}, greedy decode accuracy {decode_accuracy:.4f}",
+    "converted encoder vs fast-transformers: max abs logit diff {convert_max_abs:.3e}",
+    "export parity: {parity_verdict}",
+    "state tensors: {state_names}",
+    "prompt {prompt} -> ONNX Runtime {decoded}",
+    "ONNX Runtime greedy tokens equal the RecurrentEncoderBuilder decode",
+)
+
 if __name__ == "__main__":
-    numbers = main()
-    print(f"training loss {numbers['train_loss']:.2e}, greedy decode accuracy {numbers['decode_accuracy']:.4f}")
-    print(f"converted encoder vs fast-transformers: max abs logit diff {numbers['convert_max_abs']:.3e}")
-    print(f"export parity: {numbers['parity_verdict']}")
-    print(f"state tensors: {numbers['state_names']}")
-    print(f"prompt {numbers['prompt']} -> ONNX Runtime {numbers['decoded']}")
-    print("ONNX Runtime greedy tokens equal the RecurrentEncoderBuilder decode")
+    print_report(REPORT, main())

@@ -10,9 +10,8 @@ Run it with ``python docs/examples/streaming_encoder.py``.
 
 from __future__ import annotations
 
-import contextlib
+import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,8 +20,11 @@ import torch
 from torch import Tensor, nn
 
 import rnnx.runtime
-from rnnx.export import export
 from rnnx.models import SRU
+from rnnx.runtime.parity import errors
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # example_support.py, beside this file
+from example_support import one_thread, onnxruntime_export, parity_numbers, print_report
 
 FEATURES = 40
 HIDDEN = 64
@@ -62,35 +64,15 @@ def factory() -> dict[str, Any]:
     }
 
 
-def relative_error(got: np.ndarray, want: np.ndarray) -> float:
-    """max |got - want| / max |want|: the measure rnnx's parity reports use."""
-    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-
-
 def stream(session: rnnx.runtime.StatefulSession, features: np.ndarray, start: int = 0) -> np.ndarray:
     """Feeds ``features[:, start:]`` chunk by chunk from the session's current state; the outputs joined."""
     outs = [session.run(features=features[:, t : t + CHUNK])["encoded"] for t in range(start, features.shape[1], CHUNK)]
     return np.concatenate(outs, axis=1)
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Runs torch on one thread meanwhile: models this small train fastest so, even on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
+@one_thread()
 def main(out_dir: Optional[str] = None) -> dict[str, Any]:
     """Exports the encoder, streams a long input through ONNX Runtime and checks it; returns the numbers."""
-    with one_thread():
-        return _run(out_dir=out_dir)
-
-
-def _run(out_dir: Optional[str]) -> dict[str, Any]:
     torch.manual_seed(SEED)
     model = StreamingEncoder().eval()
     examples = torch.randn(2, CHUNK, FEATURES)
@@ -98,10 +80,10 @@ def _run(out_dir: Optional[str]) -> dict[str, Any]:
     with torch.no_grad():
         expected = model(features, model.init_state(3))[0].numpy()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        target_dir = Path(out_dir or tmp)
-        result = export(model, (examples,), target_dir, output_names=["encoded"], target="onnxruntime")
-        session = rnnx.runtime.load(target_dir, backend="onnxruntime")
+    with (
+        onnxruntime_export(model, (examples,), out_dir, output_names=["encoded"]) as (result, session),
+        tempfile.TemporaryDirectory() as scratch,  # for the saved state
+    ):
         x = features.numpy()
 
         whole = session.run(features=x)["encoded"]  # one call on all frames
@@ -113,7 +95,7 @@ def _run(out_dir: Optional[str]) -> dict[str, Any]:
         middle = 6 * CHUNK
         head = stream(session, x[:, :middle])
         fork = session.state.fork()
-        saved = session.state.save(Path(tmp) / "state.npz")
+        saved = session.state.save(Path(scratch) / "state.npz")
         tail = stream(session, x, middle)
         session.state = fork
         tail_fork = stream(session, x, middle)
@@ -123,16 +105,14 @@ def _run(out_dir: Optional[str]) -> dict[str, Any]:
 
     chunk_vs_whole = float(np.abs(chunked - whole).max())
     resume = max(float(np.abs(t - chunked[:, middle:]).max()) for t in (tail, tail_fork, tail_loaded))
-    rel_torch = max(relative_error(chunked, expected), relative_error(whole, expected))
-    assert result.parity is not None and result.parity.passed, result.parity
+    # max |got - want| / max |want|, as rnnx's parity reports measure
+    rel_torch = max(errors(chunked, expected)[1], errors(whole, expected)[1])
     assert chunk_vs_whole <= 1e-5, f"chunked vs whole: {chunk_vs_whole:.3e}"
     assert np.array_equal(head, chunked[:, :middle]), "the first chunks differ from the full stream's"
     assert resume <= 1e-5, f"resumed streams differ by {resume:.3e}"
     assert rel_torch <= 1e-4, f"ONNX Runtime vs PyTorch: {rel_torch:.3e} relative"
     return {
-        "parity_passed": result.parity.passed,
-        "parity_worst_rel": result.parity.worst_rel,
-        "parity_verdict": result.parity.verdict(),
+        **parity_numbers(result),
         "state_names": state_names,
         "frames": FRAMES,
         "chunk": CHUNK,
@@ -143,13 +123,14 @@ def _run(out_dir: Optional[str]) -> dict[str, Any]:
     }
 
 
+#: what running this file prints, a line per template filled in with main()'s numbers
+REPORT = (
+    "export parity: {parity_verdict}",
+    "state tensors: {state_names}",
+    "{frames} frames in {chunks} chunks of {chunk} vs one call: max abs diff {chunked_vs_whole_max_abs:.3e}",
+    "fork / save / load after 6 chunks, then the rest: max abs diff {resumed_vs_stream_max_abs:.3e}",
+    "ONNX Runtime vs PyTorch: max relative diff {onnxruntime_vs_torch_rel:.3e}",
+)
+
 if __name__ == "__main__":
-    numbers = main()
-    print(f"export parity: {numbers['parity_verdict']}")
-    print(f"state tensors: {numbers['state_names']}")
-    print(
-        f"{numbers['frames']} frames in {numbers['chunks']} chunks of {numbers['chunk']} vs one call: "
-        f"max abs diff {numbers['chunked_vs_whole_max_abs']:.3e}"
-    )
-    print(f"fork / save / load after 6 chunks, then the rest: max abs diff {numbers['resumed_vs_stream_max_abs']:.3e}")
-    print(f"ONNX Runtime vs PyTorch: max relative diff {numbers['onnxruntime_vs_torch_rel']:.3e}")
+    print_report(REPORT, main())

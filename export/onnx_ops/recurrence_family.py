@@ -561,21 +561,19 @@ def _family_any_function(variant: FamilyVariant, context: NodeContext) -> onnx.F
     return function
 
 
-LINEAR_RECURRENCE_EXPORT = OpExport(
-    spec=spec.LINEAR_RECURRENCE,
-    torch_module="rnnx.models.ops.linear_recurrence",
-    translation=lambda target: _linear_recurrence_translation(target.every_input_present),
-    variant=_family_variant(spec.LINEAR_RECURRENCE),
-    function=_family_function,
-    any_variant=_family_any_variant(spec.LINEAR_RECURRENCE),
-    any_function=_family_any_function,
-)
-CAUSAL_CONV_EXPORT = OpExport(
-    spec=spec.CAUSAL_CONV_WITH_STATE,
-    torch_module="rnnx.models.ops.causal_conv_with_state",
-    translation=lambda target: _causal_conv_translation(target.every_input_present),
-    variant=_family_variant(spec.CAUSAL_CONV_WITH_STATE),
-    function=_family_function,
-    any_variant=_family_any_variant(spec.CAUSAL_CONV_WITH_STATE),
-    any_function=_family_any_function,
-)
+def _family_export(op: spec.OpSpec, translation: Callable[[bool], Callable[..., tuple[Any, Any]]]) -> OpExport:
+    """The export record of a family op: its torch module ``rnnx.models.ops.<torch_name>``, its translation on a
+    target (``translation(every_input_present)``), and the family's variants and function bodies."""
+    return OpExport(
+        spec=op,
+        torch_module=f"rnnx.models.ops.{op.torch_name}",
+        translation=lambda target: translation(target.every_input_present),
+        variant=_family_variant(op),
+        function=_family_function,
+        any_variant=_family_any_variant(op),
+        any_function=_family_any_function,
+    )
+
+
+LINEAR_RECURRENCE_EXPORT = _family_export(spec.LINEAR_RECURRENCE, _linear_recurrence_translation)
+CAUSAL_CONV_EXPORT = _family_export(spec.CAUSAL_CONV_WITH_STATE, _causal_conv_translation)

@@ -10,19 +10,23 @@
  * to serialize (both through the op's field table), and error messages naming the plugin and its layer.
  * Derived provides (private members are reached through `friend` of its base):
  *
- *   static constexpr char const* kPLUGIN_NAME       the plugin name, = the ONNX op type
- *   static constexpr int32_t kNB_INPUTS, kNB_OUTPUTS
- *   static constexpr char const* kINPUT_NAMES       its inputs in order, for the input-count error
+ *   static constexpr PluginSignature kSIGNATURE     its name, input / output counts and input names
  *   static std::vector<Field<Parameters>> const& fields()             the field table
  *   static bool checkParameters(Parameters const&) noexcept           range checks, errors logged
- *   static bool inputLayout(Parameters const&, int32_t nbInputs, Inputs&, char const* layer) noexcept
  *   static TensorRole tensorRole(Inputs const&, int32_t pos) noexcept  pos: the inputs, then the outputs
- *   int32_t outputShapes(DimsExprs const* inputs, Inputs const&, DimsExprs* outputs, IExprBuilder&) noexcept
- *   bool checkShapes(PluginTensorDesc const* in, Inputs const&) const noexcept   extents vs the fields
- *   int32_t launch(inputDesc, inputs, outputs, workspace, stream) noexcept   enqueue, once configured
+ *   int32_t outputShapes(DimsExprs const* inputs, Inputs const&, DimsExprs* outputs, IExprBuilder&)
+ *   bool checkShapes(PluginTensorDesc const* in, Inputs const&) const   extents vs the fields
+ *   int32_t launch(LaunchArgs const&) noexcept      enqueue, once configured and the shapes and types checked
  *
- * and getWorkspaceSize when it needs device workspace (the base asks for none). PluginCreator<Plugin> is its
- * creator: the field list of its table and createPlugin. PluginIdentity gives both the name, version and namespace.
+ * Inputs has a `maskPad` member (the pad mask's position); input 0 is an activation. outputShapes and checkShapes
+ * may throw (the base logs the exception as a failure).
+ *
+ * and, where the base's default does not do: static Inputs inputsFor(Parameters const&) noexcept, the input layout
+ * (every input at its fixed position, kSIGNATURE.nbInputs of them; the default is Inputs{}), and getWorkspaceSize when
+ * it needs device workspace (the base asks for none). RNNX_PLUGIN_HOOKS() declares the base's constructors and the
+ * hooks from `fields` on, so an op's class states only its constants. A string field's index is range-checked by the
+ * base before checkParameters. PluginCreator<Plugin> is its creator: the field list of its table and createPlugin.
+ * PluginIdentity gives both the name, version and namespace.
  */
 #pragma once
 
@@ -66,6 +70,57 @@ inline bool toKernelMaskType(nvinfer1::DataType type, kernels::MaskType& out) no
     default: return false;
     }
 }
+
+//! What names a plugin and the TensorRT node it runs: the plugin name (= the ONNX op type), how many inputs the
+//! node lists (always all of them, at fixed positions) and outputs it has, and its inputs in order (with what
+//! stands in for an absent one), for the input-count error.
+struct PluginSignature
+{
+    char const* name;
+    int32_t nbInputs;
+    int32_t nbOutputs;
+    char const* inputNames;
+};
+
+//! What enqueue hands an op's launch once the layout, shapes and types are checked: TensorRT's input descriptors
+//! and bindings, the kernels' activation type (input 0's) and pad-mask element type, workspace and stream.
+struct LaunchArgs
+{
+    nvinfer1::PluginTensorDesc const* inputDesc;
+    kernels::DataType type;
+    kernels::MaskType maskType;
+    void const* const* inputs;
+    void* const* outputs;
+    void* workspace;
+    cudaStream_t stream;
+
+    //! Extent `axis` of input `pos` as the kernels' int (checkShapes bounds the extents the kernels take).
+    int extent(int32_t pos, int32_t axis) const noexcept
+    {
+        return static_cast<int>(inputDesc[pos].dims.d[axis]);
+    }
+
+    //! Input `pos`'s binding as fp32 state.
+    float const* stateInput(int32_t pos) const noexcept
+    {
+        return static_cast<float const*>(inputs[pos]);
+    }
+
+    //! Output `index`'s binding as fp32 state.
+    float* stateOutput(int32_t index) const noexcept
+    {
+        return static_cast<float*>(outputs[index]);
+    }
+
+    //! The op's kernel parameter struct, value-initialised but for mask_type: the pad mask is read in its real
+    //! element type (int32 from TensorRT).
+    template <typename KernelParams> KernelParams kernelParams() const noexcept
+    {
+        KernelParams params{};
+        params.mask_type = maskType;
+        return params;
+    }
+};
 
 //! One row of a plugin's field table and the member of its parameter struct holding the value: an int32_t
 //! member makes a kINT field, a float member a kFLOAT field (serialized as kINT32 / kFLOAT32), an int32_t member
@@ -123,11 +178,17 @@ template <typename Parameters> struct Field
         return desc.kind == FieldKind::kSTRING ? static_cast<int32_t>(std::strlen(choice(params))) : 1;
     }
 
-    //! A string field's text in `params` ("" for an index outside the choices, which checkParameters refuses).
-    char const* choice(Parameters const& params) const noexcept
+    //! Whether a string field's index in `params` is one of its choices (fromFieldValues refuses one that is not).
+    bool hasChoice(Parameters const& params) const noexcept
     {
         int32_t const index = params.*intMember;
-        return index >= 0 && static_cast<size_t>(index) < desc.choices.size() ? desc.choices[index] : "";
+        return index >= 0 && static_cast<size_t>(index) < desc.choices.size();
+    }
+
+    //! A string field's text in `params` ("" for an index outside the choices).
+    char const* choice(Parameters const& params) const noexcept
+    {
+        return hasChoice(params) ? desc.choices[params.*intMember] : "";
     }
 
     FieldDesc desc;
@@ -135,14 +196,14 @@ template <typename Parameters> struct Field
     float Parameters::* floatMember{nullptr};
 };
 
-//! The name (Plugin::kPLUGIN_NAME), version and namespace that a plugin's core capability and its creator both
+//! The name (Plugin::kSIGNATURE.name), version and namespace that a plugin's core capability and its creator both
 //! report: Interface is IPluginV3OneCore or IPluginCreatorV3One.
 template <typename Interface, typename Plugin> class PluginIdentity : public Interface
 {
 public:
     char const* getPluginName() const noexcept override
     {
-        return Plugin::kPLUGIN_NAME;
+        return Plugin::kSIGNATURE.name;
     }
 
     char const* getPluginVersion() const noexcept override
@@ -164,6 +225,7 @@ class PluginBase : public nvinfer1::IPluginV3,
 {
 public:
     using ParametersType = Parameters;
+    using InputsType = Inputs;
 
     //! The field table (names, kinds, defaults, in Derived::fields() order): what the creator reports and parses.
     static std::vector<FieldDesc> const& fieldTable()
@@ -194,11 +256,33 @@ public:
         {
             fields[row].assign(p, values[row]);
         }
+        for (Field<Parameters> const& field : fields)
+        {
+            if (field.desc.kind == FieldKind::kSTRING && !field.hasChoice(p))
+            {
+                logPluginError(
+                    std::string(field.desc.name) + " index " + std::to_string(p.*field.intMember) + " is out of range");
+                return false;
+            }
+        }
         if (!Derived::checkParameters(p))
         {
             return false;
         }
         params = p;
+        return true;
+    }
+
+    //! The input layout for `params` (Derived::inputsFor). False when `nbInputs` is not exactly the signature's; then
+    //! an error naming the plugin (and `layer` when given), the expected and the given count is logged.
+    static bool inputLayout(
+        Parameters const& params, int32_t nbInputs, Inputs& inputs, char const* layer = nullptr) noexcept
+    {
+        if (!hasInputCount(nbInputs, layer))
+        {
+            return false;
+        }
+        inputs = Derived::inputsFor(params);
         return true;
     }
 
@@ -244,7 +328,7 @@ public:
     // IPluginV3OneBuild
     int32_t getNbOutputs() const noexcept override
     {
-        return Derived::kNB_OUTPUTS;
+        return Derived::kSIGNATURE.nbOutputs;
     }
 
     //! Activation outputs take the first input's type (as supportsRole requires); state outputs are fp32.
@@ -273,7 +357,15 @@ public:
         {
             return -1;
         }
-        return derived().outputShapes(inputs, layout, outputs, exprBuilder);
+        try
+        {
+            return derived().outputShapes(inputs, layout, outputs, exprBuilder);
+        }
+        catch (...)
+        {
+            logLayerError("getOutputShapes failed");
+            return -1;
+        }
     }
 
     //! Linear format and a type allowed for the tensor's role (Derived::tensorRole).
@@ -281,8 +373,8 @@ public:
         int32_t nbOutputs) noexcept override
     {
         Inputs layout;
-        if (inOut == nullptr || nbOutputs != Derived::kNB_OUTPUTS || pos < 0 || pos >= nbInputs + nbOutputs
-            || !Derived::inputLayout(mParams, nbInputs, layout, mName.c_str()))
+        if (inOut == nullptr || nbOutputs != Derived::kSIGNATURE.nbOutputs || pos < 0 || pos >= nbInputs + nbOutputs
+            || !inputLayout(mParams, nbInputs, layout, mName.c_str()))
         {
             return false;
         }
@@ -312,7 +404,7 @@ public:
         int32_t nbOutputs) noexcept override
     {
         Inputs layout;
-        if (out == nullptr || nbOutputs != Derived::kNB_OUTPUTS || !validShapes(in, nbInputs, layout))
+        if (out == nullptr || nbOutputs != Derived::kSIGNATURE.nbOutputs || !validShapes(in, nbInputs, layout))
         {
             return -1;
         }
@@ -327,7 +419,12 @@ public:
         {
             return notConfigured();
         }
-        return derived().launch(inputDesc, inputs, outputs, workspace, stream);
+        LaunchArgs args{inputDesc, {}, {}, inputs, outputs, workspace, stream};
+        if (!launchTypes(inputDesc, args.type, args.maskType))
+        {
+            return -1;
+        }
+        return derived().launch(args);
     }
 
     nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* /*context*/) noexcept override
@@ -383,7 +480,7 @@ protected:
         try
         {
             std::string const where = layer != nullptr ? " '" + std::string(layer) + "'" : std::string();
-            logError(Derived::kPLUGIN_NAME + where + ": " + message);
+            logError(Derived::kSIGNATURE.name + where + ": " + message);
         }
         catch (...)
         {
@@ -396,18 +493,76 @@ protected:
         logLayerError(mName.c_str(), message);
     }
 
-    //! True when `nbInputs` is kNB_INPUTS; else an error naming the plugin (and `layer`), the expected inputs and
+    //! The default input layout: Inputs' own positions, whatever the parameters.
+    static Inputs inputsFor(Parameters const& /*params*/) noexcept
+    {
+        return Inputs{};
+    }
+
+    //! tensorRole of a plugin whose tensors are activations but for one state input (`state`), the state output
+    //! continuing it (output 1) and the pad mask (`maskPad`).
+    static TensorRole stateOrMaskRole(int32_t pos, int32_t state, int32_t maskPad) noexcept
+    {
+        if (pos == state || pos == Derived::kSIGNATURE.nbInputs + 1)
+        {
+            return TensorRole::kSTATE;
+        }
+        return pos == maskPad ? TensorRole::kMASK : TensorRole::kACTIVATION;
+    }
+
+    //! True when `nbInputs` is the signature's; else an error naming the plugin (and `layer`), the expected inputs and
     //! the given count is logged.
     static bool hasInputCount(int32_t nbInputs, char const* layer) noexcept
     {
-        if (nbInputs == Derived::kNB_INPUTS)
+        PluginSignature const& signature = Derived::kSIGNATURE;
+        if (nbInputs == signature.nbInputs)
         {
             return true;
         }
         logLayerError(layer,
-            "expected exactly " + std::to_string(Derived::kNB_INPUTS) + " inputs (" + Derived::kINPUT_NAMES + "), got "
+            "expected exactly " + std::to_string(signature.nbInputs) + " inputs (" + signature.inputNames + "), got "
                 + std::to_string(nbInputs));
         return false;
+    }
+
+    //! True when `value` > 0; else "<name> must be positive, got <value>" is logged (for checkParameters).
+    static bool isPositive(char const* name, int32_t value) noexcept
+    {
+        return value > 0 || refuse(name, value, [] { return std::string("positive"); });
+    }
+
+    //! True when `value` is `first` or `second`; else "<name> must be <first> or <second>, got <value>" is logged.
+    static bool isEither(char const* name, int32_t value, int32_t first, int32_t second) noexcept
+    {
+        return value == first || value == second
+            || refuse(name, value, [&] { return std::to_string(first) + " or " + std::to_string(second); });
+    }
+
+    //! What enqueue checks before launch: the shapes (Derived::checkShapes) that configure time accepted, the
+    //! kernels' type of the activations (input 0's, as getOutputDataTypes says) and the pad mask's element type
+    //! (input Inputs::maskPad, int32 from TensorRT). False with the error logged.
+    bool launchTypes(nvinfer1::PluginTensorDesc const* inputDesc, kernels::DataType& type,
+        kernels::MaskType& maskType) const noexcept
+    {
+        int32_t const activation = 0;
+        int32_t const maskPad = mLayout.maskPad;
+        if (!shapesAccepted(inputDesc, mLayout))
+        {
+            notConfigured();
+            return false;
+        }
+        if (!toKernelType(inputDesc[activation].type, type))
+        {
+            logLayerError("unsupported activation type");
+            return false;
+        }
+        if (!toKernelMaskType(inputDesc[maskPad].type, maskType))
+        {
+            logLayerError("mask_pad (input " + std::to_string(maskPad) + ") must be int32, got DataType "
+                + std::to_string(static_cast<int32_t>(inputDesc[maskPad].type)));
+            return false;
+        }
+        return true;
     }
 
     //! enqueue's answer before a valid onShapeChange / configurePlugin (logged).
@@ -448,14 +603,15 @@ private:
     //! The input layout and the descriptors / output count a build call takes; `what` starts the error message.
     bool acceptsIo(int32_t nbInputs, bool described, int32_t nbOutputs, char const* what, Inputs& layout) const noexcept
     {
-        if (!Derived::inputLayout(mParams, nbInputs, layout, mName.c_str()))
+        if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
         {
             return false;
         }
-        if (!described || nbOutputs != Derived::kNB_OUTPUTS)
+        if (!described || nbOutputs != Derived::kSIGNATURE.nbOutputs)
         {
-            logLayerError(std::string(what) + " non-null descriptors and " + std::to_string(Derived::kNB_OUTPUTS)
-                + " outputs, got " + std::to_string(nbOutputs) + " outputs");
+            logLayerError(std::string(what) + " non-null descriptors and "
+                + std::to_string(Derived::kSIGNATURE.nbOutputs) + " outputs, got " + std::to_string(nbOutputs)
+                + " outputs");
             return false;
         }
         return true;
@@ -464,7 +620,7 @@ private:
     //! The input layout, the input descriptors present and Derived::checkShapes; errors logged.
     bool validShapes(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, Inputs& layout) const noexcept
     {
-        if (!Derived::inputLayout(mParams, nbInputs, layout, mName.c_str()))
+        if (!inputLayout(mParams, nbInputs, layout, mName.c_str()))
         {
             return false;
         }
@@ -473,7 +629,35 @@ private:
             logLayerError("no input descriptors");
             return false;
         }
-        return derived().checkShapes(in, layout);
+        return shapesAccepted(in, layout);
+    }
+
+    //! Derived::checkShapes, an exception logged as a refusal.
+    bool shapesAccepted(nvinfer1::PluginTensorDesc const* in, Inputs const& layout) const noexcept
+    {
+        try
+        {
+            return derived().checkShapes(in, layout);
+        }
+        catch (...)
+        {
+            logLayerError("onShapeChange failed");
+            return false;
+        }
+    }
+
+    //! Logs "<name> must be <requirement()>, got <value>"; false.
+    template <typename Requirement>
+    static bool refuse(char const* name, int32_t value, Requirement requirement) noexcept
+    {
+        try
+        {
+            logPluginError(std::string(name) + " must be " + requirement() + ", got " + std::to_string(value));
+        }
+        catch (...)
+        {
+        }
+        return false;
     }
 
     void recordLayout(Inputs const& layout) noexcept
@@ -513,7 +697,7 @@ public:
             std::vector<double> values;
             typename Plugin::ParametersType params;
             bool const requireAll = phase == nvinfer1::TensorRTPhase::kRUNTIME;
-            if (!parseFields(Plugin::kPLUGIN_NAME, Plugin::fieldTable(), fc, requireAll, values)
+            if (!parseFields(Plugin::kSIGNATURE.name, Plugin::fieldTable(), fc, requireAll, values)
                 || !Plugin::fromFieldValues(values, params))
             {
                 return nullptr;
@@ -522,7 +706,7 @@ public:
         }
         catch (...)
         {
-            logError(std::string(Plugin::kPLUGIN_NAME) + ": createPlugin failed");
+            logError(std::string(Plugin::kSIGNATURE.name) + ": createPlugin failed");
             return nullptr;
         }
     }
@@ -534,3 +718,19 @@ private:
 
 } // namespace plugin
 } // namespace rnnx
+
+//! Inside a PluginBase plugin's class, after its public members: the base's constructors
+//! (public), then the hooks the base calls (private, the base a friend), as the list at the top of this file says.
+#define RNNX_PLUGIN_HOOKS()                                                                                            \
+public:                                                                                                                \
+    using PluginBase::PluginBase;                                                                                      \
+                                                                                                                       \
+private:                                                                                                               \
+    friend PluginBase;                                                                                                 \
+    static std::vector<Field<ParametersType>> const& fields();                                                         \
+    static bool checkParameters(ParametersType const& params) noexcept;                                                \
+    static TensorRole tensorRole(InputsType const& layout, int32_t pos) noexcept;                                      \
+    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, InputsType const& layout, nvinfer1::DimsExprs* outputs,    \
+        nvinfer1::IExprBuilder& exprBuilder);                                                                          \
+    bool checkShapes(nvinfer1::PluginTensorDesc const* in, InputsType const& layout) const;                            \
+    int32_t launch(LaunchArgs const& args) noexcept

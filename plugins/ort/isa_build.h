@@ -3,15 +3,23 @@
 // which defines the build's fp32 and fp64 entry points (RNNX_ISA_ENTRY, isa_kernels.h). Include it in those files
 // only, before the op's kernel header.
 //
-// The ISA file includes its kernel header's own includes first, then the header inside an anonymous namespace:
-// its inline functions and template instances get internal linkage, so the avx512, avx2 and base builds of the file
-// never share (and the linker never merges) a definition; a CPU without AVX2 runs only base code. HostParallelFor
-// is in an anonymous namespace for the same reason.
+// The ISA file includes its kernel header inside an anonymous namespace: its inline functions and template
+// instances get internal linkage, so the avx512, avx2 and base builds of the file never share (and the linker never
+// merges) a definition; a CPU without AVX2 runs only base code. HostParallelFor is in an anonymous namespace for the
+// same reason. A standard header must not open inside that namespace, so this file includes, once for every op,
+// each standard header the kernel headers (plugins/<op>/cpu/<op>_kernel.h, plugins/cpu/vector_math.h) include:
+// a kernel header that takes another adds it here.
 #pragma once
 
 #include "isa_kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
 #ifndef RNNX_ISA
 #error "compile an op's _isa.cpp with -DRNNX_ISA=avx512, avx2 or base (rnnx.runtime.ortops does)"

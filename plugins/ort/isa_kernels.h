@@ -43,16 +43,16 @@ inline bool isa_avx512()
     void name##_##isa(const ParallelFor& parallel_for, const Args<float>& args);                                       \
     void name##_##isa(const ParallelFor& parallel_for, const Args<double>& args);
 
-// Declares an op's entry points name_avx512, name_avx2 and name_base (fp32 and fp64) and defines
-// `template <typename acc_t> void name(const ParallelFor&, const Args<acc_t>&)`, which runs the build this CPU can
-// run: avx512, else avx2, else base. Use inside namespace rnnx_ort.
-#define RNNX_ISA_ENTRY(name, Args)                                                                                     \
+// The dispatcher of RNNX_ISA_ENTRY / RNNX_ISA_ENTRY_AVX2: the three builds' declarations and
+// `template <typename acc_t> void name(const ParallelFor&, const Args<acc_t>&)`, which runs avx512 when
+// `use_avx512` (a constant) and the CPU has it, else avx2 when the CPU has it, else base.
+#define RNNX_ISA_DISPATCH_(name, Args, use_avx512)                                                                     \
     RNNX_ISA_DECLARE_(name, Args, avx512)                                                                              \
     RNNX_ISA_DECLARE_(name, Args, avx2)                                                                                \
     RNNX_ISA_DECLARE_(name, Args, base)                                                                                \
     template <typename acc_t> void name(const ParallelFor& parallel_for, const Args<acc_t>& args)                      \
     {                                                                                                                  \
-        if (isa_avx512())                                                                                              \
+        if (use_avx512 && isa_avx512())                                                                                \
             name##_avx512(parallel_for, args);                                                                         \
         else if (isa_avx2_fma())                                                                                       \
             name##_avx2(parallel_for, args);                                                                           \
@@ -60,16 +60,11 @@ inline bool isa_avx512()
             name##_base(parallel_for, args);                                                                           \
     }
 
+// Declares an op's entry points name_avx512, name_avx2 and name_base (fp32 and fp64) and defines
+// `template <typename acc_t> void name(const ParallelFor&, const Args<acc_t>&)`, which runs the build this CPU can
+// run: avx512, else avx2, else base. Use inside namespace rnnx_ort.
+#define RNNX_ISA_ENTRY(name, Args) RNNX_ISA_DISPATCH_(name, Args, true)
+
 // RNNX_ISA_ENTRY for an op that stops at AVX2: its dispatcher runs avx2, else base (the avx512 build is compiled
 // like every op's, and never runs).
-#define RNNX_ISA_ENTRY_AVX2(name, Args)                                                                                \
-    RNNX_ISA_DECLARE_(name, Args, avx512)                                                                              \
-    RNNX_ISA_DECLARE_(name, Args, avx2)                                                                                \
-    RNNX_ISA_DECLARE_(name, Args, base)                                                                                \
-    template <typename acc_t> void name(const ParallelFor& parallel_for, const Args<acc_t>& args)                      \
-    {                                                                                                                  \
-        if (isa_avx2_fma())                                                                                            \
-            name##_avx2(parallel_for, args);                                                                           \
-        else                                                                                                           \
-            name##_base(parallel_for, args);                                                                           \
-    }
+#define RNNX_ISA_ENTRY_AVX2(name, Args) RNNX_ISA_DISPATCH_(name, Args, false)

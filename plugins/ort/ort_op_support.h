@@ -121,6 +121,17 @@ struct Input
     bool optional;
 };
 
+// What an op registers with ORT, whatever its activation type: `name` (the ONNX op type), `since_version` (the first
+// rnnx domain version whose layout the kernel reads: a node of an older export gets no kernel here and ONNX Runtime
+// runs its function body instead), its `inputs` by position and the roles of its `outputs`.
+template <size_t NbInputs, size_t NbOutputs> struct OpSignature
+{
+    const char* name;
+    int since_version;
+    std::array<Input, NbInputs> inputs;
+    std::array<Role, NbOutputs> outputs;
+};
+
 // An activation type T (float, double, Ort::Float16_t, Ort::BFloat16_t) computes, and keeps its state, in
 // acc_type<T>: double for double, else float. fp16 / bf16 tensors are staged to fp32 around the kernels.
 template <typename T> using acc_type = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -242,6 +253,41 @@ inline std::vector<int64_t> shape_of(const Ort::ConstValue& value)
     return value.GetTensorTypeAndShapeInfo().GetShape();
 }
 
+// A kernel call's pad mask, one byte per step (non-zero = pad): `bytes` null when the node gives none or an empty
+// one, else the mask's own data or `staging` (mask_bytes).
+struct PadMask
+{
+    const uint8_t* bytes = nullptr;
+    std::vector<uint8_t> staging;
+
+    // Reads `mask`: an error status naming `op` for an element type mask_bytes does not take, or for a mask of
+    // another shape than `shape` ("mask_pad must be <expected>").
+    OrtStatusPtr read(
+        const char* op, const Ort::ConstValue& mask, const std::vector<int64_t>& shape, const std::string& expected)
+    {
+        return read_fitting(op, mask, expected, [&] { return shape_of(mask) == shape; });
+    }
+
+    // The same, for a mask checked by its number of elements only.
+    OrtStatusPtr read(const char* op, const Ort::ConstValue& mask, size_t elements, const std::string& expected)
+    {
+        return read_fitting(op, mask, expected, [&] { return count(mask) == elements; });
+    }
+
+private:
+    template <typename Fits>
+    OrtStatusPtr read_fitting(const char* op, const Ort::ConstValue& mask, const std::string& expected, Fits fits)
+    {
+        std::string error;
+        bytes = mask_bytes(mask, staging, error);
+        if (!error.empty())
+            return invalid(op, error);
+        if (bytes != nullptr && !fits())
+            return invalid(op, "mask_pad must be " + expected);
+        return nullptr;
+    }
+};
+
 // Runs a kernel's entry point (RNNX_ISA_ENTRY, isa_kernels.h) on ORT's intra-op thread pool, then copies the activation
 // output `out` from `staging` when it is fp16 / bf16 (store()).
 template <typename T, typename Args>
@@ -264,18 +310,17 @@ template <typename K> struct GuardedKernel : K
 };
 
 // An op of the library for activation type T: a CPU-EP op of the C++ API whose status-returning kernel is
-// Kernel<T>, built from its KernelInfo (its constructor reads the attributes). Kernel<T> says the rest: `name` (the
-// ONNX op type), `inputs` (an array of Input, by position), `outputs` (an array of Role) and compute.
+// Kernel<T>, built from its KernelInfo (its constructor reads the attributes). Kernel<T> says the rest: its
+// `signature` (an OpSignature) and compute.
 template <template <typename> class Kernel, typename T>
 struct CpuOp : Ort::CustomOpBase<CpuOp<Kernel, T>, GuardedKernel<Kernel<T>>, true>
 {
     using Impl = Kernel<T>;
+    static constexpr auto& signature = Impl::signature;
 
-    // The first rnnx domain version whose layout the kernel reads (Impl::since_version): a node of an older
-    // export gets no kernel here and ONNX Runtime runs its function body instead.
     CpuOp()
     {
-        this->start_ver_ = Impl::since_version;
+        this->start_ver_ = signature.since_version;
     }
 
     OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const
@@ -293,27 +338,27 @@ struct CpuOp : Ort::CustomOpBase<CpuOp<Kernel, T>, GuardedKernel<Kernel<T>>, tru
     }
     const char* GetName() const
     {
-        return Impl::name;
+        return signature.name;
     }
     size_t GetInputTypeCount() const
     {
-        return Impl::inputs.size();
+        return signature.inputs.size();
     }
     ONNXTensorElementDataType GetInputType(size_t index) const
     {
-        return element_type_of<T>(Impl::inputs[index].role);
+        return element_type_of<T>(signature.inputs[index].role);
     }
     OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const
     {
-        return Impl::inputs[index].optional ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+        return signature.inputs[index].optional ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
     }
     size_t GetOutputTypeCount() const
     {
-        return Impl::outputs.size();
+        return signature.outputs.size();
     }
     ONNXTensorElementDataType GetOutputType(size_t index) const
     {
-        return element_type_of<T>(Impl::outputs[index]);
+        return element_type_of<T>(signature.outputs[index]);
     }
 };
 } // namespace rnnx_ort

@@ -9,6 +9,7 @@
 #include "testUtils.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -173,6 +174,53 @@ inline void checkShapeRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<n
     {
         RNNX_CHECK_OR(logged.find(message) != std::string::npos,
             (std::string(what) + ": " + message + " in: " + logged).c_str(), );
+    }
+}
+
+//! getOutputShapes with each of `counts` inputs (the first ones of `in`, its last one repeated past its end) fails,
+//! logging `message` and "got <count>".
+inline void checkInputCountsRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<nvinfer1::DimsExprs> const& in,
+    std::vector<int32_t> const& counts, int32_t nbOutputs, std::string const& message, nvinfer1::IExprBuilder& b)
+{
+    std::vector<nvinfer1::DimsExprs> out(static_cast<size_t>(nbOutputs));
+    for (int32_t n : counts)
+    {
+        size_t const count = static_cast<size_t>(n);
+        std::vector<nvinfer1::DimsExprs> other(
+            in.begin(), in.begin() + static_cast<std::ptrdiff_t>(std::min(count, in.size())));
+        other.resize(count, in.back());
+        std::string const what = "refused with " + std::to_string(n) + " inputs";
+        takeLoggedMessages();
+        RNNX_CHECK_OR(plugin.getOutputShapes(other.data(), n, nullptr, 0, out.data(), nbOutputs, b) != 0, what, );
+        std::string const logged = takeLoggedMessages();
+        RNNX_CHECK_OR(logged.find(message) != std::string::npos, what + ": " + message + " in: " + logged, );
+        RNNX_CHECK_OR(
+            logged.find("got " + std::to_string(n)) != std::string::npos, what + ": got " + std::to_string(n), );
+    }
+}
+
+//! One input of a plugin replaced by a shape getOutputShapes must refuse, and what its error must say.
+struct RefusedInput
+{
+    char const* what;
+    int32_t input;
+    nvinfer1::DimsExprs dims;
+    char const* message;
+};
+
+//! For each of `bad`: getOutputShapes on `base` with that input replaced fails, logging the case's message and every
+//! one of `common` (the plugin's name, its fields).
+inline void checkInputsRefused(nvinfer1::IPluginV3OneBuild& plugin, std::vector<nvinfer1::DimsExprs> const& base,
+    std::vector<RefusedInput> const& bad, int32_t nbOutputs, std::vector<std::string> const& common,
+    nvinfer1::IExprBuilder& b)
+{
+    for (RefusedInput const& x : bad)
+    {
+        std::vector<nvinfer1::DimsExprs> in = base;
+        in[static_cast<size_t>(x.input)] = x.dims;
+        std::vector<std::string> messages{x.message};
+        messages.insert(messages.end(), common.begin(), common.end());
+        checkShapeRefused(plugin, in, nbOutputs, messages, b, x.what);
     }
 }
 

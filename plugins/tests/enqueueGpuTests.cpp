@@ -35,25 +35,6 @@
 using namespace rnnx;
 using namespace rnnx::test;
 
-namespace rnnx
-{
-namespace test
-{
-namespace
-{
-void printingSink(nvinfer1::ILogger::Severity severity, char const* message)
-{
-    if (severity <= nvinfer1::ILogger::Severity::kERROR)
-    {
-        countLoggedError(message);
-        std::cout << "  plugin error: " << message << "\n";
-    }
-}
-} // namespace
-
-} // namespace test
-} // namespace rnnx
-
 int main(int argc, char** argv)
 {
     char const* filter = nullptr;
@@ -113,7 +94,7 @@ int main(int argc, char** argv)
     }
     std::cout << (selectedActs().size() < 3 ? " (a case written for another type runs nothing)\n" : "\n");
 
-    plugin::setLogSink(&test::printingSink);
+    plugin::setLogSink(&test::errorCountingLogSink<true>);
     // Each case draws from its own stream of the seed, so a filter reproduces the full run's data.
     auto const seedCase = [seed](test::TestCase const& testCase)
     { rng().seed(seed + std::hash<std::string>{}(testCase.name)); };

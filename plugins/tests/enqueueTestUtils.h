@@ -417,6 +417,17 @@ inline std::unique_ptr<Plugin> buildThenDeserialize(Fields& fields, std::vector<
     return attached;
 }
 
+//! buildThenDeserialize for a plugin that asks for no workspace (checked).
+template <typename Plugin, typename Creator>
+inline std::unique_ptr<Plugin> buildWithoutWorkspace(
+    Fields& fields, std::vector<PluginTensorDesc> const& in, std::vector<PluginTensorDesc> const& out)
+{
+    size_t workspace = 1;
+    auto plugin = buildThenDeserialize<Plugin, Creator>(fields, in, out, workspace);
+    CHECK_EQ(workspace, size_t{0});
+    return plugin;
+}
+
 //! onShapeChange + enqueue + synchronise.
 template <typename Plugin>
 inline void run(Plugin& plugin, std::vector<PluginTensorDesc> const& in, std::vector<PluginTensorDesc> const& out,
@@ -518,6 +529,26 @@ inline std::vector<uint8_t> maskBytes(std::vector<uint8_t> const& pads, MaskKind
     return bytes;
 }
 
+//! A case's outputs (bytes, one vector per output, in the op's output order) from one run with mask_pad bound as
+//! the given type.
+using MaskedRun = std::function<std::vector<std::vector<uint8_t>>(MaskKind)>;
+
+//! Runs a case with mask_pad bound as int32, then as uint8 and bool: each byte mask must give bitwise the outputs
+//! int32 gives. `outputs` names the outputs, `what` the case.
+inline void checkMaskKindsAlike(std::vector<std::string> const& outputs, std::string const& what, MaskedRun const& run)
+{
+    std::vector<std::vector<uint8_t>> const int32Result = run(MaskKind::kInt32);
+    for (MaskKind kind : {MaskKind::kUint8, MaskKind::kBool})
+    {
+        std::vector<std::vector<uint8_t>> const result = run(kind);
+        for (size_t i = 0; i < outputs.size(); ++i)
+        {
+            CHECK_MSG(bitwiseEqual(
+                outputs[i] + ", int32 vs " + name(kind) + " mask [" + what + "]", int32Result.at(i), result.at(i)));
+        }
+    }
+}
+
 //! Tolerance of an activation output computed in fp32 from inputs of type `a` (the test_cuda_kernels.py convention).
 inline Tolerance activationTolerance(Act a)
 {
@@ -534,11 +565,11 @@ inline Tolerance magnitudeTolerance(Act a, std::vector<double> const& ref)
 // ------------------------------------------------------------------------------------------------------------
 // Sequences of steps (B, T, W): slices and their inverse, for prefill-then-step cases.
 
-//! x (B, T, W) -> its steps [t0, t1) as (B, t1 - t0, W).
-inline std::vector<double> sliceSteps(
-    std::vector<double> const& x, int32_t B, int32_t T, int32_t W, int32_t t0, int32_t t1)
+//! x (B, T, W) -> its steps [t0, t1) as (B, t1 - t0, W) (values, or pad flags with W = 1).
+template <typename Element>
+std::vector<Element> sliceSteps(std::vector<Element> const& x, int32_t B, int32_t T, int32_t W, int32_t t0, int32_t t1)
 {
-    std::vector<double> out;
+    std::vector<Element> out;
     out.reserve(static_cast<size_t>(B) * (t1 - t0) * W);
     for (int32_t b = 0; b < B; ++b)
     {
@@ -558,6 +589,41 @@ inline void scatterSteps(
             part.begin() + static_cast<size_t>(b + 1) * (t1 - t0) * W,
             x.begin() + (static_cast<size_t>(b) * T + t0) * W);
     }
+}
+
+//! Runs a sequence of `T` steps as TensorRT runs a model's prefill and then its decode: a first call of `prefill`
+//! steps (at least 1, at most T), then one step per call on `stream`, the state fed back through two device buffers
+//! swapped after every call (ping-pong: a call never writes the state it reads), the first holding `initialState`.
+//! `call(t0, t1, past, present, stream)` runs the steps [t0, t1) reading the state at `past` and writing it at
+//! `present`. Checks that no call changes the state it reads; returns the state after the last step.
+inline std::vector<uint8_t> runPrefillThenSteps(int32_t T, int32_t prefill, std::vector<uint8_t> const& initialState,
+    std::function<void(int32_t t0, int32_t t1, void* past, void* present, cudaStream_t stream)> const& call)
+{
+    // An empty state (a kernel size of 1) still gets two distinct (empty) bindings.
+    DeviceBuffer stateA = upload(initialState);
+    DeviceBuffer stateB(initialState.size());
+    Stream stream;
+    void* past = stateA.get();
+    void* present = stateB.get();
+    for (int32_t t0 = 0; t0 < T;)
+    {
+        int32_t const t1 = t0 + (t0 == 0 ? std::min(std::max(prefill, 1), T) : 1);
+        std::vector<uint8_t> const before = download(past, initialState.size());
+        call(t0, t1, past, present, stream.get());
+        CHECK_MSG(
+            bitwiseEqual("past_state read at step " + std::to_string(t0), download(past, initialState.size()), before));
+        std::swap(past, present);
+        t0 = t1;
+    }
+    return download(past, initialState.size());
+}
+
+//! Runs `runCase(prefill)` for a case of `T` steps twice: all of it in one call (prefill T), then a random prefill
+//! (1..T) followed by one step per call.
+template <typename RunCase> void inOneCallThenStepped(int32_t T, RunCase const& runCase)
+{
+    runCase(T);
+    runCase(randInt(1, T));
 }
 
 // ------------------------------------------------------------------------------------------------------------

@@ -144,7 +144,53 @@ struct FuzzRun
     {
         (exercise(creator, fc, phase) ? accepted : rejected) += 1;
     }
+
+    //! tally() for every creator, in both phases.
+    void tallyEveryCreator(nvinfer1::PluginFieldCollection const* fc)
+    {
+        for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
+        {
+            for (nvinfer1::IPluginCreatorV3One* creator : creators())
+            {
+                tally(*creator, fc, phase);
+            }
+        }
+    }
 };
+
+//! Random fields over buffers of random bytes (fillRandom), 64 bytes each.
+struct RandomFields
+{
+    std::vector<std::vector<unsigned char>> storage;
+    std::vector<nvinfer1::PluginField> fields;
+
+    nvinfer1::PluginFieldCollection collection()
+    {
+        int32_t const nbFields = static_cast<int32_t>(fields.size());
+        return {nbFields, nbFields > 0 ? fields.data() : nullptr};
+    }
+};
+
+//! 0 to `maxFields` random fields: each named from fieldNames() (nullptr one time in `nullNameOneIn`), its data its
+//! buffer (nullptr one time in 19); then `typeAndLength(rng, field, buffer)` sets its type and length (and may write
+//! the buffer).
+template <typename TypeAndLength>
+RandomFields randomFields(std::mt19937& rng, uint32_t maxFields, uint32_t nullNameOneIn, TypeAndLength typeAndLength)
+{
+    RandomFields r;
+    size_t const nbFields = rng() % (maxFields + 1);
+    r.storage.assign(nbFields, std::vector<unsigned char>(64));
+    r.fields.resize(nbFields);
+    for (size_t i = 0; i < nbFields; ++i)
+    {
+        fillRandom(rng, r.storage[i]);
+        nvinfer1::PluginField& field = r.fields[i];
+        field.name = rng() % nullNameOneIn == 0 ? nullptr : fieldNames()[rng() % fieldNames().size()].c_str();
+        field.data = rng() % 19 == 0 ? nullptr : r.storage[i].data();
+        typeAndLength(rng, field, r.storage[i]);
+    }
+    return r;
+}
 
 //! 20000 iterations of `iteration(rng, run)` drawing from `seed`; then prints the tally as "fuzz (<what>)" and
 //! checks that some collections were accepted and some rejected.
@@ -169,33 +215,20 @@ TEST_CASE("fuzz: random field collections are rejected or yield valid plugins")
     fuzz("random", 20240611,
         [](std::mt19937& rng, FuzzRun& run)
         {
-            int32_t const nbFields = static_cast<int32_t>(rng() % 9);
-            std::vector<std::vector<unsigned char>> storage(
-                static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
-            std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
-            for (int32_t i = 0; i < nbFields; ++i)
-            {
-                fillRandom(rng, storage[i]);
-                nvinfer1::PluginField& f = fields[i];
-                f.name = rng() % 23 == 0 ? nullptr : fieldNames()[rng() % fieldNames().size()].c_str();
-                f.data = rng() % 19 == 0 ? nullptr : storage[i].data();
-                f.type = rng() % 3 == 0 ? static_cast<PluginFieldType>(rng() % 16)
-                                        : (rng() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
-                // Lengths up to 4 elements of at most 8 bytes stay within the 64-byte buffers.
-                f.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
-            }
-            nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
+            RandomFields random = randomFields(rng, 8, 23,
+                [](std::mt19937& draw, nvinfer1::PluginField& f, std::vector<unsigned char>&)
+                {
+                    f.type = draw() % 3 == 0 ? static_cast<PluginFieldType>(draw() % 16)
+                                             : (draw() % 2 == 0 ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32);
+                    // Lengths up to 4 elements of at most 8 bytes stay within the 64-byte buffers.
+                    f.length = draw() % 4 == 0 ? static_cast<int32_t>(draw() % 7) - 2 : 1;
+                });
+            nvinfer1::PluginFieldCollection fc = random.collection();
             if (rng() % 50 == 0)
             {
                 fc.fields = nullptr;
             }
-            for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
-            {
-                for (nvinfer1::IPluginCreatorV3One* creator : creators())
-                {
-                    run.tally(*creator, &fc, phase);
-                }
-            }
+            run.tallyEveryCreator(&fc);
         });
 }
 
@@ -245,43 +278,29 @@ TEST_CASE("fuzz: random fields, string fields included, are rejected or valid")
     fuzz("string fields", 20261127,
         [](std::mt19937& rng, FuzzRun& run)
         {
-            int32_t const nbFields = static_cast<int32_t>(rng() % 7);
-            std::vector<std::vector<unsigned char>> storage(
-                static_cast<size_t>(nbFields), std::vector<unsigned char>(64));
-            std::vector<nvinfer1::PluginField> fields(static_cast<size_t>(nbFields));
-            for (int32_t f = 0; f < nbFields; ++f)
-            {
-                fillRandom(rng, storage[f]);
-                nvinfer1::PluginField& field = fields[f];
-                field.name = rng() % 29 == 0 ? nullptr : fieldNames()[rng() % fieldNames().size()].c_str();
-                field.data = rng() % 19 == 0 ? nullptr : storage[f].data();
-                field.length = 1;
-                int32_t const kind = static_cast<int32_t>(rng() % 4);
-                if (kind == 0)
+            RandomFields random = randomFields(rng, 6, 29,
+                [](std::mt19937& draw, nvinfer1::PluginField& field, std::vector<unsigned char>& bytes)
                 {
-                    // A string, its length with or without the NUL, sometimes cut short or negative.
-                    std::string const& text = fieldStrings()[rng() % fieldStrings().size()];
-                    std::memcpy(storage[f].data(), text.c_str(), text.size() + 1);
-                    field.type = PluginFieldType::kCHAR;
-                    int32_t const cut = static_cast<int32_t>(rng() % 8);
-                    field.length = static_cast<int32_t>(text.size()) + (cut == 0 ? 1 : (cut == 1 ? -1 : 0));
-                    field.length = cut == 2 ? -1 : field.length;
-                }
-                else
-                {
-                    field.type = kind == 1
-                        ? PluginFieldType::kINT32
-                        : (kind == 2 ? PluginFieldType::kFLOAT32 : static_cast<PluginFieldType>(rng() % 16));
-                    field.length = rng() % 4 == 0 ? static_cast<int32_t>(rng() % 7) - 2 : 1;
-                }
-            }
-            nvinfer1::PluginFieldCollection fc{nbFields, nbFields > 0 ? fields.data() : nullptr};
-            for (auto phase : {nvinfer1::TensorRTPhase::kBUILD, nvinfer1::TensorRTPhase::kRUNTIME})
-            {
-                for (nvinfer1::IPluginCreatorV3One* creator : creators())
-                {
-                    run.tally(*creator, &fc, phase);
-                }
-            }
+                    int32_t const kind = static_cast<int32_t>(draw() % 4);
+                    if (kind == 0)
+                    {
+                        // A string, its length with or without the NUL, sometimes cut short or negative.
+                        std::string const& text = fieldStrings()[draw() % fieldStrings().size()];
+                        std::memcpy(bytes.data(), text.c_str(), text.size() + 1);
+                        field.type = PluginFieldType::kCHAR;
+                        int32_t const cut = static_cast<int32_t>(draw() % 8);
+                        field.length = static_cast<int32_t>(text.size()) + (cut == 0 ? 1 : (cut == 1 ? -1 : 0));
+                        field.length = cut == 2 ? -1 : field.length;
+                    }
+                    else
+                    {
+                        field.type = kind == 1
+                            ? PluginFieldType::kINT32
+                            : (kind == 2 ? PluginFieldType::kFLOAT32 : static_cast<PluginFieldType>(draw() % 16));
+                        field.length = draw() % 4 == 0 ? static_cast<int32_t>(draw() % 7) - 2 : 1;
+                    }
+                });
+            nvinfer1::PluginFieldCollection fc = random.collection();
+            run.tallyEveryCreator(&fc);
         });
 }

@@ -33,6 +33,17 @@ KernelsDouble& kernelsDouble();
 //! Back to the defaults, every recorded call forgotten (before each test case).
 void resetKernelsDouble();
 
+//! What every launcher double records besides its pointers: the calls since the reset, the launch parameters, the
+//! element type and the stream. An op's call record (<opCamel>TestUtils.h) derives from it and adds the launcher's
+//! pointers, in the launcher's order.
+template <typename Params> struct LaunchRecord
+{
+    int32_t count{0};
+    Params params{};
+    kernels::DataType type{};
+    cudaStream_t stream{};
+};
+
 //! The arguments of the last call of the launcher whose call record is `Call` (count 0: none since the reset).
 template <typename Call> Call& recordedCall()
 {

@@ -25,14 +25,6 @@ namespace test
 namespace
 {
 
-void countingSink(nvinfer1::ILogger::Severity severity, char const* message)
-{
-    if (severity <= nvinfer1::ILogger::Severity::kERROR)
-    {
-        countLoggedError(message);
-    }
-}
-
 void discardingSink(nvinfer1::ILogger::Severity, char const*) {}
 
 using nvinfer1::DataType;
@@ -194,7 +186,7 @@ int main(int argc, char** argv)
         return 0;
     }
     char const* filter = argc > 1 ? argv[1] : nullptr;
-    plugin::setLogSink(&test::countingSink);
+    plugin::setLogSink(&test::errorCountingLogSink<false>);
     auto const resetKernels = [](test::TestCase const&) { test::resetKernelsDouble(); };
     return test::runTestCases(filter, resetKernels, /*failOnLoggedErrors=*/false);
 }

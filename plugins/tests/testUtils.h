@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -26,6 +27,20 @@ namespace rnnx
 {
 namespace test
 {
+
+//! A test executable's sink for the plugins' log (plugin::setLogSink): counts every error for the running test case
+//! (countLoggedError, takeLoggedErrors); with `kEcho`, also prints it.
+template <bool kEcho> void errorCountingLogSink(plugin::Severity severity, char const* message)
+{
+    if (severity <= plugin::Severity::kERROR)
+    {
+        countLoggedError(message);
+        if (kEcho)
+        {
+            std::cout << "  plugin error: " << message << "\n";
+        }
+    }
+}
 
 //! Owns the values and names behind a PluginFieldCollection.
 class Fields
@@ -140,20 +155,51 @@ inline nvinfer1::DynamicPluginTensorDesc dynDesc(nvinfer1::PluginTensorDesc cons
     return d;
 }
 
-//! createPlugin must return nullptr and log at least one error; a failure names the caller's `file` and `line`.
-inline void expectRejected(
-    nvinfer1::IPluginCreatorV3One& creator, Fields& fields, nvinfer1::TensorRTPhase phase, char const* file, int line)
+//! createPlugin must return nullptr and log at least one error; a failure names the caller's `file` and `line` (and
+//! `what`, when given).
+inline void expectRejected(nvinfer1::IPluginCreatorV3One& creator, Fields& fields, nvinfer1::TensorRTPhase phase,
+    char const* file, int line, std::string const& what = {})
 {
+    std::string const suffix = what.empty() ? "" : " (" + what + ")";
     takeLoggedErrors();
     nvinfer1::IPluginV3* plugin = creator.createPlugin("bad", fields.get(), phase);
+    if (plugin != nullptr)
+    {
+        fail(file, line, "createPlugin accepted bad fields" + suffix);
+        delete plugin;
+    }
+    if (takeLoggedErrors() == 0)
+    {
+        fail(file, line, "no error logged for bad fields" + suffix);
+    }
+}
+
+//! expectRejected for each of `cases` in `phase`; a failure names the caller's `file` and `line` and the case's index.
+inline void expectEachRejected(nvinfer1::IPluginCreatorV3One& creator, std::vector<Fields> cases,
+    nvinfer1::TensorRTPhase phase, char const* file, int line)
+{
+    for (size_t i = 0; i < cases.size(); ++i)
+    {
+        expectRejected(creator, cases[i], phase, file, line, "case " + std::to_string(i));
+    }
+}
+
+//! createPlugin must refuse `fields` in the build phase and log a message containing `message`; a failure names the
+//! caller's `file` and `line`.
+inline void expectRejectedWith(
+    nvinfer1::IPluginCreatorV3One& creator, Fields fields, std::string const& message, char const* file, int line)
+{
+    takeLoggedMessages();
+    nvinfer1::IPluginV3* plugin = creator.createPlugin("bad", fields.get(), nvinfer1::TensorRTPhase::kBUILD);
     if (plugin != nullptr)
     {
         fail(file, line, "createPlugin accepted bad fields");
         delete plugin;
     }
-    if (takeLoggedErrors() == 0)
+    std::string const logged = takeLoggedMessages();
+    if (logged.find(message) == std::string::npos)
     {
-        fail(file, line, "no error logged for bad fields");
+        fail(file, line, "no error '" + message + "' in: " + logged);
     }
 }
 
@@ -214,6 +260,14 @@ template <typename Plugin, typename Creator> std::unique_ptr<Plugin> makeFromFie
 {
     Creator creator;
     return createAs<Plugin>(creator, fields.get());
+}
+
+//! The parameters of the plugin a fresh `Creator` makes from `fields` in the build phase (REQUIREs that it makes one).
+template <typename Plugin, typename Creator> auto parametersFrom(Fields fields)
+{
+    std::unique_ptr<Plugin> const plugin = makeFromFields<Plugin, Creator>(std::move(fields));
+    REQUIRE(plugin != nullptr);
+    return plugin->parameters();
 }
 
 //! Distinct fake device addresses.

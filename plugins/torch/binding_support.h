@@ -3,6 +3,7 @@
 // and the registry through which each op file adds its functions to the module without an edit here:
 //
 //     RNNX_TORCH_BINDING(<op>, bind); // void bind(pybind11::module_& m) { m.def("<op>", ...); }
+//     RNNX_TORCH_FUNCTION(<op>, function, "doc", py::arg(...), ...); // the same for one function named <op>
 //
 // Conventions of every function: outputs are preallocated by the caller (so the same tensor may be passed as
 // initial and final state to update it in place), the CUDA stream is an integer handle
@@ -80,6 +81,33 @@ inline const void* maskPtr(const c10::optional<at::Tensor>& mask, const char* na
     return mask->data_ptr();
 }
 
+//! A c10::Error "<name> must be <shape...>" unless the optional tensor `t` is absent or has `sizes`; `shape` is the
+//! expected shape as its parts, e.g. "(B=", B, ", T=", T, ")".
+template <typename... Shape>
+void checkOptionalSizes(
+    const c10::optional<at::Tensor>& t, const char* name, at::IntArrayRef sizes, const Shape&... shape)
+{
+    TORCH_CHECK(!t.has_value() || t->sizes() == sizes, "rnnx CUDA kernels: ", name, " must be ", shape...);
+}
+
+//! maskPtr for a pad mask that is absent or (B, T), its shape checked as checkOptionalSizes does.
+inline const void* batchTimeMaskPtr(
+    const c10::optional<at::Tensor>& mask_pad, int64_t B, int64_t T, kernels::MaskType* type)
+{
+    checkOptionalSizes(mask_pad, "mask_pad", {B, T}, "(B=", B, ", T=", T, ")");
+    return maskPtr(mask_pad, "mask_pad", type);
+}
+
+//! A c10::Error "past_state / present_state must be <shape...>" unless present_state, and past_state when given,
+//! hold `numel` elements (past_state may be present_state, to update the state in place).
+template <typename... Shape>
+void checkStates(
+    const c10::optional<at::Tensor>& past_state, const at::Tensor& present_state, int64_t numel, const Shape&... shape)
+{
+    TORCH_CHECK(present_state.numel() == numel && (!past_state.has_value() || past_state->numel() == numel),
+        "rnnx CUDA kernels: past_state / present_state must be ", shape...);
+}
+
 //! A c10::Error naming `what` and the CUDA error unless `status` is cudaSuccess.
 inline void checkStatus(cudaError_t status, const char* what)
 {
@@ -122,3 +150,13 @@ struct BindingRegistrar
     {                                                                                                                  \
         #name, bind                                                                                                    \
     }
+
+//! RNNX_TORCH_BINDING for an op whose part is one function, `function`, named `name` in the module; the rest are
+//! m.def's arguments after it: the doc string, then the pybind11::arg of each parameter (written py::arg).
+#define RNNX_TORCH_FUNCTION(name, function, ...)                                                                       \
+    RNNX_TORCH_BINDING(name,                                                                                           \
+        [](pybind11::module_& m)                                                                                       \
+        {                                                                                                              \
+            namespace py = pybind11;                                                                                   \
+            m.def(#name, &function, __VA_ARGS__);                                                                      \
+        })

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from ..contract.artifact import METADATA_FILE
-from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec
+from .base import Backend, BackendState, BackendUnavailable, InputError, RnnxRuntimeError, StateSpec, check_keywords
+from .ort_backend import OrtOptions
+
+if sys.version_info >= (3, 11):  # at run time too, so typing.get_type_hints resolves the options
+    from typing import Unpack
+elif TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ class BackendKind:
 
 TORCH = BackendKind("torch", ".torch_backend", "TorchBackend", ("torch",), "PyTorch", runs_checkpoints=True)
 ONNXRUNTIME = BackendKind("onnxruntime", ".ort_backend", "OrtBackend", ("onnxruntime",), "ONNX Runtime",
-                          options=("io_binding", "native_ops", "threads"))  # fmt: skip
+                          options=tuple(OrtOptions.__annotations__))  # fmt: skip
 TENSORRT = BackendKind("tensorrt", "..tensorrt.backend", "TensorRTBackend", ("tensorrt", "rnnx.runtime.tensorrt"),
                        "TensorRT", cuda_only=True)  # fmt: skip
 #: The backends by name.
@@ -67,10 +74,12 @@ BACKEND_KINDS = {kind.name: kind for kind in (TORCH, ONNXRUNTIME, TENSORRT)}
 BACKENDS = tuple(BACKEND_KINDS)
 #: What ``auto`` picks for an export, in order: the first whose modules are here (and, if CUDA-only, on CUDA).
 AUTO_ORDER = (TENSORRT, ONNXRUNTIME, TORCH)
+#: Every backend's own keyword options of :func:`create_backend`, in the table's order.
+_OPTIONS = tuple(dict.fromkeys(option for kind in BACKEND_KINDS.values() for option in kind.options))
 
 __all__ = [
     "AUTO_ORDER", "BACKENDS", "BACKEND_KINDS", "Backend", "BackendKind", "BackendState", "BackendUnavailable",
-    "InputError", "RnnxRuntimeError", "StateSpec", "create_backend", "dir_kind",
+    "InputError", "OrtOptions", "RnnxRuntimeError", "StateSpec", "create_backend", "dir_kind",
 ]  # fmt: skip
 
 
@@ -121,22 +130,21 @@ def create_backend(
     backend: str = "auto",
     device: str = "cpu",
     precision: Optional[str] = None,
-    io_binding: Optional[bool] = None,
-    native_ops: Optional[bool] = None,
-    threads: Optional[int] = None,
+    **options: Unpack[OrtOptions],
 ) -> Backend:
     """The backend for ``path``: ``backend`` one of :data:`BACKENDS` or ``"auto"`` (checkpoint ->
     torch; export -> tensorrt on CUDA when installed, else onnxruntime, else torch from the source
-    checkpoint). ``io_binding``, ``native_ops`` and ``threads`` go to the onnxruntime backend
-    (:class:`.ort_backend.OrtBackend`); setting one (not None) for any other backend, ``auto``'s choice
-    included, raises
-    :class:`InputError`. Raises :class:`BackendUnavailable` with what is missing."""
+    checkpoint). ``options`` (:class:`OrtOptions`: ``io_binding``, ``native_ops`` and ``threads``) go to the
+    onnxruntime backend (:class:`.ort_backend.OrtBackend`); setting one (not None) for any other backend, ``auto``'s
+    choice included, raises :class:`InputError`; another keyword, TypeError. Raises :class:`BackendUnavailable` with
+    what is missing."""
+    check_keywords("create_backend", options, _OPTIONS)
     kind = dir_kind(path)
     chosen = _auto(kind, device) if backend == "auto" else BACKEND_KINDS.get(backend)
     if chosen is None:
         raise InputError(f"unknown backend {backend!r}; expected one of auto, {', '.join(BACKENDS)}")
     name = chosen.name
-    given = (("io_binding", io_binding), ("native_ops", native_ops), ("threads", threads))
+    given = [(option, options[option]) for option in _OPTIONS if option in options]
     for option, value in given:
         if value is not None and option not in chosen.options:
             takers = " / ".join(k.name for k in BACKEND_KINDS.values() if option in k.options)
@@ -157,5 +165,5 @@ def create_backend(
         raise BackendUnavailable(
             f"backend {name!r} needs the {chosen.label} Python package (import {missing[0]} failed: not installed)"
         )
-    options = {option: value for option, value in given if option in chosen.options}
-    return chosen.load_class()(path, device=device, precision=precision, **options)
+    taken = {option: value for option, value in given if option in chosen.options}
+    return chosen.load_class()(path, device=device, precision=precision, **taken)

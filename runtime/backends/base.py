@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -72,6 +72,14 @@ class InputError(ValueError):
 
 class BackendUnavailable(RnnxRuntimeError):
     """A backend that cannot run here (package or device missing); the message says what is missing."""
+
+
+def check_keywords(caller: str, given: Iterable[str], known: Collection[str]) -> None:
+    """TypeError, as Python words it for a plain signature, for the first name in ``given`` not in ``known``: the
+    check of a function that takes its options as ``**options`` (a TypedDict's keys)."""
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
 
 
 @dataclass

@@ -18,15 +18,21 @@ backend of the same model that keeps them elsewhere (move it with ``to_host`` / 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union
 
 import numpy as np
 
 from ..contract.artifact import numpy_dtype, ort_session_config, read_metadata, state_specs
-from .base import Backend, BackendState, BackendUnavailable, InputError, axis_size
+from .base import Backend, BackendState, BackendUnavailable, InputError, axis_size, check_keywords
+
+if sys.version_info >= (3, 11):  # at run time too, so typing.get_type_hints resolves the options
+    from typing import Unpack
+elif TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def _device_id(device: str) -> int:
@@ -50,6 +56,16 @@ ONE_THREAD_BELOW_BYTES = 32 << 20
 #: from 1,024 a call saves 5-7 ms and more, and a 4,096-token prompt 34 ms, more than the open. Batched decode
 #: steps (one token per row) of up to 1,023 rows stay on one thread.
 POOL_FROM_TOKENS = 1024
+
+
+class OrtOptions(TypedDict, total=False):
+    """The keyword options of :class:`OrtBackend` (documented there), the ones only the onnxruntime backend takes:
+    :func:`rnnx.runtime.load` and :func:`~rnnx.runtime.backends.create_backend` pass them on (and refuse them for
+    another backend). Each may be None, the default: the backend chooses."""
+
+    io_binding: Optional[bool]
+    native_ops: Optional[bool]
+    threads: Optional[int]
 
 
 def _host_output(value: Any) -> np.ndarray:
@@ -103,10 +119,10 @@ class OrtBackend(Backend):
         model_dir: Union[str, Path],
         device: str = "cpu",
         precision: Optional[str] = None,
-        threads: Optional[int] = None,
-        io_binding: Optional[bool] = None,
-        native_ops: Optional[bool] = None,
+        **options: Unpack[OrtOptions],
     ) -> None:
+        check_keywords(type(self).__name__, options, OrtOptions.__annotations__)
+        io_binding, native_ops, threads = options.get("io_binding"), options.get("native_ops"), options.get("threads")
         try:
             import onnxruntime as ort
         except ImportError:

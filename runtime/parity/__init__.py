@@ -37,6 +37,7 @@ The package: :mod:`.report` (what a run records and its verdict), :mod:`.calls` 
 
 from __future__ import annotations
 
+from . import report
 from .calls import DEFAULT_DECODE_STEPS, chained_inputs, random_prompts, reference_calls, stream_calls
 from .compare import compare, compare_backends, compare_stream, drift
 from .files import (
@@ -48,23 +49,11 @@ from .files import (
     save_polygraphy_files,
     save_reference,
 )
-from .report import (
-    DRIFT_STEPS,
-    DRIFT_WINDOW,
-    Call,
-    Divergence,
-    ParityReport,
-    Quality,
-    StepParity,
-    TensorError,
-    errors,
-    greedy_tokens,
-)
+from .report import *  # noqa: F403 (a run's records and their helpers, as listed in report.__all__)
 
 __all__ = [
-    "DEFAULT_DECODE_STEPS", "DRIFT_STEPS", "DRIFT_WINDOW", "POLYGRAPHY_STEPS", "REFERENCE_FORMAT",
-    "REFERENCE_FORMAT_VERSION", "Call", "Divergence", "ParityReport", "Quality", "StepParity", "TensorError",
-    "chained_inputs", "compare", "compare_backends", "compare_stream", "drift", "errors", "greedy_tokens",
-    "load_reference", "polygraphy_command", "random_prompts", "reference_calls", "save_polygraphy_files",
-    "save_reference", "stream_calls",
+    "DEFAULT_DECODE_STEPS", "POLYGRAPHY_STEPS", "REFERENCE_FORMAT", "REFERENCE_FORMAT_VERSION", "chained_inputs",
+    "compare", "compare_backends", "compare_stream", "drift", "load_reference", "polygraphy_command",
+    "random_prompts", "reference_calls", "save_polygraphy_files", "save_reference", "stream_calls",
+    *report.__all__,
 ]  # fmt: skip

@@ -91,11 +91,10 @@ def compare_backends(
 ) -> ParityReport:
     """:func:`compare` on :func:`reference_calls` of ``reference``; the calls are appended to ``record``
     when given (to save them or to write Polygraphy files)."""
-    calls: Iterable[Call] = reference_calls(reference, prompts, steps, keep_state)
-    report = _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
-    if report.quality is not None:
-        report.quality.drift = drift(reference_calls(reference, prompts, DRIFT_STEPS, lambda i: False), candidate)
-    return report
+    return _compare_recorded(
+        lambda n, keep: reference_calls(reference, prompts, n, keep), steps, keep_state, reference, candidate,
+        tolerance, on_step, record,
+    )  # fmt: skip
 
 
 def compare_stream(
@@ -111,11 +110,10 @@ def compare_stream(
 ) -> ParityReport:
     """:func:`compare` on :func:`stream_calls` of ``reference`` (any stateful export); ``record`` as in
     :func:`compare_backends`."""
-    calls: Iterable[Call] = stream_calls(reference, first, steps, keep_state)
-    report = _compare_recorded(calls, reference, candidate, tolerance, on_step, record)
-    if report.quality is not None:
-        report.quality.drift = drift(stream_calls(reference, first, DRIFT_STEPS, lambda i: False), candidate)
-    return report
+    return _compare_recorded(
+        lambda n, keep: stream_calls(reference, first, n, keep), steps, keep_state, reference, candidate, tolerance,
+        on_step, record,
+    )  # fmt: skip
 
 
 def drift(calls: Iterable[Call], candidate: Backend) -> float:
@@ -128,17 +126,29 @@ def drift(calls: Iterable[Call], candidate: Backend) -> float:
     return float(last / max(first, _TINY))
 
 
+#: ``(steps, keep_state) -> the reference's calls``: a prefill (or first call) and ``steps`` chained calls.
+ReferenceCalls = Callable[[int, Callable[[int], bool]], Iterable[Call]]
+
+
 def _compare_recorded(
-    calls: Iterable[Call],
+    make_calls: ReferenceCalls,
+    steps: int,
+    keep_state: Callable[[int], bool],
     reference: Backend,
     candidate: Backend,
     tolerance: Optional[float],
     on_step: Optional[Callable[[StepParity], None]],
     record: Optional[list[Call]],
 ) -> ParityReport:
+    """:func:`compare` on ``make_calls(steps, keep_state)`` (appended to ``record`` when given), then, for a
+    quantized export, :func:`drift` over a fresh chain of :data:`DRIFT_STEPS` calls."""
+    calls = make_calls(steps, keep_state)
     if record is not None:
         calls = _recording(calls, record)
-    return compare(calls, candidate, reference_name=reference.name, tolerance=tolerance, on_step=on_step)
+    report = compare(calls, candidate, reference_name=reference.name, tolerance=tolerance, on_step=on_step)
+    if report.quality is not None:
+        report.quality.drift = drift(make_calls(DRIFT_STEPS, lambda i: False), candidate)
+    return report
 
 
 def _recording(calls: Iterable[Call], record: list[Call]) -> Iterator[Call]:

@@ -11,6 +11,11 @@ import numpy as np
 
 from ..contract.artifact import ATTENTION_MASK, LOGITS, PRESENT_PREFIX, QUANTIZATION_BUDGETS
 
+__all__ = [
+    "DRIFT_STEPS", "DRIFT_WINDOW", "Call", "Divergence", "ParityReport", "Quality", "StepParity", "TensorError",
+    "errors", "greedy_tokens",
+]  # fmt: skip
+
 #: Chained steps of a quantized export's drift run, and the steps averaged at each end of it.
 DRIFT_STEPS = 256
 DRIFT_WINDOW = 16

@@ -12,7 +12,7 @@ under autograd.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
@@ -27,29 +27,16 @@ from .torch_conv import causal_conv_with_state_forward
 _SPEC = CAUSAL_CONV_WITH_STATE
 
 
-@torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))
-def causal_conv_with_state_op(
-    input: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    past_state: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    activation: str,
-) -> tuple[Tensor, Tensor]:
-    """The registered op (any device): ``(output (B, C, T), present_state (B, C, K-1))``."""
-    return causal_conv_with_state_forward(input, weight, bias, past_state, mask_pad, activation)
+#: The registered op (any device): the torch forward itself (:func:`.torch_conv.causal_conv_with_state_forward`, the
+#: schema's inputs in order), ``(output (B, C, T), present_state (B, C, K-1))``.
+causal_conv_with_state_op = torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))(
+    causal_conv_with_state_forward
+)
 
 
 @causal_conv_with_state_op.register_fake
-def _fake(
-    input: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    past_state: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    activation: str,
-) -> tuple[Tensor, Tensor]:
-    B, C, T, K = check_inputs(input, weight, bias, past_state, mask_pad, activation)
+def _fake(input: Tensor, *arguments: Any) -> tuple[Tensor, Tensor]:
+    B, C, T, K = check_inputs(input, *arguments)
     return input.new_empty((B, C, T)), input.new_empty((B, C, K - 1), dtype=state_dtype(input.dtype))
 
 

@@ -35,6 +35,7 @@ is min(phi(x), 1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 import torch
@@ -82,6 +83,14 @@ def keep_factor(mask_pad: Optional[Tensor], dtype: torch.dtype, time_major: bool
     return (mask == 0).to(dtype)[:, None, :, None]
 
 
+def _heads_apart_inputs(x: AttentionInputs) -> tuple[list[Tensor], Optional[Tensor]]:
+    """q, k, v of the op's layout with the heads apart, ``[(B, H, L, E), (B, H, L, E), (B, H, L, M)]`` (views), and
+    the pad mask's keep factor (:func:`keep_factor`, in the state dtype)."""
+    time_major = bool(x.time_major)
+    keep = keep_factor(x.mask_pad, state_dtype(x.q.dtype), time_major)
+    return [heads_apart(t, x.num_heads, time_major) for t in (x.q, x.k, x.v)], keep
+
+
 def _causal_mask(chunk_size: int, device: torch.device) -> Tensor:
     """(C, C) bool, True where column s <= row t."""
     return torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=device).tril()
@@ -95,12 +104,9 @@ def _check_chunk_size(chunk_size: int) -> None:
 def chunked_forward(x: AttentionInputs, chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[Tensor, Tensor, Tensor]:
     """The op's forward on its layout (:class:`.checks.AttentionInputs`). Returns ``(out (B, L, H*M) (or (L, B, H*M))
     in q's dtype, S_last, z_last)``. Inputs are assumed validated (:func:`.checks.check_inputs`)."""
-    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = x
-    time_major = bool(time_major)
-    keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
-    apart = [heads_apart(t, num_heads, time_major) for t in (q, k, v)]
-    out, S, z = chunked_forward_heads(*apart, S0, z0, keep, eps, chunk_size)
-    return heads_packed(out, time_major), S, z
+    apart, keep = _heads_apart_inputs(x)
+    out, S, z = chunked_forward_heads(*apart, x.S0, x.z0, keep, x.eps, chunk_size)
+    return heads_packed(out, bool(x.time_major)), S, z
 
 
 def chunked_forward_heads(
@@ -143,19 +149,15 @@ def chunked_forward_heads(
 
 
 def chunked_backward(
-    x: AttentionInputs,
-    grad_out: Optional[Tensor],
-    grad_S: Optional[Tensor],
-    grad_z: Optional[Tensor],
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    x: AttentionInputs, grads: Sequence[Optional[Tensor]], chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of :func:`chunked_forward` on the op's layout: dq, dk, dv packed like q, k, v; dS0, dz0."""
-    q, k, v, S0, z0, mask_pad, eps, num_heads, time_major = x
-    time_major = bool(time_major)
-    keep = keep_factor(mask_pad, state_dtype(q.dtype), time_major)
-    apart = [heads_apart(t, num_heads, time_major) for t in (q, k, v)]
-    dO = None if grad_out is None else heads_apart(grad_out, num_heads, time_major)
-    dq, dk, dv, dS0, dz0 = chunked_backward_heads(*apart, S0, z0, keep, eps, dO, grad_S, grad_z, chunk_size)
+    """Gradients of :func:`chunked_forward` on the op's layout, from ``grads``, the incoming gradients of its outputs
+    (out, S_last, z_last; None means zero): dq, dk, dv packed like q, k, v; dS0, dz0."""
+    grad_out, grad_S, grad_z = grads
+    apart, keep = _heads_apart_inputs(x)
+    time_major = bool(x.time_major)
+    dO = None if grad_out is None else heads_apart(grad_out, x.num_heads, time_major)
+    dq, dk, dv, dS0, dz0 = chunked_backward_heads(*apart, x.S0, x.z0, keep, x.eps, dO, grad_S, grad_z, chunk_size)
     return heads_packed(dq, time_major), heads_packed(dk, time_major), heads_packed(dv, time_major), dS0, dz0
 
 

@@ -71,11 +71,10 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     ctx.eps, ctx.num_heads, ctx.time_major = x.eps, x.num_heads, x.time_major
 
 
-def _backward(
-    ctx: Any, grad_out: Optional[Tensor], grad_S: Optional[Tensor], grad_z: Optional[Tensor]
-) -> tuple[Optional[Tensor], ...]:
+def _backward(ctx: Any, *grads: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+    """``grads``: the gradients of (out, S_last, z_last)."""
     x = AttentionInputs(*ctx.saved_tensors, ctx.eps, ctx.num_heads, ctx.time_major)
-    dq, dk, dv, dS0, dz0 = chunked_backward(x, grad_out, grad_S, grad_z, DEFAULT_CHUNK_SIZE)
+    dq, dk, dv, dS0, dz0 = chunked_backward(x, grads, DEFAULT_CHUNK_SIZE)
     return dq, dk, dv, (dS0 if x.S0 is not None else None), (dz0 if x.z0 is not None else None), None, None, None, None
 
 

@@ -6,13 +6,21 @@ inference, plus rnnx's pad mask); shared by the naive twin, the torch op and its
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from torch import Tensor
 
 from rnnx.runtime.contract.ops import QK_L2_NORM_EPS
 
-__all__ = ["DELTA_RULES", "GATED_RULES", "QK_L2_NORM_EPS", "UPDATE_RULES", "check_inputs", "head_counts"]
+__all__ = [
+    "DELTA_RULES",
+    "GATED_RULES",
+    "QK_L2_NORM_EPS",
+    "UPDATE_RULES",
+    "RecurrenceInputs",
+    "check_inputs",
+    "head_counts",
+]
 
 #: The update rules, in the standard's spelling.
 UPDATE_RULES: tuple[str, ...] = ("linear", "gated", "delta", "gated_delta")
@@ -48,25 +56,33 @@ def _check_rank(name: str, tensor: Tensor, rank: int) -> None:
         raise ValueError(f"{name}: expected rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def check_inputs(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    past_state: Optional[Tensor],
-    decay: Optional[Tensor],
-    beta: Optional[Tensor],
-    pad_mask: Optional[Tensor],
-    q_num_heads: int,
-    kv_num_heads: int,
-    update_rule: str,
-    scale: float = 0.0,
-    qk_l2_norm: int = 0,
-) -> tuple[int, int, int, int, int]:
-    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, H_o)``. The op's
-    inputs in its schema's order (so ``check_inputs(*inputs)`` checks a call); ``scale`` takes any value.
+class RecurrenceInputs(NamedTuple):
+    """The op's arguments in its schema's order (:data:`rnnx.runtime.contract.ops.LINEAR_RECURRENCE`): query
+    (B, T, H_q*d_k), key (B, T, H_k*d_k), value (B, T, H_kv*d_v), past_state (B, H_kv, d_k, d_v), decay (B, T, H_kv
+    or H_kv*d_k), beta (B, T, H_kv or 1) and mask_pad (B, T), each optional one None when absent, then the
+    attributes. The checks and the torch forward take it whole: the op's parameter list is written once."""
+
+    query: Tensor
+    key: Tensor
+    value: Tensor
+    past_state: Optional[Tensor]
+    decay: Optional[Tensor]
+    beta: Optional[Tensor]
+    mask_pad: Optional[Tensor]
+    q_num_heads: int
+    kv_num_heads: int
+    update_rule: str
+    scale: float = 0.0
+    qk_l2_norm: int = 0
+
+
+def check_inputs(x: RecurrenceInputs) -> tuple[int, int, int, int, int]:
+    """ValueError (one line, naming the tensor) for what the op refuses; else ``(B, T, d_k, d_v, H_o)``.
+    ``scale`` takes any value; the mask is named ``pad_mask`` in the messages, as the Python entry points call it.
 
     H_o = max(q_num_heads, kv_num_heads) is the number of output heads (:func:`head_counts`).
     """
+    query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule, _, qk_l2_norm = x
     if update_rule not in UPDATE_RULES:
         raise ValueError(f"update_rule: expected one of {UPDATE_RULES}, got {update_rule!r}")
     if qk_l2_norm not in (0, 1):

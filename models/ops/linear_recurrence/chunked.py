@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..dtypes import state_dtype
-from .checks import DELTA_RULES, check_inputs
+from .checks import DELTA_RULES, RecurrenceInputs, check_inputs
 from .heads import prepare_query_key
 
 #: Tokens per chunk with a decay per head (or none): the intra-chunk terms are (chunk x chunk) matrices.
@@ -41,30 +41,15 @@ def _heads(x: Tensor, heads: int, dtype: torch.dtype) -> Tensor:
     return x.to(dtype).reshape(B, T, heads, HD // heads).transpose(1, 2)
 
 
-def linear_recurrence_forward(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    past_state: Optional[Tensor],
-    decay: Optional[Tensor],
-    beta: Optional[Tensor],
-    mask_pad: Optional[Tensor],
-    q_num_heads: int,
-    kv_num_heads: int,
-    update_rule: str,
-    scale: float,
-    qk_l2_norm: int = 0,
-    chunk_size: Optional[int] = None,
-) -> tuple[Tensor, Tensor]:
+def linear_recurrence_forward(x: RecurrenceInputs, chunk_size: Optional[int] = None) -> tuple[Tensor, Tensor]:
     """The op (layouts of :data:`rnnx.runtime.contract.ops.LINEAR_RECURRENCE`): ``(output, present_state)``.
 
     ``output`` (B, T, max(H_q, H_kv)*d_v) has query's dtype, ``present_state`` (B, H_kv, d_k, d_v) the state dtype.
     T == 1 takes the one-token step; longer inputs the chunked form (``chunk_size`` tokens per chunk; by
     default :data:`DEFAULT_CHUNK_SIZE`, or :data:`PER_KEY_CHUNK_SIZE` with a decay per key dim).
     """
-    B, T, d_k, d_v, H_o = check_inputs(
-        query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale, qk_l2_norm
-    )
+    B, T, d_k, d_v, H_o = check_inputs(x)
+    query, key, value, past_state, decay, beta, mask_pad, q_num_heads, kv_num_heads, update_rule, scale, qk_l2_norm = x
     H, G = kv_num_heads, H_o // kv_num_heads
     dt = state_dtype(query.dtype)
     s = float(scale) if scale != 0.0 else 1.0 / math.sqrt(d_k)

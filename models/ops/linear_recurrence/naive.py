@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from ..causal_linear_attention.naive import DEFAULT_EPS, feature_map
-from .checks import QK_L2_NORM_EPS, check_inputs
+from .checks import QK_L2_NORM_EPS, RecurrenceInputs, check_inputs
 
 _F64 = torch.float64
 
@@ -74,9 +74,10 @@ def linear_recurrence_naive(
     The state stays float64 (unlike the standard, which casts it to past_state's or query's dtype) so
     that a caller chaining calls, or comparing a kernel's fp32 state, loses nothing to the reference.
     """
-    B, T, d_k, d_v, H_o = check_inputs(
+    inputs = RecurrenceInputs(
         query, key, value, past_state, decay, beta, pad_mask, q_num_heads, kv_num_heads, update_rule, scale, qk_l2_norm
     )
+    B, T, d_k, d_v, H_o = check_inputs(inputs)
     H_kv = kv_num_heads
     q = query.to(_F64).reshape(B, T, q_num_heads, d_k)
     k = key.to(_F64).reshape(B, T, min(q_num_heads, H_kv), d_k)

@@ -22,30 +22,35 @@ from rnnx.runtime.contract.ops import LINEAR_RECURRENCE
 
 from ..dtypes import state_dtype
 from ..registration import register_autograd_by_recompute, torch_schema
-from .checks import check_inputs
+from .checks import RecurrenceInputs, check_inputs
 from .chunked import linear_recurrence_forward
 
 _SPEC = LINEAR_RECURRENCE
 
 
-#: The registered op (any device): the chunked torch forward itself (:func:`.chunked.linear_recurrence_forward`, the
-#: schema's inputs in order), ``(output (B, T, H_o*d_v), present_state (B, H_kv, d_k, d_v))``.
-linear_recurrence_op = torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))(
-    linear_recurrence_forward
-)
+def _forward(*arguments: Any) -> tuple[Tensor, Tensor]:
+    """The op's arguments, in schema order, through the chunked torch forward
+    (:func:`.chunked.linear_recurrence_forward`): ``(output (B, T, H_o*d_v), present_state (B, H_kv, d_k, d_v))``."""
+    return linear_recurrence_forward(RecurrenceInputs(*arguments))
+
+
+#: The registered op (any device): the chunked torch forward.
+linear_recurrence_op = torch.library.custom_op(_SPEC.qualname, mutates_args=(), schema=torch_schema(_SPEC))(_forward)
 
 
 @linear_recurrence_op.register_fake
-def _fake(*inputs: Any) -> tuple[Tensor, Tensor]:
-    B, T, d_k, d_v, out_heads = check_inputs(*inputs)
-    query, kv_num_heads = inputs[0], inputs[8]
+def _fake(*arguments: Any) -> tuple[Tensor, Tensor]:
+    """The outputs' shapes and dtypes, from the op's arguments in schema order (:class:`.checks.RecurrenceInputs`):
+    out (B, T, out_heads * d_v) in the activations' dtype, present_state (B, H_kv, d_k, d_v) in the state dtype."""
+    x = RecurrenceInputs(*arguments)
+    B, T, d_k, d_v, out_heads = check_inputs(x)
     return (
-        query.new_empty((B, T, out_heads * d_v)),
-        query.new_empty((B, kv_num_heads, d_k, d_v), dtype=state_dtype(query.dtype)),
+        x.query.new_empty((B, T, out_heads * d_v)),
+        x.query.new_empty((B, x.kv_num_heads, d_k, d_v), dtype=state_dtype(x.query.dtype)),
     )
 
 
-register_autograd_by_recompute(linear_recurrence_op, _SPEC, linear_recurrence_forward)
+register_autograd_by_recompute(linear_recurrence_op, _SPEC, _forward)
 
 
 def linear_recurrence(

@@ -3,22 +3,13 @@
 #include "causal_conv_with_state_isa.h"
 #include "isa_build.h"
 
-// The kernel header's own includes first, then the header inside an anonymous namespace (isa_build.h says why).
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <vector>
+// The kernel header and this build's implementation inside an anonymous namespace (isa_build.h says why).
 namespace
 {
 #include "../cpu/causal_conv_with_state_kernel.h"
-} // namespace
 
-namespace rnnx_ort
-{
-namespace
-{
-template <typename acc_t> void causal_conv_forward_impl(const ParallelFor& parallel_for, const CausalConvArgs<acc_t>& a)
+template <typename acc_t>
+void causal_conv_forward_impl(const rnnx_ort::ParallelFor& parallel_for, const rnnx_ort::CausalConvArgs<acc_t>& a)
 {
     const rnnx::causal_conv_cpu::Problem p{a.B, a.C, a.T, a.K, a.silu};
     rnnx::causal_conv_cpu::forward_impl<acc_t, acc_t>(
@@ -26,5 +17,7 @@ template <typename acc_t> void causal_conv_forward_impl(const ParallelFor& paral
 }
 } // namespace
 
+namespace rnnx_ort
+{
 RNNX_ISA_DEFINE(causal_conv_forward, CausalConvArgs, causal_conv_forward_impl)
 } // namespace rnnx_ort

@@ -18,12 +18,11 @@ namespace rnnx_ort
 // acc_type<T>; mask_pad? any of mask_bytes()' types.
 template <typename T> struct CausalConvWithStateKernel
 {
-    static constexpr const char* name = "CausalConvWithState";
     //! New in rnnx domain version 2.
-    static constexpr int since_version = 2;
-    static constexpr std::array<Input, 5> inputs{{{Role::activation, false}, {Role::activation, false},
-        {Role::activation, true}, {Role::state, true}, {Role::mask, true}}};
-    static constexpr std::array<Role, 2> outputs{{Role::activation, Role::state}};
+    static constexpr OpSignature<5, 2> signature{"CausalConvWithState", 2,
+        {{{Role::activation, false}, {Role::activation, false}, {Role::activation, true}, {Role::state, true},
+            {Role::mask, true}}},
+        {{Role::activation, Role::state}}};
 
     std::string activation;
 
@@ -37,36 +36,33 @@ template <typename T> struct CausalConvWithStateKernel
         const Ort::ConstValue x = optional_input(ctx, 0), w = optional_input(ctx, 1), bias = optional_input(ctx, 2),
                               S0 = optional_input(ctx, 3), mask = optional_input(ctx, 4);
         if (x == nullptr || w == nullptr)
-            return invalid(name, "input and weight are required");
+            return invalid(signature.name, "input and weight are required");
         if (activation != "none" && activation != "silu" && activation != "swish")
-            return invalid(name, "activation must be none, silu or swish, got '" + activation + "'");
+            return invalid(signature.name, "activation must be none, silu or swish, got '" + activation + "'");
         const auto xs = shape_of(x), ws = shape_of(w);
         if (xs.size() != 3)
-            return invalid(name, "input must be 3-D (B, C, T)");
+            return invalid(signature.name, "input must be 3-D (B, C, T)");
         const int64_t B = xs[0], C = xs[1], Tn = xs[2];
         if (ws.size() != 3 || ws[0] != C || ws[1] != 1 || ws[2] < 1)
-            return invalid(name, "weight must be (C, 1, K) with C = " + std::to_string(C) + " and K >= 1");
+            return invalid(signature.name, "weight must be (C, 1, K) with C = " + std::to_string(C) + " and K >= 1");
         const int64_t K = ws[2];
         const bool has_bias = count(bias) > 0, has_S0 = count(S0) > 0;
         if (has_bias && shape_of(bias) != std::vector<int64_t>{C})
-            return invalid(name, "bias must be (C,) with C = " + std::to_string(C));
+            return invalid(signature.name, "bias must be (C,) with C = " + std::to_string(C));
         if (has_S0 && shape_of(S0) != std::vector<int64_t>{B, C, K - 1})
-            return invalid(name,
+            return invalid(signature.name,
                 "past_state must be (B, C, K-1) = (" + std::to_string(B) + ", " + std::to_string(C) + ", "
                     + std::to_string(K - 1) + ")");
-        std::string mask_error;
-        std::vector<uint8_t> mask_staging;
-        const uint8_t* pad = mask_bytes(mask, mask_staging, mask_error);
-        if (!mask_error.empty())
-            return invalid(name, mask_error);
-        if (pad != nullptr && shape_of(mask) != std::vector<int64_t>{B, Tn})
-            return invalid(name, "mask_pad must be (B, T) = (" + std::to_string(B) + ", " + std::to_string(Tn) + ")");
+        PadMask pad;
+        if (OrtStatusPtr status = pad.read(
+                signature.name, mask, {B, Tn}, "(B, T) = (" + std::to_string(B) + ", " + std::to_string(Tn) + ")"))
+            return status;
         std::vector<float> x_f, w_f, b_f, out_f;
         using acc_t = acc_type<T>;
         Ort::UnownedValue out = ctx.GetOutput(0, {B, C, Tn});
         Ort::UnownedValue present = ctx.GetOutput(1, {B, C, K - 1});
         const CausalConvArgs<acc_t> args{B, C, Tn, K, activation != "none", as_acc<T>(x, x_f), as_acc<T>(w, w_f),
-            has_bias ? as_acc<T>(bias, b_f) : nullptr, has_S0 ? S0.GetTensorData<acc_t>() : nullptr, pad,
+            has_bias ? as_acc<T>(bias, b_f) : nullptr, has_S0 ? S0.GetTensorData<acc_t>() : nullptr, pad.bytes,
             output_acc<T>(out, static_cast<size_t>(B * C * Tn), out_f), present.GetTensorMutableData<acc_t>()};
         return run<T>(ctx, causal_conv_forward<acc_t>, args, out, out_f);
     }

@@ -13,28 +13,47 @@ namespace plugin
 namespace
 {
 
-//! "(2, ?, 64)": the constant extents of `e`, "?" for the symbolic ones.
-std::string text(nvinfer1::DimsExprs const& e)
-{
-    std::string s = "(";
-    for (int32_t i = 0; i < e.nbDims && i < nvinfer1::Dims::MAX_DIMS; ++i)
-    {
-        s += (i > 0 ? ", " : "") + (isConstantDim(e.d[i]) ? std::to_string(e.d[i]->getConstantValue()) : "?");
-    }
-    return s + ")";
-}
-
-//! "<tensor> (input <pos>) is <got>, expected <expected>".
-std::string wrongInput(char const* tensor, int32_t pos, std::string const& got, char const* expected)
-{
-    return std::string(tensor) + " (input " + std::to_string(pos) + ") is " + got + ", expected " + expected;
-}
-
 char const* const kEXPECTED_INPUT{"(B, C, T)"};
 char const* const kEXPECTED_WEIGHT{"(C, 1, K) with input's C and K >= 1"};
 char const* const kEXPECTED_BIAS{"(C) with input's C"};
 char const* const kEXPECTED_STATE{"(B, C, K-1) with input's B, C and weight's K"};
 char const* const kEXPECTED_MASK{"(B, T) with input's B, T"};
+
+//! Checks the five inputs' extents (Extents in input order) against each other: only the known ones, at build
+//! time; at run time (`runTime`) also that input's extents and K fit the kernels' int. False with `error` naming
+//! the first wrong tensor, what it is and what was expected.
+bool checkExtents(Extents const* in, CausalConvWithStateInputs const& layout, bool runTime, std::string& error)
+{
+    Extents const& x = in[layout.input];
+    Extents const& w = in[layout.weight];
+    Extents const& bias = in[layout.bias];
+    Extents const& S = in[layout.pastState];
+    Extents const& mask = in[layout.maskPad];
+    auto const fitsInt = [runTime](Extents const& e, int32_t i)
+    { return !runTime || (e.value(i) >= 0 && e.value(i) <= INT32_MAX); };
+    if (x.rank() != 3 || !fitsInt(x, 0) || !fitsInt(x, 1) || !fitsInt(x, 2))
+    {
+        return wrongInput(error, "input", layout.input, x, kEXPECTED_INPUT);
+    }
+    if (w.rank() != 3 || !w.mayMatch(0, x, 1) || !w.mayBe(1, 1) || !w.mayBeMultipleOf(2, 1) || !fitsInt(w, 2))
+    {
+        return wrongInput(error, "weight", layout.weight, w, kEXPECTED_WEIGHT);
+    }
+    if (bias.rank() != 1 || !bias.mayMatch(0, x, 1))
+    {
+        return wrongInput(error, "bias", layout.bias, bias, kEXPECTED_BIAS);
+    }
+    if (S.rank() != 3 || !S.mayMatch(0, x, 0) || !S.mayMatch(1, x, 1)
+        || (S.known(2) && w.known(2) && S.value(2) + 1 != w.value(2)))
+    {
+        return wrongInput(error, "past_state", layout.pastState, S, kEXPECTED_STATE);
+    }
+    if (mask.rank() != 2 || !mask.mayMatch(0, x, 0) || !mask.mayMatch(1, x, 2))
+    {
+        return wrongInput(error, "mask_pad", layout.maskPad, mask, kEXPECTED_MASK);
+    }
+    return true;
+}
 
 } // namespace
 
@@ -52,168 +71,60 @@ std::vector<Field<CausalConvWithStateParameters>> const& CausalConvWithStatePlug
     return table;
 }
 
-bool CausalConvWithStatePlugin::checkParameters(CausalConvWithStateParameters const& p) noexcept
+bool CausalConvWithStatePlugin::checkParameters(CausalConvWithStateParameters const& /*params*/) noexcept
 {
-    if (p.activation < 0 || static_cast<size_t>(p.activation) >= activations().size())
-    {
-        logPluginError("activation index " + std::to_string(p.activation) + " is out of range");
-        return false;
-    }
-    return true;
-}
-
-bool CausalConvWithStatePlugin::inputLayout(CausalConvWithStateParameters const& /*params*/, int32_t nbInputs,
-    CausalConvWithStateInputs& inputs, char const* layer) noexcept
-{
-    if (!hasInputCount(nbInputs, layer))
-    {
-        return false;
-    }
-    inputs = CausalConvWithStateInputs{};
+    // activation, the one field, is a string field: PluginBase refuses an index outside its choices.
     return true;
 }
 
 TensorRole CausalConvWithStatePlugin::tensorRole(CausalConvWithStateInputs const& layout, int32_t pos) noexcept
 {
     // input, weight, bias and output are activations; past_state and present_state state; mask_pad the mask.
-    if (pos == layout.pastState || pos == kNB_INPUTS + 1)
-    {
-        return TensorRole::kSTATE;
-    }
-    return pos == layout.maskPad ? TensorRole::kMASK : TensorRole::kACTIVATION;
+    return stateOrMaskRole(pos, layout.pastState, layout.maskPad);
 }
 
 int32_t CausalConvWithStatePlugin::outputShapes(nvinfer1::DimsExprs const* inputs,
-    CausalConvWithStateInputs const& layout, nvinfer1::DimsExprs* outputs,
-    nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
+    CausalConvWithStateInputs const& layout, nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& /*exprBuilder*/)
 {
-    try
+    // Extents known at build time (constants) must agree; symbolic ones are checked on the concrete shapes by
+    // onShapeChange (checkShapes, the same checks).
+    std::string error;
+    if (!checkExtents(extentsOf(inputs, kSIGNATURE.nbInputs).data(), layout, false, error))
     {
-        nvinfer1::DimsExprs const& x = inputs[layout.input];
-        nvinfer1::DimsExprs const& w = inputs[layout.weight];
-        nvinfer1::DimsExprs const& bias = inputs[layout.bias];
-        nvinfer1::DimsExprs const& S = inputs[layout.pastState];
-        nvinfer1::DimsExprs const& mask = inputs[layout.maskPad];
-        // Extents known at build time (constants) must agree; symbolic ones are checked on the concrete shapes by
-        // onShapeChange (checkShapes).
-        std::string error;
-        if (x.nbDims != 3)
-        {
-            error = wrongInput("input", layout.input, text(x), kEXPECTED_INPUT);
-        }
-        else if (w.nbDims != 3 || !dimsMayMatch(w.d[0], x.d[1]) || !dimMayBe(w.d[1], 1)
-            || !dimMayBeMultipleOf(w.d[2], 1))
-        {
-            error = wrongInput("weight", layout.weight, text(w), kEXPECTED_WEIGHT);
-        }
-        else if (bias.nbDims != 1 || !dimsMayMatch(bias.d[0], x.d[1]))
-        {
-            error = wrongInput("bias", layout.bias, text(bias), kEXPECTED_BIAS);
-        }
-        else if (S.nbDims != 3 || !dimsMayMatch(S.d[0], x.d[0]) || !dimsMayMatch(S.d[1], x.d[1])
-            || (isConstantDim(S.d[2]) && isConstantDim(w.d[2])
-                && S.d[2]->getConstantValue() + 1 != w.d[2]->getConstantValue()))
-        {
-            error = wrongInput("past_state", layout.pastState, text(S), kEXPECTED_STATE);
-        }
-        else if (mask.nbDims != 2 || !dimsMayMatch(mask.d[0], x.d[0]) || !dimsMayMatch(mask.d[1], x.d[2]))
-        {
-            error = wrongInput("mask_pad", layout.maskPad, text(mask), kEXPECTED_MASK);
-        }
-        if (!error.empty())
-        {
-            logLayerError(error + " (extents known at build time)");
-            return -1;
-        }
-        // output is input's shape; present_state continues past_state: its shape.
-        outputs[0] = x;
-        outputs[1] = S;
-        return 0;
-    }
-    catch (...)
-    {
-        logLayerError("getOutputShapes failed");
+        logLayerError(error + " (extents known at build time)");
         return -1;
     }
+    // output is input's shape; present_state continues past_state: its shape.
+    outputs[0] = inputs[layout.input];
+    outputs[1] = inputs[layout.pastState];
+    return 0;
 }
 
 bool CausalConvWithStatePlugin::checkShapes(
-    nvinfer1::PluginTensorDesc const* in, CausalConvWithStateInputs const& layout) const noexcept
+    nvinfer1::PluginTensorDesc const* in, CausalConvWithStateInputs const& layout) const
 {
-    try
+    std::string error;
+    if (!checkExtents(extentsOf(in, kSIGNATURE.nbInputs).data(), layout, true, error))
     {
-        nvinfer1::Dims const& x = in[layout.input].dims;
-        nvinfer1::Dims const& w = in[layout.weight].dims;
-        nvinfer1::Dims const& bias = in[layout.bias].dims;
-        nvinfer1::Dims const& S = in[layout.pastState].dims;
-        nvinfer1::Dims const& mask = in[layout.maskPad].dims;
-        std::string error;
-        bool const xOk = x.nbDims == 3 && x.d[0] >= 0 && x.d[1] >= 0 && x.d[2] >= 0 && x.d[0] <= INT32_MAX
-            && x.d[1] <= INT32_MAX && x.d[2] <= INT32_MAX;
-        if (!xOk)
-        {
-            error = wrongInput("input", layout.input, toString(x), kEXPECTED_INPUT);
-        }
-        else if (w.nbDims != 3 || w.d[0] != x.d[1] || w.d[1] != 1 || w.d[2] < 1 || w.d[2] > INT32_MAX)
-        {
-            error = wrongInput("weight", layout.weight, toString(w), kEXPECTED_WEIGHT);
-        }
-        else if (bias.nbDims != 1 || bias.d[0] != x.d[1])
-        {
-            error = wrongInput("bias", layout.bias, toString(bias), kEXPECTED_BIAS);
-        }
-        else if (S.nbDims != 3 || S.d[0] != x.d[0] || S.d[1] != x.d[1] || S.d[2] + 1 != w.d[2])
-        {
-            error = wrongInput("past_state", layout.pastState, toString(S), kEXPECTED_STATE);
-        }
-        else if (mask.nbDims != 2 || mask.d[0] != x.d[0] || mask.d[1] != x.d[2])
-        {
-            error = wrongInput("mask_pad", layout.maskPad, toString(mask), kEXPECTED_MASK);
-        }
-        if (!error.empty())
-        {
-            logLayerError(error);
-            return false;
-        }
-        return true;
-    }
-    catch (...)
-    {
-        logLayerError("onShapeChange failed");
+        logLayerError(error);
         return false;
     }
+    return true;
 }
 
-int32_t CausalConvWithStatePlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
-    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+int32_t CausalConvWithStatePlugin::launch(LaunchArgs const& args) noexcept
 {
-    if (!checkShapes(inputDesc, mLayout))
-    {
-        return notConfigured();
-    }
-    kernels::DataType type{};
-    if (!toKernelType(inputDesc[mLayout.input].type, type))
-    {
-        logLayerError("unsupported activation type");
-        return -1;
-    }
-    kernels::CausalConvParams params{};
-    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, params.mask_type))
-    {
-        logLayerError("mask_pad (input 4) must be int32, got DataType "
-            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
-        return -1;
-    }
-    nvinfer1::Dims const& x = inputDesc[mLayout.input].dims;
-    params.batch = static_cast<int>(x.d[0]);
-    params.channels = static_cast<int>(x.d[1]);
-    params.length = static_cast<int>(x.d[2]);
-    params.kernel_size = static_cast<int>(inputDesc[mLayout.weight].dims.d[2]);
+    auto params = args.kernelParams<kernels::CausalConvParams>();
+    params.batch = args.extent(mLayout.input, 0);
+    params.channels = args.extent(mLayout.input, 1);
+    params.length = args.extent(mLayout.input, 2);
+    params.kernel_size = args.extent(mLayout.weight, 2);
     params.silu = mParams.activation != 0; // silu and swish: y * sigmoid(y)
     // Every input is bound: bias and state zeros when the model has none, the mask all zeros without padding.
-    return launched(kernels::causalConvWithStateForward(params, type, inputs[mLayout.input], inputs[mLayout.weight],
-        inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.pastState]), inputs[mLayout.maskPad], outputs[0],
-        static_cast<float*>(outputs[1]), stream));
+    void const* const* in = args.inputs;
+    return launched(kernels::causalConvWithStateForward(params, args.type, in[mLayout.input], in[mLayout.weight],
+        in[mLayout.bias], args.stateInput(mLayout.pastState), in[mLayout.maskPad], args.outputs[0], args.stateOutput(1),
+        args.stream));
 }
 
 RNNX_REGISTER_PLUGIN_CREATOR(CausalConvWithStatePluginCreator);

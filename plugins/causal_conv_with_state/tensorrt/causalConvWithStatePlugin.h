@@ -48,36 +48,15 @@ class CausalConvWithStatePlugin
     : public PluginBase<CausalConvWithStatePlugin, CausalConvWithStateParameters, CausalConvWithStateInputs>
 {
 public:
-    static constexpr char const* kPLUGIN_NAME{"CausalConvWithState"};
-    static constexpr int32_t kNB_OUTPUTS{2};
-    //! The TensorRT node always lists all five inputs.
-    static constexpr int32_t kNB_INPUTS{5};
-    static constexpr char const* kINPUT_NAMES{
+    //! The TensorRT node always lists all five inputs; two outputs.
+    static constexpr PluginSignature kSIGNATURE{"CausalConvWithState", 5, 2,
         "input, weight, bias, past_state, mask_pad; bias / past_state zeros when the model has none, mask_pad all "
         "zeros without padding"};
     //! activation's strings: none, silu, swish (silu and swish are the same function).
     static std::vector<char const*> const& activations();
 
-    static bool inputLayout(CausalConvWithStateParameters const& params, int32_t nbInputs,
-        CausalConvWithStateInputs& inputs, char const* layer) noexcept;
-
-    using PluginBase::PluginBase;
-
     // No getWorkspaceSize of its own: PluginBase asks for none, and the kernels need none.
-
-private:
-    friend class PluginBase<CausalConvWithStatePlugin, CausalConvWithStateParameters, CausalConvWithStateInputs>;
-
-    //! The field table: the single place CausalConvWithState's fields are listed.
-    static std::vector<Field<CausalConvWithStateParameters>> const& fields();
-    static bool checkParameters(CausalConvWithStateParameters const& params) noexcept;
-    static TensorRole tensorRole(CausalConvWithStateInputs const& layout, int32_t pos) noexcept;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, CausalConvWithStateInputs const& layout,
-        nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept;
-    //! Checks the input descriptors' ranks / extents against each other; logs what is wrong.
-    bool checkShapes(nvinfer1::PluginTensorDesc const* in, CausalConvWithStateInputs const& layout) const noexcept;
-    int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
-        void* workspace, cudaStream_t stream) noexcept;
+    RNNX_PLUGIN_HOOKS();
 };
 
 using CausalConvWithStatePluginCreator = PluginCreator<CausalConvWithStatePlugin>;

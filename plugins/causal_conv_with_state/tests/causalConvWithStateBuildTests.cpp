@@ -49,14 +49,7 @@ TEST_CASE("CausalConvWithState output shapes and refused constant extents")
     k1[1] = exprs({c(16), c(1), c(1)});
     k1[3] = exprs({B, c(16), c(0)});
     CHECK_EQ(plugin->getOutputShapes(k1.data(), 5, nullptr, 0, out, 2, b), 0);
-    struct Bad
-    {
-        char const* what;
-        int32_t input;
-        nvinfer1::DimsExprs dims;
-        char const* message;
-    };
-    std::vector<Bad> const bad{
+    std::vector<RefusedInput> const bad{
         {"input 2-D", 0, exprs({c(2), c(6)}), "input (input 0) is (2, 6), expected (B, C, T)"},
         {"weight of other channels", 1, exprs({c(8), c(1), c(4)}),
             "weight (input 1) is (8, 1, 4), expected (C, 1, K) with input's C and K >= 1"},
@@ -71,19 +64,8 @@ TEST_CASE("CausalConvWithState output shapes and refused constant extents")
         {"mask (T, B)", 4, exprs({c(6), c(2)}), "mask_pad (input 4)"},
         {"mask of other length", 4, exprs({c(2), c(9)}), "mask_pad (input 4) is (2, 9), expected (B, T)"},
     };
-    for (Bad const& x : bad)
-    {
-        auto in = base();
-        in[static_cast<size_t>(x.input)] = x.dims;
-        checkShapeRefused(*plugin, in, 2, {x.message, "CausalConvWithState 'layer': "}, b, x.what);
-    }
-    for (int32_t n : {3, 4, 6})
-    {
-        std::vector<nvinfer1::DimsExprs> other(static_cast<size_t>(n), all[0]);
-        takeLoggedMessages();
-        CHECK(plugin->getOutputShapes(other.data(), n, nullptr, 0, out, 2, b) != 0);
-        CHECK(takeLoggedMessages().find("CausalConvWithState 'layer': expected exactly 5 inputs") != std::string::npos);
-    }
+    checkInputsRefused(*plugin, base(), bad, 2, {"CausalConvWithState 'layer': "}, b);
+    checkInputCountsRefused(*plugin, all, {3, 4, 6}, 2, "CausalConvWithState 'layer': expected exactly 5 inputs", b);
     CHECK_EQ(plugin->getNbOutputs(), 2);
 }
 

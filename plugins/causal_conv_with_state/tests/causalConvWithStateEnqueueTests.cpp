@@ -99,47 +99,46 @@ void convCase(ConvConfig const& c, int32_t prefill)
     };
     std::vector<PluginTensorDesc> inDesc, outDesc;
     descs(c.T, inDesc, outDesc);
-    size_t workspace = 1;
-    auto plugin = buildThenDeserialize<plugin::CausalConvWithStatePlugin, plugin::CausalConvWithStatePluginCreator>(
-        fields, inDesc, outDesc, workspace);
-    CHECK_EQ(workspace, size_t{0});
+    auto plugin = buildWithoutWorkspace<plugin::CausalConvWithStatePlugin, plugin::CausalConvWithStatePluginCreator>(
+        fields, inDesc, outDesc);
     DeviceBuffer weight = upload(wBytes), biasBuffer = upload(biasBytes);
-    DeviceBuffer stateA = upload(S0Bytes);
-    // K = 1: an empty state, still two distinct (empty) bindings.
-    DeviceBuffer stateB(stateA.bytes());
-    void* S = stateA.get();
-    void* SOther = stateB.get();
     std::vector<double> outAll(outRef.size(), NAN);
-    Stream stream;
-    for (int32_t t0 = 0; t0 < c.T;)
-    {
-        int32_t const len = t0 == 0 ? std::min(std::max(prefill, 1), c.T) : 1;
-        int32_t const t1 = t0 + len;
-        descs(len, inDesc, outDesc);
-        // input (B, C, T) is (B*C, T, 1) step-sliced.
-        std::vector<double> xPart = sliceSteps(x, static_cast<int32_t>(rows), c.T, 1, t0, t1);
-        DeviceBuffer input = upload(encode(xPart, c.act));
-        std::vector<uint8_t> pads01;
-        for (int32_t b = 0; b < c.B; ++b)
+    // K = 1: an empty state.
+    std::vector<uint8_t> const SLast = runPrefillThenSteps(c.T, prefill, S0Bytes,
+        [&](int32_t t0, int32_t t1, void* past, void* present, cudaStream_t stream)
         {
-            pads01.insert(pads01.end(), pads.begin() + static_cast<size_t>(b) * c.T + t0,
-                pads.begin() + static_cast<size_t>(b) * c.T + t1);
-        }
-        DeviceBuffer mask = upload(maskBytes(pads01, MaskKind::kInt32));
-        DeviceBuffer out(rows * len * elementSize(c.act));
-        std::vector<uint8_t> const before = download(S, stateA.bytes());
-        run(*plugin, inDesc, outDesc, {input.get(), weight.get(), biasBuffer.get(), S, mask.get()}, {out.get(), SOther},
-            nullptr, stream.get());
-        CHECK_MSG(bitwiseEqual("past_state read at step " + std::to_string(t0), download(S, stateA.bytes()), before));
-        scatterSteps(
-            outAll, decode(download(out.get(), out.bytes()), c.act), static_cast<int32_t>(rows), c.T, 1, t0, t1);
-        std::swap(S, SOther);
-        t0 = t1;
-    }
+            int32_t const len = t1 - t0;
+            descs(len, inDesc, outDesc);
+            // input (B, C, T) is (B*C, T, 1) step-sliced.
+            std::vector<double> xPart = sliceSteps(x, static_cast<int32_t>(rows), c.T, 1, t0, t1);
+            DeviceBuffer input = upload(encode(xPart, c.act));
+            DeviceBuffer mask = upload(maskBytes(sliceSteps(pads, c.B, c.T, 1, t0, t1), MaskKind::kInt32));
+            DeviceBuffer out(rows * len * elementSize(c.act));
+            run(*plugin, inDesc, outDesc, {input.get(), weight.get(), biasBuffer.get(), past, mask.get()},
+                {out.get(), present}, nullptr, stream);
+            scatterSteps(
+                outAll, decode(download(out.get(), out.bytes()), c.act), static_cast<int32_t>(rows), c.T, 1, t0, t1);
+        });
     std::string const what = " [" + c.str() + ", prefill " + std::to_string(prefill) + "]";
     CHECK_MSG(compare("output" + what, outAll, outRef, magnitudeTolerance(c.act, outRef)));
     // The state holds past inputs (already of the activation type): exact.
-    CHECK_MSG(compare("present_state" + what, decodeF32(download(S, stateA.bytes())), SRef, Tolerance{0.0, 0.0}));
+    CHECK_MSG(compare("present_state" + what, decodeF32(SLast), SRef, Tolerance{0.0, 0.0}));
+}
+
+//! A case of kernel size `K` and `activation` (index in kACTIVATIONS), masked when K + activation is even, with a
+//! given state unless the activation is swish; B 1..3, C 1..70 and T 1..30 drawn at random.
+ConvConfig randomConvConfig(Act act, int32_t K, int32_t activation)
+{
+    ConvConfig c;
+    c.act = act;
+    c.K = K;
+    c.activation = activation;
+    c.mask = (K + activation) % 2 == 0;
+    c.givenState = activation != 2;
+    c.B = randInt(1, 3);
+    c.C = randInt(1, 70);
+    c.T = randInt(1, 30);
+    return c;
 }
 
 //! K 1..5, every activation, mask, state given or zeros; one call, then prefill + steps.
@@ -149,17 +148,8 @@ void convRandomShapes(Act act)
     {
         for (int32_t activation = 0; activation < 3; ++activation)
         {
-            ConvConfig c;
-            c.act = act;
-            c.B = randInt(1, 3);
-            c.C = randInt(1, 70);
-            c.T = randInt(1, 30);
-            c.K = K;
-            c.activation = activation;
-            c.mask = (K + activation) % 2 == 0;
-            c.givenState = activation != 2;
-            convCase(c, c.T);
-            convCase(c, randInt(1, c.T));
+            ConvConfig const c = randomConvConfig(act, K, activation);
+            inOneCallThenStepped(c.T, [&](int32_t prefill) { convCase(c, prefill); });
         }
     }
 }

@@ -16,7 +16,7 @@ cudaError_t causalConvWithStateForward(const CausalConvParams& params, DataType 
     float* present_state, cudaStream_t stream)
 {
     test::CausalConvCall& call = test::recordedCall<test::CausalConvCall>();
-    call = {call.count + 1, params, type, input, weight, bias, past_state, mask_pad, output, present_state, stream};
+    call = {{call.count + 1, params, type, stream}, input, weight, bias, past_state, mask_pad, output, present_state};
     return test::kernelsDouble().status;
 }
 

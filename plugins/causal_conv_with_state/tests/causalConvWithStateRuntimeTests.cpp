@@ -3,6 +3,7 @@
  * (recorded by its test double, <op>KernelDouble.cpp; nothing is launched).
  */
 #include "kernelsDouble.h"
+#include "runtimeTestUtils.h"
 #include "testHarness.h"
 #include "testUtils.h"
 #include "causal_conv_with_state/tests/causalConvWithStateTestUtils.h"
@@ -43,24 +44,16 @@ TEST_CASE("CausalConvWithState enqueue passes sizes, K, activation, pointers and
                     desc({C}, type), desc({B, C, K - 1}, DataType::kFLOAT), desc({B, T}, DataType::kINT32)};
                 std::vector<nvinfer1::PluginTensorDesc> out{
                     desc({B, C, T}, type), desc({B, C, K - 1}, DataType::kFLOAT)};
-                REQUIRE(plugin->onShapeChange(in.data(), 5, out.data(), 2) == 0);
-                void const* inPtr[5] = {address(0), address(1), address(2), address(3), address(4)};
-                void* outPtr[2] = {address(10), address(11)};
-                REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr, outPtr, nullptr, kStream) == 0);
-                CausalConvCall const& call = recordedCall<CausalConvCall>();
-                CHECK_EQ(call.count, 1);
+                FakeBindings const bound = enqueueOnFakeBindings(*plugin, in, out);
+                std::vector<void const*> const& inPtr = bound.inputs;
+                std::vector<void*> const& outPtr = bound.outputs;
+                CausalConvCall const& call = checkLaunchedOnce<CausalConvCall>(type, DataType::kINT32);
                 CHECK(call.params.batch == B && call.params.channels == C && call.params.length == T);
                 CHECK_EQ(call.params.kernel_size, K);
                 CHECK_EQ(call.params.silu, std::string(activation) != "none");
-                CHECK(call.params.mask_type == kernels::MaskType::kINT32);
-                kernels::DataType expectedType{};
-                REQUIRE(plugin::toKernelType(type, expectedType));
-                CHECK(call.type == expectedType);
                 CHECK(call.input == inPtr[0] && call.weight == inPtr[1] && call.bias == inPtr[2]);
                 CHECK(static_cast<void const*>(call.pastState) == inPtr[3] && call.maskPad == inPtr[4]);
                 CHECK(call.output == outPtr[0] && static_cast<void*>(call.presentState) == outPtr[1]);
-                CHECK(call.stream == kStream);
-                resetKernelsDouble();
             }
         }
     }

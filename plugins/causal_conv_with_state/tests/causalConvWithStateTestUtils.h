@@ -6,6 +6,7 @@
 
 #include "causal_conv_with_state/cuda/causal_conv_with_state.h"
 #include "causal_conv_with_state/tensorrt/causalConvWithStatePlugin.h"
+#include "kernelsDouble.h"
 #include "testUtils.h"
 
 #include <memory>
@@ -32,11 +33,8 @@ inline std::unique_ptr<plugin::CausalConvWithStatePlugin> makeConv(std::string c
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<CausalConvCall>(), kernelsDouble.h).
-struct CausalConvCall
+struct CausalConvCall : LaunchRecord<kernels::CausalConvParams>
 {
-    int32_t count{0};
-    kernels::CausalConvParams params{};
-    kernels::DataType type{};
     void const* input{};
     void const* weight{};
     void const* bias{};
@@ -44,7 +42,6 @@ struct CausalConvCall
     void const* maskPad{};
     void* output{};
     float* presentState{};
-    cudaStream_t stream{};
 };
 
 } // namespace test

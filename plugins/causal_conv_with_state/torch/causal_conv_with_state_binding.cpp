@@ -26,34 +26,23 @@ void causalConvWithState(const at::Tensor& input, const at::Tensor& weight, cons
     const int64_t K = weight.size(2);
     TORCH_CHECK(output.sizes() == input.sizes(), "rnnx CUDA kernels: output has shape ", output.sizes(),
         " but expected input's ", input.sizes());
-    TORCH_CHECK(
-        !bias.has_value() || bias->sizes() == at::IntArrayRef({C}), "rnnx CUDA kernels: bias must be (C=", C, ")");
-    const int64_t state_numel = B * C * (K - 1);
-    TORCH_CHECK(present_state.numel() == state_numel && (!past_state.has_value() || past_state->numel() == state_numel),
-        "rnnx CUDA kernels: past_state / present_state must be (B=", B, ", C=", C, ", K-1=", K - 1, ")");
-    TORCH_CHECK(!mask_pad.has_value() || mask_pad->sizes() == at::IntArrayRef({B, T}),
-        "rnnx CUDA kernels: mask_pad must be (B=", B, ", T=", T, ")");
+    checkOptionalSizes(bias, "bias", {C}, "(C=", C, ")");
+    checkStates(past_state, present_state, B * C * (K - 1), "(B=", B, ", C=", C, ", K-1=", K - 1, ")");
     rnnx::kernels::CausalConvParams p{};
     p.batch = static_cast<int>(B);
     p.channels = static_cast<int>(C);
     p.length = static_cast<int>(T);
     p.kernel_size = static_cast<int>(K);
     p.silu = silu;
-    const void* mask = maskPtr(mask_pad, "mask_pad", &p.mask_type);
+    const void* mask = batchTimeMaskPtr(mask_pad, B, T, &p.mask_type);
     checkStatus(rnnx::kernels::causalConvWithStateForward(p, dataType(input), input.data_ptr(), weight.data_ptr(),
                     optionalPtr<void>(bias, "bias", act), optionalPtr<float>(past_state, "past_state", at::kFloat),
                     mask, output.data_ptr(), present_state.data_ptr<float>(), toStream(stream)),
         "causalConvWithStateForward");
 }
-
-void bind(pybind11::module_& m)
-{
-    namespace py = pybind11;
-    m.def("causal_conv_with_state", &causalConvWithState,
-        "Depthwise causal convolution with state forward (rnnx::kernels::causalConvWithStateForward)", py::arg("input"),
-        py::arg("weight"), py::arg("bias"), py::arg("past_state"), py::arg("mask_pad"), py::arg("output"),
-        py::arg("present_state"), py::arg("silu"), py::arg("stream"));
-}
 } // namespace
 
-RNNX_TORCH_BINDING(causal_conv_with_state, bind);
+RNNX_TORCH_FUNCTION(causal_conv_with_state, causalConvWithState,
+    "Depthwise causal convolution with state forward (rnnx::kernels::causalConvWithStateForward)", py::arg("input"),
+    py::arg("weight"), py::arg("bias"), py::arg("past_state"), py::arg("mask_pad"), py::arg("output"),
+    py::arg("present_state"), py::arg("silu"), py::arg("stream"));

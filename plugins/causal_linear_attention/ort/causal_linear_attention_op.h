@@ -19,12 +19,11 @@ namespace rnnx_ort
 // mask_pad? any of mask_bytes()' types.
 template <typename T> struct CausalLinearAttentionKernel
 {
-    static constexpr const char* name = "CausalLinearAttention";
     //! rnnx domain version 2: heads packed, mask_pad (version 1 took (B, H, L, E)).
-    static constexpr int since_version = 2;
-    static constexpr std::array<Input, 6> inputs{{{Role::activation, false}, {Role::activation, false},
-        {Role::activation, false}, {Role::state, true}, {Role::state, true}, {Role::mask, true}}};
-    static constexpr std::array<Role, 3> outputs{{Role::activation, Role::state, Role::state}};
+    static constexpr OpSignature<6, 3> signature{"CausalLinearAttention", 2,
+        {{{Role::activation, false}, {Role::activation, false}, {Role::activation, false}, {Role::state, true},
+            {Role::state, true}, {Role::mask, true}}},
+        {{Role::activation, Role::state, Role::state}}};
 
     double eps;
     int64_t num_heads;
@@ -42,33 +41,29 @@ template <typename T> struct CausalLinearAttentionKernel
         const Ort::ConstValue q = optional_input(ctx, 0), k = optional_input(ctx, 1), v = optional_input(ctx, 2),
                               S0 = optional_input(ctx, 3), z0 = optional_input(ctx, 4), mask = optional_input(ctx, 5);
         if (q == nullptr || k == nullptr || v == nullptr)
-            return invalid(name, "q, k and v are required");
+            return invalid(signature.name, "q, k and v are required");
         if (num_heads <= 0)
-            return invalid(name, "attribute num_heads must be positive");
+            return invalid(signature.name, "attribute num_heads must be positive");
         const auto qs = shape_of(q), vs = shape_of(v);
         const char* layout = time_major ? "(L, B, H*E)" : "(B, L, H*E)";
         if (qs.size() != 3 || vs.size() != 3)
-            return invalid(name, std::string("q, k, v must be 3-D ") + layout);
+            return invalid(signature.name, std::string("q, k, v must be 3-D ") + layout);
         if (qs[2] % num_heads != 0 || vs[2] % num_heads != 0)
-            return invalid(name, "the last axis of q, k and v must be a multiple of num_heads");
+            return invalid(signature.name, "the last axis of q, k and v must be a multiple of num_heads");
         const int64_t B = time_major ? qs[1] : qs[0], L = time_major ? qs[0] : qs[1], H = num_heads;
         const int64_t E = qs[2] / H, M = vs[2] / H;
         if (shape_of(k) != qs)
-            return invalid(name, "k must have q's shape");
+            return invalid(signature.name, "k must have q's shape");
         if (vs[0] != qs[0] || vs[1] != qs[1])
-            return invalid(name, "v must have q's leading two axes");
+            return invalid(signature.name, "v must have q's leading two axes");
         const bool has_S0 = count(S0) > 0, has_z0 = count(z0) > 0;
         if (has_S0 && shape_of(S0) != std::vector<int64_t>{B, H, E, M})
-            return invalid(name, "S0 must be (B, H, E, M)");
+            return invalid(signature.name, "S0 must be (B, H, E, M)");
         if (has_z0 && shape_of(z0) != std::vector<int64_t>{B, H, E})
-            return invalid(name, "z0 must be (B, H, E)");
-        std::string mask_error;
-        std::vector<uint8_t> mask_staging;
-        const uint8_t* pad = mask_bytes(mask, mask_staging, mask_error);
-        if (!mask_error.empty())
-            return invalid(name, mask_error);
-        if (pad != nullptr && shape_of(mask) != std::vector<int64_t>{qs[0], qs[1]})
-            return invalid(name, time_major ? "mask_pad must be (L, B)" : "mask_pad must be (B, L)");
+            return invalid(signature.name, "z0 must be (B, H, E)");
+        PadMask pad;
+        if (OrtStatusPtr status = pad.read(signature.name, mask, {qs[0], qs[1]}, time_major ? "(L, B)" : "(B, L)"))
+            return status;
         std::vector<float> q_f, k_f, v_f, out_f;
         using acc_t = acc_type<T>;
         Ort::UnownedValue out = ctx.GetOutput(0, {qs[0], qs[1], H * M});
@@ -76,7 +71,7 @@ template <typename T> struct CausalLinearAttentionKernel
         Ort::UnownedValue z_last = ctx.GetOutput(2, {B, H, E});
         LinearRecurrenceArgs<acc_t> args{B, L, H, H, E, M, /*rule linear*/ 0, false, false, /*scale*/ 1.0,
             as_acc<T>(q, q_f), as_acc<T>(k, k_f), as_acc<T>(v, v_f), has_S0 ? S0.GetTensorData<acc_t>() : nullptr,
-            nullptr, nullptr, pad, output_acc<T>(out, static_cast<size_t>(B * L * H * M), out_f),
+            nullptr, nullptr, pad.bytes, output_acc<T>(out, static_cast<size_t>(B * L * H * M), out_f),
             S_last.GetTensorMutableData<acc_t>(), false};
         args.time_major = time_major;
         args.feature_map = true;

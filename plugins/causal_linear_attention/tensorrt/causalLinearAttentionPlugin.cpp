@@ -64,34 +64,13 @@ bool CausalLinearAttentionPlugin::checkParameters(CausalLinearAttentionParameter
         logPluginError("eps must be finite and >= 0");
         return false;
     }
-    if (params.numHeads <= 0)
-    {
-        logPluginError("num_heads must be positive, got " + std::to_string(params.numHeads));
-        return false;
-    }
-    if (params.timeMajor != 0 && params.timeMajor != 1)
-    {
-        logPluginError("time_major must be 0 or 1, got " + std::to_string(params.timeMajor));
-        return false;
-    }
-    return true;
+    return isPositive("num_heads", params.numHeads) && isEither("time_major", params.timeMajor, 0, 1);
 }
 
 bool CausalLinearAttentionPlugin::inputLayout(
     int32_t nbInputs, CausalLinearAttentionInputs& inputs, char const* layer) noexcept
 {
-    if (!hasInputCount(nbInputs, layer))
-    {
-        return false;
-    }
-    inputs = CausalLinearAttentionInputs{};
-    return true;
-}
-
-bool CausalLinearAttentionPlugin::inputLayout(CausalLinearAttentionParameters const& /*params*/, int32_t nbInputs,
-    CausalLinearAttentionInputs& inputs, char const* layer) noexcept
-{
-    return inputLayout(nbInputs, inputs, layer);
+    return inputLayout(CausalLinearAttentionParameters{}, nbInputs, inputs, layer);
 }
 
 TensorRole CausalLinearAttentionPlugin::tensorRole(CausalLinearAttentionInputs const& layout, int32_t pos) noexcept
@@ -101,13 +80,12 @@ TensorRole CausalLinearAttentionPlugin::tensorRole(CausalLinearAttentionInputs c
     {
         return TensorRole::kMASK;
     }
-    bool const activation = pos == layout.q || pos == layout.k || pos == layout.v || pos == kNB_INPUTS;
+    bool const activation = pos == layout.q || pos == layout.k || pos == layout.v || pos == kSIGNATURE.nbInputs;
     return activation ? TensorRole::kACTIVATION : TensorRole::kSTATE;
 }
 
 int32_t CausalLinearAttentionPlugin::outputShapes(nvinfer1::DimsExprs const* inputs,
-    CausalLinearAttentionInputs const& layout, nvinfer1::DimsExprs* outputs,
-    nvinfer1::IExprBuilder& /*exprBuilder*/) noexcept
+    CausalLinearAttentionInputs const& layout, nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& /*exprBuilder*/)
 {
     nvinfer1::DimsExprs const& q = inputs[layout.q];
     nvinfer1::DimsExprs const& k = inputs[layout.k];
@@ -159,7 +137,7 @@ int32_t CausalLinearAttentionPlugin::outputShapes(nvinfer1::DimsExprs const* inp
 }
 
 bool CausalLinearAttentionPlugin::checkShapes(
-    nvinfer1::PluginTensorDesc const* in, CausalLinearAttentionInputs const& layout) const noexcept
+    nvinfer1::PluginTensorDesc const* in, CausalLinearAttentionInputs const& layout) const
 {
     nvinfer1::Dims const& q = in[layout.q].dims;
     nvinfer1::Dims const& k = in[layout.k].dims;
@@ -200,30 +178,21 @@ bool CausalLinearAttentionPlugin::checkShapes(
     return ok;
 }
 
-int32_t CausalLinearAttentionPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
-    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+int32_t CausalLinearAttentionPlugin::launch(LaunchArgs const& args) noexcept
 {
-    kernels::DataType type{};
-    kernels::LinearAttentionParams params{};
-    if (!toKernelType(inputDesc[mLayout.q].type, type)
-        || !attentionSizes(inputDesc[mLayout.q].dims, inputDesc[mLayout.v].dims, mParams, params))
+    auto params = args.kernelParams<kernels::LinearAttentionParams>();
+    if (!attentionSizes(args.inputDesc[mLayout.q].dims, args.inputDesc[mLayout.v].dims, mParams, params))
     {
         return notConfigured();
-    }
-    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, params.mask_type))
-    {
-        logLayerError("mask_pad (input 5) must be int32, got DataType "
-            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
-        return -1;
     }
     // Every input is bound: the state (zeros when the model gave none) and the mask (all false without padding;
     // int32 from TensorRT, read as such). No workspace: the kernels need one only to copy z0 when z_last aliases
     // z0, and TensorRT gives z_last its own buffer (the plugin declares no in-place I/O), so the plugin asks for
     // none (PluginBase::getWorkspaceSize) and passes nullptr (the kernel refuses an aliased z0 without workspace).
-    return launched(kernels::causalLinearAttentionForward(params, type, inputs[mLayout.q], inputs[mLayout.k],
-        inputs[mLayout.v], static_cast<float const*>(inputs[mLayout.S0]), static_cast<float const*>(inputs[mLayout.z0]),
-        inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), static_cast<float*>(outputs[2]), nullptr,
-        stream));
+    void const* const* in = args.inputs;
+    return launched(kernels::causalLinearAttentionForward(params, args.type, in[mLayout.q], in[mLayout.k],
+        in[mLayout.v], args.stateInput(mLayout.S0), args.stateInput(mLayout.z0), in[mLayout.maskPad], args.outputs[0],
+        args.stateOutput(1), args.stateOutput(2), nullptr, args.stream));
 }
 
 RNNX_REGISTER_PLUGIN_CREATOR(CausalLinearAttentionPluginCreator);

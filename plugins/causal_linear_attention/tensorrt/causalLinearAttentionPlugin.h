@@ -51,38 +51,17 @@ class CausalLinearAttentionPlugin
     : public PluginBase<CausalLinearAttentionPlugin, CausalLinearAttentionParameters, CausalLinearAttentionInputs>
 {
 public:
-    static constexpr char const* kPLUGIN_NAME{"CausalLinearAttention"};
-    static constexpr int32_t kNB_OUTPUTS{3};
-    //! The TensorRT node always lists all six inputs (q, k, v, S0, z0, mask_pad).
-    static constexpr int32_t kNB_INPUTS{6};
-    static constexpr char const* kINPUT_NAMES{
+    //! The TensorRT node always lists all six inputs (q, k, v, S0, z0, mask_pad); three outputs.
+    static constexpr PluginSignature kSIGNATURE{"CausalLinearAttention", 6, 3,
         "q, k, v, S0, z0, mask_pad; S0 / z0 zeros when there is no state, mask_pad all false without padding"};
-    //! The fixed input positions. False when `nbInputs` is not exactly kNB_INPUTS; then an error naming the
-    //! plugin (and `layer` when given), the expected and the given count is logged.
+    //! PluginBase::inputLayout without parameters: the layout does not depend on them.
     static bool inputLayout(
         int32_t nbInputs, CausalLinearAttentionInputs& inputs, char const* layer = nullptr) noexcept;
-    //! The same; the layout does not depend on the parameters.
-    static bool inputLayout(CausalLinearAttentionParameters const& params, int32_t nbInputs,
-        CausalLinearAttentionInputs& inputs, char const* layer) noexcept;
-
-    using PluginBase::PluginBase;
+    using PluginBase::inputLayout;
 
     // No getWorkspaceSize of its own: PluginBase asks for none. The kernels use workspace only to copy z0 when
     // z_last aliases it, and TensorRT never aliases them here (the plugin declares no in-place I/O).
-
-private:
-    friend class PluginBase<CausalLinearAttentionPlugin, CausalLinearAttentionParameters, CausalLinearAttentionInputs>;
-
-    //! The field table: the single place CausalLinearAttention's fields are listed.
-    static std::vector<Field<CausalLinearAttentionParameters>> const& fields();
-    static bool checkParameters(CausalLinearAttentionParameters const& params) noexcept;
-    static TensorRole tensorRole(CausalLinearAttentionInputs const& layout, int32_t pos) noexcept;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, CausalLinearAttentionInputs const& layout,
-        nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept;
-    //! Checks the ranks / extents of the input descriptors against num_heads and time_major; logs what is wrong.
-    bool checkShapes(nvinfer1::PluginTensorDesc const* in, CausalLinearAttentionInputs const& layout) const noexcept;
-    int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
-        void* workspace, cudaStream_t stream) noexcept;
+    RNNX_PLUGIN_HOOKS();
 };
 
 using CausalLinearAttentionPluginCreator = PluginCreator<CausalLinearAttentionPlugin>;

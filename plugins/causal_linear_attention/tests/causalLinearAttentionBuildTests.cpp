@@ -42,16 +42,8 @@ TEST_CASE("CausalLinearAttention output shapes: six inputs q, k, v, S0, z0, mask
         CHECK_EQ(text(out[1]), "(B, 4, 64, M)");
         CHECK_EQ(text(out[2]), "(B, 4, 64)");
         // The old layouts (no state: 3 inputs; one state tensor: 4; no mask: 5) are refused, naming the count.
-        for (std::vector<nvinfer1::DimsExprs> const& old : {std::vector<nvinfer1::DimsExprs>{q, q, v},
-                 std::vector<nvinfer1::DimsExprs>{q, q, v, S0}, std::vector<nvinfer1::DimsExprs>{q, q, v, S0, z0}})
-        {
-            takeLoggedMessages();
-            auto const n = static_cast<int32_t>(old.size());
-            CHECK(plugin->getOutputShapes(old.data(), n, nullptr, 0, out, 3, b) != 0);
-            std::string const logged = takeLoggedMessages();
-            CHECK(logged.find("CausalLinearAttention 'layer': expected exactly 6 inputs") != std::string::npos);
-            CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
-        }
+        checkInputCountsRefused(
+            *plugin, all, {3, 4, 5}, 3, "CausalLinearAttention 'layer': expected exactly 6 inputs", b);
         // Wrong ranks: the state swapped, the old (B, H, L, E) q, a 1-D mask.
         std::vector<nvinfer1::DimsExprs> swapped{q, q, v, z0, S0, mask};
         CHECK(plugin->getOutputShapes(swapped.data(), 6, nullptr, 0, out, 3, b) != 0);

@@ -18,58 +18,53 @@ using nvinfer1::TensorRTPhase;
 TEST_CASE("CausalLinearAttention creator field list follows the field table")
 {
     plugin::CausalLinearAttentionPluginCreator attention;
-    checkCreatorFields(attention, plugin::CausalLinearAttentionPlugin::fieldTable());
-    std::vector<std::string> names;
-    for (auto const& row : plugin::CausalLinearAttentionPlugin::fieldTable())
-    {
-        names.emplace_back(row.name);
-    }
-    CHECK((names == std::vector<std::string>{"eps", "num_heads", "time_major"}));
-    CHECK(plugin::CausalLinearAttentionPlugin::fieldTable()[1].required);
+    checkCreatorIdentity(attention, "CausalLinearAttention");
+    // name, reported type, required, default (string fields only).
+    checkCreatorFields(attention, plugin::CausalLinearAttentionPlugin::fieldTable(),
+        {{"eps", PluginFieldType::kFLOAT32, false, ""}, {"num_heads", PluginFieldType::kINT32, true, ""},
+            {"time_major", PluginFieldType::kINT32, false, ""}});
 }
 
 TEST_CASE("CausalLinearAttention createPlugin reads num_heads, time_major and eps in the parser's types")
 {
     plugin::CausalLinearAttentionPluginCreator creator;
-    Fields f = attentionFields(8, 1e-3F, 1);
-    f.str("plugin_version", "2").str("plugin_namespace", "rnnx");
-    auto p = createAs<plugin::CausalLinearAttentionPlugin>(creator, f.get());
-    REQUIRE(p != nullptr);
-    CHECK_EQ(p->parameters().numHeads, 8);
-    CHECK_EQ(p->parameters().timeMajor, 1);
-    CHECK_EQ(p->parameters().eps, 1e-3F);
-    Fields wide;
-    wide.i64("num_heads", 4).i64("time_major", 0).f64("eps", 0.25);
-    auto q = createAs<plugin::CausalLinearAttentionPlugin>(creator, wide.get());
-    REQUIRE(q != nullptr);
-    CHECK(q->parameters().numHeads == 4 && q->parameters().timeMajor == 0 && q->parameters().eps == 0.25F);
+    struct Case
+    {
+        Fields fields;
+        int32_t heads;
+        int32_t timeMajor;
+        float eps;
+    };
+    // The parser's types (with the plugin_version / plugin_namespace pair), then kINT64 / kFLOAT64.
+    for (Case c :
+        {Case{attentionFields(8, 1e-3F, 1).str("plugin_version", "2").str("plugin_namespace", "rnnx"), 8, 1, 1e-3F},
+            Case{Fields().i64("num_heads", 4).i64("time_major", 0).f64("eps", 0.25), 4, 0, 0.25F}})
+    {
+        auto p = createAs<plugin::CausalLinearAttentionPlugin>(creator, c.fields.get());
+        REQUIRE(p != nullptr);
+        CHECK_EQ(p->parameters().numHeads, c.heads);
+        CHECK_EQ(p->parameters().timeMajor, c.timeMajor);
+        CHECK_EQ(p->parameters().eps, c.eps);
+    }
     CHECK_EQ(takeLoggedErrors(), 0);
 }
 
 TEST_CASE("CausalLinearAttention build phase fills spec defaults for optional fields")
 {
-    plugin::CausalLinearAttentionPluginCreator attention;
-    Fields heads;
-    heads.i32("num_heads", 3);
-    auto a = createAs<plugin::CausalLinearAttentionPlugin>(attention, heads.get());
-    REQUIRE(a != nullptr);
-    CHECK_EQ(a->parameters().eps, 1e-6F);
-    CHECK_EQ(a->parameters().numHeads, 3);
-    CHECK_EQ(a->parameters().timeMajor, 0);
+    auto const p = parametersFrom<plugin::CausalLinearAttentionPlugin, plugin::CausalLinearAttentionPluginCreator>(
+        Fields().i32("num_heads", 3));
+    CHECK_EQ(p.eps, 1e-6F);
+    CHECK_EQ(p.numHeads, 3);
+    CHECK_EQ(p.timeMajor, 0);
 }
 
 TEST_CASE("CausalLinearAttention missing fields are errors: num_heads always, every field when deserialising")
 {
     plugin::CausalLinearAttentionPluginCreator attention;
-    Fields none;
-    expectRejected(attention, none, TensorRTPhase::kRUNTIME, __FILE__, __LINE__);
-    expectRejected(attention, none, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields noHeads;
-    noHeads.f32("eps", 1e-6F).i32("time_major", 1);
-    expectRejected(attention, noHeads, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields headsOnly;
-    headsOnly.i32("num_heads", 2);
-    expectRejected(attention, headsOnly, TensorRTPhase::kRUNTIME, __FILE__, __LINE__);
+    expectEachRejected(
+        attention, {Fields(), Fields().i32("num_heads", 2)}, TensorRTPhase::kRUNTIME, __FILE__, __LINE__);
+    expectEachRejected(attention, {Fields(), Fields().f32("eps", 1e-6F).i32("time_major", 1)}, TensorRTPhase::kBUILD,
+        __FILE__, __LINE__);
     takeLoggedErrors();
     CHECK(attention.createPlugin("x", nullptr, TensorRTPhase::kBUILD) == nullptr);
     CHECK(takeLoggedErrors() >= 1);
@@ -78,32 +73,22 @@ TEST_CASE("CausalLinearAttention missing fields are errors: num_heads always, ev
 TEST_CASE("CausalLinearAttention unknown, duplicated and malformed fields are errors")
 {
     plugin::CausalLinearAttentionPluginCreator attention;
-    Fields noName = attentionFields(2, 1e-3F);
-    noName.raw(nullptr, nullptr, PluginFieldType::kINT32, 1);
-    expectRejected(attention, noName, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields noData;
-    noData.i32("num_heads", 2).raw("eps", nullptr, PluginFieldType::kFLOAT32, 1);
-    expectRejected(attention, noData, TensorRTPhase::kBUILD, __FILE__, __LINE__);
     float const two[] = {1.F, 2.F};
-    Fields twoValues;
-    twoValues.i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 2);
-    expectRejected(attention, twoValues, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields zeroLength;
-    zeroLength.i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 0);
-    expectRejected(attention, zeroLength, TensorRTPhase::kBUILD, __FILE__, __LINE__);
+    // No name, no data, two values, zero length; a version 1 node (no mask: it does not reach this plugin); a field
+    // twice.
+    expectEachRejected(attention,
+        {attentionFields(2, 1e-3F).raw(nullptr, nullptr, PluginFieldType::kINT32, 1),
+            Fields().i32("num_heads", 2).raw("eps", nullptr, PluginFieldType::kFLOAT32, 1),
+            Fields().i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 2),
+            Fields().i32("num_heads", 2).raw("eps", two, PluginFieldType::kFLOAT32, 0),
+            attentionFields(2).str("plugin_version", "1"), attentionFields(2).i32("num_heads", 2)},
+        TensorRTPhase::kBUILD, __FILE__, __LINE__);
     nvinfer1::PluginFieldCollection negative{-1, nullptr};
     takeLoggedErrors();
     CHECK(attention.createPlugin("x", &negative, TensorRTPhase::kBUILD) == nullptr);
     nvinfer1::PluginFieldCollection dangling{3, nullptr};
     CHECK(attention.createPlugin("x", &dangling, TensorRTPhase::kBUILD) == nullptr);
     CHECK_EQ(takeLoggedErrors(), 2);
-    // Version 1 nodes (no mask) do not reach this plugin.
-    Fields oldAttention = attentionFields(2);
-    oldAttention.str("plugin_version", "1");
-    expectRejected(attention, oldAttention, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields twiceHeads = attentionFields(2);
-    twiceHeads.i32("num_heads", 2);
-    expectRejected(attention, twiceHeads, TensorRTPhase::kBUILD, __FILE__, __LINE__);
 }
 
 TEST_CASE("CausalLinearAttention wrongly typed fields are errors")

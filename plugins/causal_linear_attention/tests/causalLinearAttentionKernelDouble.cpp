@@ -21,7 +21,7 @@ cudaError_t causalLinearAttentionForward(const LinearAttentionParams& params, Da
     float* z_last, void* workspace, cudaStream_t stream)
 {
     test::AttentionCall& call = test::recordedCall<test::AttentionCall>();
-    call = {call.count + 1, params, type, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace, stream};
+    call = {{call.count + 1, params, type, stream}, q, k, v, S0, z0, mask_pad, out, S_last, z_last, workspace};
     return test::kernelsDouble().status;
 }
 

@@ -6,6 +6,7 @@
 
 #include "causal_linear_attention/cuda/causal_linear_attention.h"
 #include "causal_linear_attention/tensorrt/causalLinearAttentionPlugin.h"
+#include "kernelsDouble.h"
 #include "testUtils.h"
 
 #include <memory>
@@ -33,11 +34,8 @@ inline std::unique_ptr<plugin::CausalLinearAttentionPlugin> makeAttention(
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<AttentionCall>(), kernelsDouble.h).
-struct AttentionCall
+struct AttentionCall : LaunchRecord<kernels::LinearAttentionParams>
 {
-    int32_t count{0};
-    kernels::LinearAttentionParams params{};
-    kernels::DataType type{};
     void const* q{};
     void const* k{};
     void const* v{};
@@ -48,7 +46,6 @@ struct AttentionCall
     float* SLast{};
     float* zLast{};
     void* workspace{};
-    cudaStream_t stream{};
 };
 
 } // namespace test

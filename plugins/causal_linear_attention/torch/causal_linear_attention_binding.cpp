@@ -51,16 +51,9 @@ void causalLinearAttention(const at::Tensor& q, const at::Tensor& k, const at::T
             S_last.data_ptr<float>(), z_last.data_ptr<float>(), workspace.data_ptr(), toStream(stream)),
         "causalLinearAttentionForward");
 }
-
-void bind(pybind11::module_& m)
-{
-    namespace py = pybind11;
-    m.def("causal_linear_attention", &causalLinearAttention,
-        "Causal linear attention forward, heads packed (rnnx::kernels::causalLinearAttentionForward)", py::arg("q"),
-        py::arg("k"), py::arg("v"), py::arg("S0"), py::arg("z0"), py::arg("mask_pad"), py::arg("out"),
-        py::arg("S_last"), py::arg("z_last"), py::arg("eps"), py::arg("num_heads"), py::arg("time_major"),
-        py::arg("stream"));
-}
 } // namespace
 
-RNNX_TORCH_BINDING(causal_linear_attention, bind);
+RNNX_TORCH_FUNCTION(causal_linear_attention, causalLinearAttention,
+    "Causal linear attention forward, heads packed (rnnx::kernels::causalLinearAttentionForward)", py::arg("q"),
+    py::arg("k"), py::arg("v"), py::arg("S0"), py::arg("z0"), py::arg("mask_pad"), py::arg("out"), py::arg("S_last"),
+    py::arg("z_last"), py::arg("eps"), py::arg("num_heads"), py::arg("time_major"), py::arg("stream"));

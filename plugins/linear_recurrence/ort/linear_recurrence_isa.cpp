@@ -3,25 +3,14 @@
 #include "linear_recurrence_isa.h"
 #include "isa_build.h"
 
-// The kernel header's own includes first, then the header inside an anonymous namespace (isa_build.h says why).
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <type_traits>
-#include <vector>
+// The kernel header and this build's implementation inside an anonymous namespace (isa_build.h says why).
 namespace
 {
 #include "../cpu/linear_recurrence_kernel.h"
-} // namespace
 
-namespace rnnx_ort
-{
-namespace
-{
 template <typename acc_t>
-void linear_recurrence_forward_impl(const ParallelFor& parallel_for, const LinearRecurrenceArgs<acc_t>& a)
+void linear_recurrence_forward_impl(
+    const rnnx_ort::ParallelFor& parallel_for, const rnnx_ort::LinearRecurrenceArgs<acc_t>& a)
 {
     namespace lr = rnnx::linear_recurrence_cpu;
     const lr::Problem p{a.B, a.T, a.Hq, a.Hkv, a.dk, a.dv, static_cast<lr::Rule>(a.rule), a.decay_per_key,
@@ -31,5 +20,7 @@ void linear_recurrence_forward_impl(const ParallelFor& parallel_for, const Linea
 }
 } // namespace
 
+namespace rnnx_ort
+{
 RNNX_ISA_DEFINE(linear_recurrence_forward, LinearRecurrenceArgs, linear_recurrence_forward_impl)
 } // namespace rnnx_ort

@@ -23,13 +23,11 @@ namespace rnnx_ort
 // in acc_type<T>; mask_pad? any of mask_bytes()' types.
 template <typename T> struct LinearRecurrenceKernel
 {
-    static constexpr const char* name = "LinearRecurrence";
     //! New in rnnx domain version 2 (heads packed, as the standard's LinearAttention).
-    static constexpr int since_version = 2;
-    static constexpr std::array<Input, 7> inputs{
-        {{Role::activation, false}, {Role::activation, false}, {Role::activation, false}, {Role::state, true},
-            {Role::activation, true}, {Role::activation, true}, {Role::mask, true}}};
-    static constexpr std::array<Role, 2> outputs{{Role::activation, Role::state}};
+    static constexpr OpSignature<7, 2> signature{"LinearRecurrence", 2,
+        {{{Role::activation, false}, {Role::activation, false}, {Role::activation, false}, {Role::state, true},
+            {Role::activation, true}, {Role::activation, true}, {Role::mask, true}}},
+        {{Role::activation, Role::state}}};
     //! update_rule values, in the order of LinearRecurrenceArgs::rule.
     static constexpr std::array<const char*, 4> rules{{"linear", "gated", "delta", "gated_delta"}};
 
@@ -57,27 +55,29 @@ template <typename T> struct LinearRecurrenceKernel
                               S0 = optional_input(ctx, 3), decay = optional_input(ctx, 4),
                               beta = optional_input(ctx, 5), mask = optional_input(ctx, 6);
         if (q == nullptr || k == nullptr || v == nullptr)
-            return invalid(name, "query, key and value are required");
+            return invalid(signature.name, "query, key and value are required");
         if (rule < 0)
-            return invalid(name, "update_rule must be linear, gated, delta or gated_delta, got '" + update_rule + "'");
+            return invalid(
+                signature.name, "update_rule must be linear, gated, delta or gated_delta, got '" + update_rule + "'");
         if (q_num_heads <= 0 || kv_num_heads <= 0
             || (q_num_heads % kv_num_heads != 0 && kv_num_heads % q_num_heads != 0))
-            return invalid(name,
+            return invalid(signature.name,
                 "q_num_heads and kv_num_heads must be positive with one a multiple of the other, got "
                     + std::to_string(q_num_heads) + " / " + std::to_string(kv_num_heads));
         if (qk_l2_norm != 0 && qk_l2_norm != 1)
-            return invalid(name, "qk_l2_norm must be 0 or 1, got " + std::to_string(qk_l2_norm));
+            return invalid(signature.name, "qk_l2_norm must be 0 or 1, got " + std::to_string(qk_l2_norm));
         const auto qs = shape_of(q), ks = shape_of(k), vs = shape_of(v);
         if (qs.size() != 3 || ks.size() != 3 || vs.size() != 3)
-            return invalid(name, "query, key and value must be 3-D (B, T, heads * head size)");
+            return invalid(signature.name, "query, key and value must be 3-D (B, T, heads * head size)");
         if (qs[2] % q_num_heads != 0)
-            return invalid(name, "query's last axis must be a multiple of q_num_heads");
+            return invalid(signature.name, "query's last axis must be a multiple of q_num_heads");
         const int64_t B = qs[0], Tn = qs[1], Hq = q_num_heads, Hkv = kv_num_heads, dk = qs[2] / Hq;
         const int64_t Hk = std::min(Hq, Hkv), Ho = std::max(Hq, Hkv); // key heads, output heads
         if (ks != std::vector<int64_t>{B, Tn, Hk * dk})
-            return invalid(name, "key must be (B, T, min(q_num_heads, kv_num_heads) * dk) = " + dims({B, Tn, Hk * dk}));
+            return invalid(
+                signature.name, "key must be (B, T, min(q_num_heads, kv_num_heads) * dk) = " + dims({B, Tn, Hk * dk}));
         if (vs[0] != B || vs[1] != Tn || vs[2] % Hkv != 0)
-            return invalid(name, "value must be (B, T, kv_num_heads * dv)");
+            return invalid(signature.name, "value must be (B, T, kv_num_heads * dv)");
         const int64_t dv = vs[2] / Hkv;
         const auto S0s = S0 == nullptr ? std::vector<int64_t>{} : shape_of(S0);
         int64_t S0_count = 1;
@@ -85,7 +85,7 @@ template <typename T> struct LinearRecurrenceKernel
             S0_count *= d;
         const bool has_S0 = S0 != nullptr && S0_count > 0; // an empty past_state is zeros
         if (has_S0 && S0s != std::vector<int64_t>{B, Hkv, dk, dv})
-            return invalid(name, "past_state must be (B, kv_num_heads, dk, dv) = " + dims({B, Hkv, dk, dv}));
+            return invalid(signature.name, "past_state must be (B, kv_num_heads, dk, dv) = " + dims({B, Hkv, dk, dv}));
         const bool gated = rule == 1 || rule == 3, delta = rule == 2 || rule == 3;
         // A decay given to an ungated rule, or a beta to a non-delta rule, is ignored: the TensorRT layout passes
         // every input (zeros where the rule takes none), and the file also runs here.
@@ -95,7 +95,7 @@ template <typename T> struct LinearRecurrenceKernel
             const auto ds = decay == nullptr ? std::vector<int64_t>{} : shape_of(decay);
             per_key = ds.size() == 3 && ds[2] == Hkv * dk && dk != 1;
             if (ds.size() != 3 || ds[0] != B || ds[1] != Tn || (ds[2] != Hkv && ds[2] != Hkv * dk))
-                return invalid(name,
+                return invalid(signature.name,
                     "update_rule " + update_rule + " needs decay (B, T, kv_num_heads) or (B, T, kv_num_heads * dk) = "
                         + dims({B, Tn, Hkv}) + " or " + dims({B, Tn, Hkv * dk}));
         }
@@ -104,17 +104,13 @@ template <typename T> struct LinearRecurrenceKernel
             const auto bs = beta == nullptr ? std::vector<int64_t>{} : shape_of(beta);
             beta_per_head = bs.size() == 3 && bs[2] == Hkv;
             if (bs.size() != 3 || bs[0] != B || bs[1] != Tn || (bs[2] != Hkv && bs[2] != 1))
-                return invalid(name,
+                return invalid(signature.name,
                     "update_rule " + update_rule + " needs beta (B, T, kv_num_heads) or (B, T, 1) = "
                         + dims({B, Tn, Hkv}) + " or " + dims({B, Tn, 1}));
         }
-        std::string mask_error;
-        std::vector<uint8_t> mask_staging;
-        const uint8_t* pad = mask_bytes(mask, mask_staging, mask_error);
-        if (!mask_error.empty())
-            return invalid(name, mask_error);
-        if (pad != nullptr && shape_of(mask) != std::vector<int64_t>{B, Tn})
-            return invalid(name, "mask_pad must be (B, T) = " + dims({B, Tn}));
+        PadMask pad;
+        if (OrtStatusPtr status = pad.read(signature.name, mask, {B, Tn}, "(B, T) = " + dims({B, Tn})))
+            return status;
         std::vector<float> q_f, k_f, v_f, d_f, b_f, out_f;
         using acc_t = acc_type<T>;
         Ort::UnownedValue out = ctx.GetOutput(0, {B, Tn, Ho * dv});
@@ -122,7 +118,7 @@ template <typename T> struct LinearRecurrenceKernel
         const double resolved_scale = scale != 0.0f ? static_cast<double>(scale) : 1.0 / std::sqrt(double(dk));
         const LinearRecurrenceArgs<acc_t> args{B, Tn, Hq, Hkv, dk, dv, rule, per_key, beta_per_head, resolved_scale,
             as_acc<T>(q, q_f), as_acc<T>(k, k_f), as_acc<T>(v, v_f), has_S0 ? S0.GetTensorData<acc_t>() : nullptr,
-            gated ? as_acc<T>(decay, d_f) : nullptr, delta ? as_acc<T>(beta, b_f) : nullptr, pad,
+            gated ? as_acc<T>(decay, d_f) : nullptr, delta ? as_acc<T>(beta, b_f) : nullptr, pad.bytes,
             output_acc<T>(out, static_cast<size_t>(B * Tn * Ho * dv), out_f), present.GetTensorMutableData<acc_t>(),
             qk_l2_norm != 0};
         return run<T>(ctx, linear_recurrence_forward<acc_t>, args, out, out_f);

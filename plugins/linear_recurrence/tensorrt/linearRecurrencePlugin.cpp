@@ -14,81 +14,6 @@ namespace plugin
 namespace
 {
 
-//! One tensor's extents as the shape checks read them: at build time (DimsExprs) an extent is known when it is a
-//! constant (exprChecks.h), at run time (Dims) every extent is known. The same checks serve getOutputShapes and
-//! onShapeChange, so the build refuses exactly the constant extents the runtime would refuse.
-class Extents
-{
-public:
-    explicit Extents(nvinfer1::DimsExprs const& e) noexcept
-        : mRank(e.nbDims)
-    {
-        for (int32_t i = 0; i < e.nbDims && i < nvinfer1::Dims::MAX_DIMS; ++i)
-        {
-            mExpr[i] = e.d[i];
-            mKnown[i] = isConstantDim(e.d[i]);
-            mValue[i] = mKnown[i] ? e.d[i]->getConstantValue() : -1;
-        }
-    }
-    explicit Extents(nvinfer1::Dims const& d) noexcept
-        : mRank(d.nbDims)
-    {
-        for (int32_t i = 0; i < d.nbDims && i < nvinfer1::Dims::MAX_DIMS; ++i)
-        {
-            mKnown[i] = true;
-            mValue[i] = d.d[i];
-        }
-    }
-
-    int32_t rank() const noexcept
-    {
-        return mRank;
-    }
-    bool known(int32_t i) const noexcept
-    {
-        return mKnown[i];
-    }
-    int64_t value(int32_t i) const noexcept
-    {
-        return mValue[i];
-    }
-    //! False only when extent i is known and not `v`.
-    bool mayBe(int32_t i, int64_t v) const noexcept
-    {
-        return !mKnown[i] || mValue[i] == v;
-    }
-    //! False only when extent i is known and not a positive multiple of `divisor`.
-    bool mayBeMultipleOf(int32_t i, int64_t divisor) const noexcept
-    {
-        return !mKnown[i] || (mValue[i] > 0 && mValue[i] % divisor == 0);
-    }
-    //! False only when extent i and `other`'s extent j are both known and differ (one expression is always equal).
-    bool mayMatch(int32_t i, Extents const& other, int32_t j) const noexcept
-    {
-        if (mExpr[i] != nullptr && other.mExpr[j] != nullptr)
-        {
-            return dimsMayMatch(mExpr[i], other.mExpr[j]);
-        }
-        return !mKnown[i] || !other.mKnown[j] || mValue[i] == other.mValue[j];
-    }
-    //! "(2, ?, 64)": "?" for an extent not known yet.
-    std::string text() const
-    {
-        std::string s = "(";
-        for (int32_t i = 0; i < mRank && i < nvinfer1::Dims::MAX_DIMS; ++i)
-        {
-            s += (i > 0 ? ", " : "") + (mKnown[i] ? std::to_string(mValue[i]) : std::string("?"));
-        }
-        return s + ")";
-    }
-
-private:
-    int32_t mRank{0};
-    nvinfer1::IDimensionExpr const* mExpr[nvinfer1::Dims::MAX_DIMS]{};
-    bool mKnown[nvinfer1::Dims::MAX_DIMS]{};
-    int64_t mValue[nvinfer1::Dims::MAX_DIMS]{};
-};
-
 //! "H*d = value" when d is known, else "H*d" (for the expected shapes of the messages).
 std::string heads(int64_t h, char const* dim, int64_t d)
 {
@@ -112,11 +37,7 @@ bool checkExtents(Extents const* in, LinearRecurrenceInputs const& layout, Linea
     dk = -1;
     dv = -1;
     auto const wrong = [&](char const* tensor, int32_t pos, Extents const& got, std::string const& expected)
-    {
-        error =
-            std::string(tensor) + " (input " + std::to_string(pos) + ") is " + got.text() + ", expected " + expected;
-        return false;
-    };
+    { return wrongInput(error, tensor, pos, got, expected); };
     // d_k / d_v from the first tensor that has them known; every head dim is 1..kMAX_HEAD_DIM.
     auto const headDim =
         [&](int64_t& d, int64_t value, char const* name, char const* tensor, int32_t pos, Extents const& got)
@@ -197,18 +118,6 @@ bool checkExtents(Extents const* in, LinearRecurrenceInputs const& layout, Linea
     return true;
 }
 
-//! Extents of every input.
-template <typename Shape, typename Get> std::vector<Extents> extentsOf(int32_t n, Get get)
-{
-    std::vector<Extents> all;
-    all.reserve(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i)
-    {
-        all.emplace_back(static_cast<Shape const&>(get(i)));
-    }
-    return all;
-}
-
 std::string describe(LinearRecurrenceParameters const& p)
 {
     return "q_num_heads " + std::to_string(p.qNumHeads) + ", kv_num_heads " + std::to_string(p.kvNumHeads)
@@ -251,14 +160,9 @@ bool LinearRecurrencePlugin::checkParameters(LinearRecurrenceParameters const& p
             + std::to_string(p.kvNumHeads) + ": expected one a multiple of the other");
         return false;
     }
-    if (p.qkL2Norm != 0 && p.qkL2Norm != 1)
+    // update_rule is a string field: PluginBase refuses an index outside its choices.
+    if (!isEither("qk_l2_norm", p.qkL2Norm, 0, 1))
     {
-        logPluginError("qk_l2_norm must be 0 or 1, got " + std::to_string(p.qkL2Norm));
-        return false;
-    }
-    if (p.updateRule < 0 || static_cast<size_t>(p.updateRule) >= updateRules().size())
-    {
-        logPluginError("update_rule index " + std::to_string(p.updateRule) + " is out of range");
         return false;
     }
     if (!std::isfinite(p.scale))
@@ -269,154 +173,110 @@ bool LinearRecurrencePlugin::checkParameters(LinearRecurrenceParameters const& p
     return true;
 }
 
-bool LinearRecurrencePlugin::inputLayout(LinearRecurrenceParameters const& params, int32_t nbInputs,
-    LinearRecurrenceInputs& inputs, char const* layer) noexcept
+LinearRecurrenceInputs LinearRecurrencePlugin::inputsFor(LinearRecurrenceParameters const& params) noexcept
 {
-    if (!hasInputCount(nbInputs, layer))
-    {
-        return false;
-    }
     auto const rule = static_cast<kernels::LinearRecurrenceRule>(params.updateRule);
     LinearRecurrenceInputs in;
     in.readsDecay =
         rule == kernels::LinearRecurrenceRule::kGATED || rule == kernels::LinearRecurrenceRule::kGATED_DELTA;
     in.readsBeta = rule == kernels::LinearRecurrenceRule::kDELTA || rule == kernels::LinearRecurrenceRule::kGATED_DELTA;
-    inputs = in;
-    return true;
+    return in;
 }
 
 TensorRole LinearRecurrencePlugin::tensorRole(LinearRecurrenceInputs const& layout, int32_t pos) noexcept
 {
     // query, key, value, decay, beta (read or dummies) and output are activations; past_state and present_state
     // state; mask_pad the mask.
-    if (pos == layout.pastState || pos == kNB_INPUTS + 1)
-    {
-        return TensorRole::kSTATE;
-    }
-    return pos == layout.maskPad ? TensorRole::kMASK : TensorRole::kACTIVATION;
+    return stateOrMaskRole(pos, layout.pastState, layout.maskPad);
 }
 
 int32_t LinearRecurrencePlugin::outputShapes(nvinfer1::DimsExprs const* inputs, LinearRecurrenceInputs const& layout,
-    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder)
 {
-    try
+    // Extents known at build time (constants) must fit the fields and each other; symbolic ones are checked on
+    // the concrete shapes by onShapeChange (checkShapes, the same checks).
+    std::vector<Extents> const in = extentsOf(inputs, kSIGNATURE.nbInputs);
+    int64_t dk = -1;
+    int64_t dv = -1;
+    std::string error;
+    if (!checkExtents(in.data(), layout, mParams, dk, dv, error))
     {
-        // Extents known at build time (constants) must fit the fields and each other; symbolic ones are checked on
-        // the concrete shapes by onShapeChange (checkShapes, the same checks).
-        std::vector<Extents> const in = extentsOf<nvinfer1::DimsExprs>(
-            kNB_INPUTS, [&](int32_t i) -> nvinfer1::DimsExprs const& { return inputs[i]; });
-        int64_t dk = -1;
-        int64_t dv = -1;
-        std::string error;
-        if (!checkExtents(in.data(), layout, mParams, dk, dv, error))
-        {
-            logLayerError(error + " (" + describe(mParams) + "; extents known at build time)");
-            return -1;
-        }
-        nvinfer1::DimsExprs const& q = inputs[layout.query];
-        nvinfer1::DimsExprs const& v = inputs[layout.value];
-        // output (B, T, H_o*d_v), H_o = max(H_q, H_kv), d_v = value's last extent / H_kv: value's last extent when
-        // H_q <= H_kv (one head per state), else H_q * (value's last extent / H_kv).
-        nvinfer1::IDimensionExpr const* width = v.d[2];
-        if (mParams.qNumHeads > mParams.kvNumHeads)
-        {
-            auto const* perHead = exprBuilder.operation(
-                nvinfer1::DimensionOperation::kFLOOR_DIV, *v.d[2], *exprBuilder.constant(mParams.kvNumHeads));
-            width = perHead != nullptr ? exprBuilder.operation(nvinfer1::DimensionOperation::kPROD,
-                                             *exprBuilder.constant(mParams.qNumHeads), *perHead)
-                                       : nullptr;
-        }
-        if (width == nullptr)
-        {
-            logLayerError("the expression builder gave no output extent");
-            return -1;
-        }
-        outputs[0].nbDims = 3;
-        outputs[0].d[0] = q.d[0];
-        outputs[0].d[1] = q.d[1];
-        outputs[0].d[2] = width;
-        // present_state continues past_state: its shape.
-        outputs[1] = inputs[layout.pastState];
-        return 0;
-    }
-    catch (...)
-    {
-        logLayerError("getOutputShapes failed");
+        logLayerError(error + " (" + describe(mParams) + "; extents known at build time)");
         return -1;
     }
+    nvinfer1::DimsExprs const& q = inputs[layout.query];
+    nvinfer1::DimsExprs const& v = inputs[layout.value];
+    // output (B, T, H_o*d_v), H_o = max(H_q, H_kv), d_v = value's last extent / H_kv: value's last extent when
+    // H_q <= H_kv (one head per state), else H_q * (value's last extent / H_kv).
+    nvinfer1::IDimensionExpr const* width = v.d[2];
+    if (mParams.qNumHeads > mParams.kvNumHeads)
+    {
+        auto const* perHead = exprBuilder.operation(
+            nvinfer1::DimensionOperation::kFLOOR_DIV, *v.d[2], *exprBuilder.constant(mParams.kvNumHeads));
+        width = perHead != nullptr ? exprBuilder.operation(nvinfer1::DimensionOperation::kPROD,
+                                         *exprBuilder.constant(mParams.qNumHeads), *perHead)
+                                   : nullptr;
+    }
+    if (width == nullptr)
+    {
+        logLayerError("the expression builder gave no output extent");
+        return -1;
+    }
+    outputs[0].nbDims = 3;
+    outputs[0].d[0] = q.d[0];
+    outputs[0].d[1] = q.d[1];
+    outputs[0].d[2] = width;
+    // present_state continues past_state: its shape.
+    outputs[1] = inputs[layout.pastState];
+    return 0;
 }
 
 bool LinearRecurrencePlugin::checkShapes(
-    nvinfer1::PluginTensorDesc const* in, LinearRecurrenceInputs const& layout) const noexcept
+    nvinfer1::PluginTensorDesc const* in, LinearRecurrenceInputs const& layout) const
 {
-    try
+    std::vector<Extents> const extents = extentsOf(in, kSIGNATURE.nbInputs);
+    int64_t dk = -1;
+    int64_t dv = -1;
+    std::string error;
+    bool ok = checkExtents(extents.data(), layout, mParams, dk, dv, error);
+    nvinfer1::Dims const& q = in[layout.query].dims;
+    if (ok && (q.d[0] > INT32_MAX || q.d[1] > INT32_MAX || q.d[0] < 0 || q.d[1] < 0 || dk < 1 || dv < 1))
     {
-        std::vector<Extents> const extents =
-            extentsOf<nvinfer1::Dims>(kNB_INPUTS, [&](int32_t i) -> nvinfer1::Dims const& { return in[i].dims; });
-        int64_t dk = -1;
-        int64_t dv = -1;
-        std::string error;
-        bool ok = checkExtents(extents.data(), layout, mParams, dk, dv, error);
-        nvinfer1::Dims const& q = in[layout.query].dims;
-        if (ok && (q.d[0] > INT32_MAX || q.d[1] > INT32_MAX || q.d[0] < 0 || q.d[1] < 0 || dk < 1 || dv < 1))
-        {
-            error = "query (input 0) is " + toString(q) + ": extents must be 0..INT32_MAX and head dims >= 1";
-            ok = false;
-        }
-        if (!ok)
-        {
-            logLayerError(error + " (" + describe(mParams) + ")");
-        }
-        return ok;
+        error = "query (input 0) is " + toString(q) + ": extents must be 0..INT32_MAX and head dims >= 1";
+        ok = false;
     }
-    catch (...)
+    if (!ok)
     {
-        logLayerError("onShapeChange failed");
-        return false;
+        logLayerError(error + " (" + describe(mParams) + ")");
     }
+    return ok;
 }
 
-int32_t LinearRecurrencePlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
-    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+int32_t LinearRecurrencePlugin::launch(LaunchArgs const& args) noexcept
 {
-    if (!checkShapes(inputDesc, mLayout))
-    {
-        return notConfigured();
-    }
-    kernels::DataType type{};
-    if (!toKernelType(inputDesc[mLayout.query].type, type))
-    {
-        logLayerError("unsupported activation type");
-        return -1;
-    }
-    kernels::LinearRecurrenceParams params{};
-    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, params.mask_type))
-    {
-        logLayerError("mask_pad (input 6) must be int32, got DataType "
-            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
-        return -1;
-    }
-    nvinfer1::Dims const& q = inputDesc[mLayout.query].dims;
-    params.batch = static_cast<int>(q.d[0]);
-    params.length = static_cast<int>(q.d[1]);
+    auto params = args.kernelParams<kernels::LinearRecurrenceParams>();
+    nvinfer1::Dims const& q = args.inputDesc[mLayout.query].dims;
+    params.batch = args.extent(mLayout.query, 0);
+    params.length = args.extent(mLayout.query, 1);
     params.q_heads = mParams.qNumHeads;
     params.kv_heads = mParams.kvNumHeads;
     params.dim_k = static_cast<int>(q.d[2] / mParams.qNumHeads);
-    params.dim_v = static_cast<int>(inputDesc[mLayout.value].dims.d[2] / mParams.kvNumHeads);
+    params.dim_v = static_cast<int>(args.inputDesc[mLayout.value].dims.d[2] / mParams.kvNumHeads);
     params.rule = static_cast<kernels::LinearRecurrenceRule>(mParams.updateRule);
     // Per key dim when decay's last extent is H_kv*d_k (and not also H_kv, i.e. d_k > 1: then both read alike);
     // beta per head when its last extent is H_kv (H_kv = 1: both alike).
     params.decay_per_key = mLayout.readsDecay && params.dim_k > 1
-        && inputDesc[mLayout.decay].dims.d[2] == static_cast<int64_t>(params.kv_heads) * params.dim_k;
-    params.beta_per_head = mLayout.readsBeta && inputDesc[mLayout.beta].dims.d[2] == params.kv_heads;
+        && args.inputDesc[mLayout.decay].dims.d[2] == static_cast<int64_t>(params.kv_heads) * params.dim_k;
+    params.beta_per_head = mLayout.readsBeta && args.inputDesc[mLayout.beta].dims.d[2] == params.kv_heads;
     params.scale = mParams.scale;
     params.kernel = kernels::LinearRecurrenceKernel::kAUTO;
     params.qk_l2_norm = mParams.qkL2Norm != 0;
     // decay / beta only when the rule reads them (else their bindings are dummies); the state and the mask always.
-    return launched(kernels::linearRecurrenceForward(params, type, inputs[mLayout.query], inputs[mLayout.key],
-        inputs[mLayout.value], static_cast<float const*>(inputs[mLayout.pastState]),
-        mLayout.readsDecay ? inputs[mLayout.decay] : nullptr, mLayout.readsBeta ? inputs[mLayout.beta] : nullptr,
-        inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), stream));
+    void const* const* in = args.inputs;
+    return launched(kernels::linearRecurrenceForward(params, args.type, in[mLayout.query], in[mLayout.key],
+        in[mLayout.value], args.stateInput(mLayout.pastState), mLayout.readsDecay ? in[mLayout.decay] : nullptr,
+        mLayout.readsBeta ? in[mLayout.beta] : nullptr, in[mLayout.maskPad], args.outputs[0], args.stateOutput(1),
+        args.stream));
 }
 
 RNNX_REGISTER_PLUGIN_CREATOR(LinearRecurrencePluginCreator);

@@ -73,11 +73,8 @@ class LinearRecurrencePlugin
     : public PluginBase<LinearRecurrencePlugin, LinearRecurrenceParameters, LinearRecurrenceInputs>
 {
 public:
-    static constexpr char const* kPLUGIN_NAME{"LinearRecurrence"};
-    static constexpr int32_t kNB_OUTPUTS{2};
-    //! The TensorRT node always lists all seven inputs.
-    static constexpr int32_t kNB_INPUTS{7};
-    static constexpr char const* kINPUT_NAMES{
+    //! The TensorRT node always lists all seven inputs; two outputs.
+    static constexpr PluginSignature kSIGNATURE{"LinearRecurrence", 7, 2,
         "query, key, value, past_state, decay, beta, mask_pad; past_state zeros when there is no state, decay / beta "
         "zero dummies for the rules that do not read them, mask_pad all zeros without padding"};
     //! update_rule's strings, in the order of kernels::LinearRecurrenceRule.
@@ -85,26 +82,11 @@ public:
     //! The largest head dim (d_k and d_v) the plugin takes: the kernels' limit for d_k.
     static constexpr int64_t kMAX_HEAD_DIM{kernels::kLINEAR_RECURRENCE_MAX_DIM_K};
 
-    static bool inputLayout(LinearRecurrenceParameters const& params, int32_t nbInputs, LinearRecurrenceInputs& inputs,
-        char const* layer) noexcept;
-
-    using PluginBase::PluginBase;
+    //! The fixed input positions, with decay / beta read as update_rule says.
+    static LinearRecurrenceInputs inputsFor(LinearRecurrenceParameters const& params) noexcept;
 
     // No getWorkspaceSize of its own: PluginBase asks for none, and the kernels need none.
-
-private:
-    friend class PluginBase<LinearRecurrencePlugin, LinearRecurrenceParameters, LinearRecurrenceInputs>;
-
-    //! The field table: the single place LinearRecurrence's fields are listed.
-    static std::vector<Field<LinearRecurrenceParameters>> const& fields();
-    static bool checkParameters(LinearRecurrenceParameters const& params) noexcept;
-    static TensorRole tensorRole(LinearRecurrenceInputs const& layout, int32_t pos) noexcept;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, LinearRecurrenceInputs const& layout,
-        nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept;
-    //! Checks the input descriptors' ranks / extents against the fields and each other; logs what is wrong.
-    bool checkShapes(nvinfer1::PluginTensorDesc const* in, LinearRecurrenceInputs const& layout) const noexcept;
-    int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
-        void* workspace, cudaStream_t stream) noexcept;
+    RNNX_PLUGIN_HOOKS();
 };
 
 using LinearRecurrencePluginCreator = PluginCreator<LinearRecurrencePlugin>;

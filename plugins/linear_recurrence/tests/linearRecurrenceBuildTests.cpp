@@ -12,6 +12,24 @@ using namespace rnnx;
 using namespace rnnx::test;
 using nvinfer1::DataType;
 
+namespace
+{
+
+//! The seven inputs with B, T, value's last extent V and the state's d_v symbolic, d_k 64: query (B, T, H_q*64), key
+//! (B, T, keyHeads*64), value (B, T, V), past_state (B, H_kv, 64, dv), decay (B, T, H_kv), beta (B, T, betaWidth),
+//! mask_pad (B, T).
+std::vector<nvinfer1::DimsExprs> symbolicInputs(
+    TestExprBuilder& b, int32_t Hq, int32_t keyHeads, int32_t Hkv, int32_t betaWidth)
+{
+    auto const* B = b.symbol("B");
+    auto const* T = b.symbol("T");
+    return {exprs({B, T, b.constant(Hq * 64)}), exprs({B, T, b.constant(keyHeads * 64)}), exprs({B, T, b.symbol("V")}),
+        exprs({B, b.constant(Hkv), b.constant(64), b.symbol("dv")}), exprs({B, T, b.constant(Hkv)}),
+        exprs({B, T, b.constant(betaWidth)}), exprs({B, T})};
+}
+
+} // namespace
+
 TEST_CASE("LinearRecurrence output shapes: (B, T, H_q*d_v) and past_state's shape, GQA, every rule")
 {
     for (char const* rule : {"linear", "gated", "delta", "gated_delta"})
@@ -23,41 +41,21 @@ TEST_CASE("LinearRecurrence output shapes: (B, T, H_q*d_v) and past_state's shap
             auto plugin = makeRecurrence(Hq, Hkv, rule);
             REQUIRE(plugin != nullptr);
             TestExprBuilder b;
-            auto const* B = b.symbol("B");
-            auto const* T = b.symbol("T");
-            auto const q = exprs({B, T, b.constant(Hq * 64)});
-            auto const k = exprs({B, T, b.constant(Hkv * 64)});
             // value's last extent symbolic: the output's is H_q * (it / H_kv), or value's itself when H_q = H_kv.
-            auto const v = exprs({B, T, b.symbol("V")});
-            auto const S = exprs({B, b.constant(Hkv), b.constant(64), b.symbol("dv")});
-            auto const decay = exprs({B, T, b.constant(Hkv)});
-            auto const beta = exprs({B, T, b.constant(1)});
-            auto const mask = exprs({B, T});
-            std::vector<nvinfer1::DimsExprs> const all{q, k, v, S, decay, beta, mask};
+            std::vector<nvinfer1::DimsExprs> const all = symbolicInputs(b, Hq, Hkv, Hkv, 1);
             nvinfer1::DimsExprs out[2]{};
             REQUIRE(plugin->getOutputShapes(all.data(), 7, nullptr, 0, out, 2, b) == 0);
             CHECK_EQ(text(out[0]), group == 1 ? "(B, T, V)" : "(B, T, (8*(V/2)))");
             CHECK_EQ(text(out[1]), "(B, 2, 64, dv)");
             // All constant: folded.
-            auto const vc = exprs({B, T, b.constant(Hkv * 32)});
-            std::vector<nvinfer1::DimsExprs> const constant{
-                q, k, vc, exprs({B, b.constant(Hkv), b.constant(64), b.constant(32)}), decay, beta, mask};
+            auto constant = all;
+            constant[2] = exprs({all[0].d[0], all[0].d[1], b.constant(Hkv * 32)});
+            constant[3] = exprs({all[0].d[0], b.constant(Hkv), b.constant(64), b.constant(32)});
             REQUIRE(plugin->getOutputShapes(constant.data(), 7, nullptr, 0, out, 2, b) == 0);
             CHECK_EQ(text(out[0]), "(B, T, " + std::to_string(Hq * 32) + ")");
             // Any other input count is refused, naming the count.
-            for (int32_t n : {5, 6, 8})
-            {
-                std::vector<nvinfer1::DimsExprs> other(static_cast<size_t>(n), mask);
-                for (int32_t i = 0; i < n && i < 7; ++i)
-                {
-                    other[static_cast<size_t>(i)] = all[static_cast<size_t>(i)];
-                }
-                takeLoggedMessages();
-                CHECK(plugin->getOutputShapes(other.data(), n, nullptr, 0, out, 2, b) != 0);
-                std::string const logged = takeLoggedMessages();
-                CHECK(logged.find("LinearRecurrence 'layer': expected exactly 7 inputs") != std::string::npos);
-                CHECK(logged.find("got " + std::to_string(n)) != std::string::npos);
-            }
+            checkInputCountsRefused(
+                *plugin, all, {5, 6, 8}, 2, "LinearRecurrence 'layer': expected exactly 7 inputs", b);
             CHECK(plugin->getOutputShapes(all.data(), 7, nullptr, 0, out, 1, b) != 0);
         }
     }
@@ -73,16 +71,9 @@ TEST_CASE("LinearRecurrence output shapes, grouped value: key of H_q heads, outp
         auto plugin = makeRecurrence(Hq, Hkv, "gated_delta", 0.F, qkL2Norm);
         REQUIRE(plugin != nullptr);
         TestExprBuilder b;
-        auto const* B = b.symbol("B");
-        auto const* T = b.symbol("T");
-        auto const q = exprs({B, T, b.constant(Hq * 64)});
-        auto const k = exprs({B, T, b.constant(Hq * 64)});
-        auto const v = exprs({B, T, b.symbol("V")});
-        auto const S = exprs({B, b.constant(Hkv), b.constant(64), b.symbol("dv")});
-        auto const decay = exprs({B, T, b.constant(Hkv)});
-        auto const beta = exprs({B, T, b.constant(Hkv)});
-        auto const mask = exprs({B, T});
-        std::vector<nvinfer1::DimsExprs> in{q, k, v, S, decay, beta, mask};
+        std::vector<nvinfer1::DimsExprs> in = symbolicInputs(b, Hq, Hq, Hkv, Hkv);
+        auto const* B = in[0].d[0];
+        auto const* T = in[0].d[1];
         nvinfer1::DimsExprs out[2]{};
         REQUIRE(plugin->getOutputShapes(in.data(), 7, nullptr, 0, out, 2, b) == 0);
         CHECK_EQ(text(out[0]), "(B, T, V)"); // one output head per state: value's extent
@@ -123,14 +114,7 @@ TEST_CASE("LinearRecurrence getOutputShapes refuses constant extents that disagr
         CHECK_EQ(plugin->getOutputShapes(ok.data(), 7, nullptr, 0, out, 2, b), 0);
         CHECK_EQ(text(out[0]), "(2, 5, 32)");
     }
-    struct Bad
-    {
-        char const* what;
-        int32_t input;
-        nvinfer1::DimsExprs dims;
-        char const* message;
-    };
-    std::vector<Bad> const bad{
+    std::vector<RefusedInput> const bad{
         {"query not a multiple of q_num_heads", 0, exprs({B, T, c(66)}),
             "query (input 0) is (2, 5, 66), expected (B, T, q_num_heads*d_k)"},
         {"query 2-D", 0, exprs({B, c(64)}), "query (input 0) is (2, 64)"},
@@ -152,14 +136,8 @@ TEST_CASE("LinearRecurrence getOutputShapes refuses constant extents that disagr
         {"mask (T, B)", 6, exprs({T, B}), "mask_pad (input 6)"},
         {"mask 3-D", 6, exprs({B, T, c(1)}), "mask_pad (input 6)"},
     };
-    for (Bad const& x : bad)
-    {
-        auto in = base();
-        in[static_cast<size_t>(x.input)] = x.dims;
-        checkShapeRefused(*plugin, in, 2,
-            {x.message, "LinearRecurrence 'layer': ", "q_num_heads 4, kv_num_heads 2, update_rule gated_delta"}, b,
-            x.what);
-    }
+    checkInputsRefused(*plugin, base(), bad, 2,
+        {"LinearRecurrence 'layer': ", "q_num_heads 4, kv_num_heads 2, update_rule gated_delta"}, b);
     // Head dims above 256 are refused, naming the dim.
     std::vector<nvinfer1::DimsExprs> wide{exprs({B, T, c(4 * 512)}), exprs({B, T, c(2 * 512)}), exprs({B, T, c(16)}),
         exprs({B, c(2), c(512), c(8)}), exprs({B, T, c(2)}), exprs({B, T, c(2)}), exprs({B, T})};

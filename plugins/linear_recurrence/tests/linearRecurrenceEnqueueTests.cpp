@@ -222,54 +222,36 @@ void recurrenceCase(RecurrenceConfig const& c, int32_t prefill, MaskKind maskKin
     };
     std::vector<PluginTensorDesc> inDesc, outDesc;
     descs(c.T, inDesc, outDesc);
-    size_t workspace = 1;
-    auto plugin = buildThenDeserialize<plugin::LinearRecurrencePlugin, plugin::LinearRecurrencePluginCreator>(
-        fields, inDesc, outDesc, workspace);
-    CHECK_EQ(workspace, size_t{0});
+    auto plugin = buildWithoutWorkspace<plugin::LinearRecurrencePlugin, plugin::LinearRecurrencePluginCreator>(
+        fields, inDesc, outDesc);
     std::vector<double> S0 = in.S0;
-    DeviceBuffer stateA = upload(encodeF32(S0));
-    DeviceBuffer stateB(stateA.bytes());
-    void* S = stateA.get();
-    void* SOther = stateB.get();
     std::vector<double> outAll(outRef.size(), NAN);
-    Stream stream;
-    for (int32_t t0 = 0; t0 < c.T;)
-    {
-        int32_t const len = t0 == 0 ? std::min(std::max(prefill, 1), c.T) : 1;
-        int32_t const t1 = t0 + len;
-        descs(len, inDesc, outDesc);
-        auto const part = [&](std::vector<double> const& x, int32_t W)
+    std::vector<uint8_t> const SLast = runPrefillThenSteps(c.T, prefill, encodeF32(S0),
+        [&](int32_t t0, int32_t t1, void* past, void* present, cudaStream_t stream)
         {
-            std::vector<double> slice = sliceSteps(x, c.B, c.T, W, t0, t1);
-            return upload(encode(slice, c.act));
-        };
-        DeviceBuffer q = part(in.q, c.Hq * c.dk), k = part(in.k, c.Hk() * c.dk), v = part(in.v, c.Hkv * c.dv);
-        DeviceBuffer decay = part(in.decay, c.decayWidth()), beta = part(in.beta, c.betaWidth());
-        std::vector<uint8_t> pads;
-        for (int32_t b = 0; b < c.B; ++b)
-        {
-            pads.insert(pads.end(), in.pads.begin() + static_cast<size_t>(b) * c.T + t0,
-                in.pads.begin() + static_cast<size_t>(b) * c.T + t1);
-        }
-        DeviceBuffer mask = upload(maskBytes(pads, maskKind));
-        DeviceBuffer out(static_cast<size_t>(c.B) * len * c.Ho() * c.dv * elementSize(c.act));
-        std::vector<uint8_t> const before = download(S, stateA.bytes());
-        run(*plugin, inDesc, outDesc, {q.get(), k.get(), v.get(), S, decay.get(), beta.get(), mask.get()},
-            {out.get(), SOther}, nullptr, stream.get());
-        CHECK_MSG(bitwiseEqual("past_state read at step " + std::to_string(t0), download(S, stateA.bytes()), before));
-        scatterSteps(outAll, decode(download(out.get(), out.bytes()), c.act), c.B, c.T, c.Ho() * c.dv, t0, t1);
-        std::swap(S, SOther);
-        t0 = t1;
-    }
+            int32_t const len = t1 - t0;
+            descs(len, inDesc, outDesc);
+            auto const part = [&](std::vector<double> const& x, int32_t W)
+            {
+                std::vector<double> slice = sliceSteps(x, c.B, c.T, W, t0, t1);
+                return upload(encode(slice, c.act));
+            };
+            DeviceBuffer q = part(in.q, c.Hq * c.dk), k = part(in.k, c.Hk() * c.dk), v = part(in.v, c.Hkv * c.dv);
+            DeviceBuffer decay = part(in.decay, c.decayWidth()), beta = part(in.beta, c.betaWidth());
+            DeviceBuffer mask = upload(maskBytes(sliceSteps(in.pads, c.B, c.T, 1, t0, t1), maskKind));
+            DeviceBuffer out(static_cast<size_t>(c.B) * len * c.Ho() * c.dv * elementSize(c.act));
+            run(*plugin, inDesc, outDesc, {q.get(), k.get(), v.get(), past, decay.get(), beta.get(), mask.get()},
+                {out.get(), present}, nullptr, stream);
+            scatterSteps(outAll, decode(download(out.get(), out.bytes()), c.act), c.B, c.T, c.Ho() * c.dv, t0, t1);
+        });
     std::string const what = " [" + c.str() + ", prefill " + std::to_string(prefill) + ", " + name(maskKind) + " mask]";
     CHECK_MSG(compare("output" + what, outAll, outRef, magnitudeTolerance(c.act, outRef)));
-    CHECK_MSG(compare(
-        "present_state" + what, decodeF32(download(S, stateA.bytes())), SRef, magnitudeTolerance(Act::kF32, SRef)));
+    CHECK_MSG(compare("present_state" + what, decodeF32(SLast), SRef, magnitudeTolerance(Act::kF32, SRef)));
 }
 
-//! Every rule, GQA groups 1 / 2 / 4, decay per head / per key, beta per head / shared, head dims 16..128 (and odd
-//! ones), given scale or 1/sqrt(d_k), with and without mask and state; one call, then prefill + steps.
-void recurrenceRandomShapes(Act act)
+//! For each rule and variant 0..2, a config of activation `act`, that rule and batch 1..2, the rest set by
+//! `vary(c, variant)`, run in one call, then as a prefill followed by steps.
+template <typename Vary> void eachRuleAndVariant(Act act, Vary const& vary)
 {
     for (int32_t rule = 0; rule < 4; ++rule)
     {
@@ -279,6 +261,19 @@ void recurrenceRandomShapes(Act act)
             c.act = act;
             c.rule = rule;
             c.B = randInt(1, 2);
+            vary(c, variant);
+            inOneCallThenStepped(c.T, [&](int32_t prefill) { recurrenceCase(c, prefill); });
+        }
+    }
+}
+
+//! Every rule, GQA groups 1 / 2 / 4, decay per head / per key, beta per head / shared, head dims 16..128 (and odd
+//! ones), given scale or 1/sqrt(d_k), with and without mask and state; one call, then prefill + steps.
+void recurrenceRandomShapes(Act act)
+{
+    eachRuleAndVariant(act,
+        [](RecurrenceConfig& c, int32_t variant)
+        {
             c.T = randInt(1, 40);
             c.Hkv = randInt(1, 2);
             c.Hq = c.Hkv * (variant == 0 ? 1 : (variant == 1 ? 2 : 4));
@@ -290,10 +285,7 @@ void recurrenceRandomShapes(Act act)
             c.scale = variant == 2 ? 0.5F : 0.F;
             c.mask = variant != 0;
             c.givenState = variant != 1;
-            recurrenceCase(c, c.T);
-            recurrenceCase(c, randInt(1, c.T));
-        }
-    }
+        });
 }
 
 //! The largest head dims (256) and a mask in each element type: int32 (TensorRT's), uint8 and bool alike.
@@ -327,29 +319,21 @@ void recurrenceLimitsAndMasks()
 //! 128 / odd, mask and state, one call and prefill + steps.
 void recurrenceGroupedValue(Act act)
 {
-    for (int32_t rule = 0; rule < 4; ++rule)
-    {
-        for (int32_t variant = 0; variant < 3; ++variant)
+    eachRuleAndVariant(act,
+        [](RecurrenceConfig& c, int32_t variant)
         {
-            RecurrenceConfig c;
-            c.act = act;
-            c.rule = rule;
-            c.B = randInt(1, 2);
             c.T = randInt(2, 24);
             int32_t const heads = randInt(1, 2);
             c.Hq = variant == 2 ? heads * 2 : heads;
             c.Hkv = variant == 2 ? heads : heads * (variant == 0 ? 2 : 3);
             int32_t const dims[] = {128, 23, 32};
-            c.dk = dims[(rule + variant) % 3];
-            c.dv = dims[(rule + variant + 1) % 3];
+            c.dk = dims[(c.rule + variant) % 3];
+            c.dv = dims[(c.rule + variant + 1) % 3];
             c.perKey = variant != 1;
             c.betaPerHead = variant != 2;
             c.mask = variant != 1;
             c.qkL2Norm = variant == 1 ? 0 : 1;
-            recurrenceCase(c, c.T);
-            recurrenceCase(c, randInt(1, c.T));
-        }
-    }
+        });
 }
 
 // ------------------------------------------------------------------------------------------------------------

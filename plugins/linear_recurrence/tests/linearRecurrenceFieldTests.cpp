@@ -50,25 +50,33 @@ TEST_CASE("LinearRecurrence createPlugin reads the parser's types: update_rule a
                     : r == 2 ? kernels::LinearRecurrenceRule::kDELTA
                              : kernels::LinearRecurrenceRule::kGATED_DELTA));
     }
-    // With the trailing NUL in the length (some writers count it), and kINT64 / kFLOAT64.
-    Fields nul;
-    nul.i64("q_num_heads", 4).i64("kv_num_heads", 4).raw("update_rule", "delta", PluginFieldType::kCHAR, 6);
-    nul.f64("scale", 0.5);
-    auto q = createAs<plugin::LinearRecurrencePlugin>(creator, nul.get());
-    REQUIRE(q != nullptr);
-    CHECK(q->parameters().updateRule == 2 && q->parameters().scale == 0.5F && q->parameters().qNumHeads == 4);
-    // Build-phase defaults: gated_delta, scale 0, qk_l2_norm 0 (a file from before qk_l2_norm has none).
-    Fields required;
-    required.i32("q_num_heads", 2).i32("kv_num_heads", 1);
-    auto d = createAs<plugin::LinearRecurrencePlugin>(creator, required.get());
-    REQUIRE(d != nullptr);
-    CHECK(d->parameters().updateRule == 3 && d->parameters().scale == 0.F && d->parameters().qkL2Norm == 0);
-    // Grouped value: kv_num_heads a multiple of q_num_heads.
-    Fields groupedValue;
-    groupedValue.i32("q_num_heads", 2).i32("kv_num_heads", 6).i64("qk_l2_norm", 1);
-    auto gv = createAs<plugin::LinearRecurrencePlugin>(creator, groupedValue.get());
-    REQUIRE(gv != nullptr);
-    CHECK(gv->parameters().qNumHeads == 2 && gv->parameters().kvNumHeads == 6 && gv->parameters().qkL2Norm == 1);
+    struct Case
+    {
+        Fields fields;
+        int32_t qHeads;
+        int32_t kvHeads;
+        int32_t rule;
+        float scale;
+        int32_t qkL2Norm;
+    };
+    for (Case c : {// With the trailing NUL in the length (some writers count it), and kINT64 / kFLOAT64.
+             Case{Fields()
+                      .i64("q_num_heads", 4)
+                      .i64("kv_num_heads", 4)
+                      .raw("update_rule", "delta", PluginFieldType::kCHAR, 6)
+                      .f64("scale", 0.5),
+                 4, 4, 2, 0.5F, 0},
+             // Build-phase defaults: gated_delta, scale 0, qk_l2_norm 0 (a file from before qk_l2_norm has none).
+             Case{Fields().i32("q_num_heads", 2).i32("kv_num_heads", 1), 2, 1, 3, 0.F, 0},
+             // Grouped value: kv_num_heads a multiple of q_num_heads.
+             Case{Fields().i32("q_num_heads", 2).i32("kv_num_heads", 6).i64("qk_l2_norm", 1), 2, 6, 3, 0.F, 1}})
+    {
+        auto p = createAs<plugin::LinearRecurrencePlugin>(creator, c.fields.get());
+        REQUIRE(p != nullptr);
+        CHECK(p->parameters().qNumHeads == c.qHeads && p->parameters().kvNumHeads == c.kvHeads);
+        CHECK(p->parameters().updateRule == c.rule && p->parameters().scale == c.scale);
+        CHECK_EQ(p->parameters().qkL2Norm, c.qkL2Norm);
+    }
     CHECK_EQ(takeLoggedErrors(), 0);
 }
 
@@ -77,45 +85,31 @@ TEST_CASE("LinearRecurrence refuses bad, missing, unknown and wrongly typed fiel
     plugin::LinearRecurrencePluginCreator recurrence;
     // Out of range: heads <= 0, neither of H_q, H_kv a multiple of the other, an unknown rule, a non-finite scale,
     // qk_l2_norm not 0 or 1.
-    for (auto f :
-        {recurrenceFields(0, 1), recurrenceFields(4, 0), recurrenceFields(-4, 2), recurrenceFields(4, 3),
-            recurrenceFields(4, 6), recurrenceFields(2, 4, "linear", 0.F, 2), recurrenceFields(4, 2, "linear", 0.F, -1),
-            recurrenceFields(4, 2, "Gated"), recurrenceFields(4, 2, ""), recurrenceFields(4, 2, "gated_delta "),
-            recurrenceFields(4, 2, "mamba"), recurrenceFields(4, 2, "linear", std::numeric_limits<float>::quiet_NaN()),
-            recurrenceFields(4, 2, "linear", std::numeric_limits<float>::infinity())})
-    {
-        expectRejected(recurrence, f, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    }
-    // Missing: the heads always, every field when deserialising.
-    Fields noKv;
-    noKv.i32("q_num_heads", 4);
-    expectRejected(recurrence, noKv, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields headsOnly;
-    headsOnly.i32("q_num_heads", 4).i32("kv_num_heads", 2);
-    expectRejected(recurrence, headsOnly, TensorRTPhase::kRUNTIME, __FILE__, __LINE__);
-    // A string field in another type, or malformed; an int field as a string.
-    // A string field in another type, or malformed; an int field as a string.
+    std::vector<Fields> bad{recurrenceFields(0, 1), recurrenceFields(4, 0), recurrenceFields(-4, 2),
+        recurrenceFields(4, 3), recurrenceFields(4, 6), recurrenceFields(2, 4, "linear", 0.F, 2),
+        recurrenceFields(4, 2, "linear", 0.F, -1), recurrenceFields(4, 2, "Gated"), recurrenceFields(4, 2, ""),
+        recurrenceFields(4, 2, "gated_delta "), recurrenceFields(4, 2, "mamba"),
+        recurrenceFields(4, 2, "linear", std::numeric_limits<float>::quiet_NaN()),
+        recurrenceFields(4, 2, "linear", std::numeric_limits<float>::infinity())};
+    // Missing: the heads always (every field when deserialising, below).
+    bad.push_back(Fields().i32("q_num_heads", 4));
+    // A string field in another type, or malformed; an int field as a string; a version 1 node.
     int32_t const one = 1;
     for (PluginFieldType type : {PluginFieldType::kINT32, PluginFieldType::kINT64, PluginFieldType::kFLOAT32,
              PluginFieldType::kINT8, PluginFieldType::kUNKNOWN})
     {
-        Fields f;
-        f.i32("q_num_heads", 2).i32("kv_num_heads", 2).raw("update_rule", &one, type, 1);
-        expectRejected(recurrence, f, TensorRTPhase::kBUILD, __FILE__, __LINE__);
+        bad.push_back(Fields().i32("q_num_heads", 2).i32("kv_num_heads", 2).raw("update_rule", &one, type, 1));
     }
-    Fields headsAsString;
-    headsAsString.str("q_num_heads", "4").i32("kv_num_heads", 2);
-    expectRejected(recurrence, headsAsString, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields oldVersion = recurrenceFields(2, 2);
-    oldVersion.str("plugin_version", "1");
-    expectRejected(recurrence, oldVersion, TensorRTPhase::kBUILD, __FILE__, __LINE__);
+    bad.push_back(Fields().str("q_num_heads", "4").i32("kv_num_heads", 2));
+    bad.push_back(recurrenceFields(2, 2).str("plugin_version", "1"));
+    expectEachRejected(recurrence, bad, TensorRTPhase::kBUILD, __FILE__, __LINE__);
+    Fields headsOnly;
+    headsOnly.i32("q_num_heads", 4).i32("kv_num_heads", 2);
+    expectRejected(recurrence, headsOnly, TensorRTPhase::kRUNTIME, __FILE__, __LINE__);
     // The message names the plugin, the field, the value and the choices.
-    Fields wrongRule = recurrenceFields(4, 2, "mamba");
-    takeLoggedMessages();
-    CHECK(recurrence.createPlugin("x", wrongRule.get(), TensorRTPhase::kBUILD) == nullptr);
-    CHECK(takeLoggedMessages().find(
-              "LinearRecurrence: field 'update_rule' is 'mamba', expected one of linear | gated | delta | gated_delta")
-        != std::string::npos);
+    expectRejectedWith(recurrence, recurrenceFields(4, 2, "mamba"),
+        "LinearRecurrence: field 'update_rule' is 'mamba', expected one of linear | gated | delta | gated_delta",
+        __FILE__, __LINE__);
 }
 
 TEST_CASE("LinearRecurrence: serialise -> deserialise round trip, clone, attachToContext")

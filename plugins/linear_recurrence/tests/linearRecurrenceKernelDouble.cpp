@@ -17,8 +17,8 @@ cudaError_t linearRecurrenceForward(const LinearRecurrenceParams& params, DataTy
     const LinearRecurrenceNormaliser* normaliser)
 {
     test::LinearRecurrenceCall& call = test::recordedCall<test::LinearRecurrenceCall>();
-    call = {call.count + 1, params, type, query, key, value, past_state, decay, beta, mask_pad, output, present_state,
-        stream, normaliser};
+    call = {{call.count + 1, params, type, stream}, query, key, value, past_state, decay, beta, mask_pad, output,
+        present_state, normaliser};
     return test::kernelsDouble().status;
 }
 

@@ -3,6 +3,7 @@
  * by its test double, <op>KernelDouble.cpp; nothing is launched).
  */
 #include "kernelsDouble.h"
+#include "runtimeTestUtils.h"
 #include "testHarness.h"
 #include "testUtils.h"
 #include "linear_recurrence/tests/linearRecurrenceTestUtils.h"
@@ -41,16 +42,14 @@ TEST_CASE("LinearRecurrence enqueue passes sizes, rule, decay / beta layouts, sc
                     desc({B, T, c.decayWidth}, type), desc({B, T, c.betaWidth}, type), desc({B, T}, maskType)};
                 std::vector<nvinfer1::PluginTensorDesc> out{
                     desc({B, T, c.Hq * dv}, type), desc({B, Hkv, dk, dv}, DataType::kFLOAT)};
-                REQUIRE(plugin->onShapeChange(in.data(), 7, out.data(), 2) == 0);
-                std::vector<void const*> const inPtr = addresses(7);
-                void* outPtr[2] = {address(10), address(11)};
-                REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
-                LinearRecurrenceCall const& call = recordedCall<LinearRecurrenceCall>();
+                FakeBindings const bound = enqueueOnFakeBindings(*plugin, in, out);
+                std::vector<void const*> const& inPtr = bound.inputs;
+                std::vector<void*> const& outPtr = bound.outputs;
+                LinearRecurrenceCall const& call = checkLaunchedOnce<LinearRecurrenceCall>(type, maskType);
                 bool const gated = c.expected == kernels::LinearRecurrenceRule::kGATED
                     || c.expected == kernels::LinearRecurrenceRule::kGATED_DELTA;
                 bool const delta = c.expected == kernels::LinearRecurrenceRule::kDELTA
                     || c.expected == kernels::LinearRecurrenceRule::kGATED_DELTA;
-                CHECK_EQ(call.count, 1);
                 CHECK(call.params.batch == B && call.params.length == T && call.params.q_heads == c.Hq);
                 CHECK(call.params.kv_heads == Hkv && call.params.dim_k == dk && call.params.dim_v == dv);
                 CHECK(call.params.rule == c.expected);
@@ -61,21 +60,14 @@ TEST_CASE("LinearRecurrence enqueue passes sizes, rule, decay / beta layouts, sc
                 CHECK(!call.params.time_major && call.normaliser == nullptr);
                 CHECK_EQ(call.params.decay_per_key, gated && c.decayWidth == Hkv * dk);
                 CHECK_EQ(call.params.beta_per_head, delta && c.betaWidth == Hkv);
-                kernels::DataType expectedType{};
-                REQUIRE(plugin::toKernelType(type, expectedType));
-                CHECK(call.type == expectedType);
                 CHECK(call.query == inPtr[0] && call.key == inPtr[1] && call.value == inPtr[2]);
                 CHECK(static_cast<void const*>(call.pastState) == inPtr[3]);
                 // decay / beta only when the rule reads them: the exporter's dummies are never passed.
                 CHECK(call.decay == (gated ? inPtr[4] : nullptr));
                 CHECK(call.beta == (delta ? inPtr[5] : nullptr));
                 CHECK(call.maskPad == inPtr[6]);
-                CHECK(call.params.mask_type
-                    == (maskType == DataType::kINT32 ? kernels::MaskType::kINT32 : kernels::MaskType::kUINT8));
                 CHECK(call.output == outPtr[0]);
                 CHECK(static_cast<void*>(call.presentState) == outPtr[1]);
-                CHECK(call.stream == kStream);
-                resetKernelsDouble();
             }
         }
     }
@@ -95,16 +87,11 @@ TEST_CASE("LinearRecurrence enqueue passes grouped value's heads and qk_l2_norm"
             desc({B, T, Hkv}, DataType::kHALF), desc({B, T}, DataType::kINT32)};
         std::vector<nvinfer1::PluginTensorDesc> out{
             desc({B, T, Hkv * dv}, DataType::kHALF), desc({B, Hkv, dk, dv}, DataType::kFLOAT)};
-        REQUIRE(plugin->onShapeChange(in.data(), 7, out.data(), 2) == 0);
-        std::vector<void const*> const inPtr = addresses(7);
-        void* outPtr[2] = {address(10), address(11)};
-        REQUIRE(plugin->enqueue(in.data(), out.data(), inPtr.data(), outPtr, nullptr, kStream) == 0);
-        LinearRecurrenceCall const& call = recordedCall<LinearRecurrenceCall>();
-        CHECK_EQ(call.count, 1);
+        enqueueOnFakeBindings(*plugin, in, out);
+        LinearRecurrenceCall const& call = checkLaunchedOnce<LinearRecurrenceCall>(DataType::kHALF, DataType::kINT32);
         CHECK(call.params.q_heads == Hq && call.params.kv_heads == Hkv && call.params.dim_k == dk);
         CHECK(call.params.dim_v == dv && call.params.beta_per_head && !call.params.decay_per_key);
         CHECK_EQ(call.params.qk_l2_norm, qkL2Norm != 0);
-        resetKernelsDouble();
     }
     CHECK_EQ(takeLoggedErrors(), 0);
 }

@@ -6,6 +6,7 @@
 
 #include "linear_recurrence/cuda/linear_recurrence.h"
 #include "linear_recurrence/tensorrt/linearRecurrencePlugin.h"
+#include "kernelsDouble.h"
 #include "testUtils.h"
 
 #include <memory>
@@ -36,11 +37,8 @@ inline std::unique_ptr<plugin::LinearRecurrencePlugin> makeRecurrence(int32_t qH
 
 //! The arguments of the last call of the launcher's test double (recordedCall<LinearRecurrenceCall>(),
 //! kernelsDouble.h).
-struct LinearRecurrenceCall
+struct LinearRecurrenceCall : LaunchRecord<kernels::LinearRecurrenceParams>
 {
-    int32_t count{0};
-    kernels::LinearRecurrenceParams params{};
-    kernels::DataType type{};
     void const* query{};
     void const* key{};
     void const* value{};
@@ -50,7 +48,6 @@ struct LinearRecurrenceCall
     void const* maskPad{};
     void* output{};
     float* presentState{};
-    cudaStream_t stream{};
     kernels::LinearRecurrenceNormaliser const* normaliser{};
 };
 

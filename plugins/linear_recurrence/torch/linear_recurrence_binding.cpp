@@ -43,9 +43,7 @@ void linearRecurrence(const at::Tensor& query, const at::Tensor& key, const at::
         " but expected (B=", B, ", T=", T, ", H_kv*d_v)");
     TORCH_CHECK(output.sizes() == at::IntArrayRef({B, T, out_heads * dv}), "rnnx CUDA kernels: output has shape ",
         output.sizes(), " but expected (B=", B, ", T=", T, ", max(H_q, H_kv)*d_v=", out_heads * dv, ")");
-    const int64_t state_numel = B * kv_num_heads * dk * dv;
-    TORCH_CHECK(present_state.numel() == state_numel && (!past_state.has_value() || past_state->numel() == state_numel),
-        "rnnx CUDA kernels: past_state / present_state must be (B=", B, ", H_kv=", kv_num_heads, ", d_k=", dk,
+    checkStates(past_state, present_state, B * kv_num_heads * dk * dv, "(B=", B, ", H_kv=", kv_num_heads, ", d_k=", dk,
         ", d_v=", dv, ")");
     TORCH_CHECK(!decay.has_value()
             || (decay->dim() == 3 && decay->size(0) == B && decay->size(1) == T
@@ -55,8 +53,6 @@ void linearRecurrence(const at::Tensor& query, const at::Tensor& key, const at::
             || (beta->dim() == 3 && beta->size(0) == B && beta->size(1) == T
                 && (beta->size(2) == kv_num_heads || beta->size(2) == 1)),
         "rnnx CUDA kernels: beta must be (B, T, H_kv) or (B, T, 1)");
-    TORCH_CHECK(!mask_pad.has_value() || mask_pad->sizes() == at::IntArrayRef({B, T}),
-        "rnnx CUDA kernels: mask_pad must be (B=", B, ", T=", T, ")");
     rnnx::kernels::LinearRecurrenceParams p{};
     p.batch = static_cast<int>(B);
     p.length = static_cast<int>(T);
@@ -70,23 +66,17 @@ void linearRecurrence(const at::Tensor& query, const at::Tensor& key, const at::
     p.scale = static_cast<float>(scale);
     p.kernel = static_cast<rnnx::kernels::LinearRecurrenceKernel>(kernel);
     p.qk_l2_norm = qk_l2_norm;
-    const void* mask = maskPtr(mask_pad, "mask_pad", &p.mask_type);
+    const void* mask = batchTimeMaskPtr(mask_pad, B, T, &p.mask_type);
     checkStatus(rnnx::kernels::linearRecurrenceForward(p, dataType(query), query.data_ptr(), key.data_ptr(),
                     value.data_ptr(), optionalPtr<float>(past_state, "past_state", at::kFloat),
                     optionalPtr<void>(decay, "decay", act), optionalPtr<void>(beta, "beta", act), mask,
                     output.data_ptr(), present_state.data_ptr<float>(), toStream(stream)),
         "linearRecurrenceForward");
 }
-
-void bind(pybind11::module_& m)
-{
-    namespace py = pybind11;
-    m.def("linear_recurrence", &linearRecurrence,
-        "Linear recurrence forward, heads packed (rnnx::kernels::linearRecurrenceForward)", py::arg("query"),
-        py::arg("key"), py::arg("value"), py::arg("past_state"), py::arg("decay"), py::arg("beta"), py::arg("mask_pad"),
-        py::arg("output"), py::arg("present_state"), py::arg("q_num_heads"), py::arg("kv_num_heads"),
-        py::arg("update_rule"), py::arg("scale"), py::arg("kernel"), py::arg("stream"), py::arg("qk_l2_norm") = false);
-}
 } // namespace
 
-RNNX_TORCH_BINDING(linear_recurrence, bind);
+RNNX_TORCH_FUNCTION(linear_recurrence, linearRecurrence,
+    "Linear recurrence forward, heads packed (rnnx::kernels::linearRecurrenceForward)", py::arg("query"),
+    py::arg("key"), py::arg("value"), py::arg("past_state"), py::arg("decay"), py::arg("beta"), py::arg("mask_pad"),
+    py::arg("output"), py::arg("present_state"), py::arg("q_num_heads"), py::arg("kv_num_heads"),
+    py::arg("update_rule"), py::arg("scale"), py::arg("kernel"), py::arg("stream"), py::arg("qk_l2_norm") = false);

@@ -3,23 +3,13 @@
 #include "sru_scan_isa.h"
 #include "isa_build.h"
 
-// The kernel header's own includes first, then the header inside an anonymous namespace (isa_build.h says why).
-#include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <type_traits>
-#include <vector>
+// The kernel header and this build's implementation inside an anonymous namespace (isa_build.h says why).
 namespace
 {
 #include "../cpu/sru_scan_kernel.h"
-} // namespace
 
-namespace rnnx_ort
-{
-namespace
-{
-template <typename acc_t> void sru_forward_impl(const ParallelFor& parallel_for, const SruArgs<acc_t>& a)
+template <typename acc_t>
+void sru_forward_impl(const rnnx_ort::ParallelFor& parallel_for, const rnnx_ort::SruArgs<acc_t>& a)
 {
     const rnnx::sru_cpu::Problem p{a.L, a.B, a.D, a.d, a.scale_x};
     rnnx::sru_cpu::dispatch_variant(a.k, a.has_skip, a.use_tanh,
@@ -31,5 +21,7 @@ template <typename acc_t> void sru_forward_impl(const ParallelFor& parallel_for,
 }
 } // namespace
 
+namespace rnnx_ort
+{
 RNNX_ISA_DEFINE(sru_forward, SruArgs, sru_forward_impl)
 } // namespace rnnx_ort

@@ -15,12 +15,11 @@ namespace rnnx_ort
 // types; h in T, c_last in acc_type<T>.
 template <typename T> struct SruScanKernel
 {
-    static constexpr const char* name = "SRUScan";
     //! The layout of rnnx domain version 1, unchanged since.
-    static constexpr int since_version = 1;
-    static constexpr std::array<Input, 6> inputs{{{Role::activation, false}, {Role::activation, true},
-        {Role::activation, false}, {Role::activation, false}, {Role::state, false}, {Role::mask, true}}};
-    static constexpr std::array<Role, 2> outputs{{Role::activation, Role::state}};
+    static constexpr OpSignature<6, 2> signature{"SRUScan", 1,
+        {{{Role::activation, false}, {Role::activation, true}, {Role::activation, false}, {Role::activation, false},
+            {Role::state, false}, {Role::mask, true}}},
+        {{Role::activation, Role::state}}};
 
     int64_t d, D, k;
     bool has_skip, use_tanh;
@@ -41,36 +40,32 @@ template <typename T> struct SruScanKernel
         const Ort::ConstValue U = optional_input(ctx, 0), x = optional_input(ctx, 1), w = optional_input(ctx, 2),
                               bias = optional_input(ctx, 3), c0 = optional_input(ctx, 4), mask = optional_input(ctx, 5);
         if (d <= 0 || (D != 1 && D != 2) || (k != 3 && k != 4))
-            return invalid(name, "attributes hidden_size > 0, num_directions 1|2, num_matrices 3|4 expected");
+            return invalid(signature.name, "attributes hidden_size > 0, num_directions 1|2, num_matrices 3|4 expected");
         if (U == nullptr || w == nullptr || bias == nullptr || c0 == nullptr)
-            return invalid(name, "U, weight_c, bias and c0 are required");
+            return invalid(signature.name, "U, weight_c, bias and c0 are required");
         const auto shape = shape_of(U);
         if (shape.size() != 3 || shape[2] != D * d * k)
-            return invalid(name,
+            return invalid(signature.name,
                 "U must be (L, B, num_directions * hidden_size * num_matrices = " + std::to_string(D * d * k) + ")");
         const int64_t L = shape[0], B = shape[1], N = B * D * d;
         if (count(w) != static_cast<size_t>(2 * D * d) || count(bias) != static_cast<size_t>(2 * D * d))
-            return invalid(name, "weight_c and bias must hold 2 * num_directions * hidden_size values");
+            return invalid(signature.name, "weight_c and bias must hold 2 * num_directions * hidden_size values");
         if (count(c0) != static_cast<size_t>(N))
-            return invalid(name, "c0 must be (B, num_directions * hidden_size)");
+            return invalid(signature.name, "c0 must be (B, num_directions * hidden_size)");
         const bool reads_x = has_skip && k == 3;
         if (reads_x && count(x) != static_cast<size_t>(L * N))
-            return invalid(
-                name, "x must be (L, B, num_directions * hidden_size) when num_matrices is 3 with the skip term");
-        std::string mask_error;
-        std::vector<uint8_t> mask_staging;
-        const uint8_t* mp = mask_bytes(mask, mask_staging, mask_error);
-        if (!mask_error.empty())
-            return invalid(name, mask_error);
-        if (mp != nullptr && count(mask) != static_cast<size_t>(L * B))
-            return invalid(name, "mask_pad must be (L, B)");
+            return invalid(signature.name,
+                "x must be (L, B, num_directions * hidden_size) when num_matrices is 3 with the skip term");
+        PadMask pad;
+        if (OrtStatusPtr status = pad.read(signature.name, mask, static_cast<size_t>(L * B), "(L, B)"))
+            return status;
         std::vector<float> u_f, x_f, w_f, b_f, h_f;
         using acc_t = acc_type<T>;
         Ort::UnownedValue h = ctx.GetOutput(0, {L, B, D * d});
         Ort::UnownedValue c_last = ctx.GetOutput(1, {B, D * d});
         const SruArgs<acc_t> args{L, B, D, d, k, has_skip, use_tanh, scale_x, as_acc<T>(U, u_f),
             reads_x ? as_acc<T>(x, x_f) : nullptr, as_acc<T>(w, w_f), as_acc<T>(bias, b_f), c0.GetTensorData<acc_t>(),
-            mp, output_acc<T>(h, static_cast<size_t>(L * N), h_f), c_last.GetTensorMutableData<acc_t>()};
+            pad.bytes, output_acc<T>(h, static_cast<size_t>(L * N), h_f), c_last.GetTensorMutableData<acc_t>()};
         return run<T>(ctx, sru_forward<acc_t>, args, h, h_f);
     }
 };

@@ -33,19 +33,9 @@ std::vector<Field<SruScanParameters>> const& SruScanPlugin::fields()
 
 bool SruScanPlugin::checkParameters(SruScanParameters const& p) noexcept
 {
-    if (p.hiddenSize <= 0)
+    if (!isPositive("hidden_size", p.hiddenSize) || !isEither("num_directions", p.numDirections, 1, 2)
+        || !isEither("num_matrices", p.numMatrices, 3, 4))
     {
-        logPluginError("hidden_size must be positive, got " + std::to_string(p.hiddenSize));
-        return false;
-    }
-    if (p.numDirections != 1 && p.numDirections != 2)
-    {
-        logPluginError("num_directions must be 1 or 2, got " + std::to_string(p.numDirections));
-        return false;
-    }
-    if (p.numMatrices != 3 && p.numMatrices != 4)
-    {
-        logPluginError("num_matrices must be 3 or 4, got " + std::to_string(p.numMatrices));
         return false;
     }
     if ((p.hasSkipTerm != 0 && p.hasSkipTerm != 1) || (p.useTanh != 0 && p.useTanh != 1))
@@ -61,31 +51,21 @@ bool SruScanPlugin::checkParameters(SruScanParameters const& p) noexcept
     return true;
 }
 
-bool SruScanPlugin::inputLayout(
-    SruScanParameters const& params, int32_t nbInputs, SruScanInputs& inputs, char const* layer) noexcept
+SruScanInputs SruScanPlugin::inputsFor(SruScanParameters const& params) noexcept
 {
-    if (!hasInputCount(nbInputs, layer))
-    {
-        return false;
-    }
     SruScanInputs in;
     in.readsX = needsX(params);
-    inputs = in;
-    return true;
+    return in;
 }
 
 TensorRole SruScanPlugin::tensorRole(SruScanInputs const& layout, int32_t pos) noexcept
 {
     // U, x (read or dummy, any shape), weight_c, bias and h are activations; c0 and c_last state.
-    if (pos == layout.c0 || pos == kNB_INPUTS + 1)
-    {
-        return TensorRole::kSTATE;
-    }
-    return pos == layout.maskPad ? TensorRole::kMASK : TensorRole::kACTIVATION;
+    return stateOrMaskRole(pos, layout.c0, layout.maskPad);
 }
 
 int32_t SruScanPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, SruScanInputs const& layout,
-    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder) noexcept
+    nvinfer1::DimsExprs* outputs, nvinfer1::IExprBuilder& exprBuilder)
 {
     nvinfer1::DimsExprs const& U = inputs[layout.U];
     nvinfer1::DimsExprs const& c0 = inputs[layout.c0];
@@ -139,7 +119,7 @@ int32_t SruScanPlugin::outputShapes(nvinfer1::DimsExprs const* inputs, SruScanIn
     return 0;
 }
 
-bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, SruScanInputs const& layout) const noexcept
+bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, SruScanInputs const& layout) const
 {
     nvinfer1::Dims const& U = in[layout.U].dims;
     int64_t const width = static_cast<int64_t>(mParams.numDirections) * mParams.hiddenSize;
@@ -163,41 +143,22 @@ bool SruScanPlugin::checkShapes(nvinfer1::PluginTensorDesc const* in, SruScanInp
     return ok;
 }
 
-int32_t SruScanPlugin::launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs,
-    void* const* outputs, void* /*workspace*/, cudaStream_t stream) noexcept
+int32_t SruScanPlugin::launch(LaunchArgs const& args) noexcept
 {
-    if (!checkShapes(inputDesc, mLayout))
-    {
-        return notConfigured();
-    }
-    kernels::DataType type{};
-    if (!toKernelType(inputDesc[mLayout.U].type, type))
-    {
-        logLayerError("unsupported activation type");
-        return -1;
-    }
-    kernels::MaskType maskType{};
-    if (!toKernelMaskType(inputDesc[mLayout.maskPad].type, maskType))
-    {
-        logLayerError("mask_pad (input 5) must be int32, got DataType "
-            + std::to_string(static_cast<int32_t>(inputDesc[mLayout.maskPad].type)));
-        return -1;
-    }
-    kernels::SruScanParams params{};
-    params.length = static_cast<int>(inputDesc[mLayout.U].dims.d[0]);
-    params.batch = static_cast<int>(inputDesc[mLayout.U].dims.d[1]);
+    auto params = args.kernelParams<kernels::SruScanParams>();
+    params.length = args.extent(mLayout.U, 0);
+    params.batch = args.extent(mLayout.U, 1);
     params.hidden_size = mParams.hiddenSize;
     params.num_directions = mParams.numDirections;
     params.num_matrices = mParams.numMatrices;
     params.has_skip_term = mParams.hasSkipTerm != 0;
     params.use_tanh = mParams.useTanh != 0;
     params.scale_x = mParams.scaleX;
-    params.mask_type = maskType; // read in its real element type (int32 from TensorRT)
     // x only when the attributes read it (else its binding is a dummy); the mask always.
-    return launched(
-        kernels::sruScanForward(params, type, inputs[mLayout.U], mLayout.readsX ? inputs[mLayout.x] : nullptr,
-            inputs[mLayout.weightC], inputs[mLayout.bias], static_cast<float const*>(inputs[mLayout.c0]),
-            inputs[mLayout.maskPad], outputs[0], static_cast<float*>(outputs[1]), stream));
+    void const* const* in = args.inputs;
+    return launched(kernels::sruScanForward(params, args.type, in[mLayout.U], mLayout.readsX ? in[mLayout.x] : nullptr,
+        in[mLayout.weightC], in[mLayout.bias], args.stateInput(mLayout.c0), in[mLayout.maskPad], args.outputs[0],
+        args.stateOutput(1), args.stream));
 }
 
 RNNX_REGISTER_PLUGIN_CREATOR(SruScanPluginCreator);

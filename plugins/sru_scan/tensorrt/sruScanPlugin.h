@@ -50,33 +50,13 @@ struct SruScanInputs
 class SruScanPlugin : public PluginBase<SruScanPlugin, SruScanParameters, SruScanInputs>
 {
 public:
-    static constexpr char const* kPLUGIN_NAME{"SRUScan"};
-    static constexpr int32_t kNB_OUTPUTS{2};
-    //! The TensorRT node always lists all six inputs (U, x, weight_c, bias, c0, mask_pad).
-    static constexpr int32_t kNB_INPUTS{6};
-    static constexpr char const* kINPUT_NAMES{
-        "U, x, weight_c, bias, c0, mask_pad; x is a dummy unless num_matrices = 3 with has_skip_term"};
-    //! The fixed input positions and whether x is read (from `params`). False when `nbInputs` is not exactly
-    //! kNB_INPUTS; then an error naming the plugin (and `layer` when given), the expected and the given count is
-    //! logged.
-    static bool inputLayout(
-        SruScanParameters const& params, int32_t nbInputs, SruScanInputs& inputs, char const* layer = nullptr) noexcept;
+    //! The TensorRT node always lists all six inputs (U, x, weight_c, bias, c0, mask_pad); two outputs.
+    static constexpr PluginSignature kSIGNATURE{
+        "SRUScan", 6, 2, "U, x, weight_c, bias, c0, mask_pad; x is a dummy unless num_matrices = 3 with has_skip_term"};
+    //! The fixed input positions and whether x is read (from `params`).
+    static SruScanInputs inputsFor(SruScanParameters const& params) noexcept;
 
-    using PluginBase::PluginBase;
-
-private:
-    friend class PluginBase<SruScanPlugin, SruScanParameters, SruScanInputs>;
-
-    //! The field table: names, members, kinds, defaults; the single place SRUScan's fields are listed.
-    static std::vector<Field<SruScanParameters>> const& fields();
-    static bool checkParameters(SruScanParameters const& params) noexcept;
-    static TensorRole tensorRole(SruScanInputs const& layout, int32_t pos) noexcept;
-    int32_t outputShapes(nvinfer1::DimsExprs const* inputs, SruScanInputs const& layout, nvinfer1::DimsExprs* outputs,
-        nvinfer1::IExprBuilder& exprBuilder) noexcept;
-    //! Checks the ranks / extents of the input descriptors against the parameters; logs what is wrong.
-    bool checkShapes(nvinfer1::PluginTensorDesc const* in, SruScanInputs const& layout) const noexcept;
-    int32_t launch(nvinfer1::PluginTensorDesc const* inputDesc, void const* const* inputs, void* const* outputs,
-        void* workspace, cudaStream_t stream) noexcept;
+    RNNX_PLUGIN_HOOKS();
 };
 
 using SruScanPluginCreator = PluginCreator<SruScanPlugin>;

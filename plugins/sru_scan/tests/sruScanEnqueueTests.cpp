@@ -213,11 +213,7 @@ std::unique_ptr<plugin::SruScanPlugin> sruPlugin(
 {
     sruDescs(c, c.L, inDesc, outDesc);
     Fields fields = sruParserFields(c);
-    size_t workspace = 0;
-    auto plugin =
-        buildThenDeserialize<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(fields, inDesc, outDesc, workspace);
-    CHECK_EQ(workspace, size_t{0});
-    return plugin;
+    return buildWithoutWorkspace<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(fields, inDesc, outDesc);
 }
 
 //! One SRU problem in a single enqueue, against the reference; returns h and c_last as bytes.
@@ -339,16 +335,14 @@ void sruMaskTypes()
             c.L = randInt(9, 40);
             SruData const in = sruData(c);
             c.maskKind = MaskKind::kInt32;
-            auto const int32Result = sruOnePass(c, in);
-            for (MaskKind kind : {MaskKind::kUint8, MaskKind::kBool})
-            {
-                SruConfig other = c;
-                other.maskKind = kind;
-                auto const result = sruOnePass(other, in);
-                std::string const what = std::string(", int32 vs ") + name(kind) + " mask [" + c.str() + "]";
-                CHECK_MSG(bitwiseEqual("h" + what, int32Result.first, result.first));
-                CHECK_MSG(bitwiseEqual("c_last" + what, int32Result.second, result.second));
-            }
+            checkMaskKindsAlike({"h", "c_last"}, c.str(),
+                [&](MaskKind kind)
+                {
+                    SruConfig other = c;
+                    other.maskKind = kind;
+                    auto const [h, cLast] = sruOnePass(other, in);
+                    return std::vector<std::vector<uint8_t>>{h, cLast};
+                });
             ++runs;
         }
     }

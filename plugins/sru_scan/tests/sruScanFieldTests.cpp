@@ -18,15 +18,12 @@ using nvinfer1::TensorRTPhase;
 TEST_CASE("SRUScan creator field list follows the field table")
 {
     plugin::SruScanPluginCreator sru;
-    checkCreatorFields(sru, plugin::SruScanPlugin::fieldTable());
-    std::vector<std::string> names;
-    for (auto const& row : plugin::SruScanPlugin::fieldTable())
-    {
-        names.emplace_back(row.name);
-    }
-    CHECK((names
-        == std::vector<std::string>{
-            "hidden_size", "num_directions", "num_matrices", "has_skip_term", "use_tanh", "scale_x"}));
+    checkCreatorIdentity(sru, "SRUScan");
+    // name, reported type, required, default (string fields only).
+    checkCreatorFields(sru, plugin::SruScanPlugin::fieldTable(),
+        {{"hidden_size", PluginFieldType::kINT32, true, ""}, {"num_directions", PluginFieldType::kINT32, false, ""},
+            {"num_matrices", PluginFieldType::kINT32, false, ""}, {"has_skip_term", PluginFieldType::kINT32, false, ""},
+            {"use_tanh", PluginFieldType::kINT32, false, ""}, {"scale_x", PluginFieldType::kFLOAT32, false, ""}});
 }
 
 TEST_CASE("SRUScan createPlugin reads kINT32 / kFLOAT32 fields")
@@ -63,12 +60,8 @@ TEST_CASE("SRUScan createPlugin reads kINT64 / kFLOAT64 fields and the plugin_ve
 
 TEST_CASE("SRUScan build phase fills spec defaults for optional fields")
 {
-    plugin::SruScanPluginCreator sru;
-    Fields f;
-    f.i32("hidden_size", 4);
-    auto p = createAs<plugin::SruScanPlugin>(sru, f.get());
-    REQUIRE(p != nullptr);
-    CHECK_EQ(p->parameters(), (plugin::SruScanParameters{4, 1, 3, 1, 0, 1.F}));
+    CHECK_EQ((parametersFrom<plugin::SruScanPlugin, plugin::SruScanPluginCreator>(Fields().i32("hidden_size", 4))),
+        (plugin::SruScanParameters{4, 1, 3, 1, 0, 1.F}));
 }
 
 TEST_CASE("SRUScan missing fields are errors: hidden_size always, every field when deserialising")
@@ -88,22 +81,12 @@ TEST_CASE("SRUScan missing fields are errors: hidden_size always, every field wh
 TEST_CASE("SRUScan unknown, duplicated and malformed fields are errors")
 {
     plugin::SruScanPluginCreator sru;
-    Fields unknown = sruFields(4);
-    unknown.i32("hidden", 4);
-    expectRejected(sru, unknown, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields twice = sruFields(4);
-    twice.i32("use_tanh", 1);
-    expectRejected(sru, twice, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    // Version 1 nodes (heads apart, no mask) do not reach this plugin.
-    Fields wrongVersion = sruFields(4);
-    wrongVersion.str("plugin_version", "1");
-    expectRejected(sru, wrongVersion, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields wrongNamespace = sruFields(4);
-    wrongNamespace.str("plugin_namespace", "");
-    expectRejected(sru, wrongNamespace, TensorRTPhase::kBUILD, __FILE__, __LINE__);
-    Fields versionAsInt = sruFields(4);
-    versionAsInt.i32("plugin_version", 1);
-    expectRejected(sru, versionAsInt, TensorRTPhase::kBUILD, __FILE__, __LINE__);
+    // An unknown field, a field twice; a version 1 node (heads apart, no mask: it does not reach this plugin), another
+    // namespace, the version as an int.
+    expectEachRejected(sru,
+        {sruFields(4).i32("hidden", 4), sruFields(4).i32("use_tanh", 1), sruFields(4).str("plugin_version", "1"),
+            sruFields(4).str("plugin_namespace", ""), sruFields(4).i32("plugin_version", 1)},
+        TensorRTPhase::kBUILD, __FILE__, __LINE__);
 }
 
 TEST_CASE("SRUScan wrongly typed fields are errors")

@@ -15,7 +15,7 @@ cudaError_t sruScanForward(const SruScanParams& params, DataType type, const voi
     cudaStream_t stream)
 {
     test::SruScanCall& call = test::recordedCall<test::SruScanCall>();
-    call = {call.count + 1, params, type, U, x, weight_c, bias, c0, mask_pad, h, c_last, stream};
+    call = {{call.count + 1, params, type, stream}, U, x, weight_c, bias, c0, mask_pad, h, c_last};
     return test::kernelsDouble().status;
 }
 

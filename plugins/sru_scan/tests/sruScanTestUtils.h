@@ -6,6 +6,7 @@
 
 #include "sru_scan/cuda/sru_scan.h"
 #include "sru_scan/tensorrt/sruScanPlugin.h"
+#include "kernelsDouble.h"
 #include "testUtils.h"
 
 #include <memory>
@@ -39,11 +40,8 @@ inline std::unique_ptr<plugin::SruScanPlugin> makeSru(int32_t hidden, int32_t di
 }
 
 //! The arguments of the last call of the launcher's test double (recordedCall<SruScanCall>(), kernelsDouble.h).
-struct SruScanCall
+struct SruScanCall : LaunchRecord<kernels::SruScanParams>
 {
-    int32_t count{0};
-    kernels::SruScanParams params{};
-    kernels::DataType type{};
     void const* U{};
     void const* x{};
     void const* weightC{};
@@ -52,7 +50,6 @@ struct SruScanCall
     void const* maskPad{};
     void* h{};
     float* cLast{};
-    cudaStream_t stream{};
 };
 
 //! SRUScan parameters compared field by field, and printed in field-table order (for CHECK_EQ).

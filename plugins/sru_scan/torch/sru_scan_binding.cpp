@@ -37,15 +37,9 @@ void sruScan(const at::Tensor& U, const c10::optional<at::Tensor>& x, const at::
                     toStream(stream)),
         "sruScanForward");
 }
-
-void bind(pybind11::module_& m)
-{
-    namespace py = pybind11;
-    m.def("sru_scan", &sruScan, "SRU scan forward (rnnx::kernels::sruScanForward)", py::arg("U"), py::arg("x"),
-        py::arg("weight_c"), py::arg("bias"), py::arg("c0"), py::arg("mask_pad"), py::arg("h"), py::arg("c_last"),
-        py::arg("hidden_size"), py::arg("num_directions"), py::arg("num_matrices"), py::arg("has_skip_term"),
-        py::arg("use_tanh"), py::arg("scale_x"), py::arg("stream"));
-}
 } // namespace
 
-RNNX_TORCH_BINDING(sru_scan, bind);
+RNNX_TORCH_FUNCTION(sru_scan, sruScan, "SRU scan forward (rnnx::kernels::sruScanForward)", py::arg("U"), py::arg("x"),
+    py::arg("weight_c"), py::arg("bias"), py::arg("c0"), py::arg("mask_pad"), py::arg("h"), py::arg("c_last"),
+    py::arg("hidden_size"), py::arg("num_directions"), py::arg("num_matrices"), py::arg("has_skip_term"),
+    py::arg("use_tanh"), py::arg("scale_x"), py::arg("stream"));

@@ -210,34 +210,6 @@ void check_lm_side(const Json& meta, std::string_view side, const c::LmSlot (&sl
 
 } // namespace
 
-std::string json_text(std::string_view text)
-{
-    std::string out = "\"";
-    for (const unsigned char ch : text)
-    {
-        switch (ch)
-        {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (ch < 0x20)
-            {
-                char buffer[8];
-                std::snprintf(buffer, sizeof(buffer), "\\u%04x", ch);
-                out += buffer;
-            }
-            else
-                out += static_cast<char>(ch);
-        }
-    }
-    return out + "\"";
-}
-
 std::string json_text(const Json& value)
 {
     switch (value.kind())

@@ -19,10 +19,9 @@ namespace rnnx
 // A refusal's placeholders and their rendered values.
 using RefusalValues = std::initializer_list<std::pair<std::string_view, std::string>>;
 
-// `value` as a refusal shows it: compact JSON as JavaScript's JSON.stringify writes it (artifact.py's json_text).
+// `value` as a refusal shows it: compact JSON as JavaScript's JSON.stringify writes it (artifact.py's json_text; a
+// string as json.h's json_text writes it).
 std::string json_text(const Json& value);
-// A string as JSON.
-std::string json_text(std::string_view text);
 
 // Error(status, "<where>: <the template of `reason` with `values`>", reason).
 Error refusal(rnnx_status status, const std::string& where, std::string_view reason, RefusalValues values = {});

@@ -121,31 +121,57 @@ void Json::set(const std::string& key, Json value)
 namespace
 {
 
-void dump_string(const std::string& s, std::string& out)
+// JSON's two-character escapes: a character and the letter written after the backslash for it.
+constexpr std::pair<char, char> kShortEscapes[] = {
+    {'"', '"'}, {'\\', '\\'}, {'\b', 'b'}, {'\f', 'f'}, {'\n', 'n'}, {'\r', 'r'}, {'\t', 't'}};
+
+// The letter of `c`'s two-character escape; 0 when it has none.
+char escape_letter(char c)
 {
-    out += '"';
-    for (const unsigned char c : s)
-    {
-        switch (c)
-        {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (c < 0x20)
-            {
-                char buffer[8];
-                std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-                out += buffer;
-            }
-            else
-                out += static_cast<char>(c);
-        }
-    }
-    out += '"';
+    for (const auto& [plain, letter] : kShortEscapes)
+        if (plain == c)
+            return letter;
+    return 0;
 }
+
+// The character that the escape `\<letter>` stands for ('/' included: JSON reads \/, rnnx never writes it); 0 when
+// `letter` is no two-character escape.
+char escaped_char(char letter)
+{
+    if (letter == '/')
+        return '/';
+    for (const auto& [plain, escape] : kShortEscapes)
+        if (escape == letter)
+            return plain;
+    return 0;
+}
+
+} // namespace
+
+std::string json_text(std::string_view text)
+{
+    std::string out = "\"";
+    for (const unsigned char c : text)
+    {
+        if (const char letter = escape_letter(static_cast<char>(c)))
+        {
+            out += '\\';
+            out += letter;
+        }
+        else if (c < 0x20)
+        {
+            char buffer[8];
+            std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+            out += buffer;
+        }
+        else
+            out += static_cast<char>(c);
+    }
+    return out + "\"";
+}
+
+namespace
+{
 
 // `items` between `open` and `close`, separated by commas, each written by `dump_item`.
 template <typename Items, typename DumpItem>
@@ -184,7 +210,7 @@ void dump_value(const Json& value, std::string& out)
         out += buffer;
         break;
     }
-    case Json::Kind::String: dump_string(value.as_string(), out); break;
+    case Json::Kind::String: out += json_text(value.as_string()); break;
     case Json::Kind::Array:
         dump_items('[', value.items(), ']', out, [&](const Json& item) { dump_value(item, out); });
         break;
@@ -192,7 +218,7 @@ void dump_value(const Json& value, std::string& out)
         dump_items('{', value.members(), '}', out,
             [&](const std::pair<std::string, Json>& member)
             {
-                dump_string(member.first, out);
+                out += json_text(member.first);
                 out += ':';
                 dump_value(member.second, out);
             });
@@ -384,16 +410,13 @@ private:
             if (pos_ >= text_.size())
                 fail("unterminated escape");
             const char e = text_[pos_++];
+            if (const char plain = escaped_char(e))
+            {
+                out += plain;
+                continue;
+            }
             switch (e)
             {
-            case '"': out += '"'; break;
-            case '\\': out += '\\'; break;
-            case '/': out += '/'; break;
-            case 'b': out += '\b'; break;
-            case 'f': out += '\f'; break;
-            case 'n': out += '\n'; break;
-            case 'r': out += '\r'; break;
-            case 't': out += '\t'; break;
             case 'u':
             {
                 uint32_t code = parse_hex4();

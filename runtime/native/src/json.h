@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,5 +95,9 @@ struct JsonError : std::runtime_error
 
 // Parses one JSON document (trailing whitespace allowed); JsonError naming the offset otherwise.
 Json parse_json(const std::string& text);
+
+// `text` as a JSON string, as JavaScript's JSON.stringify writes it: ", \ and the controls \b \f \n \r \t as their
+// two-character escapes, the other controls as \u00xx, every other byte as it is (UTF-8 stays UTF-8).
+std::string json_text(std::string_view text);
 
 } // namespace rnnx
