@@ -204,13 +204,15 @@ class Attention(nn.Module):
         past = state.key.shape[2]
         step = torch.arange(L, device=x.device)[:, None] + past
         allowed = (torch.arange(past + L, device=x.device)[None, :] <= step)[None, None] & valid[:, None, None, :]
-        # GQA without copying the cache per query head: the query heads of a KV head form a group axis, and the
-        # cache (B, Hkv, 1, S, d) broadcasts over it (head h reads KV head h // group, as repeat_interleave would)
+        # GQA without copying the cache per query head: the query heads of a KV head are folded into its rows,
+        # (B, Hkv, group * L, d), so both products are plain batched matmuls against the cache (B, Hkv, S, d)
+        # (head h reads KV head h // group, as repeat_interleave would); the mask views the group axis apart.
         group, allowed = H // Hkv, allowed[:, :, None]
-        scores = torch.matmul(q.reshape(B, Hkv, group, L, d), key[:, :, None].transpose(-1, -2)) * d**-0.5
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = torch.matmul(q.reshape(B, Hkv, group * L, d), key.transpose(-1, -2)) * d**-0.5
+        scores = scores.reshape(B, Hkv, group, L, -1).masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1).masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
-        out = torch.matmul(weights, value[:, :, None]).reshape(B, H, L, d).transpose(1, 2).reshape(B, L, H * d)
+        out = torch.matmul(weights.reshape(B, Hkv, group * L, -1), value)
+        out = out.reshape(B, H, L, d).transpose(1, 2).reshape(B, L, H * d)
         if gate is not None:
             out = out * torch.sigmoid(gate.reshape(B, L, H * d))
         return self.o_proj(out), KVCache(key=key, value=value, valid=valid)
@@ -275,7 +277,7 @@ class SparseMoE(nn.Module):
         out = torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)[0]
         for e, expert in enumerate(self.experts):
             w = weights[..., e : e + 1]  # an expert not picked adds 0, even where its output overflows (fp16)
-            out = out + torch.where(w > 0, w * expert(x)[0], torch.zeros((), dtype=x.dtype, device=x.device))
+            out = out + torch.where(w > 0, w * expert(x)[0], 0.0)
         return out, None
 
     def init_state(self, batch_size: int, device: Optional[torch.device] = None) -> None:

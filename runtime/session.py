@@ -49,6 +49,20 @@ TokenInput = Union[np.ndarray, Sequence[Sequence[int]], Any]
 #: call's logits are (B, piece, V) and an attention layer's scores (piece x context), not (L x L): an 8,192-token
 #: prompt on a 248k vocabulary would otherwise return 8 GB of logits.
 PREFILL_PIECE_TOKENS = 1024
+
+
+def prefill_pieces(length: int, max_call_length: Optional[int] = None) -> int:
+    """The piece size :meth:`Session.prefill` feeds a prompt of ``length`` positions in: the prompt cut into
+    equal pieces (the last at most one position per piece shorter), none over ``max_call_length`` (the backend's
+    per-call limit; None: none) and, below that limit, each at least :data:`PREFILL_PIECE_TOKENS` long and under
+    twice that (a piece stays long enough for ONNX Runtime's thread pool, which starts at that size).
+    ``length`` itself when one call takes it."""
+    pieces = max(1, length // PREFILL_PIECE_TOKENS)
+    if max_call_length is not None:
+        pieces = max(pieces, -(-length // max_call_length))
+    return max(1, -(-length // pieces))
+
+
 _IN_USE = "session is in use by another thread; use one session per thread"
 _INT64 = np.dtype(np.int64)
 
@@ -358,8 +372,9 @@ class Session(StatefulSession):
     ) -> State:
         """Feeds prompts (right-padded, see :meth:`pad`) from a fresh state, or continuing ``state`` (which is then
         advanced in place). Returns the state, made current; its ``last_logits`` (B, V) are each row's
-        logits after its last real token. A prompt longer than :data:`PREFILL_PIECE_TOKENS` runs in pieces
-        of that length (the same state and logits, bounded memory). ``donate=True``: ``state``'s previous
+        logits after its last real token. A prompt longer than :data:`PREFILL_PIECE_TOKENS` (or than the
+        backend's ``max_call_length``) runs in equal pieces (:func:`prefill_pieces`: the same state and logits,
+        bounded memory). ``donate=True``: ``state``'s previous
         buffers may be reused (see the module doc); a fresh state is always donated, since nothing else
         holds it."""
         ids, mask = self.pad(tokens, lengths)
@@ -371,10 +386,11 @@ class Session(StatefulSession):
                 self._check_state(state, ids.shape[0])
             rows, last = np.arange(ids.shape[0]), mask.sum(1) - 1
             inner, last_logits = state.inner, None
-            for start in range(0, ids.shape[1], PREFILL_PIECE_TOKENS):
-                piece = slice(start, start + PREFILL_PIECE_TOKENS)
+            size = prefill_pieces(ids.shape[1], self.backend.max_call_length)
+            for start in range(0, ids.shape[1], size):
+                piece = slice(start, start + size)
                 feed = {INPUT_IDS: ids[:, piece], ATTENTION_MASK: mask[:, piece]}
-                if ids.shape[1] > PREFILL_PIECE_TOKENS:
+                if size < ids.shape[1]:
                     feed = {name: np.ascontiguousarray(value) for name, value in feed.items()}
                 # the pieces after the first advance this call's own buffers: those may always be reused
                 outputs, inner = self.backend.run(feed, inner, donate=bool(donate) or start > 0)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -492,8 +495,12 @@ def test_export_model_on_a_terminal_shows_each_stage_with_its_time_and_bars(chec
     pid, fd = pty.fork()
     if pid == 0:  # the child: export-model with the pty as its terminal
         os.execvp(argv[0], argv)
-    shown = b""
+    shown, deadline = b"", time.monotonic() + 600
     while True:
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            os.kill(pid, signal.SIGKILL)  # a hung export fails this test instead of hanging the suite
+            os.waitpid(pid, 0)
+            pytest.fail(f"export-model did not finish within 600 s; it showed:\n{shown.decode(errors='replace')}")
         try:
             chunk = os.read(fd, 1 << 16)
         except OSError:  # the child closed the terminal
@@ -512,20 +519,47 @@ def test_export_model_on_a_terminal_shows_each_stage_with_its_time_and_bars(chec
     assert "PASS" in text and (out / "rnnx.json").is_file()
 
 
+def test_prefill_pieces_are_equal_long_enough_and_within_the_backends_limit(monkeypatch) -> None:
+    """The piece size: one call up to twice PREFILL_PIECE_TOKENS, then equal pieces of at least that many positions
+    (under twice), and never over a backend's per-call limit (a TensorRT engine's max_length)."""
+    import rnnx.runtime.session as session_module
+    from rnnx.runtime.session import prefill_pieces
+
+    monkeypatch.setattr(session_module, "PREFILL_PIECE_TOKENS", 1024)
+    for length in (1, 1023, 1024, 1500, 2047, 2048, 2049, 5000, 8192):
+        size = prefill_pieces(length)
+        count = -(-length // size)
+        assert 1024 <= size < 2048 or (count == 1 and size == length), (length, size)
+        assert length - (count - 1) * size > size - count, (length, size)  # the last piece short by < count
+    assert prefill_pieces(600, max_call_length=512) == 300 and prefill_pieces(1500, max_call_length=512) == 500
+    assert prefill_pieces(400, max_call_length=512) == 400
+
+
 @pytest.mark.parametrize("family", ["qwen3_5_text", "lfm2"])
-def test_a_long_prompt_prefills_in_pieces_with_the_state_and_logits_of_one_call(family, exports, monkeypatch):
-    """``Session.prefill`` past PREFILL_PIECE_TOKENS feeds pieces, the state carried (KV caches, conv and recurrent
-    states), and takes each row's last logits from the piece that holds its last token: a right-padded batch whose
-    rows end in different pieces gives the one-call state and logits, and the same next step."""
+@pytest.mark.parametrize("limit", ["piece_tokens", "backend_max_call_length"])
+def test_a_long_prompt_prefills_in_pieces_with_the_state_and_logits_of_one_call(family, limit, exports, monkeypatch):
+    """``Session.prefill`` past PREFILL_PIECE_TOKENS, or past the backend's ``max_call_length``, feeds pieces, the
+    state carried (KV caches, conv and recurrent states), and takes each row's last logits from the piece that holds
+    its last token: a right-padded batch whose rows end in different pieces gives the one-call state and logits, and
+    the same next step."""
     import rnnx.runtime as rt
     import rnnx.runtime.session as session_module
 
     session = rt.load(exports[family], backend="onnxruntime")
     tokens = np.random.default_rng(3).integers(0, session.vocab_size, size=(3, 37))
-    lengths = [37, 20, 5]  # with pieces of 8: the rows end in the fifth, third and first piece
+    lengths = [37, 20, 5]  # in four pieces of 10 or five of 8, the rows end in different pieces
     whole = session.prefill(tokens, lengths)
-    monkeypatch.setattr(session_module, "PREFILL_PIECE_TOKENS", 8)
+    if limit == "piece_tokens":
+        monkeypatch.setattr(session_module, "PREFILL_PIECE_TOKENS", 8)  # 37 // 8 = 4 pieces of 10
+    else:
+        monkeypatch.setattr(session.backend, "max_call_length", 8, raising=False)  # 5 pieces of 8
+    calls: list[int] = []
+    run = session.backend.run
+    monkeypatch.setattr(
+        session.backend, "run", lambda feed, *a, **k: calls.append(feed["input_ids"].shape[1]) or run(feed, *a, **k)
+    )
     pieces = session.prefill(tokens, lengths)
+    assert calls == ([10, 10, 10, 7] if limit == "piece_tokens" else [8, 8, 8, 8, 5]), calls
     a, b = whole.to_host(), pieces.to_host()
     assert {k: v.shape for k, v in a.items()} == {k: v.shape for k, v in b.items()}
     for name in a:

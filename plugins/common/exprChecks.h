@@ -72,6 +72,7 @@ inline int64_t constantVolume(nvinfer1::DimsExprs const& e) noexcept
 class Extents
 {
 public:
+    Extents() noexcept = default;
     explicit Extents(nvinfer1::DimsExprs const& e) noexcept
         : mRank(e.nbDims)
     {
@@ -141,23 +142,40 @@ private:
     int64_t mValue[nvinfer1::Dims::MAX_DIMS]{};
 };
 
-//! Extents of the first `n` inputs at build time.
-inline std::vector<Extents> extentsOf(nvinfer1::DimsExprs const* inputs, int32_t n)
+//! The extents of a plugin's first `n` inputs (at most kMAX_INPUTS), held in place: enqueue's shape recheck
+//! allocates nothing. Built from DimsExprs (build time) or PluginTensorDesc (run time).
+class InputExtents
 {
-    return std::vector<Extents>(inputs, inputs + n);
-}
+public:
+    static constexpr int32_t kMAX_INPUTS{8};
 
-//! Extents of the first `n` inputs at run time.
-inline std::vector<Extents> extentsOf(nvinfer1::PluginTensorDesc const* inputs, int32_t n)
-{
-    std::vector<Extents> all;
-    all.reserve(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i)
+    InputExtents(nvinfer1::DimsExprs const* inputs, int32_t n) noexcept
     {
-        all.emplace_back(inputs[i].dims);
+        for (int32_t i = 0; i < n && i < kMAX_INPUTS; ++i)
+        {
+            mAll[i] = Extents(inputs[i]);
+        }
     }
-    return all;
-}
+    InputExtents(nvinfer1::PluginTensorDesc const* inputs, int32_t n) noexcept
+    {
+        for (int32_t i = 0; i < n && i < kMAX_INPUTS; ++i)
+        {
+            mAll[i] = Extents(inputs[i].dims);
+        }
+    }
+
+    Extents const& operator[](int32_t i) const noexcept
+    {
+        return mAll[i];
+    }
+    Extents const* data() const noexcept
+    {
+        return mAll;
+    }
+
+private:
+    Extents mAll[kMAX_INPUTS]{};
+};
 
 //! Sets `error` to "<tensor> (input <pos>) is <got>, expected <expected>"; false (a shape check's refusal).
 inline bool wrongInput(

@@ -248,6 +248,15 @@ inline size_t count(const Ort::ConstValue& value)
     return value == nullptr ? 0 : value.GetTensorTypeAndShapeInfo().GetElementCount();
 }
 
+// "(2, 5, 64)".
+inline std::string shape_text(const std::vector<int64_t>& shape)
+{
+    std::string s = "(";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + ")";
+}
+
 inline std::vector<int64_t> shape_of(const Ort::ConstValue& value)
 {
     return value.GetTensorTypeAndShapeInfo().GetShape();
@@ -261,29 +270,32 @@ struct PadMask
     std::vector<uint8_t> staging;
 
     // Reads `mask`: an error status naming `op` for an element type mask_bytes does not take, or for a mask of
-    // another shape than `shape` ("mask_pad must be <expected>").
-    OrtStatusPtr read(
-        const char* op, const Ort::ConstValue& mask, const std::vector<int64_t>& shape, const std::string& expected)
+    // another shape than `shape` ("mask_pad must be <axes>", then " = <shape>" when `show_shape`); the text is
+    // built on that error only.
+    OrtStatusPtr read(const char* op, const Ort::ConstValue& mask, const std::vector<int64_t>& shape, const char* axes,
+        bool show_shape = false)
     {
-        return read_fitting(op, mask, expected, [&] { return shape_of(mask) == shape; });
+        return read_fitting(
+            op, mask, [&] { return shape_of(mask) == shape; },
+            [&] { return std::string(axes) + (show_shape ? " = " + shape_text(shape) : std::string()); });
     }
 
     // The same, for a mask checked by its number of elements only.
-    OrtStatusPtr read(const char* op, const Ort::ConstValue& mask, size_t elements, const std::string& expected)
+    OrtStatusPtr read(const char* op, const Ort::ConstValue& mask, size_t elements, const char* expected)
     {
-        return read_fitting(op, mask, expected, [&] { return count(mask) == elements; });
+        return read_fitting(op, mask, [&] { return count(mask) == elements; }, [&] { return std::string(expected); });
     }
 
 private:
-    template <typename Fits>
-    OrtStatusPtr read_fitting(const char* op, const Ort::ConstValue& mask, const std::string& expected, Fits fits)
+    template <typename Fits, typename Expected>
+    OrtStatusPtr read_fitting(const char* op, const Ort::ConstValue& mask, Fits fits, Expected expected)
     {
         std::string error;
         bytes = mask_bytes(mask, staging, error);
         if (!error.empty())
             return invalid(op, error);
         if (bytes != nullptr && !fits())
-            return invalid(op, "mask_pad must be " + expected);
+            return invalid(op, "mask_pad must be " + expected());
         return nullptr;
     }
 };

@@ -176,6 +176,7 @@ class Backend(ABC):
             source, precision; vocab_size for a language model).
         state_specs: :class:`StateSpec` per state tensor, graph order.
         vocab_size: V of a language model, else None.
+        max_call_length: the most positions one call takes (a TensorRT engine's ``max_length``), None: no limit.
     """
 
     name: str
@@ -183,6 +184,7 @@ class Backend(ABC):
     metadata: dict[str, Any]
     state_specs: list[StateSpec]
     vocab_size: Optional[int]
+    max_call_length: Optional[int] = None
 
     def call_specs(self) -> CallSpecs:
         """The data input / output specs of :attr:`metadata`, read once per metadata object (cached: every call

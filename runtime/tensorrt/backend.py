@@ -233,6 +233,7 @@ class TensorRTBackend(Backend):
         self.state_specs = state_specs(metadata)
         self.vocab_size = metadata.get("vocab_size")
         self.limits = (limits or ProfileLimits()).resolved()
+        self.max_call_length = int(self.limits.max_length)
         self.profiles = build_profiles(metadata, self.limits)
 
     def _attach(self, trt: Any, engine: Any, stream: Any, cuda_graphs: bool) -> None:

@@ -54,8 +54,7 @@ template <typename T> struct CausalConvWithStateKernel
                 "past_state must be (B, C, K-1) = (" + std::to_string(B) + ", " + std::to_string(C) + ", "
                     + std::to_string(K - 1) + ")");
         PadMask pad;
-        if (OrtStatusPtr status = pad.read(
-                signature.name, mask, {B, Tn}, "(B, T) = (" + std::to_string(B) + ", " + std::to_string(Tn) + ")"))
+        if (OrtStatusPtr status = pad.read(signature.name, mask, {B, Tn}, "(B, T)", true))
             return status;
         std::vector<float> x_f, w_f, b_f, out_f;
         using acc_t = acc_type<T>;

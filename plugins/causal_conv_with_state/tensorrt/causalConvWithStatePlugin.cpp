@@ -10,6 +10,9 @@ namespace rnnx
 {
 namespace plugin
 {
+
+static_assert(
+    CausalConvWithStatePlugin::kSIGNATURE.nbInputs <= InputExtents::kMAX_INPUTS, "InputExtents holds every input");
 namespace
 {
 
@@ -89,7 +92,7 @@ int32_t CausalConvWithStatePlugin::outputShapes(nvinfer1::DimsExprs const* input
     // Extents known at build time (constants) must agree; symbolic ones are checked on the concrete shapes by
     // onShapeChange (checkShapes, the same checks).
     std::string error;
-    if (!checkExtents(extentsOf(inputs, kSIGNATURE.nbInputs).data(), layout, false, error))
+    if (!checkExtents(InputExtents(inputs, kSIGNATURE.nbInputs).data(), layout, false, error))
     {
         logLayerError(error + " (extents known at build time)");
         return -1;
@@ -104,7 +107,7 @@ bool CausalConvWithStatePlugin::checkShapes(
     nvinfer1::PluginTensorDesc const* in, CausalConvWithStateInputs const& layout) const
 {
     std::string error;
-    if (!checkExtents(extentsOf(in, kSIGNATURE.nbInputs).data(), layout, true, error))
+    if (!checkExtents(InputExtents(in, kSIGNATURE.nbInputs).data(), layout, true, error))
     {
         logLayerError(error);
         return false;

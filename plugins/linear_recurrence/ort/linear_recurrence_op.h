@@ -74,8 +74,8 @@ template <typename T> struct LinearRecurrenceKernel
         const int64_t B = qs[0], Tn = qs[1], Hq = q_num_heads, Hkv = kv_num_heads, dk = qs[2] / Hq;
         const int64_t Hk = std::min(Hq, Hkv), Ho = std::max(Hq, Hkv); // key heads, output heads
         if (ks != std::vector<int64_t>{B, Tn, Hk * dk})
-            return invalid(
-                signature.name, "key must be (B, T, min(q_num_heads, kv_num_heads) * dk) = " + dims({B, Tn, Hk * dk}));
+            return invalid(signature.name,
+                "key must be (B, T, min(q_num_heads, kv_num_heads) * dk) = " + shape_text({B, Tn, Hk * dk}));
         if (vs[0] != B || vs[1] != Tn || vs[2] % Hkv != 0)
             return invalid(signature.name, "value must be (B, T, kv_num_heads * dv)");
         const int64_t dv = vs[2] / Hkv;
@@ -85,7 +85,8 @@ template <typename T> struct LinearRecurrenceKernel
             S0_count *= d;
         const bool has_S0 = S0 != nullptr && S0_count > 0; // an empty past_state is zeros
         if (has_S0 && S0s != std::vector<int64_t>{B, Hkv, dk, dv})
-            return invalid(signature.name, "past_state must be (B, kv_num_heads, dk, dv) = " + dims({B, Hkv, dk, dv}));
+            return invalid(
+                signature.name, "past_state must be (B, kv_num_heads, dk, dv) = " + shape_text({B, Hkv, dk, dv}));
         const bool gated = rule == 1 || rule == 3, delta = rule == 2 || rule == 3;
         // A decay given to an ungated rule, or a beta to a non-delta rule, is ignored: the TensorRT layout passes
         // every input (zeros where the rule takes none), and the file also runs here.
@@ -97,7 +98,7 @@ template <typename T> struct LinearRecurrenceKernel
             if (ds.size() != 3 || ds[0] != B || ds[1] != Tn || (ds[2] != Hkv && ds[2] != Hkv * dk))
                 return invalid(signature.name,
                     "update_rule " + update_rule + " needs decay (B, T, kv_num_heads) or (B, T, kv_num_heads * dk) = "
-                        + dims({B, Tn, Hkv}) + " or " + dims({B, Tn, Hkv * dk}));
+                        + shape_text({B, Tn, Hkv}) + " or " + shape_text({B, Tn, Hkv * dk}));
         }
         if (delta)
         {
@@ -106,10 +107,10 @@ template <typename T> struct LinearRecurrenceKernel
             if (bs.size() != 3 || bs[0] != B || bs[1] != Tn || (bs[2] != Hkv && bs[2] != 1))
                 return invalid(signature.name,
                     "update_rule " + update_rule + " needs beta (B, T, kv_num_heads) or (B, T, 1) = "
-                        + dims({B, Tn, Hkv}) + " or " + dims({B, Tn, 1}));
+                        + shape_text({B, Tn, Hkv}) + " or " + shape_text({B, Tn, 1}));
         }
         PadMask pad;
-        if (OrtStatusPtr status = pad.read(signature.name, mask, {B, Tn}, "(B, T) = " + dims({B, Tn})))
+        if (OrtStatusPtr status = pad.read(signature.name, mask, {B, Tn}, "(B, T)", true))
             return status;
         std::vector<float> q_f, k_f, v_f, d_f, b_f, out_f;
         using acc_t = acc_type<T>;
@@ -122,14 +123,6 @@ template <typename T> struct LinearRecurrenceKernel
             output_acc<T>(out, static_cast<size_t>(B * Tn * Ho * dv), out_f), present.GetTensorMutableData<acc_t>(),
             qk_l2_norm != 0};
         return run<T>(ctx, linear_recurrence_forward<acc_t>, args, out, out_f);
-    }
-
-    static std::string dims(const std::vector<int64_t>& shape)
-    {
-        std::string s = "(";
-        for (size_t i = 0; i < shape.size(); ++i)
-            s += (i ? ", " : "") + std::to_string(shape[i]);
-        return s + ")";
     }
 };
 

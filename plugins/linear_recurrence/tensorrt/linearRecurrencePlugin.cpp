@@ -11,6 +11,9 @@ namespace rnnx
 {
 namespace plugin
 {
+
+static_assert(
+    LinearRecurrencePlugin::kSIGNATURE.nbInputs <= InputExtents::kMAX_INPUTS, "InputExtents holds every input");
 namespace
 {
 
@@ -195,7 +198,7 @@ int32_t LinearRecurrencePlugin::outputShapes(nvinfer1::DimsExprs const* inputs, 
 {
     // Extents known at build time (constants) must fit the fields and each other; symbolic ones are checked on
     // the concrete shapes by onShapeChange (checkShapes, the same checks).
-    std::vector<Extents> const in = extentsOf(inputs, kSIGNATURE.nbInputs);
+    InputExtents const in(inputs, kSIGNATURE.nbInputs);
     int64_t dk = -1;
     int64_t dv = -1;
     std::string error;
@@ -234,7 +237,7 @@ int32_t LinearRecurrencePlugin::outputShapes(nvinfer1::DimsExprs const* inputs, 
 bool LinearRecurrencePlugin::checkShapes(
     nvinfer1::PluginTensorDesc const* in, LinearRecurrenceInputs const& layout) const
 {
-    std::vector<Extents> const extents = extentsOf(in, kSIGNATURE.nbInputs);
+    InputExtents const extents(in, kSIGNATURE.nbInputs);
     int64_t dk = -1;
     int64_t dv = -1;
     std::string error;
